@@ -1,0 +1,1 @@
+pub use rdma_sys as ffi;

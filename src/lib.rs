@@ -1,0 +1,1 @@
+//! Placeholder library of the unpublished root package.
