@@ -1,0 +1,264 @@
+//! Completion channel, completion queue and extended completion queue.
+
+use crate::device::Context;
+use crate::ffi;
+use crate::{from_errno_ret, from_minus1_ret, last_error};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+struct ChannelInner {
+    ch: *mut ffi::ibv_comp_channel,
+    _ctx: Context,
+}
+
+// SAFETY: a completion channel is an fd plus a context pointer; usable from any thread.
+unsafe impl Send for ChannelInner {}
+// SAFETY: ibv_get_cq_event on a shared channel is thread-safe (a blocking read).
+unsafe impl Sync for ChannelInner {}
+
+impl Drop for ChannelInner {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_comp_channel; CQs using it hold an Arc.
+        let rc = unsafe { ffi::ibv_destroy_comp_channel(self.ch) };
+        if let Err(e) = from_errno_ret(rc, "ibv_destroy_comp_channel") {
+            log::error!("ibv_destroy_comp_channel: {e}");
+        }
+    }
+}
+
+/// A completion event channel (`ibv_create_comp_channel`).
+#[derive(Clone)]
+pub struct CompChannel {
+    inner: Arc<ChannelInner>,
+}
+
+impl CompChannel {
+    /// Creates a completion channel on `ctx`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_comp_channel`.
+    pub fn new(ctx: &Context) -> io::Result<CompChannel> {
+        // SAFETY: live context.
+        let ch = unsafe { ffi::ibv_create_comp_channel(ctx.as_ptr()) };
+        if ch.is_null() {
+            return Err(last_error("ibv_create_comp_channel"));
+        }
+        Ok(CompChannel { inner: Arc::new(ChannelInner { ch, _ctx: ctx.clone() }) })
+    }
+
+    /// The channel's file descriptor (readable when an event is pending).
+    pub fn fd(&self) -> RawFd {
+        // SAFETY: live channel.
+        unsafe { (*self.inner.ch).fd }
+    }
+
+    /// Waits for the next completion event (`ibv_get_cq_event`), acknowledges
+    /// it at once, and returns the [`Cq::id`] of the CQ it was for. The CQ is
+    /// not re-armed.
+    ///
+    /// # Errors
+    /// The errno of `ibv_get_cq_event` (`EAGAIN` on a non-blocking fd with no
+    /// event pending).
+    pub fn get_event(&self) -> io::Result<usize> {
+        let mut cq: *mut ffi::ibv_cq = std::ptr::null_mut();
+        let mut cq_ctx: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: live channel; valid out-pointers.
+        let rc = unsafe { ffi::ibv_get_cq_event(self.inner.ch, &mut cq, &mut cq_ctx) };
+        from_minus1_ret(rc, "ibv_get_cq_event")?;
+        // SAFETY: a CQ cannot finish ibv_destroy_cq while it has an unacked
+        // event, so `cq` is live here; acking once matches the one event.
+        unsafe { ffi::ibv_ack_cq_events(cq, 1) };
+        Ok(cq as usize)
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_comp_channel {
+        self.inner.ch
+    }
+}
+
+/// A work completion (`struct ibv_wc`), with immediate data in host order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wc {
+    /// The work request ID given when posting.
+    pub wr_id: u64,
+    /// `ibv_wc_status` value (0 = success).
+    pub status: u32,
+    /// `ibv_wc_opcode` value.
+    pub opcode: u32,
+    /// Vendor error syndrome.
+    pub vendor_err: u32,
+    /// Bytes transferred (receives).
+    pub byte_len: u32,
+    /// Immediate data (host order) when `wc_flags` has `IBV_WC_WITH_IMM`, or
+    /// the invalidated rkey with `IBV_WC_WITH_INV`.
+    pub imm_data: u32,
+    /// Local QP number.
+    pub qp_num: u32,
+    /// Remote QP number.
+    pub src_qp: u32,
+    /// `ibv_wc_flags`.
+    pub wc_flags: u32,
+}
+
+/// `IBV_WC_WITH_IMM`.
+pub const WC_WITH_IMM: u32 = 1 << 1;
+/// `IBV_WC_WITH_INV`.
+pub const WC_WITH_INV: u32 = 1 << 3;
+
+impl Wc {
+    fn from_raw(w: &ffi::ibv_wc) -> Wc {
+        // SAFETY: both union members are u32; reading either is defined.
+        let raw_imm = unsafe { w.imm_data_invalidated_rkey_union.imm_data };
+        Wc {
+            wr_id: w.wr_id,
+            status: w.status as u32,
+            opcode: w.opcode as u32,
+            vendor_err: w.vendor_err,
+            byte_len: w.byte_len,
+            imm_data: if w.wc_flags & WC_WITH_INV != 0 { raw_imm } else { u32::from_be(raw_imm) },
+            qp_num: w.qp_num,
+            src_qp: w.src_qp,
+            wc_flags: w.wc_flags,
+        }
+    }
+}
+
+struct CqInner {
+    cq: *mut ffi::ibv_cq,
+    ex: bool,
+    channel: Option<CompChannel>,
+    _ctx: Context,
+}
+
+// SAFETY: ibv_cq is usable from any thread; only Drop destroys it.
+unsafe impl Send for CqInner {}
+// SAFETY: polling and arming a CQ are thread-safe in libibverbs providers.
+unsafe impl Sync for CqInner {}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        // SAFETY: live CQ destroyed once; QPs using it hold an Arc. Events got
+        // through CompChannel::get_event are acked at once, so this cannot
+        // block on unacked events.
+        let rc = unsafe { ffi::ibv_destroy_cq(self.cq) };
+        if let Err(e) = from_errno_ret(rc, "ibv_destroy_cq") {
+            log::error!("ibv_destroy_cq: {e}");
+        }
+    }
+}
+
+/// A completion queue (`ibv_create_cq`, or `ibv_create_cq_ex` for
+/// [`Cq::new_ex`]), shared by reference counting.
+#[derive(Clone)]
+pub struct Cq {
+    inner: Arc<CqInner>,
+}
+
+impl Cq {
+    /// Creates a CQ of at least `cqe` entries, optionally reporting events on
+    /// `channel`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_cq` (`EINVAL` over `max_cqe`).
+    pub fn new(ctx: &Context, cqe: u32, channel: Option<&CompChannel>) -> io::Result<Cq> {
+        let ch = channel.map_or(std::ptr::null_mut(), |c| c.as_ptr());
+        let cqe = cqe.min(i32::MAX as u32) as i32;
+        // SAFETY: live context and (optional) channel of the same context.
+        let cq = unsafe { ffi::ibv_create_cq(ctx.as_ptr(), cqe, std::ptr::null_mut(), ch, 0) };
+        if cq.is_null() {
+            return Err(last_error("ibv_create_cq"));
+        }
+        Ok(Cq { inner: Arc::new(CqInner { cq, ex: false, channel: channel.cloned(), _ctx: ctx.clone() }) })
+    }
+
+    /// Creates an extended CQ (`ibv_create_cq_ex`) with the `IBV_WC_EX_WITH_*`
+    /// fields `wc_flags`; it is polled like any other CQ through [`Cq::poll`].
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_cq_ex` (`EOPNOTSUPP` without provider support).
+    pub fn new_ex(ctx: &Context, cqe: u32, channel: Option<&CompChannel>, wc_flags: u64) -> io::Result<Cq> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut attr: ffi::ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
+        attr.cqe = cqe;
+        attr.channel = channel.map_or(std::ptr::null_mut(), |c| c.as_ptr());
+        attr.wc_flags = wc_flags;
+        // SAFETY: live context, valid attributes; rdma-sys returns None when
+        // the provider lacks the op.
+        let cqx = unsafe { ffi::ibv_create_cq_ex(ctx.as_ptr(), &mut attr) };
+        let cqx = match cqx {
+            None => return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+            Some(p) if p.is_null() => return Err(last_error("ibv_create_cq_ex")),
+            Some(p) => p,
+        };
+        // SAFETY: a live extended CQ converts to its ibv_cq.
+        let cq = unsafe { ffi::ibv_cq_ex_to_cq(cqx) };
+        Ok(Cq { inner: Arc::new(CqInner { cq, ex: true, channel: channel.cloned(), _ctx: ctx.clone() }) })
+    }
+
+    /// Whether this is an extended CQ.
+    pub fn is_ex(&self) -> bool {
+        self.inner.ex
+    }
+
+    /// Identity of the CQ, as returned by [`CompChannel::get_event`].
+    pub fn id(&self) -> usize {
+        self.inner.cq as usize
+    }
+
+    /// The channel this CQ reports events on.
+    pub fn channel(&self) -> Option<&CompChannel> {
+        self.inner.channel.as_ref()
+    }
+
+    /// Number of entries the CQ actually has.
+    pub fn cqe(&self) -> u32 {
+        // SAFETY: live CQ.
+        unsafe { (*self.inner.cq).cqe.max(0) as u32 }
+    }
+
+    /// Arms the CQ for the next completion event (`ibv_req_notify_cq`).
+    ///
+    /// # Errors
+    /// The errno of `ibv_req_notify_cq`.
+    pub fn req_notify(&self, solicited_only: bool) -> io::Result<()> {
+        // SAFETY: live CQ.
+        let rc = unsafe { ffi::ibv_req_notify_cq(self.inner.cq, solicited_only as i32) };
+        from_errno_ret(rc, "ibv_req_notify_cq")
+    }
+
+    /// Polls up to `out.len()` completions (`ibv_poll_cq`); returns how many
+    /// were written to the front of `out`.
+    ///
+    /// # Errors
+    /// A provider failure of `ibv_poll_cq`.
+    pub fn poll(&self, out: &mut [Wc]) -> io::Result<usize> {
+        const CHUNK: usize = 16;
+        let mut raw: [MaybeUninit<ffi::ibv_wc>; CHUNK] = [const { MaybeUninit::uninit() }; CHUNK];
+        let mut got = 0;
+        while got < out.len() {
+            let want = (out.len() - got).min(CHUNK);
+            // SAFETY: live CQ; `raw` has room for `want` entries, and the
+            // provider writes the first `n` it returns.
+            let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
+            if n < 0 {
+                return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
+            }
+            let n = n as usize;
+            for (dst, src) in out[got..got + n].iter_mut().zip(&raw[..n]) {
+                // SAFETY: the provider initialised the first n entries.
+                *dst = Wc::from_raw(unsafe { src.assume_init_ref() });
+            }
+            got += n;
+            if n < want {
+                break;
+            }
+        }
+        Ok(got)
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_cq {
+        self.inner.cq
+    }
+}

@@ -1,0 +1,301 @@
+//! Device list, device context and the capability probe.
+
+use crate::cm::CmId;
+use crate::ffi;
+use crate::{from_errno_ret, last_error};
+use std::ffi::CStr;
+use std::io;
+use std::sync::Arc;
+
+/// `IB_UVERBS_DEVICE_FLUSH_GLOBAL` (kernel uapi `rdma/ib_user_verbs.h`, 6.2+;
+/// not in the rdma-core 44 headers that `rdma-sys` binds).
+pub const IB_UVERBS_DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+/// `IB_UVERBS_DEVICE_FLUSH_PERSISTENT` (kernel uapi, 6.2+).
+pub const IB_UVERBS_DEVICE_FLUSH_PERSISTENT: u64 = 1 << 39;
+/// `IB_UVERBS_DEVICE_ATOMIC_WRITE` (kernel uapi, 6.2+).
+pub const IB_UVERBS_DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+/// `IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B` / `IBV_DEVICE_MEM_WINDOW_TYPE_2B`.
+pub const IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
+/// `IBV_DEVICE_MEM_WINDOW` (type 1 windows).
+pub const IB_UVERBS_DEVICE_MEM_WINDOW: u64 = 1 << 17;
+
+/// The list of RDMA devices (`ibv_get_device_list`), freed on drop.
+pub struct DeviceList {
+    list: *mut *mut ffi::ibv_device,
+    len: usize,
+}
+
+impl DeviceList {
+    /// Lists the RDMA devices of this host.
+    ///
+    /// # Errors
+    /// The errno of `ibv_get_device_list` (e.g. `ENOSYS` without kernel support).
+    pub fn new() -> io::Result<Self> {
+        let mut n: i32 = 0;
+        // SAFETY: `n` is a valid out-pointer; the returned array is owned by us
+        // until ibv_free_device_list (in Drop).
+        let list = unsafe { ffi::ibv_get_device_list(&mut n) };
+        if list.is_null() {
+            return Err(last_error("ibv_get_device_list"));
+        }
+        Ok(DeviceList { list, len: n.max(0) as usize })
+    }
+
+    /// Number of devices.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the host has no device.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Kernel name of device `i` (e.g. `rxe0`), `None` when out of range.
+    pub fn name(&self, i: usize) -> Option<String> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: i < len, so the entry is a valid ibv_device pointer of the
+        // live list; ibv_get_device_name returns a NUL-terminated string owned
+        // by the device.
+        unsafe {
+            let d = *self.list.add(i);
+            let p = ffi::ibv_get_device_name(d);
+            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+        }
+    }
+
+    /// Opens device `i` (`ibv_open_device`). The context stays valid after the
+    /// list is dropped.
+    ///
+    /// # Errors
+    /// `EINVAL` for an index out of range; the errno of `ibv_open_device`.
+    pub fn open(&self, i: usize) -> io::Result<Context> {
+        if i >= self.len {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: valid device pointer of the live list (i < len).
+        let ctx = unsafe { ffi::ibv_open_device(*self.list.add(i)) };
+        if ctx.is_null() {
+            return Err(last_error("ibv_open_device"));
+        }
+        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Opened }) })
+    }
+}
+
+impl Drop for DeviceList {
+    fn drop(&mut self) {
+        // SAFETY: `list` came from ibv_get_device_list and is freed once.
+        unsafe { ffi::ibv_free_device_list(self.list) }
+    }
+}
+
+/// Transport of a device (`ibv_transport_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// InfiniBand, RoCE and Soft-RoCE.
+    Ib,
+    /// iWARP (READ is carried out as a WRITE in the other direction).
+    Iwarp,
+    /// Any other transport.
+    Other(i32),
+}
+
+/// The capabilities librpma probes through `ibv_query_device_ex`, plus the
+/// limits rpma validates against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceCaps {
+    /// On-demand paging usable for RC RDMA read and write
+    /// (`IBV_ODP_SUPPORT` and RC caps with both `WRITE` and `READ`).
+    pub odp: bool,
+    /// Native `IBV_WR_ATOMIC_WRITE` (`IB_UVERBS_DEVICE_ATOMIC_WRITE`).
+    pub native_atomic_write: bool,
+    /// Native RDMA FLUSH to both global visibility and persistence.
+    pub native_flush: bool,
+    /// `device_cap_flags_ex` as reported.
+    pub device_cap_flags: u64,
+    /// `max_mr_size`.
+    pub max_mr_size: u64,
+    /// `max_mr`.
+    pub max_mr: u32,
+    /// `max_mw`.
+    pub max_mw: u32,
+    /// `max_qp_wr`.
+    pub max_qp_wr: u32,
+    /// `max_cqe`.
+    pub max_cqe: u32,
+    /// `max_srq_wr`.
+    pub max_srq_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+}
+
+impl DeviceCaps {
+    /// Whether type 1 memory windows are supported.
+    pub fn mw_type1(&self) -> bool {
+        self.device_cap_flags & IB_UVERBS_DEVICE_MEM_WINDOW != 0
+    }
+    /// Whether type 2 (2B) memory windows are supported.
+    pub fn mw_type2(&self) -> bool {
+        self.device_cap_flags & IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B != 0
+    }
+}
+
+enum Owner {
+    /// Opened with `ibv_open_device`: closed on drop.
+    Opened,
+    /// Owned by librdmacm; the CM ID keeps librdmacm's reference on the device.
+    Cm(#[allow(dead_code)] CmId),
+}
+
+struct ContextInner {
+    ctx: *mut ffi::ibv_context,
+    owner: Owner,
+}
+
+// SAFETY: ibv_context is safe to use from any thread (libibverbs serialises
+// internally); the pointer is only destroyed in Drop.
+unsafe impl Send for ContextInner {}
+// SAFETY: as above, the verbs calls made through a shared context are thread-safe.
+unsafe impl Sync for ContextInner {}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        if let Owner::Opened = self.owner {
+            // SAFETY: opened by ibv_open_device, closed once; every child
+            // handle holds an Arc of this context, so none is left.
+            let rc = unsafe { ffi::ibv_close_device(self.ctx) };
+            if rc != 0 {
+                log::error!("ibv_close_device: {}", io::Error::last_os_error());
+            }
+        }
+    }
+}
+
+/// A device context (`struct ibv_context`), shared by reference counting.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<ContextInner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("device", &self.device_name()).finish()
+    }
+}
+
+impl Context {
+    /// The context librdmacm opened for `id`'s device; `id` is kept alive so
+    /// librdmacm keeps the device open.
+    pub(crate) fn from_cm_id(id: CmId) -> io::Result<Self> {
+        let ctx = id.verbs_ptr();
+        if ctx.is_null() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "the CM ID is bound to no RDMA device"));
+        }
+        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Cm(id) }) })
+    }
+
+    /// The raw pointer, for the other handles of this crate.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_context {
+        self.inner.ctx
+    }
+
+    /// Whether two handles refer to the same `ibv_context`.
+    pub fn same_as(&self, other: &Context) -> bool {
+        self.inner.ctx == other.inner.ctx
+    }
+
+    /// Whether this context is the one `ctx` points to.
+    pub(crate) fn is(&self, ctx: *mut ffi::ibv_context) -> bool {
+        self.inner.ctx == ctx
+    }
+
+    /// The device's kernel name (e.g. `rxe0`).
+    pub fn device_name(&self) -> String {
+        // SAFETY: a live context has a valid device pointer whose name is a
+        // NUL-terminated string owned by libibverbs.
+        unsafe {
+            let p = ffi::ibv_get_device_name((*self.inner.ctx).device);
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        }
+    }
+
+    /// The device's transport.
+    pub fn transport(&self) -> Transport {
+        // SAFETY: a live context has a valid device pointer.
+        let t = unsafe { (*(*self.inner.ctx).device).transport_type };
+        match t {
+            ffi::ibv_transport_type::IBV_TRANSPORT_IB => Transport::Ib,
+            ffi::ibv_transport_type::IBV_TRANSPORT_IWARP => Transport::Iwarp,
+            other => Transport::Other(other),
+        }
+    }
+
+    /// Probes the device with `ibv_query_device_ex`, as librpma's
+    /// `rpma_peer_new` does.
+    ///
+    /// # Errors
+    /// The errno of `ibv_query_device_ex`.
+    pub fn query_caps(&self) -> io::Result<DeviceCaps> {
+        // SAFETY: ibv_device_attr_ex is plain data for which all-zero is valid.
+        let mut attr: ffi::ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        // SAFETY: live context, valid out-pointer, NULL input is allowed.
+        let rc = unsafe { ffi::ibv_query_device_ex(self.inner.ctx, std::ptr::null(), &mut attr) };
+        from_errno_ret(rc, "ibv_query_device_ex")?;
+        Ok(caps_from_attr(&attr))
+    }
+}
+
+fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
+    let general = ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0 as u64;
+    let rc_rw = (ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_WRITE.0
+        | ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_READ.0) as u32;
+    let odp = attr.odp_caps.general_caps & general != 0
+        && attr.odp_caps.per_transport_caps.rc_odp_caps & rc_rw == rc_rw;
+    let flags = attr.device_cap_flags_ex | attr.orig_attr.device_cap_flags as u64;
+    let o = &attr.orig_attr;
+    DeviceCaps {
+        odp,
+        native_atomic_write: flags & IB_UVERBS_DEVICE_ATOMIC_WRITE != 0,
+        native_flush: flags & IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0
+            && flags & IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0,
+        device_cap_flags: flags,
+        max_mr_size: o.max_mr_size,
+        max_mr: o.max_mr.max(0) as u32,
+        max_mw: o.max_mw.max(0) as u32,
+        max_qp_wr: o.max_qp_wr.max(0) as u32,
+        max_cqe: o.max_cqe.max(0) as u32,
+        max_srq_wr: o.max_srq_wr.max(0) as u32,
+        max_sge: o.max_sge.max(0) as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(general: u64, rc: u32, flags_ex: u64) -> ffi::ibv_device_attr_ex {
+        // SAFETY: plain data, all-zero is valid.
+        let mut a: ffi::ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        a.odp_caps.general_caps = general;
+        a.odp_caps.per_transport_caps.rc_odp_caps = rc;
+        a.device_cap_flags_ex = flags_ex;
+        a
+    }
+
+    #[test]
+    fn probe_mirrors_librpma() {
+        assert_eq!(caps_from_attr(&attr(0, 0, 0)), DeviceCaps::default());
+        assert!(caps_from_attr(&attr(1, 4 | 8, 0)).odp);
+        assert!(!caps_from_attr(&attr(1, 4, 0)).odp, "RC read is required too");
+        assert!(!caps_from_attr(&attr(0, 4 | 8, 0)).odp, "IBV_ODP_SUPPORT is required");
+        assert!(caps_from_attr(&attr(0, 0, 1 << 40)).native_atomic_write);
+        assert!(!caps_from_attr(&attr(0, 0, 1 << 38)).native_flush, "both flush types are required");
+        assert!(caps_from_attr(&attr(0, 0, (1 << 38) | (1 << 39))).native_flush);
+    }
+}

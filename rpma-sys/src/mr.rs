@@ -1,0 +1,157 @@
+//! Memory region.
+
+use crate::ffi;
+use crate::pd::Pd;
+use crate::{from_errno_ret, last_error};
+use std::io;
+use std::os::raw::c_int;
+
+/// A registered memory region (`ibv_reg_mr`), deregistered on drop.
+///
+/// The handle does not own the memory it covers: whoever registers it must keep
+/// the memory valid, and unmoved, until the region is dropped (see
+/// [`Mr::reg`]'s safety contract).
+pub struct Mr {
+    mr: *mut ffi::ibv_mr,
+    pd: Pd,
+    access: u32,
+}
+
+// SAFETY: ibv_mr is usable from any thread; it is only destroyed by Drop/dereg.
+unsafe impl Send for Mr {}
+// SAFETY: the accessors only read fields the provider never changes after
+// registration; verbs taking an MR are thread-safe.
+unsafe impl Sync for Mr {}
+
+impl std::fmt::Debug for Mr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mr")
+            .field("addr", &self.addr())
+            .field("length", &self.length())
+            .field("lkey", &self.lkey())
+            .field("rkey", &self.rkey())
+            .field("access", &format_args!("{:#x}", self.access))
+            .finish()
+    }
+}
+
+impl Mr {
+    /// Registers `len` bytes at `addr` with the `IBV_ACCESS_*` bits `access`.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must be memory of this process that stays allocated,
+    /// at the same address, until the returned `Mr` is dropped or
+    /// deregistered; while remote or local access flags allow it, the device
+    /// may read or write it at any time in that span.
+    ///
+    /// # Errors
+    /// The errno of `ibv_reg_mr` (`EINVAL`, `ENOMEM`, `EOPNOTSUPP`, `EFAULT`...).
+    pub unsafe fn reg(pd: &Pd, addr: *mut u8, len: usize, access: u32) -> io::Result<Mr> {
+        // SAFETY: live PD; the caller guarantees the memory range.
+        let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access as c_int) };
+        Self::wrap(mr, pd, access, "ibv_reg_mr")
+    }
+
+    /// Registers memory as [`Mr::reg`] does, but the device addresses it by
+    /// `iova` instead of its virtual address (`ibv_reg_mr_iova`).
+    ///
+    /// # Safety
+    /// As for [`Mr::reg`].
+    ///
+    /// # Errors
+    /// The errno of `ibv_reg_mr_iova`.
+    pub unsafe fn reg_iova(pd: &Pd, addr: *mut u8, len: usize, iova: u64, access: u32) -> io::Result<Mr> {
+        // SAFETY: live PD; the caller guarantees the memory range.
+        let mr = unsafe { ffi::ibv_reg_mr_iova(pd.as_ptr(), addr.cast(), len, iova, access as c_int) };
+        Self::wrap(mr, pd, access, "ibv_reg_mr_iova")
+    }
+
+    fn wrap(mr: *mut ffi::ibv_mr, pd: &Pd, access: u32, op: &str) -> io::Result<Mr> {
+        if mr.is_null() {
+            return Err(last_error(op));
+        }
+        Ok(Mr { mr, pd: pd.clone(), access })
+    }
+
+    /// The protection domain the region belongs to.
+    pub fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
+    /// The access bits it was registered with.
+    pub fn access(&self) -> u32 {
+        self.access
+    }
+
+    /// Start of the region as the device addresses it (`ibv_mr.addr`).
+    pub fn addr(&self) -> u64 {
+        // SAFETY: live MR.
+        unsafe { (*self.mr).addr as u64 }
+    }
+
+    /// Length in bytes (`ibv_mr.length`).
+    pub fn length(&self) -> usize {
+        // SAFETY: live MR.
+        unsafe { (*self.mr).length }
+    }
+
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: live MR.
+        unsafe { (*self.mr).lkey }
+    }
+
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: live MR.
+        unsafe { (*self.mr).rkey }
+    }
+
+    #[allow(dead_code)] // used by memory-window binding
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_mr {
+        self.mr
+    }
+
+    /// `ibv_advise_mr` over `len` bytes starting `offset` bytes into the region.
+    /// `addr` is the local virtual address of the region's start.
+    ///
+    /// # Errors
+    /// The errno of `ibv_advise_mr` (`EOPNOTSUPP` when the provider lacks it,
+    /// `EINVAL`/`EFAULT` for a bad range or advice).
+    pub fn advise(&self, local_addr: u64, offset: u64, len: u32, advice: u32, flags: u32) -> io::Result<()> {
+        let mut sge = ffi::ibv_sge { addr: local_addr.wrapping_add(offset), length: len, lkey: self.lkey() };
+        // SAFETY: live PD and a valid one-element SGE list; the provider
+        // validates the range against the MR.
+        let rc = unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), advice, flags, &mut sge, 1) };
+        from_errno_ret(rc, "ibv_advise_mr")
+    }
+
+    /// Deregisters now, reporting failure; on failure the region is handed
+    /// back still registered (e.g. `EBUSY` while a memory window is bound).
+    ///
+    /// # Errors
+    /// The errno of `ibv_dereg_mr`, with the untouched region.
+    pub fn dereg(self) -> Result<(), (Mr, io::Error)> {
+        // SAFETY: live MR, deregistered at most once (Drop is skipped on success).
+        let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
+        match from_errno_ret(rc, "ibv_dereg_mr") {
+            Ok(()) => {
+                let this = std::mem::ManuallyDrop::new(self);
+                // SAFETY: `pd` is read out exactly once and `this` is never dropped.
+                drop(unsafe { std::ptr::read(&this.pd) });
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: live MR, deregistered once.
+        let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
+        if let Err(e) = from_errno_ret(rc, "ibv_dereg_mr") {
+            log::error!("ibv_dereg_mr: {e}");
+        }
+    }
+}

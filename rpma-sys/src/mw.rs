@@ -1,0 +1,79 @@
+//! Memory window.
+
+use crate::ffi;
+use crate::pd::Pd;
+use crate::{from_errno_ret, last_error};
+use std::io;
+
+/// Type of a memory window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MwType {
+    /// Type 1: bound with `ibv_bind_mw` on a QP, shared by all QPs of the PD.
+    Type1,
+    /// Type 2: bound by a posted bind work request, tied to one QP.
+    Type2,
+}
+
+/// A memory window (`ibv_alloc_mw`), deallocated on drop.
+pub struct Mw {
+    mw: *mut ffi::ibv_mw,
+    _pd: Pd,
+}
+
+// SAFETY: ibv_mw is usable from any thread; only Drop destroys it.
+unsafe impl Send for Mw {}
+// SAFETY: accessors only read immutable fields.
+unsafe impl Sync for Mw {}
+
+impl Mw {
+    /// Allocates a window of type `ty` on `pd`.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when the provider has no memory windows; the errno of
+    /// `ibv_alloc_mw` otherwise.
+    pub fn alloc(pd: &Pd, ty: MwType) -> io::Result<Mw> {
+        let t = match ty {
+            MwType::Type1 => ffi::ibv_mw_type::IBV_MW_TYPE_1,
+            MwType::Type2 => ffi::ibv_mw_type::IBV_MW_TYPE_2,
+        };
+        // SAFETY: live PD; rdma-sys checks the provider op exists.
+        let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), t) };
+        match mw {
+            None => Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+            Some(p) if p.is_null() => Err(last_error("ibv_alloc_mw")),
+            Some(mw) => Ok(Mw { mw, _pd: pd.clone() }),
+        }
+    }
+
+    /// The window's current remote key.
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: live MW.
+        unsafe { (*self.mw).rkey }
+    }
+
+    /// The window's type.
+    pub fn mw_type(&self) -> MwType {
+        // SAFETY: live MW.
+        if unsafe { (*self.mw).type_ } == ffi::ibv_mw_type::IBV_MW_TYPE_1 {
+            MwType::Type1
+        } else {
+            MwType::Type2
+        }
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_mw {
+        self.mw
+    }
+}
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: live MW, deallocated once; rdma-sys's helper calls the
+        // provider's dealloc op, which every provider with alloc_mw has.
+        let rc = unsafe { ffi::ibv_dealloc_mw(self.mw) };
+        if let Err(e) = from_errno_ret(rc, "ibv_dealloc_mw") {
+            log::error!("ibv_dealloc_mw: {e}");
+        }
+    }
+}

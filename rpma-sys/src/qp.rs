@@ -1,0 +1,291 @@
+//! Queue pair and its extended work-request interface (`ibv_qp_ex`), with the
+//! shims `rdma-sys` lacks: `ibv_wr_atomic_write` and (where the headers have
+//! it) `ibv_wr_flush`.
+
+use crate::cq::Cq;
+use crate::ffi;
+use crate::pd::Pd;
+use crate::srq::Srq;
+use crate::{from_errno_ret, last_error};
+use std::io;
+
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
+pub const QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+/// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+).
+pub const QP_EX_WITH_FLUSH: u64 = 1 << 13;
+/// `IBV_QP_EX_WITH_RDMA_WRITE`.
+pub const QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+/// `IBV_QP_EX_WITH_RDMA_READ`.
+pub const QP_EX_WITH_RDMA_READ: u64 = 1 << 3;
+/// `IBV_QP_EX_WITH_SEND`.
+pub const QP_EX_WITH_SEND: u64 = 1 << 2;
+/// `IBV_QP_EX_WITH_BIND_MW`.
+pub const QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+/// `IBV_QP_EX_WITH_LOCAL_INV`.
+pub const QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+
+/// `IBV_FLUSH_GLOBAL`: flush to global visibility.
+pub const FLUSH_GLOBAL: u8 = 1;
+/// `IBV_FLUSH_PERSISTENT`: flush to persistence.
+pub const FLUSH_PERSISTENT: u8 = 2;
+/// `IBV_FLUSH_RANGE`: flush the given range only.
+pub const FLUSH_RANGE: u8 = 0;
+
+/// What a reliable-connected QP is created with.
+#[derive(Clone)]
+pub struct QpInit<'a> {
+    /// CQ for send completions.
+    pub send_cq: &'a Cq,
+    /// CQ for receive completions.
+    pub recv_cq: &'a Cq,
+    /// Shared receive queue, if any.
+    pub srq: Option<&'a Srq>,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline data limit.
+    pub max_inline_data: u32,
+    /// `IBV_QP_EX_WITH_*` operations for the extended interface (0: none).
+    pub send_ops_flags: u64,
+}
+
+pub(crate) enum QpOwner {
+    Verbs,
+    Cm(*mut ffi::rdma_cm_id),
+}
+
+/// A reliable-connected queue pair, destroyed on drop (with `ibv_destroy_qp`,
+/// or `rdma_destroy_qp` when it was created on a CM ID).
+pub struct Qp {
+    qp: *mut ffi::ibv_qp,
+    owner: QpOwner,
+    ex: bool,
+    _pd: Pd,
+    _send_cq: Cq,
+    _recv_cq: Cq,
+    _srq: Option<Srq>,
+}
+
+// SAFETY: ibv_qp is usable from any thread; posting is serialised by the
+// provider's per-queue locks; only Drop destroys it.
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+fn init_attr(pd: &Pd, init: &QpInit<'_>) -> ffi::ibv_qp_init_attr_ex {
+    // SAFETY: plain data, all-zero is valid.
+    let mut a: ffi::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+    a.send_cq = init.send_cq.as_ptr();
+    a.recv_cq = init.recv_cq.as_ptr();
+    a.srq = init.srq.map_or(std::ptr::null_mut(), |s| s.as_ptr());
+    a.cap.max_send_wr = init.max_send_wr;
+    a.cap.max_recv_wr = init.max_recv_wr;
+    a.cap.max_send_sge = init.max_send_sge;
+    a.cap.max_recv_sge = init.max_recv_sge;
+    a.cap.max_inline_data = init.max_inline_data;
+    a.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
+    a.sq_sig_all = 0;
+    a.pd = pd.as_ptr();
+    a.comp_mask = ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
+    if init.send_ops_flags != 0 {
+        a.comp_mask |= ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+        a.send_ops_flags = init.send_ops_flags;
+    }
+    a
+}
+
+impl Qp {
+    /// Creates an RC QP on `pd` (`ibv_create_qp_ex`), not connected to anything.
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_qp_ex` (`EINVAL` over the device limits,
+    /// `EOPNOTSUPP` for send ops the provider lacks).
+    pub fn new(pd: &Pd, init: &QpInit<'_>) -> io::Result<Qp> {
+        let mut attr = init_attr(pd, init);
+        // SAFETY: live context/PD/CQs/SRQ referenced by `attr`.
+        let qp = unsafe { ffi::ibv_create_qp_ex(pd.context().as_ptr(), &mut attr) };
+        let qp = match qp {
+            None => return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
+            Some(p) if p.is_null() => return Err(last_error("ibv_create_qp_ex")),
+            Some(p) => p,
+        };
+        Ok(Self::wrap(qp, QpOwner::Verbs, pd, init))
+    }
+
+    /// Creates the QP of a CM ID (`rdma_create_qp_ex`).
+    pub(crate) fn on_cm_id(id: *mut ffi::rdma_cm_id, pd: &Pd, init: &QpInit<'_>) -> io::Result<Qp> {
+        let mut attr = init_attr(pd, init);
+        // SAFETY: `id` is a live CM ID bound to pd's device (checked by
+        // librdmacm: EINVAL otherwise); the objects in `attr` are live.
+        let rc = unsafe { ffi::rdma_create_qp_ex(id, &mut attr) };
+        crate::from_minus1_ret(rc, "rdma_create_qp_ex")?;
+        // SAFETY: on success librdmacm stored the QP in the live id.
+        let qp = unsafe { (*id).qp };
+        Ok(Self::wrap(qp, QpOwner::Cm(id), pd, init))
+    }
+
+    fn wrap(qp: *mut ffi::ibv_qp, owner: QpOwner, pd: &Pd, init: &QpInit<'_>) -> Qp {
+        Qp {
+            qp,
+            owner,
+            ex: init.send_ops_flags != 0,
+            _pd: pd.clone(),
+            _send_cq: init.send_cq.clone(),
+            _recv_cq: init.recv_cq.clone(),
+            _srq: init.srq.cloned(),
+        }
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: live QP.
+        unsafe { (*self.qp).qp_num }
+    }
+
+    /// Actual capacities granted by the provider, `(max_send_wr,
+    /// max_recv_wr, max_inline_data)`, read back with `ibv_query_qp`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_query_qp`.
+    pub fn caps(&self) -> io::Result<(u32, u32, u32)> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: live QP, valid out-pointers.
+        let rc = unsafe { ffi::ibv_query_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32, &mut init) };
+        from_errno_ret(rc, "ibv_query_qp")?;
+        Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
+    }
+
+    /// The extended work-request interface, when the QP was created with
+    /// `send_ops_flags`.
+    pub fn ex(&self) -> Option<QpEx<'_>> {
+        if !self.ex {
+            return None;
+        }
+        // SAFETY: live QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+        let qpx = unsafe { ffi::ibv_qp_to_qp_ex(self.qp) };
+        (!qpx.is_null()).then_some(QpEx { qpx, _qp: self })
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_qp {
+        self.qp
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        match self.owner {
+            // SAFETY: the owning CmId drops its Qp before rdma_destroy_id, so
+            // the id is live here; the QP is destroyed once.
+            QpOwner::Cm(id) => unsafe { ffi::rdma_destroy_qp(id) },
+            QpOwner::Verbs => {
+                // SAFETY: live QP, destroyed once.
+                let rc = unsafe { ffi::ibv_destroy_qp(self.qp) };
+                if let Err(e) = from_errno_ret(rc, "ibv_destroy_qp") {
+                    log::error!("ibv_destroy_qp: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The extended work-request interface of a [`Qp`] (`struct ibv_qp_ex`).
+pub struct QpEx<'a> {
+    qpx: *mut ffi::ibv_qp_ex,
+    _qp: &'a Qp,
+}
+
+impl QpEx<'_> {
+    /// Whether the provider implements `ibv_wr_atomic_write` for this QP
+    /// (it was created with [`QP_EX_WITH_ATOMIC_WRITE`] on a capable device).
+    pub fn has_atomic_write(&self) -> bool {
+        // SAFETY: live qp_ex.
+        unsafe { (*self.qpx).wr_atomic_write.is_some() }
+    }
+
+    /// Whether the provider implements `ibv_wr_flush` for this QP.
+    pub fn has_flush(&self) -> bool {
+        #[cfg(rpma_has_wr_flush)]
+        {
+            // SAFETY: live qp_ex.
+            unsafe { (*self.qpx).wr_flush.is_some() }
+        }
+        #[cfg(not(rpma_has_wr_flush))]
+        false
+    }
+
+    /// Posts an 8-byte native atomic write of `value` to `remote_addr`
+    /// (`ibv_wr_start` / `ibv_wr_atomic_write` / `ibv_wr_complete`).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when [`has_atomic_write`](Self::has_atomic_write) is
+    /// false; the errno of `ibv_wr_complete`.
+    pub fn post_atomic_write(&mut self, wr_id: u64, signaled: bool, rkey: u32, remote_addr: u64, value: &[u8; 8]) -> io::Result<()> {
+        // SAFETY: live qp_ex.
+        let Some(f) = (unsafe { (*self.qpx).wr_atomic_write }) else {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        };
+        // SAFETY: live qp_ex with the op; the 8 bytes are copied into the WQE
+        // before ibv_wr_complete returns, so `value` needs no longer life.
+        unsafe {
+            self.start(wr_id, signaled);
+            f(self.qpx, rkey, remote_addr, value.as_ptr().cast());
+            self.complete()
+        }
+    }
+
+    /// Posts a native RDMA FLUSH of `len` bytes at `remote_addr` with
+    /// placement `ptype` ([`FLUSH_GLOBAL`] or [`FLUSH_PERSISTENT`]) and
+    /// selectivity [`FLUSH_RANGE`].
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when [`has_flush`](Self::has_flush) is false; the errno of
+    /// `ibv_wr_complete`.
+    pub fn post_flush(&mut self, wr_id: u64, signaled: bool, rkey: u32, remote_addr: u64, len: usize, ptype: u8) -> io::Result<()> {
+        #[cfg(rpma_has_wr_flush)]
+        {
+            // SAFETY: live qp_ex.
+            let Some(f) = (unsafe { (*self.qpx).wr_flush }) else {
+                return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            };
+            // SAFETY: live qp_ex with the op; no local memory is referenced.
+            unsafe {
+                self.start(wr_id, signaled);
+                f(self.qpx, rkey, remote_addr, len, ptype, FLUSH_RANGE);
+                self.complete()
+            }
+        }
+        #[cfg(not(rpma_has_wr_flush))]
+        {
+            let _ = (wr_id, signaled, rkey, remote_addr, len, ptype);
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
+    }
+
+    /// # Safety
+    /// `self.qpx` is live and no other WR sequence is open on it.
+    unsafe fn start(&mut self, wr_id: u64, signaled: bool) {
+        // SAFETY: per the function contract.
+        unsafe {
+            ffi::ibv_wr_start(self.qpx);
+            (*self.qpx).wr_id = wr_id;
+            (*self.qpx).wr_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        }
+    }
+
+    /// # Safety
+    /// A sequence was opened with `start`.
+    unsafe fn complete(&mut self) -> io::Result<()> {
+        // SAFETY: per the function contract.
+        let rc = unsafe { ffi::ibv_wr_complete(self.qpx) };
+        from_errno_ret(rc, "ibv_wr_complete")
+    }
+}

@@ -1,0 +1,56 @@
+//! Shared receive queue.
+
+use crate::ffi;
+use crate::pd::Pd;
+use crate::{from_errno_ret, last_error};
+use std::io;
+use std::sync::Arc;
+
+struct SrqInner {
+    srq: *mut ffi::ibv_srq,
+    _pd: Pd,
+}
+
+// SAFETY: ibv_srq is usable from any thread; only Drop destroys it.
+unsafe impl Send for SrqInner {}
+// SAFETY: posting to an SRQ is thread-safe in libibverbs.
+unsafe impl Sync for SrqInner {}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // SAFETY: live SRQ destroyed once; QPs using it hold an Arc, so none is left.
+        let rc = unsafe { ffi::ibv_destroy_srq(self.srq) };
+        if let Err(e) = from_errno_ret(rc, "ibv_destroy_srq") {
+            log::error!("ibv_destroy_srq: {e}");
+        }
+    }
+}
+
+/// A shared receive queue (`ibv_create_srq`), shared by reference counting.
+#[derive(Clone)]
+pub struct Srq {
+    inner: Arc<SrqInner>,
+}
+
+impl Srq {
+    /// Creates an SRQ of `max_wr` receives with `max_sge` SGEs each (limit 0).
+    ///
+    /// # Errors
+    /// The errno of `ibv_create_srq` (`EINVAL` over the device limits).
+    pub fn new(pd: &Pd, max_wr: u32, max_sge: u32) -> io::Result<Srq> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut attr: ffi::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        attr.attr.max_wr = max_wr;
+        attr.attr.max_sge = max_sge;
+        // SAFETY: live PD, valid attributes.
+        let srq = unsafe { ffi::ibv_create_srq(pd.as_ptr(), &mut attr) };
+        if srq.is_null() {
+            return Err(last_error("ibv_create_srq"));
+        }
+        Ok(Srq { inner: Arc::new(SrqInner { srq, _pd: pd.clone() }) })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
+        self.inner.srq
+    }
+}
