@@ -56,3 +56,14 @@ pub(crate) fn from_minus1_ret(rc: c_int, op: &str) -> io::Result<()> {
         Err(last_error(op))
     }
 }
+
+/// The system page size (`sysconf(_SC_PAGESIZE)`), 4096 when unavailable.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 && (n as usize).is_power_of_two() {
+        n as usize
+    } else {
+        4096
+    }
+}

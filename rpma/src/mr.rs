@@ -1,0 +1,589 @@
+//! Memory regions: local registrations ([`MrLocal`]), their descriptors, and
+//! regions of the remote side ([`MrRemote`]).
+
+use crate::error::{Error, Result};
+use crate::log::{rpma_log, LogLevel};
+use crate::memory::RegMemory;
+use crate::peer::Peer;
+use crate::wire::{self, MrDesc};
+use bitflags::bitflags;
+use rpma_sys::mr::Mr;
+
+bitflags! {
+    /// How a region will be used (librpma's `RPMA_MR_USAGE_*`, same bits).
+    /// Registration translates it into `IBV_ACCESS_*` flags, see
+    /// [`Peer::usage_to_access`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Usage: u16 {
+        /// Source of RDMA reads issued by the remote side.
+        const READ_SRC = 1 << 0;
+        /// Destination of RDMA reads issued by this side.
+        const READ_DST = 1 << 1;
+        /// Source of RDMA writes issued by this side.
+        const WRITE_SRC = 1 << 2;
+        /// Destination of RDMA writes issued by the remote side.
+        const WRITE_DST = 1 << 3;
+        /// Target of flushes to global visibility.
+        const FLUSH_TYPE_VISIBILITY = 1 << 4;
+        /// Target of flushes to persistence.
+        const FLUSH_TYPE_PERSISTENT = 1 << 5;
+        /// Source of sends.
+        const SEND = 1 << 6;
+        /// Destination of receives.
+        const RECV = 1 << 7;
+    }
+}
+
+bitflags! {
+    /// `IBV_ACCESS_*` flags, as passed to `ibv_reg_mr`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Access: u32 {
+        /// `IBV_ACCESS_LOCAL_WRITE`.
+        const LOCAL_WRITE = 1;
+        /// `IBV_ACCESS_REMOTE_WRITE`.
+        const REMOTE_WRITE = 1 << 1;
+        /// `IBV_ACCESS_REMOTE_READ`.
+        const REMOTE_READ = 1 << 2;
+        /// `IBV_ACCESS_REMOTE_ATOMIC`.
+        const REMOTE_ATOMIC = 1 << 3;
+        /// `IBV_ACCESS_MW_BIND`.
+        const MW_BIND = 1 << 4;
+        /// `IBV_ACCESS_ZERO_BASED`.
+        const ZERO_BASED = 1 << 5;
+        /// `IBV_ACCESS_ON_DEMAND`.
+        const ON_DEMAND = 1 << 6;
+        /// `IBV_ACCESS_HUGETLB`.
+        const HUGETLB = 1 << 7;
+        /// `IBV_ACCESS_FLUSH_GLOBAL`.
+        const FLUSH_GLOBAL = 1 << 8;
+        /// `IBV_ACCESS_FLUSH_PERSISTENT`.
+        const FLUSH_PERSISTENT = 1 << 9;
+        /// `IBV_ACCESS_RELAXED_ORDERING`.
+        const RELAXED_ORDERING = 1 << 20;
+    }
+}
+
+/// librpma's usage → access translation (`rpma_peer_usage2access`).
+///
+/// * `READ_SRC` → `REMOTE_READ`
+/// * `FLUSH_TYPE_*` → `REMOTE_READ` (APM flush is an RDMA READ), or with
+///   `native_flush` `FLUSH_GLOBAL` / `FLUSH_PERSISTENT` respectively
+/// * `READ_DST` → `LOCAL_WRITE`, plus `REMOTE_WRITE` on iWARP (which carries
+///   a READ as a WRITE in the other direction)
+/// * `WRITE_SRC` → `LOCAL_WRITE`
+/// * `WRITE_DST` → `REMOTE_WRITE | LOCAL_WRITE`
+/// * `RECV` → `LOCAL_WRITE`
+/// * `SEND` → nothing (a send-only region has access 0)
+///
+/// ```
+/// use rpma::{mr::usage_to_access, Access, Usage};
+/// assert_eq!(usage_to_access(Usage::WRITE_DST, false, false), Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+/// assert_eq!(usage_to_access(Usage::READ_DST, true, false), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+/// assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
+/// assert_eq!(usage_to_access(Usage::SEND, false, false), Access::empty());
+/// ```
+pub fn usage_to_access(usage: Usage, iwarp: bool, native_flush: bool) -> Access {
+    let mut a = Access::empty();
+    if usage.contains(Usage::READ_SRC) {
+        a |= Access::REMOTE_READ;
+    }
+    let flush = Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT;
+    if native_flush {
+        if usage.contains(Usage::FLUSH_TYPE_VISIBILITY) {
+            a |= Access::FLUSH_GLOBAL;
+        }
+        if usage.contains(Usage::FLUSH_TYPE_PERSISTENT) {
+            a |= Access::FLUSH_PERSISTENT;
+        }
+    } else if usage.intersects(flush) {
+        a |= Access::REMOTE_READ;
+    }
+    if usage.contains(Usage::READ_DST) {
+        a |= Access::LOCAL_WRITE;
+        if iwarp {
+            a |= Access::REMOTE_WRITE;
+        }
+    }
+    if usage.contains(Usage::WRITE_SRC) {
+        a |= Access::LOCAL_WRITE;
+    }
+    if usage.contains(Usage::WRITE_DST) {
+        a |= Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+    }
+    if usage.contains(Usage::RECV) {
+        a |= Access::LOCAL_WRITE;
+    }
+    a
+}
+
+/// What to do when `ibv_reg_mr` failed (librpma's ODP fallback).
+#[derive(Debug, PartialEq, Eq)]
+enum OdpFallback {
+    /// Retry with `IBV_ACCESS_ON_DEMAND`.
+    Retry,
+    /// `EOPNOTSUPP` but the peer cannot do ODP.
+    Refuse,
+    /// Any other failure.
+    Fail,
+}
+
+fn odp_fallback(errno: Option<i32>, odp_capable: bool) -> OdpFallback {
+    match errno {
+        Some(libc::EOPNOTSUPP) if odp_capable => OdpFallback::Retry,
+        Some(libc::EOPNOTSUPP) => OdpFallback::Refuse,
+        _ => OdpFallback::Fail,
+    }
+}
+
+/// `ibv_advise_mr` advice (`IBV_ADVISE_MR_ADVICE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// Prefetch for reading.
+    Prefetch,
+    /// Prefetch for writing.
+    PrefetchWrite,
+    /// Prefetch without faulting pages in.
+    PrefetchNoFault,
+}
+
+bitflags! {
+    /// `ibv_advise_mr` flags.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct AdviseFlags: u32 {
+        /// `IBV_ADVISE_MR_FLAG_FLUSH`: complete the advice before returning.
+        const FLUSH = 1;
+    }
+}
+
+/// A local memory registration (librpma's `rpma_mr_local`) that owns the
+/// memory it covers.
+///
+/// `M` is the memory: `Vec<u8>`, `Box<[u8]>`, [`AlignedBuf`](crate::AlignedBuf),
+/// a borrowed `&mut [u8]`, or any [`RegMemory`]. The region keeps the memory
+/// and the [`Peer`] (its protection domain) alive, and gives the memory back
+/// only through [`MrLocal::dereg`], once the device can no longer touch it.
+///
+/// ```no_run
+/// use rpma::{AlignedBuf, MrLocal, Usage};
+/// # #[allow(dead_code)]
+/// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+/// let mut mr = MrLocal::reg(peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::WRITE_DST)?;
+/// mr.write_at(0, b"hello")?;
+/// let desc = mr.descriptor();       // 21 bytes for the other side
+/// # let _ = desc;
+/// let buf = mr.dereg().map_err(|e| e.error)?; // the memory comes back
+/// # let _ = buf; Ok(()) }
+/// ```
+///
+/// # Thread safety
+/// `MrLocal<M>` is `Send`/`Sync` when `M` is. Reading the memory
+/// ([`read_at`](Self::read_at)) takes `&self`; writing it takes `&mut self`.
+pub struct MrLocal<M: RegMemory = Vec<u8>> {
+    // Field order is drop order: the registration goes before the memory.
+    mr: Mr,
+    peer: Peer,
+    usage: Usage,
+    ptr: *mut u8,
+    len: usize,
+    odp: bool,
+    mem: M,
+}
+
+// SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
+// the region to another thread moves that ownership with it.
+#[allow(unsafe_code)]
+unsafe impl<M: RegMemory + Send> Send for MrLocal<M> {}
+// SAFETY: shared access only reads the memory (read_at) or immutable fields.
+#[allow(unsafe_code)]
+unsafe impl<M: RegMemory + Sync> Sync for MrLocal<M> {}
+
+impl<M: RegMemory> std::fmt::Debug for MrLocal<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MrLocal")
+            .field("ptr", &self.ptr)
+            .field("size", &self.len)
+            .field("usage", &self.usage)
+            .field("access", &self.access())
+            .field("lkey", &self.mr.lkey())
+            .field("rkey", &self.mr.rkey())
+            .finish()
+    }
+}
+
+/// The failure of [`MrLocal::dereg`]: the region is handed back, still
+/// registered and usable.
+pub struct DeregError<M: RegMemory> {
+    /// The region, unchanged.
+    pub mr: MrLocal<M>,
+    /// Why deregistration failed.
+    pub error: Error,
+}
+
+impl<M: RegMemory> std::fmt::Debug for DeregError<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeregError").field("mr", &self.mr).field("error", &self.error).finish()
+    }
+}
+
+impl<M: RegMemory> std::fmt::Display for DeregError<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "deregistering the memory region failed: {}", self.error)
+    }
+}
+
+impl<M: RegMemory> std::error::Error for DeregError<M> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<M: RegMemory> MrLocal<M> {
+    /// Size of a descriptor in bytes (21, librpma's `rpma_mr_get_descriptor_size`).
+    pub const DESCRIPTOR_SIZE: usize = wire::MR_DESCRIPTOR_SIZE;
+
+    /// Registers `mem` on `peer` for `usage` (`rpma_mr_reg`).
+    ///
+    /// The access flags are [`Peer::usage_to_access`]. If the device cannot
+    /// pin the memory (`EOPNOTSUPP`, e.g. FS-DAX) and the peer supports
+    /// On-Demand Paging, registration is retried with `IBV_ACCESS_ON_DEMAND`
+    /// (see [`is_odp`](Self::is_odp)).
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: the memory is 0 bytes long or larger than the
+    ///   device's `max_mr_size`; `usage` is empty or has bits no
+    ///   `RPMA_MR_USAGE_*` flag defines.
+    /// * [`Error::Provider`] with the errno of `ibv_reg_mr`; for `EOPNOTSUPP`
+    ///   the message says whether the ODP retry was refused (peer not ODP
+    ///   capable) or failed.
+    pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
+        let (ptr, len) = mem.as_mut_ptr_len();
+        if len == 0 {
+            return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
+        }
+        let max = peer.capabilities().max_mr_size;
+        if max != 0 && len as u64 > max {
+            return Err(Error::inval(format!(
+                "memory to register is {len} bytes long; the device's max_mr_size is {max}"
+            )));
+        }
+        if usage.is_empty() {
+            return Err(Error::inval("usage is empty; give at least one Usage flag"));
+        }
+        let unknown = usage.bits() & !Usage::all().bits();
+        if unknown != 0 {
+            return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
+        }
+        let access = peer.usage_to_access(usage);
+        // SAFETY: (ptr, len) is the memory of `mem`, which the returned region
+        // owns and releases only after the Mr is deregistered (field order
+        // and `dereg`), per RegMemory's contract.
+        #[allow(unsafe_code)]
+        let first = unsafe { Mr::reg(peer.pd(), ptr, len, access.bits()) };
+        let (mr, odp) = match first {
+            Ok(mr) => (mr, false),
+            Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
+                OdpFallback::Fail => return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?})"), e)),
+                OdpFallback::Refuse => {
+                    rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
+                    return Err(Error::provider_raw(
+                        format!(
+                            "ibv_reg_mr({len} bytes, access {access:?}) cannot pin the memory and the peer does not support On-Demand Paging"
+                        ),
+                        e,
+                    ));
+                }
+                OdpFallback::Retry => {
+                    let odp_access = access | Access::ON_DEMAND;
+                    // SAFETY: as above.
+                    #[allow(unsafe_code)]
+                    let retry = unsafe { Mr::reg(peer.pd(), ptr, len, odp_access.bits()) };
+                    let mr = retry.map_err(|e| {
+                        Error::provider_raw(
+                            format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
+                            e,
+                        )
+                    })?;
+                    (mr, true)
+                }
+            },
+        };
+        rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
+        Ok(MrLocal { mr, peer: peer.clone(), usage, ptr, len, odp, mem })
+    }
+
+    /// Start of the registered memory (`rpma_mr_get_ptr`).
+    pub fn ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// Size of the registered memory in bytes (`rpma_mr_get_size`).
+    pub fn size(&self) -> usize {
+        self.len
+    }
+
+    /// The usage it was registered for.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The access flags actually passed to `ibv_reg_mr` (including
+    /// `ON_DEMAND` after the ODP fallback).
+    pub fn access(&self) -> Access {
+        Access::from_bits_retain(self.mr.access())
+    }
+
+    /// Whether the region was registered with On-Demand Paging.
+    pub fn is_odp(&self) -> bool {
+        self.odp
+    }
+
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.mr.lkey()
+    }
+
+    /// Remote key: a capability granting the access in
+    /// [`access`](Self::access) to whoever holds it.
+    pub fn rkey(&self) -> u32 {
+        self.mr.rkey()
+    }
+
+    /// The peer the region is registered on.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// The 21-byte descriptor for the remote side
+    /// (`rpma_mr_get_descriptor`): address, size, rkey, usage, little-endian.
+    ///
+    /// # Security
+    /// The descriptor carries a virtual address of this process and an rkey,
+    /// which lets its holder access the region as `usage` allows. Send it
+    /// only to the intended peer.
+    pub fn descriptor(&self) -> [u8; wire::MR_DESCRIPTOR_SIZE] {
+        wire::encode_mr(&MrDesc {
+            addr: self.mr.addr(),
+            size: self.len as u64,
+            rkey: self.mr.rkey(),
+            usage: (self.usage.bits() & 0xff) as u8,
+        })
+    }
+
+    fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::inval(format!(
+                "{what}: offset {offset} + length {len} exceeds the region's size {}",
+                self.len
+            ))),
+        }
+    }
+
+    /// Copies `dst.len()` bytes from `offset` in the region into `dst`.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check_range("read_at", offset, dst.len())?;
+        // SAFETY: the range is inside the owned, live memory (checked above);
+        // raw copies create no reference to memory the device may write.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `src` into the region at `offset`.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + src.len()` exceeds [`size`](Self::size).
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
+        self.check_range("write_at", offset, src.len())?;
+        // SAFETY: as in read_at; `&mut self` excludes local concurrent access.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// Advises the device about a range (`rpma_mr_advise`, `ibv_advise_mr`),
+    /// e.g. to prefetch an ODP region.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`] when the range exceeds the region (checked here,
+    ///   librpma leaves it to the provider), is longer than 4 GiB - 1, or the
+    ///   provider reports `EINVAL`/`EFAULT`;
+    /// * [`Error::NoSupp`] when the provider does not implement advice
+    ///   (`EOPNOTSUPP`, e.g. Soft-RoCE);
+    /// * [`Error::Provider`] for any other errno.
+    pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: AdviseFlags) -> Result<()> {
+        self.check_range("advise", offset, len)?;
+        let len32 = u32::try_from(len).map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
+        let adv = match advice {
+            Advice::Prefetch => 0,
+            Advice::PrefetchWrite => 1,
+            Advice::PrefetchNoFault => 2,
+        };
+        self.mr.advise(self.mr.addr(), offset as u64, len32, adv, flags.bits()).map_err(|e| match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => Error::nosupp(format!("ibv_advise_mr is not supported by {}", self.peer.device_name())),
+            Some(libc::EINVAL) | Some(libc::EFAULT) => Error::inval(format!("ibv_advise_mr rejected the range or advice: {e}")),
+            _ => Error::provider_raw("ibv_advise_mr", e),
+        })
+    }
+
+    /// Deregisters the region (`rpma_mr_dereg`) and returns the memory.
+    ///
+    /// Dropping an `MrLocal` deregisters too (logging failures); `dereg`
+    /// reports them.
+    ///
+    /// # Errors
+    /// [`DeregError`] holding the region, still registered and usable, when
+    /// `ibv_dereg_mr` fails (e.g. `EBUSY` while a memory window is bound).
+    pub fn dereg(self) -> std::result::Result<M, DeregError<M>> {
+        let MrLocal { mr, peer, usage, ptr, len, odp, mem } = self;
+        match mr.dereg() {
+            Ok(()) => Ok(mem),
+            Err((mr, e)) => Err(DeregError {
+                error: Error::provider_raw("ibv_dereg_mr", e),
+                mr: MrLocal { mr, peer, usage, ptr, len, odp, mem },
+            }),
+        }
+    }
+}
+
+/// A memory region of the remote side (librpma's `rpma_mr_remote`), decoded
+/// from its descriptor.
+///
+/// ```
+/// let desc = [7, 6, 5, 4, 3, 2, 1, 0, 0xf, 0xe, 0xd, 0xc, 0xb, 0xa, 9, 8, 0x13, 0x12, 0x11, 0x10, 0x21];
+/// let mr = rpma::MrRemote::from_descriptor(&desc)?;
+/// assert_eq!(mr.size(), 0x08090a0b0c0d0e0f);
+/// assert_eq!(mr.rkey(), 0x10111213);
+/// assert_eq!(mr.flush_type(), rpma::Usage::FLUSH_TYPE_PERSISTENT);
+/// # Ok::<(), rpma::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrRemote {
+    addr: u64,
+    size: u64,
+    rkey: u32,
+    usage: Usage,
+}
+
+impl MrRemote {
+    /// Decodes a descriptor received from the remote side
+    /// (`rpma_mr_remote_from_descriptor`). Bytes after the first 21 are
+    /// ignored, as librpma does.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `desc` is shorter than 21 bytes or its usage
+    /// byte is 0.
+    pub fn from_descriptor(desc: &[u8]) -> Result<MrRemote> {
+        let d = wire::decode_mr(desc)?;
+        Ok(MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage: Usage::from_bits_retain(d.usage as u16) })
+    }
+
+    /// Size of the remote region in bytes (`rpma_mr_remote_get_size`).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The remote address of the region's start.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The remote key.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// The usage the remote side registered it for.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The flush types the region supports, as `Usage` bits
+    /// (`rpma_mr_remote_get_flush_type`).
+    pub fn flush_type(&self) -> Usage {
+        self.usage & (Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// librpma's table (`tests/unit/peer/peer-mr_reg.c`), each flag alone,
+    /// without native flush: (usage, IB access, iWARP access).
+    #[test]
+    fn usage_table_single_flags() {
+        let lw = Access::LOCAL_WRITE;
+        let rw = Access::REMOTE_WRITE;
+        let rr = Access::REMOTE_READ;
+        let table = [
+            (Usage::READ_SRC, rr, rr),
+            (Usage::READ_DST, lw, lw | rw),
+            (Usage::WRITE_SRC, lw, lw),
+            (Usage::WRITE_DST, rw | lw, rw | lw),
+            (Usage::FLUSH_TYPE_VISIBILITY, rr, rr),
+            (Usage::FLUSH_TYPE_PERSISTENT, rr, rr),
+            (Usage::SEND, Access::empty(), Access::empty()),
+            (Usage::RECV, lw, lw),
+        ];
+        for (u, ib, iwarp) in table {
+            assert_eq!(usage_to_access(u, false, false), ib, "{u:?} on IB");
+            assert_eq!(usage_to_access(u, true, false), iwarp, "{u:?} on iWARP");
+        }
+    }
+
+    #[test]
+    fn usage_table_native_flush() {
+        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, false, true), Access::FLUSH_GLOBAL);
+        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
+        assert_eq!(
+            usage_to_access(Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT, false, true),
+            Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT
+        );
+        assert_eq!(
+            usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, true),
+            Access::REMOTE_READ | Access::FLUSH_PERSISTENT
+        );
+        // Everything else is unaffected by native flush.
+        for u in [Usage::READ_SRC, Usage::READ_DST, Usage::WRITE_SRC, Usage::WRITE_DST, Usage::SEND, Usage::RECV] {
+            assert_eq!(usage_to_access(u, false, true), usage_to_access(u, false, false));
+        }
+    }
+
+    #[test]
+    fn usage_table_combinations() {
+        assert_eq!(usage_to_access(Usage::all(), false, false), Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        assert_eq!(
+            usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false),
+            Access::REMOTE_READ
+        );
+        assert_eq!(usage_to_access(Usage::SEND | Usage::RECV, false, false), Access::LOCAL_WRITE);
+        assert_eq!(usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false), Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        assert_eq!(Usage::all().bits(), 0xff, "librpma's 8 flags, same bits");
+    }
+
+    #[test]
+    fn odp_fallback_decision() {
+        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), true), OdpFallback::Retry);
+        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), false), OdpFallback::Refuse);
+        assert_eq!(odp_fallback(Some(libc::EFAULT), true), OdpFallback::Fail);
+        assert_eq!(odp_fallback(Some(libc::ENOMEM), true), OdpFallback::Fail);
+        assert_eq!(odp_fallback(None, true), OdpFallback::Fail);
+    }
+
+    #[test]
+    fn remote_flush_type_is_usage_bits() {
+        let mut d = [0u8; 21];
+        d[20] = (Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY).bits() as u8;
+        let r = MrRemote::from_descriptor(&d).unwrap();
+        assert_eq!(r.flush_type(), Usage::FLUSH_TYPE_VISIBILITY);
+        assert_eq!(r.usage(), Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY);
+    }
+}

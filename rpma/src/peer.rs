@@ -1,0 +1,147 @@
+//! Peer: a protection domain on a device, with the device's probed capabilities.
+
+use crate::error::{Error, Result};
+use crate::log::{rpma_log, LogLevel};
+use crate::mr::{usage_to_access, Access, Usage};
+use crate::utils::IbvContext;
+use rpma_sys::device::{DeviceCaps, Transport};
+use rpma_sys::pd::Pd;
+use std::sync::Arc;
+
+/// What a peer's device can do, as probed by [`Peer::new`] through
+/// `ibv_query_device_ex` (librpma's probe, plus the limits rpma validates
+/// against).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// On-Demand Paging for RC RDMA read and write.
+    pub odp: bool,
+    /// Native 8-byte RDMA ATOMIC WRITE (IBA 1.5).
+    pub native_atomic_write: bool,
+    /// Native RDMA FLUSH, both global visibility and persistence (IBA 1.5).
+    pub native_flush: bool,
+    /// Type 1 memory windows.
+    pub mw_type1: bool,
+    /// Type 2 memory windows.
+    pub mw_type2: bool,
+    /// Whether the transport is iWARP (READ_DST regions then also need
+    /// remote write access).
+    pub iwarp: bool,
+    /// Largest memory region the device registers, in bytes.
+    pub max_mr_size: u64,
+}
+
+impl Capabilities {
+    fn from_device(c: &DeviceCaps, t: Transport) -> Capabilities {
+        Capabilities {
+            odp: c.odp,
+            native_atomic_write: c.native_atomic_write,
+            native_flush: c.native_flush,
+            mw_type1: c.mw_type1(),
+            mw_type2: c.mw_type2(),
+            iwarp: t == Transport::Iwarp,
+            max_mr_size: c.max_mr_size,
+        }
+    }
+}
+
+struct PeerInner {
+    pd: Pd,
+    ctx: IbvContext,
+    caps: Capabilities,
+}
+
+/// A local RDMA peer (librpma's `rpma_peer`): a protection domain on one
+/// device. Memory regions, endpoints and connections are created from it.
+///
+/// `Peer` is a cheap handle (`Clone` shares it); the protection domain lives
+/// until the last handle and the last object made from it are gone, so it can
+/// never be freed under a registered region.
+///
+/// ```no_run
+/// use rpma::{utils, Peer};
+/// let ctx = utils::get_ibv_context("192.0.2.1", utils::ContextType::Local)?;
+/// let peer = Peer::new(&ctx)?;
+/// println!("{}: {:?}", peer.device_name(), peer.capabilities());
+/// # Ok::<(), rpma::Error>(())
+/// ```
+///
+/// # Thread safety
+/// `Peer` is `Send + Sync`; registering memory from several threads at once
+/// is safe (libibverbs serialises on the PD).
+#[derive(Clone)]
+pub struct Peer {
+    inner: Arc<PeerInner>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer").field("device", &self.device_name()).field("caps", &self.inner.caps).finish()
+    }
+}
+
+impl Peer {
+    /// Probes the device and allocates a protection domain on it
+    /// (`rpma_peer_new`).
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when the probe (`ibv_query_device_ex`) or
+    /// `ibv_alloc_pd` fails; [`Error::NoMem`] when `ibv_alloc_pd` reports
+    /// `ENOMEM`; [`Error::Unknown`] when it fails without errno.
+    pub fn new(ctx: &IbvContext) -> Result<Peer> {
+        let dev = ctx.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
+        let caps = Capabilities::from_device(&dev, ctx.0.transport());
+        rpma_log!(
+            LogLevel::Info,
+            "peer on {}: odp={} native_atomic_write={} native_flush={}",
+            ctx.device_name(),
+            caps.odp,
+            caps.native_atomic_write,
+            caps.native_flush
+        );
+        let pd = Pd::alloc(&ctx.0).map_err(|e| Error::provider("ibv_alloc_pd", e))?;
+        Ok(Peer { inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps }) })
+    }
+
+    /// The probed capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.inner.caps
+    }
+
+    /// Whether the device supports On-Demand Paging (then registrations that
+    /// the device cannot pin are retried with ODP).
+    pub fn is_odp_capable(&self) -> bool {
+        self.inner.caps.odp
+    }
+
+    /// Whether native atomic write is used for `atomic_write`.
+    pub fn is_native_atomic_write_supported(&self) -> bool {
+        self.inner.caps.native_atomic_write
+    }
+
+    /// Whether native flush is used for `flush` and in the access translation.
+    pub fn is_native_flush_supported(&self) -> bool {
+        self.inner.caps.native_flush
+    }
+
+    /// The device's kernel name.
+    pub fn device_name(&self) -> String {
+        self.inner.ctx.device_name()
+    }
+
+    /// The device context.
+    pub fn context(&self) -> &IbvContext {
+        &self.inner.ctx
+    }
+
+    /// The `IBV_ACCESS_*` flags a region with `usage` is registered with on
+    /// this peer (librpma's `rpma_peer_usage2access`): the iWARP and
+    /// native-flush variants depend on the device.
+    pub fn usage_to_access(&self, usage: Usage) -> Access {
+        usage_to_access(usage, self.inner.caps.iwarp, self.inner.caps.native_flush)
+    }
+
+    pub(crate) fn pd(&self) -> &Pd {
+        &self.inner.pd
+    }
+}

@@ -1,0 +1,193 @@
+//! Device lookup by address, capability queries and event names.
+
+use crate::error::{Error, Result};
+use rpma_sys::cm::{AddrInfo, CmId};
+use rpma_sys::device::{Context, DeviceList};
+use std::fmt;
+use std::time::Duration;
+
+/// An RDMA device context (`struct ibv_context`), shared by reference
+/// counting. Get one with [`get_ibv_context`] (by IP address, as librpma does)
+/// or [`IbvContext::open`] (by device name).
+#[derive(Clone, Debug)]
+pub struct IbvContext(pub(crate) Context);
+
+impl IbvContext {
+    /// Opens the device called `name` (e.g. `rxe0`) directly, or the first
+    /// device when `name` is `None`.
+    ///
+    /// A context opened this way cannot carry connections (librdmacm uses its
+    /// own contexts); use [`get_ibv_context`] for peers that connect.
+    ///
+    /// # Errors
+    /// [`Error::NoSupp`] when the host has no (such) RDMA device;
+    /// [`Error::Provider`] when listing or opening fails.
+    pub fn open(name: Option<&str>) -> Result<IbvContext> {
+        let list = DeviceList::new().map_err(|e| Error::provider_raw("ibv_get_device_list", e))?;
+        let idx = (0..list.len()).find(|&i| name.is_none() || list.name(i).as_deref() == name);
+        let Some(i) = idx else {
+            let have: Vec<String> = (0..list.len()).filter_map(|i| list.name(i)).collect();
+            return Err(Error::nosupp(match name {
+                Some(n) => format!("no RDMA device named {n:?} (devices: {have:?})"),
+                None => "this host has no RDMA device".to_string(),
+            }));
+        };
+        let ctx = list.open(i).map_err(|e| Error::provider_raw("ibv_open_device", e))?;
+        Ok(IbvContext(ctx))
+    }
+
+    /// The device's kernel name (e.g. `rxe0`).
+    pub fn device_name(&self) -> String {
+        self.0.device_name()
+    }
+}
+
+/// Which side of a connection an address belongs to
+/// (`RPMA_UTIL_IBV_CONTEXT_LOCAL` / `_REMOTE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextType {
+    /// A local address: the device it is bound to.
+    Local,
+    /// A remote address: the device the route to it goes through.
+    Remote,
+}
+
+/// librpma's fixed timeout for [`get_ibv_context`] with [`ContextType::Remote`].
+pub const DEFAULT_RESOLVE_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// The device context for an IP address (`rpma_utils_get_ibv_context`): the
+/// device a local address is bound to, or the device that reaches a remote
+/// address (resolved within [`DEFAULT_RESOLVE_TIMEOUT`]).
+///
+/// ```no_run
+/// use rpma::utils::{get_ibv_context, ContextType};
+/// let ctx = get_ibv_context("192.0.2.1", ContextType::Local)?;
+/// println!("device {}", ctx.device_name());
+/// # Ok::<(), rpma::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::Inval`] for an empty address or one with a NUL byte;
+/// [`Error::Provider`] with the errno of the failing librdmacm step
+/// (`rdma_getaddrinfo`, `rdma_bind_addr`, `rdma_resolve_addr`), e.g.
+/// `EADDRNOTAVAIL` or `ENODEV` for an address no RDMA device has.
+pub fn get_ibv_context(addr: &str, kind: ContextType) -> Result<IbvContext> {
+    get_ibv_context_timeout(addr, kind, DEFAULT_RESOLVE_TIMEOUT)
+}
+
+/// [`get_ibv_context`] with a chosen timeout for remote resolution.
+///
+/// # Errors
+/// As [`get_ibv_context`]; [`Error::Inval`] for a timeout over `i32::MAX` ms.
+pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration) -> Result<IbvContext> {
+    if addr.is_empty() || addr.contains('\0') {
+        return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
+    }
+    let timeout_ms = i32::try_from(timeout.as_millis())
+        .map_err(|_| Error::inval(format!("timeout {timeout:?} exceeds i32::MAX milliseconds")))?;
+    let passive = kind == ContextType::Local;
+    let ai = AddrInfo::new(addr, None, passive)
+        .map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr})"), e))?;
+    let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
+    match kind {
+        ContextType::Local => id.bind_addr(&ai).map_err(|e| Error::provider_raw(format!("rdma_bind_addr({addr})"), e))?,
+        ContextType::Remote => id
+            .resolve_addr(&ai, timeout_ms)
+            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}, {timeout_ms} ms)"), e))?,
+    }
+    let ctx = id.into_context().map_err(|e| Error::provider_raw(format!("no RDMA device behind {addr}"), e))?;
+    Ok(IbvContext(ctx))
+}
+
+/// Whether the device supports On-Demand Paging for RC read and write
+/// (`rpma_utils_ibv_context_is_odp_capable`).
+///
+/// # Errors
+/// [`Error::Provider`] when `ibv_query_device_ex` fails.
+pub fn is_odp_capable(ctx: &IbvContext) -> Result<bool> {
+    let caps = ctx.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
+    Ok(caps.odp)
+}
+
+/// Connection events (`enum rpma_conn_event`), with librpma's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+#[non_exhaustive]
+pub enum ConnEvent {
+    /// No event yet (`RPMA_CONN_UNDEFINED`).
+    Undefined = -1,
+    /// The connection is up.
+    Established = 0,
+    /// The connection was closed by either side.
+    Closed = 1,
+    /// The connection was lost (connect error, device removal).
+    Lost = 2,
+    /// The other side rejected the connection.
+    Rejected = 3,
+    /// The other side could not be reached.
+    Unreachable = 4,
+}
+
+/// librpma's `rpma_utils_conn_event_2str`.
+///
+/// ```
+/// use rpma::utils::{conn_event_2str, ConnEvent};
+/// assert_eq!(conn_event_2str(ConnEvent::Established), "Connection established");
+/// ```
+pub fn conn_event_2str(ev: ConnEvent) -> &'static str {
+    match ev {
+        ConnEvent::Undefined => "Undefined connection event",
+        ConnEvent::Established => "Connection established",
+        ConnEvent::Closed => "Connection closed",
+        ConnEvent::Lost => "Connection lost",
+        ConnEvent::Rejected => "Connection rejected",
+        ConnEvent::Unreachable => "Connection unreachable",
+    }
+}
+
+/// The string librpma gives for a raw event value, including
+/// "Unsupported connection event" for values it does not know.
+pub fn conn_event_value_2str(value: i32) -> &'static str {
+    match value {
+        -1 => conn_event_2str(ConnEvent::Undefined),
+        0 => conn_event_2str(ConnEvent::Established),
+        1 => conn_event_2str(ConnEvent::Closed),
+        2 => conn_event_2str(ConnEvent::Lost),
+        3 => conn_event_2str(ConnEvent::Rejected),
+        4 => conn_event_2str(ConnEvent::Unreachable),
+        _ => "Unsupported connection event",
+    }
+}
+
+impl fmt::Display for ConnEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(conn_event_2str(*self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_strings_match_librpma() {
+        assert_eq!(conn_event_value_2str(-1), "Undefined connection event");
+        assert_eq!(conn_event_value_2str(0), "Connection established");
+        assert_eq!(conn_event_value_2str(1), "Connection closed");
+        assert_eq!(conn_event_value_2str(2), "Connection lost");
+        assert_eq!(conn_event_value_2str(3), "Connection rejected");
+        assert_eq!(conn_event_value_2str(4), "Connection unreachable");
+        assert_eq!(conn_event_value_2str(5), "Unsupported connection event");
+        assert_eq!(ConnEvent::Lost.to_string(), "Connection lost");
+        assert_eq!(ConnEvent::Unreachable as i32, 4);
+    }
+
+    #[test]
+    fn bad_addresses_are_inval() {
+        for a in ["", "1.2.3.4\0"] {
+            assert_eq!(get_ibv_context(a, ContextType::Local).unwrap_err().code(), crate::error::RPMA_E_INVAL);
+        }
+        let e = get_ibv_context_timeout("1.2.3.4", ContextType::Remote, Duration::from_secs(1 << 40)).unwrap_err();
+        assert!(e.to_string().contains("i32::MAX"), "{e}");
+    }
+}
