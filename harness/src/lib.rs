@@ -1,1 +1,173 @@
+//! Runs rpma's device tests and examples on a real RDMA device.
+//!
+//! A device test binary (`harness = false`) ends with
+//! [`device_tests!`]`(test_a, test_b, ...)`. When started on a host without
+//! `RPMA_TEST_ADDR` it re-executes itself through `harness/rdma-run`, which
+//! uses a native RDMA device or boots a throw-away Soft-RoCE VM: one VM boot
+//! per test binary. Inside, every selected test runs with a timeout. A test
+//! that needs a device and has none fails; nothing is skipped silently.
+//!
+//! Examples call [`ensure_device`] first for the same re-execution.
 
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
+use std::process::{exit, Command};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The harness script that provides a device.
+pub const RDMA_RUN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/rdma-run");
+
+/// One device test.
+pub struct Test {
+    /// Name, as printed and matched by filters.
+    pub name: &'static str,
+    /// The test body; a panic fails it.
+    pub run: fn(),
+}
+
+/// Defines `main` for a device test binary from a list of test functions.
+#[macro_export]
+macro_rules! device_tests {
+    ($($name:ident),* $(,)?) => {
+        fn main() {
+            $crate::run(&[$($crate::Test { name: stringify!($name), run: $name }),*])
+        }
+    };
+}
+
+/// The IPv4 address of the RDMA device to test on (`RPMA_TEST_ADDR`).
+///
+/// # Panics
+/// When the variable is not set: the caller needs a device and must fail
+/// loudly without one.
+pub fn addr() -> String {
+    std::env::var("RPMA_TEST_ADDR").unwrap_or_else(|_| {
+        panic!("RPMA_TEST_ADDR is not set: this needs an RDMA device; run it through {RDMA_RUN}")
+    })
+}
+
+/// Whether the device is the harness's Soft-RoCE VM (rxe on Debian's 6.1
+/// kernel), whose capabilities are known exactly.
+pub fn in_vm() -> bool {
+    std::env::var("RPMA_TEST_ENV").as_deref() == Ok("vm")
+}
+
+/// A TCP port for tests: `RPMA_TEST_PORT` or 7204, plus `offset`.
+pub fn port(offset: u16) -> u16 {
+    let base = std::env::var("RPMA_TEST_PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(7204u16);
+    base + offset
+}
+
+/// Makes sure a device is there: when `RPMA_TEST_ADDR` is unset, re-runs
+/// the current executable with the same arguments through `rdma-run` and
+/// exits with its status. Returns only when a device is available.
+pub fn ensure_device() {
+    if std::env::var_os("RPMA_TEST_ADDR").is_some() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("current executable path");
+    let _ = std::io::stdout().flush();
+    let status = Command::new(RDMA_RUN)
+        .arg("--")
+        .arg(&exe)
+        .args(std::env::args_os().skip(1))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
+    exit(status.code().unwrap_or(125));
+}
+
+fn selected<'a>(tests: &'a [Test], filters: &[String], exact: bool) -> Vec<&'a Test> {
+    tests
+        .iter()
+        .filter(|t| filters.is_empty() || filters.iter().any(|f| if exact { t.name == f } else { t.name.contains(f.as_str()) }))
+        .collect()
+}
+
+/// Runs the tests that match the command line (libtest-style filters,
+/// `--exact`, `--list`, `--ignored`); exits 0 when all pass, 101 otherwise.
+pub fn run(tests: &[Test]) -> ! {
+    let mut filters = Vec::new();
+    let (mut list, mut exact, mut ignored) = (false, false, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--list" => list = true,
+            "--exact" => exact = true,
+            "--ignored" => ignored = true,
+            "--format" | "--color" | "--test-threads" | "-Z" | "--logfile" | "--skip" => {
+                args.next();
+            }
+            s if s.starts_with('-') => {}
+            s => filters.push(s.to_string()),
+        }
+    }
+    // No test is #[ignore]d: `--ignored` selects none.
+    let chosen = if ignored { Vec::new() } else { selected(tests, &filters, exact) };
+    if list {
+        for t in &chosen {
+            println!("{}: test", t.name);
+        }
+        exit(0);
+    }
+    if chosen.is_empty() {
+        println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n", tests.len());
+        exit(0);
+    }
+    ensure_device();
+    let _ = env_logger::builder().try_init();
+    println!(
+        "\nrpma device tests on {} ({}), RPMA_TEST_ADDR={}",
+        std::env::var("RPMA_TEST_DEVICE").unwrap_or_else(|_| "?".into()),
+        std::env::var("RPMA_TEST_ENV").unwrap_or_else(|_| "?".into()),
+        addr()
+    );
+    println!("running {} tests", chosen.len());
+    let timeout = Duration::from_secs(
+        std::env::var("RPMA_TEST_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(300),
+    );
+    let start = Instant::now();
+    let mut failed = Vec::new();
+    for t in &chosen {
+        print!("test {} ... ", t.name);
+        let _ = std::io::stdout().flush();
+        let t0 = Instant::now();
+        let (tx, rx) = mpsc::channel();
+        let f = t.run;
+        std::thread::Builder::new()
+            .name(t.name.to_string())
+            .spawn(move || {
+                let r = panic::catch_unwind(AssertUnwindSafe(f));
+                let _ = tx.send(r.is_ok());
+            })
+            .expect("spawn test thread");
+        match rx.recv_timeout(timeout) {
+            Ok(true) => println!("ok ({:.2}s)", t0.elapsed().as_secs_f64()),
+            Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                println!("FAILED");
+                failed.push(t.name);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                println!("FAILED (timed out after {timeout:?}; RPMA_TEST_TIMEOUT)");
+                failed.push(t.name);
+                break; // a hung test may hold resources the next ones need
+            }
+        }
+    }
+    let passed = chosen.len() - failed.len();
+    if !failed.is_empty() {
+        println!("\nfailures:");
+        for f in &failed {
+            println!("    {f}");
+        }
+    }
+    println!(
+        "\ntest result: {}. {passed} passed; {} failed; 0 ignored; 0 measured; {} filtered out; finished in {:.2}s\n",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        failed.len(),
+        tests.len() - chosen.len(),
+        start.elapsed().as_secs_f64()
+    );
+    let _ = std::io::stdout().flush();
+    exit(if failed.is_empty() { 0 } else { 101 })
+}

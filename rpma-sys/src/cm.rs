@@ -238,3 +238,22 @@ impl Drop for CmId {
         }
     }
 }
+
+impl std::fmt::Debug for EventChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventChannel").field("fd", &self.fd()).finish()
+    }
+}
+
+impl std::fmt::Debug for AddrInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddrInfo").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CmId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CmId").field("qp", &self.qp).field("has_channel", &self.channel.is_some()).finish()
+    }
+}
+

@@ -184,14 +184,11 @@ impl Cq {
         attr.cqe = cqe;
         attr.channel = channel.map_or(std::ptr::null_mut(), |c| c.as_ptr());
         attr.wc_flags = wc_flags;
-        // SAFETY: live context, valid attributes; rdma-sys returns None when
-        // the provider lacks the op.
-        let cqx = unsafe { ffi::ibv_create_cq_ex(ctx.as_ptr(), &mut attr) };
-        let cqx = match cqx {
-            None => return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
-            Some(p) if p.is_null() => return Err(last_error("ibv_create_cq_ex")),
-            Some(p) => p,
-        };
+        // SAFETY: live context, valid attributes.
+        let cqx = unsafe { crate::shim::create_cq_ex(ctx.as_ptr(), &mut attr) };
+        if cqx.is_null() {
+            return Err(last_error("ibv_create_cq_ex"));
+        }
         // SAFETY: a live extended CQ converts to its ibv_cq.
         let cq = unsafe { ffi::ibv_cq_ex_to_cq(cqx) };
         Ok(Cq { inner: Arc::new(CqInner { cq, ex: true, channel: channel.cloned(), _ctx: ctx.clone() }) })
@@ -262,3 +259,16 @@ impl Cq {
         self.inner.cq
     }
 }
+
+impl std::fmt::Debug for CompChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompChannel").field("fd", &self.fd()).finish()
+    }
+}
+
+impl std::fmt::Debug for Cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cq").field("id", &self.id()).field("cqe", &self.cqe()).field("ex", &self.is_ex()).finish()
+    }
+}
+

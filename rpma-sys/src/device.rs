@@ -245,7 +245,7 @@ impl Context {
         // SAFETY: ibv_device_attr_ex is plain data for which all-zero is valid.
         let mut attr: ffi::ibv_device_attr_ex = unsafe { std::mem::zeroed() };
         // SAFETY: live context, valid out-pointer, NULL input is allowed.
-        let rc = unsafe { ffi::ibv_query_device_ex(self.inner.ctx, std::ptr::null(), &mut attr) };
+        let rc = unsafe { crate::shim::query_device_ex(self.inner.ctx, &mut attr) };
         from_errno_ret(rc, "ibv_query_device_ex")?;
         Ok(caps_from_attr(&attr))
     }
@@ -272,6 +272,12 @@ fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
         max_cqe: o.max_cqe.max(0) as u32,
         max_srq_wr: o.max_srq_wr.max(0) as u32,
         max_sge: o.max_sge.max(0) as u32,
+    }
+}
+
+impl std::fmt::Debug for DeviceList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries((0..self.len).filter_map(|i| self.name(i))).finish()
     }
 }
 

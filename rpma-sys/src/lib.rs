@@ -11,7 +11,7 @@
 //!
 //! This crate is an implementation detail of `rpma`; its API follows the verbs
 //! closely and may change with it.
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cm;
@@ -21,6 +21,7 @@ pub mod mr;
 pub mod mw;
 pub mod pd;
 pub mod qp;
+mod shim;
 pub mod srq;
 
 pub use rdma_sys as ffi;

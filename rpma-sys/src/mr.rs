@@ -15,6 +15,7 @@ pub struct Mr {
     mr: *mut ffi::ibv_mr,
     pd: Pd,
     access: u32,
+    iova: Option<u64>,
 }
 
 // SAFETY: ibv_mr is usable from any thread; it is only destroyed by Drop/dereg.
@@ -49,11 +50,13 @@ impl Mr {
     pub unsafe fn reg(pd: &Pd, addr: *mut u8, len: usize, access: u32) -> io::Result<Mr> {
         // SAFETY: live PD; the caller guarantees the memory range.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access as c_int) };
-        Self::wrap(mr, pd, access, "ibv_reg_mr")
+        Self::wrap(mr, pd, access, None, "ibv_reg_mr")
     }
 
     /// Registers memory as [`Mr::reg`] does, but the device addresses it by
-    /// `iova` instead of its virtual address (`ibv_reg_mr_iova`).
+    /// `iova` instead of its virtual address (`ibv_reg_mr_iova`). The kernel
+    /// requires `iova` to have the same offset within a page as `addr`
+    /// (`EINVAL` otherwise).
     ///
     /// # Safety
     /// As for [`Mr::reg`].
@@ -63,14 +66,14 @@ impl Mr {
     pub unsafe fn reg_iova(pd: &Pd, addr: *mut u8, len: usize, iova: u64, access: u32) -> io::Result<Mr> {
         // SAFETY: live PD; the caller guarantees the memory range.
         let mr = unsafe { ffi::ibv_reg_mr_iova(pd.as_ptr(), addr.cast(), len, iova, access as c_int) };
-        Self::wrap(mr, pd, access, "ibv_reg_mr_iova")
+        Self::wrap(mr, pd, access, Some(iova), "ibv_reg_mr_iova")
     }
 
-    fn wrap(mr: *mut ffi::ibv_mr, pd: &Pd, access: u32, op: &str) -> io::Result<Mr> {
+    fn wrap(mr: *mut ffi::ibv_mr, pd: &Pd, access: u32, iova: Option<u64>, op: &str) -> io::Result<Mr> {
         if mr.is_null() {
             return Err(last_error(op));
         }
-        Ok(Mr { mr, pd: pd.clone(), access })
+        Ok(Mr { mr, pd: pd.clone(), access, iova })
     }
 
     /// The protection domain the region belongs to.
@@ -83,7 +86,14 @@ impl Mr {
         self.access
     }
 
-    /// Start of the region as the device addresses it (`ibv_mr.addr`).
+    /// Start of the region as the device addresses it: the iova of
+    /// [`Mr::reg_iova`], else the process address.
+    pub fn device_addr(&self) -> u64 {
+        self.iova.unwrap_or_else(|| self.addr())
+    }
+
+    /// Start of the region in this process (`ibv_mr.addr`; libibverbs keeps
+    /// the process address here even for [`Mr::reg_iova`]).
     pub fn addr(&self) -> u64 {
         // SAFETY: live MR.
         unsafe { (*self.mr).addr as u64 }
@@ -122,7 +132,7 @@ impl Mr {
         let mut sge = ffi::ibv_sge { addr: local_addr.wrapping_add(offset), length: len, lkey: self.lkey() };
         // SAFETY: live PD and a valid one-element SGE list; the provider
         // validates the range against the MR.
-        let rc = unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), advice, flags, &mut sge, 1) };
+        let rc = unsafe { crate::shim::advise_mr(self.pd.as_ptr(), advice, flags, &mut sge, 1) };
         from_errno_ret(rc, "ibv_advise_mr")
     }
 

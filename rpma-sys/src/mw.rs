@@ -77,3 +77,10 @@ impl Drop for Mw {
         }
     }
 }
+
+impl std::fmt::Debug for Mw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mw").field("type", &self.mw_type()).field("rkey", &self.rkey()).finish()
+    }
+}
+

@@ -60,3 +60,10 @@ impl Pd {
         self.inner.pd
     }
 }
+
+impl std::fmt::Debug for Pd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pd").field("context", self.context()).finish()
+    }
+}
+

@@ -9,20 +9,22 @@ use crate::srq::Srq;
 use crate::{from_errno_ret, last_error};
 use std::io;
 
+use ffi::ibv_qp_create_send_ops_flags as ops;
+
 /// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
-pub const QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+pub const QP_EX_WITH_ATOMIC_WRITE: u64 = ops::IBV_QP_EX_WITH_ATOMIC_WRITE.0 as u64;
 /// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+).
-pub const QP_EX_WITH_FLUSH: u64 = 1 << 13;
+pub const QP_EX_WITH_FLUSH: u64 = 1 << 11;
 /// `IBV_QP_EX_WITH_RDMA_WRITE`.
-pub const QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const QP_EX_WITH_RDMA_WRITE: u64 = ops::IBV_QP_EX_WITH_RDMA_WRITE.0 as u64;
 /// `IBV_QP_EX_WITH_RDMA_READ`.
-pub const QP_EX_WITH_RDMA_READ: u64 = 1 << 3;
+pub const QP_EX_WITH_RDMA_READ: u64 = ops::IBV_QP_EX_WITH_RDMA_READ.0 as u64;
 /// `IBV_QP_EX_WITH_SEND`.
-pub const QP_EX_WITH_SEND: u64 = 1 << 2;
+pub const QP_EX_WITH_SEND: u64 = ops::IBV_QP_EX_WITH_SEND.0 as u64;
 /// `IBV_QP_EX_WITH_BIND_MW`.
-pub const QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+pub const QP_EX_WITH_BIND_MW: u64 = ops::IBV_QP_EX_WITH_BIND_MW.0 as u64;
 /// `IBV_QP_EX_WITH_LOCAL_INV`.
-pub const QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+pub const QP_EX_WITH_LOCAL_INV: u64 = ops::IBV_QP_EX_WITH_LOCAL_INV.0 as u64;
 
 /// `IBV_FLUSH_GLOBAL`: flush to global visibility.
 pub const FLUSH_GLOBAL: u8 = 1;
@@ -32,7 +34,7 @@ pub const FLUSH_PERSISTENT: u8 = 2;
 pub const FLUSH_RANGE: u8 = 0;
 
 /// What a reliable-connected QP is created with.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct QpInit<'a> {
     /// CQ for send completions.
     pub send_cq: &'a Cq,
@@ -108,12 +110,10 @@ impl Qp {
     pub fn new(pd: &Pd, init: &QpInit<'_>) -> io::Result<Qp> {
         let mut attr = init_attr(pd, init);
         // SAFETY: live context/PD/CQs/SRQ referenced by `attr`.
-        let qp = unsafe { ffi::ibv_create_qp_ex(pd.context().as_ptr(), &mut attr) };
-        let qp = match qp {
-            None => return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
-            Some(p) if p.is_null() => return Err(last_error("ibv_create_qp_ex")),
-            Some(p) => p,
-        };
+        let qp = unsafe { crate::shim::create_qp_ex(pd.context().as_ptr(), &mut attr) };
+        if qp.is_null() {
+            return Err(last_error("ibv_create_qp_ex"));
+        }
         Ok(Self::wrap(qp, QpOwner::Verbs, pd, init))
     }
 
@@ -198,6 +198,7 @@ impl Drop for Qp {
 }
 
 /// The extended work-request interface of a [`Qp`] (`struct ibv_qp_ex`).
+#[derive(Debug)]
 pub struct QpEx<'a> {
     qpx: *mut ffi::ibv_qp_ex,
     _qp: &'a Qp,
@@ -289,3 +290,10 @@ impl QpEx<'_> {
         from_errno_ret(rc, "ibv_wr_complete")
     }
 }
+
+impl std::fmt::Debug for Qp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qp").field("qp_num", &self.qp_num()).finish()
+    }
+}
+

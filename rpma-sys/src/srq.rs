@@ -54,3 +54,10 @@ impl Srq {
         self.inner.srq
     }
 }
+
+impl std::fmt::Debug for Srq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Srq").finish_non_exhaustive()
+    }
+}
+

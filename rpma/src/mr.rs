@@ -362,7 +362,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// only to the intended peer.
     pub fn descriptor(&self) -> [u8; wire::MR_DESCRIPTOR_SIZE] {
         wire::encode_mr(&MrDesc {
-            addr: self.mr.addr(),
+            addr: self.mr.device_addr(),
             size: self.len as u64,
             rkey: self.mr.rkey(),
             usage: (self.usage.bits() & 0xff) as u8,

@@ -1,0 +1,102 @@
+//! Correct replacements for `rdma-sys` 0.3's extended-context verbs.
+//!
+//! rdma-sys's `verbs_get_ctx` compares `ibv_context.abi_compat` with
+//! `u32::MAX`, but rdma-core marks extended contexts with `UINTPTR_MAX`
+//! (`__VERBS_ABI_IS_EXTENDED`), so on 64-bit hosts every lookup fails:
+//! `ibv_query_device_ex` silently falls back to `ibv_query_device` (no ODP or
+//! IBA 1.5 capabilities), and `ibv_create_cq_ex`, `ibv_create_qp_ex` (with
+//! send ops) and `ibv_advise_mr` always report `EOPNOTSUPP`. Measured on rxe;
+//! the functions below do what the C inlines in `infiniband/verbs.h` do.
+
+use crate::ffi;
+use std::mem::{offset_of, size_of};
+use std::os::raw::c_int;
+
+/// `verbs_get_ctx_op(ctx, op)`: the provider's `op`, when the context is an
+/// extended one large enough to have it.
+macro_rules! ctx_op {
+    ($ctx:expr, $op:ident) => {{
+        let ctx: *mut ffi::ibv_context = $ctx;
+        if (*ctx).abi_compat as usize != usize::MAX {
+            None
+        } else {
+            let vc = (ctx as *mut u8).sub(offset_of!(ffi::verbs_context, context)) as *mut ffi::verbs_context;
+            if ((*vc).sz as usize) < size_of::<ffi::verbs_context>() - offset_of!(ffi::verbs_context, $op) {
+                None
+            } else {
+                (*vc).$op
+            }
+        }
+    }};
+}
+
+/// `ibv_query_device_ex`, falling back to `ibv_query_device` like the C inline.
+///
+/// # Safety
+/// `ctx` is a live context; `attr` is valid for writes.
+pub(crate) unsafe fn query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_device_attr_ex) -> c_int {
+    // SAFETY: per the function contract.
+    unsafe {
+        if let Some(f) = ctx_op!(ctx, query_device_ex) {
+            let rc = f(ctx, std::ptr::null(), attr, size_of::<ffi::ibv_device_attr_ex>());
+            if rc != libc::EOPNOTSUPP {
+                return rc;
+            }
+        }
+        std::ptr::write_bytes(attr, 0, 1);
+        ffi::ibv_query_device(ctx, &mut (*attr).orig_attr)
+    }
+}
+
+/// `ibv_create_cq_ex`; NULL with errno `EOPNOTSUPP` when the provider lacks it.
+///
+/// # Safety
+/// `ctx` is a live context; `attr` is valid.
+pub(crate) unsafe fn create_cq_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_cq_init_attr_ex) -> *mut ffi::ibv_cq_ex {
+    // SAFETY: per the function contract.
+    unsafe {
+        match ctx_op!(ctx, create_cq_ex) {
+            Some(f) => f(ctx, attr),
+            None => {
+                *libc::__errno_location() = libc::EOPNOTSUPP;
+                std::ptr::null_mut()
+            }
+        }
+    }
+}
+
+/// `ibv_create_qp_ex`: plain `ibv_create_qp` when only the PD is set, the
+/// provider's op otherwise.
+///
+/// # Safety
+/// `ctx` is a live context; `attr` is valid and references live objects.
+pub(crate) unsafe fn create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_qp_init_attr_ex) -> *mut ffi::ibv_qp {
+    // SAFETY: per the function contract; ibv_qp_init_attr is a prefix of
+    // ibv_qp_init_attr_ex, as the C inline relies on.
+    unsafe {
+        if (*attr).comp_mask == ffi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 {
+            return ffi::ibv_create_qp((*attr).pd, attr.cast());
+        }
+        match ctx_op!(ctx, create_qp_ex) {
+            Some(f) => f(ctx, attr),
+            None => {
+                *libc::__errno_location() = libc::EOPNOTSUPP;
+                std::ptr::null_mut()
+            }
+        }
+    }
+}
+
+/// `ibv_advise_mr`: 0 or an errno value (`EOPNOTSUPP` without provider support).
+///
+/// # Safety
+/// `pd` is live; `sge` points to `n` valid entries.
+pub(crate) unsafe fn advise_mr(pd: *mut ffi::ibv_pd, advice: u32, flags: u32, sge: *mut ffi::ibv_sge, n: u32) -> c_int {
+    // SAFETY: per the function contract.
+    unsafe {
+        match ctx_op!((*pd).context, advise_mr) {
+            Some(f) => f(pd, advice, flags, sge, n),
+            None => libc::EOPNOTSUPP,
+        }
+    }
+}
