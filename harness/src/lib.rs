@@ -55,7 +55,10 @@ pub fn in_vm() -> bool {
 
 /// A TCP port for tests: `RPMA_TEST_PORT` or 7204, plus `offset`.
 pub fn port(offset: u16) -> u16 {
-    let base = std::env::var("RPMA_TEST_PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(7204u16);
+    let base = std::env::var("RPMA_TEST_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(7204u16);
     base + offset
 }
 
@@ -80,7 +83,16 @@ pub fn ensure_device() {
 fn selected<'a>(tests: &'a [Test], filters: &[String], exact: bool) -> Vec<&'a Test> {
     tests
         .iter()
-        .filter(|t| filters.is_empty() || filters.iter().any(|f| if exact { t.name == f } else { t.name.contains(f.as_str()) }))
+        .filter(|t| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        t.name == f
+                    } else {
+                        t.name.contains(f.as_str())
+                    }
+                })
+        })
         .collect()
 }
 
@@ -103,7 +115,11 @@ pub fn run(tests: &[Test]) -> ! {
         }
     }
     // No test is #[ignore]d: `--ignored` selects none.
-    let chosen = if ignored { Vec::new() } else { selected(tests, &filters, exact) };
+    let chosen = if ignored {
+        Vec::new()
+    } else {
+        selected(tests, &filters, exact)
+    };
     if list {
         for t in &chosen {
             println!("{}: test", t.name);
@@ -124,7 +140,10 @@ pub fn run(tests: &[Test]) -> ! {
     );
     println!("running {} tests", chosen.len());
     let timeout = Duration::from_secs(
-        std::env::var("RPMA_TEST_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(300),
+        std::env::var("RPMA_TEST_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(300),
     );
     let start = Instant::now();
     let mut failed = Vec::new();

@@ -45,7 +45,9 @@ impl EventChannel {
         if ch.is_null() {
             return Err(last_error("rdma_create_event_channel"));
         }
-        Ok(EventChannel { inner: Arc::new(EventChannelInner { ch }) })
+        Ok(EventChannel {
+            inner: Arc::new(EventChannelInner { ch }),
+        })
     }
 
     /// The channel's file descriptor.
@@ -82,7 +84,12 @@ impl AddrInfo {
         let mut ai = std::ptr::null_mut();
         // SAFETY: NUL-terminated strings and valid hints/out-pointer.
         let rc = unsafe {
-            ffi::rdma_getaddrinfo(node.as_ptr(), service.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()), &hints, &mut ai)
+            ffi::rdma_getaddrinfo(
+                node.as_ptr(),
+                service.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+                &hints,
+                &mut ai,
+            )
         };
         if rc != 0 || ai.is_null() {
             let e = io::Error::last_os_error();
@@ -137,9 +144,20 @@ impl CmId {
         let ch = channel.map_or(std::ptr::null_mut(), |c| c.as_ptr());
         // SAFETY: valid out-pointer; the channel (if any) is live and kept
         // alive by the clone stored below.
-        let rc = unsafe { ffi::rdma_create_id(ch, &mut id, std::ptr::null_mut(), ffi::rdma_port_space::RDMA_PS_TCP) };
+        let rc = unsafe {
+            ffi::rdma_create_id(
+                ch,
+                &mut id,
+                std::ptr::null_mut(),
+                ffi::rdma_port_space::RDMA_PS_TCP,
+            )
+        };
         from_minus1_ret(rc, "rdma_create_id")?;
-        Ok(CmId { qp: None, id, channel: channel.cloned() })
+        Ok(CmId {
+            qp: None,
+            id,
+            channel: channel.cloned(),
+        })
     }
 
     /// Binds to the (passive) source address of `ai` (`rdma_bind_addr`).
@@ -160,7 +178,9 @@ impl CmId {
     /// The errno of `rdma_resolve_addr` (`ETIMEDOUT`, `EADDRNOTAVAIL`, `ENODEV`...).
     pub fn resolve_addr(&mut self, ai: &AddrInfo, timeout_ms: i32) -> io::Result<()> {
         // SAFETY: live id; sockaddrs belong to the live addrinfo.
-        let rc = unsafe { ffi::rdma_resolve_addr(self.id, ai.src().cast(), ai.dst().cast(), timeout_ms) };
+        let rc = unsafe {
+            ffi::rdma_resolve_addr(self.id, ai.src().cast(), ai.dst().cast(), timeout_ms)
+        };
         from_minus1_ret(rc, "rdma_resolve_addr")
     }
 
@@ -241,7 +261,9 @@ impl Drop for CmId {
 
 impl std::fmt::Debug for EventChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventChannel").field("fd", &self.fd()).finish()
+        f.debug_struct("EventChannel")
+            .field("fd", &self.fd())
+            .finish()
     }
 }
 
@@ -253,7 +275,9 @@ impl std::fmt::Debug for AddrInfo {
 
 impl std::fmt::Debug for CmId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CmId").field("qp", &self.qp).field("has_channel", &self.channel.is_some()).finish()
+        f.debug_struct("CmId")
+            .field("qp", &self.qp)
+            .field("has_channel", &self.channel.is_some())
+            .finish()
     }
 }
-

@@ -43,7 +43,12 @@ impl Pd {
         if pd.is_null() {
             return Err(last_error("ibv_alloc_pd"));
         }
-        Ok(Pd { inner: Arc::new(PdInner { pd, ctx: ctx.clone() }) })
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                pd,
+                ctx: ctx.clone(),
+            }),
+        })
     }
 
     /// The device context of this PD.
@@ -63,7 +68,8 @@ impl Pd {
 
 impl std::fmt::Debug for Pd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pd").field("context", self.context()).finish()
+        f.debug_struct("Pd")
+            .field("context", self.context())
+            .finish()
     }
 }
-

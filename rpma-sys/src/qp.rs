@@ -158,9 +158,20 @@ impl Qp {
         // SAFETY: as above.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         // SAFETY: live QP, valid out-pointers.
-        let rc = unsafe { ffi::ibv_query_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32, &mut init) };
+        let rc = unsafe {
+            ffi::ibv_query_qp(
+                self.qp,
+                &mut attr,
+                ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32,
+                &mut init,
+            )
+        };
         from_errno_ret(rc, "ibv_query_qp")?;
-        Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
+        Ok((
+            init.cap.max_send_wr,
+            init.cap.max_recv_wr,
+            init.cap.max_inline_data,
+        ))
     }
 
     /// The extended work-request interface, when the QP was created with
@@ -229,7 +240,14 @@ impl QpEx<'_> {
     /// # Errors
     /// `EOPNOTSUPP` when [`has_atomic_write`](Self::has_atomic_write) is
     /// false; the errno of `ibv_wr_complete`.
-    pub fn post_atomic_write(&mut self, wr_id: u64, signaled: bool, rkey: u32, remote_addr: u64, value: &[u8; 8]) -> io::Result<()> {
+    pub fn post_atomic_write(
+        &mut self,
+        wr_id: u64,
+        signaled: bool,
+        rkey: u32,
+        remote_addr: u64,
+        value: &[u8; 8],
+    ) -> io::Result<()> {
         // SAFETY: live qp_ex.
         let Some(f) = (unsafe { (*self.qpx).wr_atomic_write }) else {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
@@ -250,7 +268,15 @@ impl QpEx<'_> {
     /// # Errors
     /// `EOPNOTSUPP` when [`has_flush`](Self::has_flush) is false; the errno of
     /// `ibv_wr_complete`.
-    pub fn post_flush(&mut self, wr_id: u64, signaled: bool, rkey: u32, remote_addr: u64, len: usize, ptype: u8) -> io::Result<()> {
+    pub fn post_flush(
+        &mut self,
+        wr_id: u64,
+        signaled: bool,
+        rkey: u32,
+        remote_addr: u64,
+        len: usize,
+        ptype: u8,
+    ) -> io::Result<()> {
         #[cfg(rpma_has_wr_flush)]
         {
             // SAFETY: live qp_ex.
@@ -278,7 +304,11 @@ impl QpEx<'_> {
         unsafe {
             ffi::ibv_wr_start(self.qpx);
             (*self.qpx).wr_id = wr_id;
-            (*self.qpx).wr_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+            (*self.qpx).wr_flags = if signaled {
+                ffi::ibv_send_flags::IBV_SEND_SIGNALED.0
+            } else {
+                0
+            };
         }
     }
 
@@ -293,7 +323,8 @@ impl QpEx<'_> {
 
 impl std::fmt::Debug for Qp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Qp").field("qp_num", &self.qp_num()).finish()
+        f.debug_struct("Qp")
+            .field("qp_num", &self.qp_num())
+            .finish()
     }
 }
-

@@ -47,7 +47,12 @@ impl Srq {
         if srq.is_null() {
             return Err(last_error("ibv_create_srq"));
         }
-        Ok(Srq { inner: Arc::new(SrqInner { srq, _pd: pd.clone() }) })
+        Ok(Srq {
+            inner: Arc::new(SrqInner {
+                srq,
+                _pd: pd.clone(),
+            }),
+        })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
@@ -60,4 +65,3 @@ impl std::fmt::Debug for Srq {
         f.debug_struct("Srq").finish_non_exhaustive()
     }
 }
-

@@ -221,7 +221,10 @@ pub struct DeregError<M: RegMemory> {
 
 impl<M: RegMemory> std::fmt::Debug for DeregError<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeregError").field("mr", &self.mr).field("error", &self.error).finish()
+        f.debug_struct("DeregError")
+            .field("mr", &self.mr)
+            .field("error", &self.error)
+            .finish()
     }
 }
 
@@ -258,7 +261,9 @@ impl<M: RegMemory> MrLocal<M> {
     pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
         let (ptr, len) = mem.as_mut_ptr_len();
         if len == 0 {
-            return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
+            return Err(Error::inval(
+                "memory to register is 0 bytes long; it must be at least 1 byte",
+            ));
         }
         let max = peer.capabilities().max_mr_size;
         if max != 0 && len as u64 > max {
@@ -271,7 +276,10 @@ impl<M: RegMemory> MrLocal<M> {
         }
         let unknown = usage.bits() & !Usage::all().bits();
         if unknown != 0 {
-            return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
+            return Err(Error::inval(format!(
+                "usage {:#x} has undefined bits {unknown:#x}",
+                usage.bits()
+            )));
         }
         let access = peer.usage_to_access(usage);
         // SAFETY: (ptr, len) is the memory of `mem`, which the returned region
@@ -282,9 +290,17 @@ impl<M: RegMemory> MrLocal<M> {
         let (mr, odp) = match first {
             Ok(mr) => (mr, false),
             Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
-                OdpFallback::Fail => return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?})"), e)),
+                OdpFallback::Fail => {
+                    return Err(Error::provider_raw(
+                        format!("ibv_reg_mr({len} bytes, access {access:?})"),
+                        e,
+                    ))
+                }
                 OdpFallback::Refuse => {
-                    rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
+                    rpma_log!(
+                        LogLevel::Error,
+                        "ibv_reg_mr: {e}; peer does not support On-Demand Paging"
+                    );
                     return Err(Error::provider_raw(
                         format!(
                             "ibv_reg_mr({len} bytes, access {access:?}) cannot pin the memory and the peer does not support On-Demand Paging"
@@ -307,8 +323,20 @@ impl<M: RegMemory> MrLocal<M> {
                 }
             },
         };
-        rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
-        Ok(MrLocal { mr, peer: peer.clone(), usage, ptr, len, odp, mem })
+        rpma_log!(
+            LogLevel::Debug,
+            "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}",
+            mr.access()
+        );
+        Ok(MrLocal {
+            mr,
+            peer: peer.clone(),
+            usage,
+            ptr,
+            len,
+            odp,
+            mem,
+        })
     }
 
     /// Start of the registered memory (`rpma_mr_get_ptr`).
@@ -418,19 +446,33 @@ impl<M: RegMemory> MrLocal<M> {
     /// * [`Error::NoSupp`] when the provider does not implement advice
     ///   (`EOPNOTSUPP`, e.g. Soft-RoCE);
     /// * [`Error::Provider`] for any other errno.
-    pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: AdviseFlags) -> Result<()> {
+    pub fn advise(
+        &self,
+        offset: usize,
+        len: usize,
+        advice: Advice,
+        flags: AdviseFlags,
+    ) -> Result<()> {
         self.check_range("advise", offset, len)?;
-        let len32 = u32::try_from(len).map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
+        let len32 = u32::try_from(len)
+            .map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
         let adv = match advice {
             Advice::Prefetch => 0,
             Advice::PrefetchWrite => 1,
             Advice::PrefetchNoFault => 2,
         };
-        self.mr.advise(self.mr.addr(), offset as u64, len32, adv, flags.bits()).map_err(|e| match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP) => Error::nosupp(format!("ibv_advise_mr is not supported by {}", self.peer.device_name())),
-            Some(libc::EINVAL) | Some(libc::EFAULT) => Error::inval(format!("ibv_advise_mr rejected the range or advice: {e}")),
-            _ => Error::provider_raw("ibv_advise_mr", e),
-        })
+        self.mr
+            .advise(self.mr.addr(), offset as u64, len32, adv, flags.bits())
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => Error::nosupp(format!(
+                    "ibv_advise_mr is not supported by {}",
+                    self.peer.device_name()
+                )),
+                Some(libc::EINVAL) | Some(libc::EFAULT) => {
+                    Error::inval(format!("ibv_advise_mr rejected the range or advice: {e}"))
+                }
+                _ => Error::provider_raw("ibv_advise_mr", e),
+            })
     }
 
     /// Deregisters the region (`rpma_mr_dereg`) and returns the memory.
@@ -442,12 +484,28 @@ impl<M: RegMemory> MrLocal<M> {
     /// [`DeregError`] holding the region, still registered and usable, when
     /// `ibv_dereg_mr` fails (e.g. `EBUSY` while a memory window is bound).
     pub fn dereg(self) -> std::result::Result<M, DeregError<M>> {
-        let MrLocal { mr, peer, usage, ptr, len, odp, mem } = self;
+        let MrLocal {
+            mr,
+            peer,
+            usage,
+            ptr,
+            len,
+            odp,
+            mem,
+        } = self;
         match mr.dereg() {
             Ok(()) => Ok(mem),
             Err((mr, e)) => Err(DeregError {
                 error: Error::provider_raw("ibv_dereg_mr", e),
-                mr: MrLocal { mr, peer, usage, ptr, len, odp, mem },
+                mr: MrLocal {
+                    mr,
+                    peer,
+                    usage,
+                    ptr,
+                    len,
+                    odp,
+                    mem,
+                },
             }),
         }
     }
@@ -482,7 +540,12 @@ impl MrRemote {
     /// byte is 0.
     pub fn from_descriptor(desc: &[u8]) -> Result<MrRemote> {
         let d = wire::decode_mr(desc)?;
-        Ok(MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage: Usage::from_bits_retain(d.usage as u16) })
+        Ok(MrRemote {
+            addr: d.addr,
+            size: d.size,
+            rkey: d.rkey,
+            usage: Usage::from_bits_retain(d.usage as u16),
+        })
     }
 
     /// Size of the remote region in bytes (`rpma_mr_remote_get_size`).
@@ -541,10 +604,20 @@ mod tests {
 
     #[test]
     fn usage_table_native_flush() {
-        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, false, true), Access::FLUSH_GLOBAL);
-        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
         assert_eq!(
-            usage_to_access(Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT, false, true),
+            usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, false, true),
+            Access::FLUSH_GLOBAL
+        );
+        assert_eq!(
+            usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true),
+            Access::FLUSH_PERSISTENT
+        );
+        assert_eq!(
+            usage_to_access(
+                Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT,
+                false,
+                true
+            ),
             Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT
         );
         assert_eq!(
@@ -552,27 +625,52 @@ mod tests {
             Access::REMOTE_READ | Access::FLUSH_PERSISTENT
         );
         // Everything else is unaffected by native flush.
-        for u in [Usage::READ_SRC, Usage::READ_DST, Usage::WRITE_SRC, Usage::WRITE_DST, Usage::SEND, Usage::RECV] {
-            assert_eq!(usage_to_access(u, false, true), usage_to_access(u, false, false));
+        for u in [
+            Usage::READ_SRC,
+            Usage::READ_DST,
+            Usage::WRITE_SRC,
+            Usage::WRITE_DST,
+            Usage::SEND,
+            Usage::RECV,
+        ] {
+            assert_eq!(
+                usage_to_access(u, false, true),
+                usage_to_access(u, false, false)
+            );
         }
     }
 
     #[test]
     fn usage_table_combinations() {
-        assert_eq!(usage_to_access(Usage::all(), false, false), Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        assert_eq!(
+            usage_to_access(Usage::all(), false, false),
+            Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
+        );
         assert_eq!(
             usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false),
             Access::REMOTE_READ
         );
-        assert_eq!(usage_to_access(Usage::SEND | Usage::RECV, false, false), Access::LOCAL_WRITE);
-        assert_eq!(usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false), Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+        assert_eq!(
+            usage_to_access(Usage::SEND | Usage::RECV, false, false),
+            Access::LOCAL_WRITE
+        );
+        assert_eq!(
+            usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false),
+            Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
+        );
         assert_eq!(Usage::all().bits(), 0xff, "librpma's 8 flags, same bits");
     }
 
     #[test]
     fn odp_fallback_decision() {
-        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), true), OdpFallback::Retry);
-        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), false), OdpFallback::Refuse);
+        assert_eq!(
+            odp_fallback(Some(libc::EOPNOTSUPP), true),
+            OdpFallback::Retry
+        );
+        assert_eq!(
+            odp_fallback(Some(libc::EOPNOTSUPP), false),
+            OdpFallback::Refuse
+        );
         assert_eq!(odp_fallback(Some(libc::EFAULT), true), OdpFallback::Fail);
         assert_eq!(odp_fallback(Some(libc::ENOMEM), true), OdpFallback::Fail);
         assert_eq!(odp_fallback(None, true), OdpFallback::Fail);
