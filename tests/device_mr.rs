@@ -247,22 +247,47 @@ fn advise_is_checked_then_mapped() {
     }
 }
 
-fn odp_fallback_refused_without_odp() {
-    // rxe cannot do ODP; memory it cannot pin must then fail with PROVIDER,
-    // not be retried. A registration that exceeds the device's max_mr_size
-    // is refused before reaching the device.
+/// FS-DAX memory cannot be pinned (`ibv_reg_mr` fails with EOPNOTSUPP): the
+/// ODP fallback retries with ON_DEMAND on an ODP-capable device and is
+/// refused, with PROVIDER, on one without ODP (rxe). The harness VM provides
+/// emulated pmem with an FS-DAX ext4 (RPMA_TEST_PMEM_DIR).
+fn odp_fallback_per_capability_on_fsdax() {
     let p = peer();
-    if p.is_odp_capable() {
-        println!("  device is ODP capable: nothing to refuse here");
-        return;
-    }
-    let max = p.capabilities().max_mr_size;
-    if max < usize::MAX as u64 {
-        println!("  max_mr_size {max}");
-    }
-    // Plain memory never needs the fallback:
+    // Plain memory never needs the fallback.
     let mr = MrLocal::reg(&p, vec![0u8; 1 << 20], Usage::WRITE_DST).unwrap();
     assert!(!mr.is_odp() && !mr.access().contains(Access::ON_DEMAND));
+    // A shared mapping of a non-DAX file registers normally.
+    let tmp = std::env::temp_dir().join(format!("rpma-test-{}", std::process::id()));
+    let f = rpma::MappedFile::open(&tmp, 1 << 16).unwrap();
+    let mr = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
+    assert!(!mr.is_odp());
+    drop(mr);
+    let _ = std::fs::remove_file(&tmp);
+
+    let Ok(dir) = std::env::var("RPMA_TEST_PMEM_DIR") else {
+        assert!(
+            !in_vm(),
+            "the harness VM always provides RPMA_TEST_PMEM_DIR"
+        );
+        println!("  no RPMA_TEST_PMEM_DIR on this native host: FS-DAX case not run");
+        return;
+    };
+    let f = rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20).unwrap();
+    let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+    if p.is_odp_capable() {
+        let mr = r.expect("ODP retry succeeds on an ODP-capable device");
+        assert!(mr.is_odp() && mr.access().contains(Access::ON_DEMAND));
+    } else {
+        let e = r.expect_err("no ODP: FS-DAX registration is refused");
+        assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
+        assert_eq!(e.errno(), Some(libc::EOPNOTSUPP), "{e}");
+        assert!(
+            e.to_string()
+                .contains("the peer does not support On-Demand Paging"),
+            "{e}"
+        );
+        println!("  refused as expected: {e}");
+    }
 }
 
 fn many_regions_register_and_release() {
@@ -293,6 +318,6 @@ device_tests!(
     descriptor_describes_the_registration,
     region_keeps_the_protection_domain_alive,
     advise_is_checked_then_mapped,
-    odp_fallback_refused_without_odp,
+    odp_fallback_per_capability_on_fsdax,
     many_regions_register_and_release,
 );

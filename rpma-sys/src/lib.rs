@@ -17,6 +17,7 @@
 pub mod cm;
 pub mod cq;
 pub mod device;
+pub mod mmap;
 pub mod mr;
 pub mod mw;
 pub mod pd;

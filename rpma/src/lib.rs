@@ -75,7 +75,7 @@ pub mod utils;
 mod wire;
 
 pub use error::{err_2str, Error, Result};
-pub use memory::{AlignedBuf, RegMemory};
+pub use memory::{AlignedBuf, MappedFile, RegMemory};
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
 pub use peer::{Capabilities, Peer};
 pub use peer_cfg::PeerCfg;

@@ -147,3 +147,102 @@ unsafe impl RegMemory for AlignedBuf {
         (self.ptr.as_ptr(), self.len())
     }
 }
+
+/// A file mapped shared and read-write, to register, e.g. persistent memory
+/// on an FS-DAX file system (librpma's examples take such a `pmem-path`).
+///
+/// Registering FS-DAX memory needs On-Demand Paging: on a device without it
+/// registration fails with [`Error::Provider`] (`EOPNOTSUPP`), as librpma's
+/// does.
+///
+/// ```no_run
+/// let mut f = rpma::MappedFile::open("/mnt/pmem/log", 1 << 20)?;
+/// f.as_mut_slice()[..5].copy_from_slice(b"hello");
+/// f.persist()?;
+/// # Ok::<(), rpma::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct MappedFile {
+    map: rpma_sys::mmap::FileMapping,
+    path: std::path::PathBuf,
+}
+
+impl MappedFile {
+    /// Opens (creating if needed) the file at `path`, grows it to at least
+    /// `len` bytes, and maps its first `len` bytes.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for `len == 0`; [`Error::Provider`] with the errno of
+    /// the failing `open`, `ftruncate` or `mmap`.
+    pub fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
+        let path = path.as_ref();
+        if len == 0 {
+            return Err(Error::inval(format!(
+                "mapping length for {} is 0; it must be at least 1 byte",
+                path.display()
+            )));
+        }
+        let io = |op: &str, e| Error::provider_raw(format!("{op}({})", path.display()), e);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io("open", e))?;
+        let cur = file.metadata().map_err(|e| io("fstat", e))?.len();
+        if cur < len as u64 {
+            file.set_len(len as u64).map_err(|e| io("ftruncate", e))?;
+        }
+        let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
+        Ok(MappedFile {
+            map,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Always false.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The mapped file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the live mapping of `len` initialised (file-backed) bytes.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.map.len()) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above; `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.map.len()) }
+    }
+
+    /// Makes the mapping's contents durable in the file (`msync`).
+    ///
+    /// # Errors
+    /// [`Error::Provider`] with the errno of `msync`.
+    pub fn persist(&self) -> Result<()> {
+        self.map
+            .sync()
+            .map_err(|e| Error::provider_raw(format!("msync({})", self.path.display()), e))
+    }
+}
+
+// SAFETY: the mapping stays at its address until the value is dropped; only
+// the owner reaches it.
+unsafe impl RegMemory for MappedFile {
+    fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
+        (self.map.as_ptr(), self.map.len())
+    }
+}

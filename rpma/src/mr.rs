@@ -303,7 +303,7 @@ impl<M: RegMemory> MrLocal<M> {
                     );
                     return Err(Error::provider_raw(
                         format!(
-                            "ibv_reg_mr({len} bytes, access {access:?}) cannot pin the memory and the peer does not support On-Demand Paging"
+                            "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
                         ),
                         e,
                     ));
