@@ -59,6 +59,88 @@ impl EventChannel {
     pub(crate) fn as_ptr(&self) -> *mut ffi::rdma_event_channel {
         self.inner.ch
     }
+
+    /// Gets the next event (`rdma_get_cm_event`), copies what it carries and
+    /// acknowledges it at once. For `CONNECT_REQUEST` the new ID is handed
+    /// over, owned, in [`CmEvent::new_id`].
+    ///
+    /// # Errors
+    /// The errno of `rdma_get_cm_event` (`EAGAIN` on a non-blocking channel
+    /// with nothing pending; librdmacm reports it as `ENODATA` too).
+    pub fn get_event(&self) -> io::Result<CmEvent> {
+        let mut ev = std::ptr::null_mut();
+        // SAFETY: live channel, valid out-pointer.
+        let rc = unsafe { ffi::rdma_get_cm_event(self.inner.ch, &mut ev) };
+        from_minus1_ret(rc, "rdma_get_cm_event")?;
+        // SAFETY: a successful call returns a valid event until it is acked;
+        // everything needed is copied before the ack.
+        unsafe {
+            let e = &*ev;
+            let kind = e.event;
+            let conn = e.param.conn;
+            let private_data = if !conn.private_data.is_null() && conn.private_data_len > 0 {
+                std::slice::from_raw_parts(conn.private_data.cast::<u8>(), conn.private_data_len as usize).to_vec()
+            } else {
+                Vec::new()
+            };
+            let new_id = (kind == ffi::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST)
+                .then(|| CmId { qp: None, id: e.id, channel: Some(self.clone()), passive: true });
+            let out = CmEvent { kind, status: e.status, id: e.id as usize, private_data, new_id };
+            ffi::rdma_ack_cm_event(ev);
+            Ok(out)
+        }
+    }
+}
+
+/// A CM event, copied out of librdmacm's and already acknowledged.
+#[derive(Debug)]
+pub struct CmEvent {
+    /// `rdma_cm_event_type` value.
+    pub kind: u32,
+    /// The event's status (an errno or a transport reason).
+    pub status: i32,
+    /// Identity of the CM ID the event is for.
+    pub id: usize,
+    /// The private data carried by the event (possibly padded by the CM).
+    pub private_data: Vec<u8>,
+    /// The new passive-side ID of a `CONNECT_REQUEST`.
+    pub new_id: Option<CmId>,
+}
+
+/// `RDMA_CM_EVENT_*` values.
+pub mod event {
+    use super::ffi::rdma_cm_event_type as t;
+    /// ADDR_RESOLVED.
+    pub const ADDR_RESOLVED: u32 = t::RDMA_CM_EVENT_ADDR_RESOLVED;
+    /// CONNECT_REQUEST.
+    pub const CONNECT_REQUEST: u32 = t::RDMA_CM_EVENT_CONNECT_REQUEST;
+    /// CONNECT_ERROR.
+    pub const CONNECT_ERROR: u32 = t::RDMA_CM_EVENT_CONNECT_ERROR;
+    /// UNREACHABLE.
+    pub const UNREACHABLE: u32 = t::RDMA_CM_EVENT_UNREACHABLE;
+    /// REJECTED.
+    pub const REJECTED: u32 = t::RDMA_CM_EVENT_REJECTED;
+    /// ESTABLISHED.
+    pub const ESTABLISHED: u32 = t::RDMA_CM_EVENT_ESTABLISHED;
+    /// DISCONNECTED.
+    pub const DISCONNECTED: u32 = t::RDMA_CM_EVENT_DISCONNECTED;
+    /// DEVICE_REMOVAL.
+    pub const DEVICE_REMOVAL: u32 = t::RDMA_CM_EVENT_DEVICE_REMOVAL;
+    /// TIMEWAIT_EXIT.
+    pub const TIMEWAIT_EXIT: u32 = t::RDMA_CM_EVENT_TIMEWAIT_EXIT;
+}
+
+/// librdmacm's name of an event type (`rdma_event_str`).
+pub fn event_str(kind: u32) -> String {
+    // SAFETY: rdma_event_str returns a static NUL-terminated string for any value.
+    unsafe {
+        let p = ffi::rdma_event_str(kind);
+        if p.is_null() {
+            format!("event {kind}")
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
 }
 
 /// Result of `rdma_getaddrinfo`, freed on drop.
@@ -126,6 +208,7 @@ pub struct CmId {
     qp: Option<Qp>,
     id: *mut ffi::rdma_cm_id,
     channel: Option<EventChannel>,
+    passive: bool,
 }
 
 // SAFETY: a CM ID may be used from any thread; librdmacm locks internally.
@@ -153,11 +236,7 @@ impl CmId {
             )
         };
         from_minus1_ret(rc, "rdma_create_id")?;
-        Ok(CmId {
-            qp: None,
-            id,
-            channel: channel.cloned(),
-        })
+        Ok(CmId { qp: None, id, channel: channel.cloned(), passive: false })
     }
 
     /// Binds to the (passive) source address of `ai` (`rdma_bind_addr`).
@@ -216,6 +295,90 @@ impl CmId {
         }
         let qp = Qp::on_cm_id(self.id, pd, init)?;
         Ok(self.qp.insert(qp))
+    }
+
+    /// Moves the ID to another event channel (`rdma_migrate_id`).
+    ///
+    /// # Errors
+    /// The errno of `rdma_migrate_id`.
+    pub fn migrate(&mut self, channel: &EventChannel) -> io::Result<()> {
+        // SAFETY: live id and channel; events of the old channel are acked
+        // as soon as they are read (EventChannel::get_event), so this cannot block.
+        let rc = unsafe { ffi::rdma_migrate_id(self.id, channel.as_ptr()) };
+        from_minus1_ret(rc, "rdma_migrate_id")?;
+        self.channel = Some(channel.clone());
+        Ok(())
+    }
+
+    /// Whether the ID came from a connection request (passive side).
+    pub fn is_passive(&self) -> bool {
+        self.passive
+    }
+
+    fn conn_param(private_data: &[u8]) -> io::Result<ffi::rdma_conn_param> {
+        let len = u8::try_from(private_data.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        Ok(ffi::rdma_conn_param {
+            private_data: if len == 0 { std::ptr::null() } else { private_data.as_ptr().cast() },
+            private_data_len: len,
+            responder_resources: u8::MAX, // RDMA_MAX_RESP_RES
+            initiator_depth: u8::MAX,     // RDMA_MAX_INIT_DEPTH
+            flow_control: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            srq: 0,
+            qp_num: 0,
+        })
+    }
+
+    /// Connects (`rdma_connect`) with librpma's parameters (max responder
+    /// resources and initiator depth, flow control, retry 7, RNR retry 7).
+    ///
+    /// # Errors
+    /// `EINVAL` for more than 255 bytes of private data; the errno of `rdma_connect`.
+    pub fn connect(&mut self, private_data: &[u8]) -> io::Result<()> {
+        let mut p = Self::conn_param(private_data)?;
+        // SAFETY: live id; `p` and the private data live across the call
+        // (librdmacm copies the private data).
+        let rc = unsafe { ffi::rdma_connect(self.id, &mut p) };
+        from_minus1_ret(rc, "rdma_connect")
+    }
+
+    /// Accepts a connection request (`rdma_accept`), with librpma's parameters.
+    ///
+    /// # Errors
+    /// As [`CmId::connect`], for `rdma_accept`.
+    pub fn accept(&mut self, private_data: &[u8]) -> io::Result<()> {
+        let mut p = Self::conn_param(private_data)?;
+        // SAFETY: as in connect.
+        let rc = unsafe { ffi::rdma_accept(self.id, &mut p) };
+        from_minus1_ret(rc, "rdma_accept")
+    }
+
+    /// Rejects a connection request (`rdma_reject`).
+    ///
+    /// # Errors
+    /// The errno of `rdma_reject`.
+    pub fn reject(&mut self, private_data: &[u8]) -> io::Result<()> {
+        let len = u8::try_from(private_data.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let ptr = if len == 0 { std::ptr::null() } else { private_data.as_ptr().cast() };
+        // SAFETY: live id; the data lives across the call.
+        let rc = unsafe { ffi::rdma_reject(self.id, ptr, len) };
+        from_minus1_ret(rc, "rdma_reject")
+    }
+
+    /// Disconnects (`rdma_disconnect`).
+    ///
+    /// # Errors
+    /// The errno of `rdma_disconnect`.
+    pub fn disconnect(&self) -> io::Result<()> {
+        // SAFETY: live id.
+        let rc = unsafe { ffi::rdma_disconnect(self.id) };
+        from_minus1_ret(rc, "rdma_disconnect")
+    }
+
+    /// Identity of the ID, as in [`CmEvent::id`].
+    pub fn ident(&self) -> usize {
+        self.id as usize
     }
 
     /// The QP created on this ID.

@@ -24,6 +24,7 @@ pub mod pd;
 pub mod qp;
 mod shim;
 pub mod srq;
+pub mod wr;
 
 pub use rdma_sys as ffi;
 
@@ -68,4 +69,50 @@ pub fn page_size() -> usize {
     } else {
         4096
     }
+}
+
+/// Waits until `fd` is readable or `timeout` passes (`poll(2)`); `None`
+/// waits without limit. Returns whether it is readable.
+///
+/// # Errors
+/// The errno of `poll` (`EINTR` is retried).
+pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => d.saturating_duration_since(std::time::Instant::now()).as_millis().min(i32::MAX as u128) as c_int,
+        };
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut p, 1, ms) };
+        match rc {
+            0 => return Ok(false),
+            n if n > 0 => return Ok(true),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+///
+/// # Errors
+/// The errno of `fcntl`.
+pub fn set_nonblocking(fd: std::os::fd::RawFd, nonblocking: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a caller-provided fd; failure is reported by errno.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let nfl = if nonblocking { fl | libc::O_NONBLOCK } else { fl & !libc::O_NONBLOCK };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, nfl) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

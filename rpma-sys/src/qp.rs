@@ -185,7 +185,6 @@ impl Qp {
         (!qpx.is_null()).then_some(QpEx { qpx, _qp: self })
     }
 
-    #[allow(dead_code)]
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_qp {
         self.qp
     }
