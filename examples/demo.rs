@@ -25,23 +25,10 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 fn server(addr: &str, port: u16) -> Res<()> {
     let ctx = get_ibv_context(addr, ContextType::Local)?;
     let peer = Peer::new(&ctx)?;
-    println!(
-        "server: device {} capabilities {:?}",
-        peer.device_name(),
-        peer.capabilities()
-    );
-    let mut mr = MrLocal::reg(
-        &peer,
-        AlignedBuf::new(4096)?,
-        Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY,
-    )?;
+    println!("server: device {} capabilities {:?}", peer.device_name(), peer.capabilities());
+    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY)?;
     mr.write_at(0, HELLO)?;
-    println!(
-        "server: registered {} bytes, access {:?}, rkey {:#x}",
-        mr.size(),
-        mr.access(),
-        mr.rkey()
-    );
+    println!("server: registered {} bytes, access {:?}, rkey {:#x}", mr.size(), mr.access(), mr.rkey());
 
     let listener = TcpListener::bind((addr, port))?;
     let (mut s, from) = listener.accept()?;
@@ -52,10 +39,7 @@ fn server(addr: &str, port: u16) -> Res<()> {
     let mut ack = [0u8; 2];
     s.read_exact(&mut ack)?;
     mr.dereg().map_err(|e| e.error)?;
-    println!(
-        "server: client acknowledged ({}), region deregistered",
-        String::from_utf8_lossy(&ack)
-    );
+    println!("server: client acknowledged ({}), region deregistered", String::from_utf8_lossy(&ack));
     Ok(())
 }
 
@@ -90,11 +74,7 @@ fn client(addr: &str, port: u16) -> Res<()> {
     if remote.size() != 4096 || !remote.usage().contains(Usage::READ_SRC) {
         return Err("the descriptor does not describe the server's region".into());
     }
-    println!(
-        "client: local READ_DST region of {} bytes ready (lkey {:#x})",
-        dst.size(),
-        dst.lkey()
-    );
+    println!("client: local READ_DST region of {} bytes ready (lkey {:#x})", dst.size(), dst.lkey());
     s.write_all(b"ok")?;
     Ok(())
 }
@@ -110,33 +90,19 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some(role @ ("server" | "client")) => {
-            let (Some(addr), Some(port)) = (args.get(1), args.get(2).and_then(|p| p.parse().ok()))
-            else {
+            let (Some(addr), Some(port)) = (args.get(1), args.get(2).and_then(|p| p.parse().ok())) else {
                 eprintln!("usage: demo {role} ADDR PORT");
                 exit(2);
             };
-            run(
-                if role == "server" {
-                    server(addr, port)
-                } else {
-                    client(addr, port)
-                },
-                role,
-            );
+            run(if role == "server" { server(addr, port) } else { client(addr, port) }, role);
         }
         None => {
             rpma_harness::ensure_device();
             let addr = rpma_harness::addr();
             let port = rpma_harness::port(1).to_string();
             let exe = std::env::current_exe().expect("current executable");
-            let mut srv = Command::new(&exe)
-                .args(["server", &addr, &port])
-                .spawn()
-                .expect("start server");
-            let cli = Command::new(&exe)
-                .args(["client", &addr, &port])
-                .status()
-                .expect("run client");
+            let mut srv = Command::new(&exe).args(["server", &addr, &port]).spawn().expect("start server");
+            let cli = Command::new(&exe).args(["client", &addr, &port]).status().expect("run client");
             let srv = srv.wait().expect("wait for server");
             if !cli.success() || !srv.success() {
                 eprintln!("demo failed: client {cli}, server {srv}");

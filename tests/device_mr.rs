@@ -8,19 +8,14 @@ use rpma_harness::{addr, device_tests, in_vm};
 use std::time::{Duration, Instant};
 
 fn peer() -> Peer {
-    let ctx = utils::get_ibv_context(&addr(), ContextType::Local)
-        .expect("device context for RPMA_TEST_ADDR");
+    let ctx = utils::get_ibv_context(&addr(), ContextType::Local).expect("device context for RPMA_TEST_ADDR");
     Peer::new(&ctx).expect("peer")
 }
 
 /// The table of the issue / librpma, for the peer's transport and flush mode.
 fn expected_access(peer: &Peer, u: Usage) -> Access {
     let c = peer.capabilities();
-    let (lw, rw, rr) = (
-        Access::LOCAL_WRITE,
-        Access::REMOTE_WRITE,
-        Access::REMOTE_READ,
-    );
+    let (lw, rw, rr) = (Access::LOCAL_WRITE, Access::REMOTE_WRITE, Access::REMOTE_READ);
     let mut a = Access::empty();
     for flag in u.iter() {
         a |= match flag {
@@ -58,27 +53,16 @@ fn context_for_address_without_device_is_provider_error() {
     let e = utils::get_ibv_context("192.0.2.200", ContextType::Local).unwrap_err();
     assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
     assert!(e.errno().is_some(), "the errno is kept: {e:?}");
-    assert!(
-        e.to_string().contains("192.0.2.200"),
-        "the message names the address: {e}"
-    );
+    assert!(e.to_string().contains("192.0.2.200"), "the message names the address: {e}");
 }
 
 fn context_remote_resolution_is_bounded() {
     // No route to TEST-NET-2 from the test host: resolution fails, within the timeout.
     let t0 = Instant::now();
-    let r = utils::get_ibv_context_timeout(
-        "198.51.100.77",
-        ContextType::Remote,
-        Duration::from_millis(500),
-    );
+    let r = utils::get_ibv_context_timeout("198.51.100.77", ContextType::Remote, Duration::from_millis(500));
     let e = r.expect_err("no device reaches 198.51.100.77");
     assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
-    assert!(
-        t0.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        t0.elapsed()
-    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
 }
 
 fn open_by_name_and_unknown_name() {
@@ -101,10 +85,7 @@ fn peer_reports_probed_capabilities() {
     println!("  capabilities of {}: {c:?}", p.device_name());
     if in_vm() {
         // Debian 12's 6.1 kernel rxe, measured: no ODP, no IBA 1.5 verbs, both MW types.
-        assert!(
-            !c.odp && !c.native_flush && !c.native_atomic_write && !c.iwarp,
-            "{c:?}"
-        );
+        assert!(!c.odp && !c.native_flush && !c.native_atomic_write && !c.iwarp, "{c:?}");
         assert!(c.mw_type1 && c.mw_type2, "{c:?}");
     }
 }
@@ -112,8 +93,7 @@ fn peer_reports_probed_capabilities() {
 fn reg_each_single_usage_flag_matches_table() {
     let p = peer();
     for u in Usage::all().iter() {
-        let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), u)
-            .unwrap_or_else(|e| panic!("{u:?}: {e}"));
+        let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), u).unwrap_or_else(|e| panic!("{u:?}: {e}"));
         let want = expected_access(&p, u);
         assert_eq!(mr.access(), want, "{u:?}");
         assert_eq!(mr.access(), p.usage_to_access(u), "{u:?}");
@@ -181,37 +161,22 @@ fn local_copies_are_bounds_checked() {
     let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
     let e = mr.write_at(60, &[0u8; 5]).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(
-        e.to_string()
-            .contains("offset 60 + length 5 exceeds the region's size 64"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("offset 60 + length 5 exceeds the region's size 64"), "{e}");
     let e = mr.read_at(usize::MAX, &mut [0u8; 2]).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
 }
 
 fn descriptor_describes_the_registration() {
     let p = peer();
-    let mr = MrLocal::reg(
-        &p,
-        AlignedBuf::new(12288).unwrap(),
-        Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY,
-    )
-    .unwrap();
+    let mr = MrLocal::reg(&p, AlignedBuf::new(12288).unwrap(), Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY).unwrap();
     let d = mr.descriptor();
     assert_eq!(d.len(), rpma::MR_DESCRIPTOR_SIZE);
-    assert_eq!(
-        u64::from_le_bytes(d[0..8].try_into().unwrap()),
-        mr.ptr() as u64
-    );
+    assert_eq!(u64::from_le_bytes(d[0..8].try_into().unwrap()), mr.ptr() as u64);
     assert_eq!(u64::from_le_bytes(d[8..16].try_into().unwrap()), 12288);
     assert_eq!(u32::from_le_bytes(d[16..20].try_into().unwrap()), mr.rkey());
     assert_eq!(d[20], 0x11);
     let r = MrRemote::from_descriptor(&d).unwrap();
-    assert_eq!(
-        (r.addr(), r.size(), r.rkey()),
-        (mr.ptr() as u64, 12288, mr.rkey())
-    );
+    assert_eq!((r.addr(), r.size(), r.rkey()), (mr.ptr() as u64, 12288, mr.rkey()));
     assert_eq!(r.flush_type(), Usage::FLUSH_TYPE_VISIBILITY);
     assert_ne!(mr.rkey(), 0, "a remotely readable region has an rkey");
 }
@@ -229,14 +194,9 @@ fn region_keeps_the_protection_domain_alive() {
 fn advise_is_checked_then_mapped() {
     let p = peer();
     let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
-    let e = mr
-        .advise(4000, 200, Advice::PrefetchWrite, AdviseFlags::FLUSH)
-        .unwrap_err();
+    let e = mr.advise(4000, 200, Advice::PrefetchWrite, AdviseFlags::FLUSH).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(
-        e.to_string().contains("4200") || e.to_string().contains("offset 4000 + length 200"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("4200") || e.to_string().contains("offset 4000 + length 200"), "{e}");
     let r = mr.advise(0, 4096, Advice::PrefetchWrite, AdviseFlags::FLUSH);
     if in_vm() {
         // rxe has no ibv_advise_mr: librpma's mapping EOPNOTSUPP -> NOSUPP.
@@ -265,10 +225,7 @@ fn odp_fallback_per_capability_on_fsdax() {
     let _ = std::fs::remove_file(&tmp);
 
     let Ok(dir) = std::env::var("RPMA_TEST_PMEM_DIR") else {
-        assert!(
-            !in_vm(),
-            "the harness VM always provides RPMA_TEST_PMEM_DIR"
-        );
+        assert!(!in_vm(), "the harness VM always provides RPMA_TEST_PMEM_DIR");
         println!("  no RPMA_TEST_PMEM_DIR on this native host: FS-DAX case not run");
         return;
     };
@@ -281,11 +238,7 @@ fn odp_fallback_per_capability_on_fsdax() {
         let e = r.expect_err("no ODP: FS-DAX registration is refused");
         assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
         assert_eq!(e.errno(), Some(libc::EOPNOTSUPP), "{e}");
-        assert!(
-            e.to_string()
-                .contains("the peer does not support On-Demand Paging"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("the peer does not support On-Demand Paging"), "{e}");
         println!("  refused as expected: {e}");
     }
 }

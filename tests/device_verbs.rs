@@ -15,9 +15,7 @@ fn open() -> Context {
     let list = DeviceList::new().expect("ibv_get_device_list");
     assert!(!list.is_empty(), "no RDMA device");
     let want = std::env::var("RPMA_TEST_DEVICE").ok();
-    let i = (0..list.len())
-        .find(|&i| want.is_none() || list.name(i) == want)
-        .expect("the test device is listed");
+    let i = (0..list.len()).find(|&i| want.is_none() || list.name(i) == want).expect("the test device is listed");
     list.open(i).expect("ibv_open_device")
 }
 
@@ -26,10 +24,7 @@ fn device_list_and_context() {
     let names: Vec<String> = (0..list.len()).filter_map(|i| list.name(i)).collect();
     println!("  devices: {names:?}");
     assert!(list.name(list.len()).is_none());
-    assert_eq!(
-        list.open(list.len()).unwrap_err().raw_os_error(),
-        Some(libc::EINVAL)
-    );
+    assert_eq!(list.open(list.len()).unwrap_err().raw_os_error(), Some(libc::EINVAL));
     let ctx = list.open(0).unwrap();
     drop(list); // the context outlives the list
     assert!(!ctx.device_name().is_empty());
@@ -64,26 +59,15 @@ fn pd_and_mr_with_iova() {
     // must have the same offset within a page as the address (uverbs rule).
     // SAFETY: as above.
     let z = unsafe { Mr::reg_iova(&pd, buf.as_mut_ptr(), buf.len(), 0, 0x7) }.unwrap();
-    assert_eq!(
-        (z.device_addr(), z.addr(), z.length()),
-        (0, buf.as_ptr() as u64, 8192)
-    );
+    assert_eq!((z.device_addr(), z.addr(), z.length()), (0, buf.as_ptr() as u64, 8192));
     drop(z);
     // SAFETY: as above.
     let e = unsafe { Mr::reg_iova(&pd, buf.as_mut_ptr(), buf.len(), 8, 0x7) }.unwrap_err();
-    assert_eq!(
-        e.raw_os_error(),
-        Some(libc::EINVAL),
-        "iova 8 vs page-aligned address: {e}"
-    );
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "iova 8 vs page-aligned address: {e}");
     // Registering with an invalid access combination fails with the errno.
     // SAFETY: as above.
     let e = unsafe { Mr::reg(&pd, buf.as_mut_ptr(), buf.len(), 0x2) }.unwrap_err();
-    assert_eq!(
-        e.raw_os_error(),
-        Some(libc::EINVAL),
-        "REMOTE_WRITE without LOCAL_WRITE: {e}"
-    );
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "REMOTE_WRITE without LOCAL_WRITE: {e}");
 }
 
 fn comp_channel_and_cq() {
@@ -101,10 +85,7 @@ fn comp_channel_and_cq() {
         let fl = libc::fcntl(ch.fd(), libc::F_GETFL);
         libc::fcntl(ch.fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
     }
-    assert_eq!(
-        ch.get_event().unwrap_err().raw_os_error(),
-        Some(libc::EAGAIN)
-    );
+    assert_eq!(ch.get_event().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
     let e = Cq::new(&ctx, u32::MAX, None).unwrap_err();
     assert!(e.raw_os_error().is_some(), "{e}");
 }
@@ -142,24 +123,10 @@ fn qp_srq_and_qp_ex() {
     let (sw, rw, inl) = qp.caps().unwrap();
     assert!(sw >= 10 && rw >= 10 && inl >= 8, "{sw} {rw} {inl}");
     assert!(qp.ex().is_none(), "no send ops requested");
-    let with_srq = Qp::new(
-        &pd,
-        &QpInit {
-            srq: Some(&srq),
-            ..init.clone()
-        },
-    )
-    .unwrap();
+    let with_srq = Qp::new(&pd, &QpInit { srq: Some(&srq), ..init.clone() }).unwrap();
     assert_ne!(with_srq.qp_num(), qp.qp_num());
     let ops = QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_READ | QP_EX_WITH_SEND;
-    let qpx = Qp::new(
-        &pd,
-        &QpInit {
-            send_ops_flags: ops,
-            ..init.clone()
-        },
-    )
-    .unwrap();
+    let qpx = Qp::new(&pd, &QpInit { send_ops_flags: ops, ..init.clone() }).unwrap();
     let mut ex = qpx.ex().expect("qp_ex");
     let caps = ctx.query_caps().unwrap();
     assert!(!ex.has_atomic_write(), "not requested at creation");
@@ -167,23 +134,11 @@ fn qp_srq_and_qp_ex() {
     // The shims refuse instead of calling a missing provider op.
     let e = ex.post_atomic_write(1, true, 0, 0, &[0; 8]).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP));
-    let e = ex
-        .post_flush(1, true, 0, 0, 8, rpma_sys::qp::FLUSH_GLOBAL)
-        .unwrap_err();
+    let e = ex.post_flush(1, true, 0, 0, 8, rpma_sys::qp::FLUSH_GLOBAL).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP));
-    println!(
-        "  native atomic write {}, native flush {}",
-        caps.native_atomic_write, caps.native_flush
-    );
+    println!("  native atomic write {}, native flush {}", caps.native_atomic_write, caps.native_flush);
     // Too deep a queue is refused with the errno.
-    let e = Qp::new(
-        &pd,
-        &QpInit {
-            max_send_wr: u32::MAX,
-            ..init
-        },
-    )
-    .unwrap_err();
+    let e = Qp::new(&pd, &QpInit { max_send_wr: u32::MAX, ..init }).unwrap_err();
     assert!(e.raw_os_error().is_some(), "{e}");
 }
 
@@ -191,10 +146,7 @@ fn memory_windows() {
     let ctx = open();
     let caps = ctx.query_caps().unwrap();
     let pd = Pd::alloc(&ctx).unwrap();
-    for (ty, supported) in [
-        (MwType::Type1, caps.mw_type1()),
-        (MwType::Type2, caps.mw_type2()),
-    ] {
+    for (ty, supported) in [(MwType::Type1, caps.mw_type1()), (MwType::Type2, caps.mw_type2())] {
         match Mw::alloc(&pd, ty) {
             Ok(mw) => {
                 assert!(supported, "{ty:?} allocated though not advertised");
@@ -216,10 +168,7 @@ fn cm_id_listen_and_qp_on_id() {
     listener.listen(0).unwrap();
     // A second listener on the same port is refused with the errno.
     let mut other = CmId::new(None).unwrap();
-    assert_eq!(
-        other.bind_addr(&ai).unwrap_err().raw_os_error(),
-        Some(libc::EADDRINUSE)
-    );
+    assert_eq!(other.bind_addr(&ai).unwrap_err().raw_os_error(), Some(libc::EADDRINUSE));
 
     // An active-side ID resolved to the listener gets a device and a QP.
     let dst = AddrInfo::new(&addr(), Some(&p), false).unwrap();
@@ -248,20 +197,12 @@ fn cm_id_listen_and_qp_on_id() {
     };
     let n = id.create_qp(&pd, &init).unwrap().qp_num();
     assert_ne!(n, 0);
-    assert_eq!(
-        id.create_qp(&pd, &init).unwrap_err().raw_os_error(),
-        Some(libc::EEXIST)
-    );
+    assert_eq!(id.create_qp(&pd, &init).unwrap_err().raw_os_error(), Some(libc::EEXIST));
     drop(id); // QP destroyed before the ID
 }
 
 fn addr_info_rejects_bad_input() {
-    assert_eq!(
-        AddrInfo::new("a\0b", None, true)
-            .err()
-            .and_then(|e| e.raw_os_error()),
-        Some(libc::EINVAL)
-    );
+    assert_eq!(AddrInfo::new("a\0b", None, true).err().and_then(|e| e.raw_os_error()), Some(libc::EINVAL));
     assert!(AddrInfo::new("not-an-address.invalid", None, true).is_err());
 }
 

@@ -42,9 +42,8 @@ macro_rules! device_tests {
 /// When the variable is not set: the caller needs a device and must fail
 /// loudly without one.
 pub fn addr() -> String {
-    std::env::var("RPMA_TEST_ADDR").unwrap_or_else(|_| {
-        panic!("RPMA_TEST_ADDR is not set: this needs an RDMA device; run it through {RDMA_RUN}")
-    })
+    std::env::var("RPMA_TEST_ADDR")
+        .unwrap_or_else(|_| panic!("RPMA_TEST_ADDR is not set: this needs an RDMA device; run it through {RDMA_RUN}"))
 }
 
 /// Whether the device is the harness's Soft-RoCE VM (rxe on Debian's 6.1
@@ -55,10 +54,7 @@ pub fn in_vm() -> bool {
 
 /// A TCP port for tests: `RPMA_TEST_PORT` or 7204, plus `offset`.
 pub fn port(offset: u16) -> u16 {
-    let base = std::env::var("RPMA_TEST_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(7204u16);
+    let base = std::env::var("RPMA_TEST_PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(7204u16);
     base + offset
 }
 
@@ -84,14 +80,7 @@ fn selected<'a>(tests: &'a [Test], filters: &[String], exact: bool) -> Vec<&'a T
     tests
         .iter()
         .filter(|t| {
-            filters.is_empty()
-                || filters.iter().any(|f| {
-                    if exact {
-                        t.name == f
-                    } else {
-                        t.name.contains(f.as_str())
-                    }
-                })
+            filters.is_empty() || filters.iter().any(|f| if exact { t.name == f } else { t.name.contains(f.as_str()) })
         })
         .collect()
 }
@@ -115,11 +104,7 @@ pub fn run(tests: &[Test]) -> ! {
         }
     }
     // No test is #[ignore]d: `--ignored` selects none.
-    let chosen = if ignored {
-        Vec::new()
-    } else {
-        selected(tests, &filters, exact)
-    };
+    let chosen = if ignored { Vec::new() } else { selected(tests, &filters, exact) };
     if list {
         for t in &chosen {
             println!("{}: test", t.name);
@@ -127,7 +112,10 @@ pub fn run(tests: &[Test]) -> ! {
         exit(0);
     }
     if chosen.is_empty() {
-        println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n", tests.len());
+        println!(
+            "\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n",
+            tests.len()
+        );
         exit(0);
     }
     ensure_device();
@@ -139,12 +127,8 @@ pub fn run(tests: &[Test]) -> ! {
         addr()
     );
     println!("running {} tests", chosen.len());
-    let timeout = Duration::from_secs(
-        std::env::var("RPMA_TEST_TIMEOUT")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(300),
-    );
+    let timeout =
+        Duration::from_secs(std::env::var("RPMA_TEST_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(300));
     let start = Instant::now();
     let mut failed = Vec::new();
     for t in &chosen {

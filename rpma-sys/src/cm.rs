@@ -45,9 +45,7 @@ impl EventChannel {
         if ch.is_null() {
             return Err(last_error("rdma_create_event_channel"));
         }
-        Ok(EventChannel {
-            inner: Arc::new(EventChannelInner { ch }),
-        })
+        Ok(EventChannel { inner: Arc::new(EventChannelInner { ch }) })
     }
 
     /// The channel's file descriptor.
@@ -83,8 +81,12 @@ impl EventChannel {
             } else {
                 Vec::new()
             };
-            let new_id = (kind == ffi::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST)
-                .then(|| CmId { qp: None, id: e.id, channel: Some(self.clone()), passive: true });
+            let new_id = (kind == ffi::rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST).then(|| CmId {
+                qp: None,
+                id: e.id,
+                channel: Some(self.clone()),
+                passive: true,
+            });
             let out = CmEvent { kind, status: e.status, id: e.id as usize, private_data, new_id };
             ffi::rdma_ack_cm_event(ev);
             Ok(out)
@@ -227,14 +229,7 @@ impl CmId {
         let ch = channel.map_or(std::ptr::null_mut(), |c| c.as_ptr());
         // SAFETY: valid out-pointer; the channel (if any) is live and kept
         // alive by the clone stored below.
-        let rc = unsafe {
-            ffi::rdma_create_id(
-                ch,
-                &mut id,
-                std::ptr::null_mut(),
-                ffi::rdma_port_space::RDMA_PS_TCP,
-            )
-        };
+        let rc = unsafe { ffi::rdma_create_id(ch, &mut id, std::ptr::null_mut(), ffi::rdma_port_space::RDMA_PS_TCP) };
         from_minus1_ret(rc, "rdma_create_id")?;
         Ok(CmId { qp: None, id, channel: channel.cloned(), passive: false })
     }
@@ -257,9 +252,7 @@ impl CmId {
     /// The errno of `rdma_resolve_addr` (`ETIMEDOUT`, `EADDRNOTAVAIL`, `ENODEV`...).
     pub fn resolve_addr(&mut self, ai: &AddrInfo, timeout_ms: i32) -> io::Result<()> {
         // SAFETY: live id; sockaddrs belong to the live addrinfo.
-        let rc = unsafe {
-            ffi::rdma_resolve_addr(self.id, ai.src().cast(), ai.dst().cast(), timeout_ms)
-        };
+        let rc = unsafe { ffi::rdma_resolve_addr(self.id, ai.src().cast(), ai.dst().cast(), timeout_ms) };
         from_minus1_ret(rc, "rdma_resolve_addr")
     }
 
@@ -424,9 +417,7 @@ impl Drop for CmId {
 
 impl std::fmt::Debug for EventChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventChannel")
-            .field("fd", &self.fd())
-            .finish()
+        f.debug_struct("EventChannel").field("fd", &self.fd()).finish()
     }
 }
 
@@ -438,9 +429,6 @@ impl std::fmt::Debug for AddrInfo {
 
 impl std::fmt::Debug for CmId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CmId")
-            .field("qp", &self.qp)
-            .field("has_channel", &self.channel.is_some())
-            .finish()
+        f.debug_struct("CmId").field("qp", &self.qp).field("has_channel", &self.channel.is_some()).finish()
     }
 }

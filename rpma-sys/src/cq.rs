@@ -45,12 +45,7 @@ impl CompChannel {
         if ch.is_null() {
             return Err(last_error("ibv_create_comp_channel"));
         }
-        Ok(CompChannel {
-            inner: Arc::new(ChannelInner {
-                ch,
-                _ctx: ctx.clone(),
-            }),
-        })
+        Ok(CompChannel { inner: Arc::new(ChannelInner { ch, _ctx: ctx.clone() }) })
     }
 
     /// The channel's file descriptor (readable when an event is pending).
@@ -122,11 +117,7 @@ impl Wc {
             opcode: w.opcode as u32,
             vendor_err: w.vendor_err,
             byte_len: w.byte_len,
-            imm_data: if w.wc_flags & WC_WITH_INV != 0 {
-                raw_imm
-            } else {
-                u32::from_be(raw_imm)
-            },
+            imm_data: if w.wc_flags & WC_WITH_INV != 0 { raw_imm } else { u32::from_be(raw_imm) },
             qp_num: w.qp_num,
             src_qp: w.src_qp,
             wc_flags: w.wc_flags,
@@ -179,14 +170,7 @@ impl Cq {
         if cq.is_null() {
             return Err(last_error("ibv_create_cq"));
         }
-        Ok(Cq {
-            inner: Arc::new(CqInner {
-                cq,
-                ex: false,
-                channel: channel.cloned(),
-                _ctx: ctx.clone(),
-            }),
-        })
+        Ok(Cq { inner: Arc::new(CqInner { cq, ex: false, channel: channel.cloned(), _ctx: ctx.clone() }) })
     }
 
     /// Creates an extended CQ (`ibv_create_cq_ex`) with the `IBV_WC_EX_WITH_*`
@@ -194,12 +178,7 @@ impl Cq {
     ///
     /// # Errors
     /// The errno of `ibv_create_cq_ex` (`EOPNOTSUPP` without provider support).
-    pub fn new_ex(
-        ctx: &Context,
-        cqe: u32,
-        channel: Option<&CompChannel>,
-        wc_flags: u64,
-    ) -> io::Result<Cq> {
+    pub fn new_ex(ctx: &Context, cqe: u32, channel: Option<&CompChannel>, wc_flags: u64) -> io::Result<Cq> {
         // SAFETY: plain data, all-zero is valid.
         let mut attr: ffi::ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
         attr.cqe = cqe;
@@ -212,14 +191,7 @@ impl Cq {
         }
         // SAFETY: a live extended CQ converts to its ibv_cq.
         let cq = unsafe { ffi::ibv_cq_ex_to_cq(cqx) };
-        Ok(Cq {
-            inner: Arc::new(CqInner {
-                cq,
-                ex: true,
-                channel: channel.cloned(),
-                _ctx: ctx.clone(),
-            }),
-        })
+        Ok(Cq { inner: Arc::new(CqInner { cq, ex: true, channel: channel.cloned(), _ctx: ctx.clone() }) })
     }
 
     /// Whether this is an extended CQ.
@@ -266,8 +238,7 @@ impl Cq {
             let want = (out.len() - got).min(CHUNK);
             // SAFETY: live CQ; `raw` has room for `want` entries, and the
             // provider writes the first `n` it returns.
-            let n =
-                unsafe { ffi::ibv_poll_cq(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
+            let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
             if n < 0 {
                 return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
             }
@@ -291,18 +262,12 @@ impl Cq {
 
 impl std::fmt::Debug for CompChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompChannel")
-            .field("fd", &self.fd())
-            .finish()
+        f.debug_struct("CompChannel").field("fd", &self.fd()).finish()
     }
 }
 
 impl std::fmt::Debug for Cq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cq")
-            .field("id", &self.id())
-            .field("cqe", &self.cqe())
-            .field("ex", &self.is_ex())
-            .finish()
+        f.debug_struct("Cq").field("id", &self.id()).field("cqe", &self.cqe()).field("ex", &self.is_ex()).finish()
     }
 }

@@ -38,10 +38,7 @@ impl DeviceList {
         if list.is_null() {
             return Err(last_error("ibv_get_device_list"));
         }
-        Ok(DeviceList {
-            list,
-            len: n.max(0) as usize,
-        })
+        Ok(DeviceList { list, len: n.max(0) as usize })
     }
 
     /// Number of devices.
@@ -83,12 +80,7 @@ impl DeviceList {
         if ctx.is_null() {
             return Err(last_error("ibv_open_device"));
         }
-        Ok(Context {
-            inner: Arc::new(ContextInner {
-                ctx,
-                owner: Owner::Opened,
-            }),
-        })
+        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Opened }) })
     }
 }
 
@@ -189,9 +181,7 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("device", &self.device_name())
-            .finish()
+        f.debug_struct("Context").field("device", &self.device_name()).finish()
     }
 }
 
@@ -201,17 +191,9 @@ impl Context {
     pub(crate) fn from_cm_id(id: CmId) -> io::Result<Self> {
         let ctx = id.verbs_ptr();
         if ctx.is_null() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                "the CM ID is bound to no RDMA device",
-            ));
+            return Err(io::Error::new(io::ErrorKind::NotFound, "the CM ID is bound to no RDMA device"));
         }
-        Ok(Context {
-            inner: Arc::new(ContextInner {
-                ctx,
-                owner: Owner::Cm(id),
-            }),
-        })
+        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Cm(id) }) })
     }
 
     /// The raw pointer, for the other handles of this crate.
@@ -273,15 +255,14 @@ fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
     let general = ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0 as u64;
     let rc_rw = (ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_WRITE.0
         | ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_READ.0) as u32;
-    let odp = attr.odp_caps.general_caps & general != 0
-        && attr.odp_caps.per_transport_caps.rc_odp_caps & rc_rw == rc_rw;
+    let odp =
+        attr.odp_caps.general_caps & general != 0 && attr.odp_caps.per_transport_caps.rc_odp_caps & rc_rw == rc_rw;
     let flags = attr.device_cap_flags_ex | attr.orig_attr.device_cap_flags as u64;
     let o = &attr.orig_attr;
     DeviceCaps {
         odp,
         native_atomic_write: flags & IB_UVERBS_DEVICE_ATOMIC_WRITE != 0,
-        native_flush: flags & IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0
-            && flags & IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0,
+        native_flush: flags & IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 && flags & IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0,
         device_cap_flags: flags,
         max_mr_size: o.max_mr_size,
         max_mr: o.max_mr.max(0) as u32,
@@ -295,9 +276,7 @@ fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
 
 impl std::fmt::Debug for DeviceList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries((0..self.len).filter_map(|i| self.name(i)))
-            .finish()
+        f.debug_list().entries((0..self.len).filter_map(|i| self.name(i))).finish()
     }
 }
 
@@ -318,19 +297,10 @@ mod tests {
     fn probe_mirrors_librpma() {
         assert_eq!(caps_from_attr(&attr(0, 0, 0)), DeviceCaps::default());
         assert!(caps_from_attr(&attr(1, 4 | 8, 0)).odp);
-        assert!(
-            !caps_from_attr(&attr(1, 4, 0)).odp,
-            "RC read is required too"
-        );
-        assert!(
-            !caps_from_attr(&attr(0, 4 | 8, 0)).odp,
-            "IBV_ODP_SUPPORT is required"
-        );
+        assert!(!caps_from_attr(&attr(1, 4, 0)).odp, "RC read is required too");
+        assert!(!caps_from_attr(&attr(0, 4 | 8, 0)).odp, "IBV_ODP_SUPPORT is required");
         assert!(caps_from_attr(&attr(0, 0, 1 << 40)).native_atomic_write);
-        assert!(
-            !caps_from_attr(&attr(0, 0, 1 << 38)).native_flush,
-            "both flush types are required"
-        );
+        assert!(!caps_from_attr(&attr(0, 0, 1 << 38)).native_flush, "both flush types are required");
         assert!(caps_from_attr(&attr(0, 0, (1 << 38) | (1 << 39))).native_flush);
     }
 }

@@ -81,7 +81,9 @@ pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration
     loop {
         let ms = match deadline {
             None => -1,
-            Some(d) => d.saturating_duration_since(std::time::Instant::now()).as_millis().min(i32::MAX as u128) as c_int,
+            Some(d) => {
+                d.saturating_duration_since(std::time::Instant::now()).as_millis().min(i32::MAX as u128) as c_int
+            }
         };
         let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.

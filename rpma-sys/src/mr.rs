@@ -63,35 +63,17 @@ impl Mr {
     ///
     /// # Errors
     /// The errno of `ibv_reg_mr_iova`.
-    pub unsafe fn reg_iova(
-        pd: &Pd,
-        addr: *mut u8,
-        len: usize,
-        iova: u64,
-        access: u32,
-    ) -> io::Result<Mr> {
+    pub unsafe fn reg_iova(pd: &Pd, addr: *mut u8, len: usize, iova: u64, access: u32) -> io::Result<Mr> {
         // SAFETY: live PD; the caller guarantees the memory range.
-        let mr =
-            unsafe { ffi::ibv_reg_mr_iova(pd.as_ptr(), addr.cast(), len, iova, access as c_int) };
+        let mr = unsafe { ffi::ibv_reg_mr_iova(pd.as_ptr(), addr.cast(), len, iova, access as c_int) };
         Self::wrap(mr, pd, access, Some(iova), "ibv_reg_mr_iova")
     }
 
-    fn wrap(
-        mr: *mut ffi::ibv_mr,
-        pd: &Pd,
-        access: u32,
-        iova: Option<u64>,
-        op: &str,
-    ) -> io::Result<Mr> {
+    fn wrap(mr: *mut ffi::ibv_mr, pd: &Pd, access: u32, iova: Option<u64>, op: &str) -> io::Result<Mr> {
         if mr.is_null() {
             return Err(last_error(op));
         }
-        Ok(Mr {
-            mr,
-            pd: pd.clone(),
-            access,
-            iova,
-        })
+        Ok(Mr { mr, pd: pd.clone(), access, iova })
     }
 
     /// The protection domain the region belongs to.
@@ -146,19 +128,8 @@ impl Mr {
     /// # Errors
     /// The errno of `ibv_advise_mr` (`EOPNOTSUPP` when the provider lacks it,
     /// `EINVAL`/`EFAULT` for a bad range or advice).
-    pub fn advise(
-        &self,
-        local_addr: u64,
-        offset: u64,
-        len: u32,
-        advice: u32,
-        flags: u32,
-    ) -> io::Result<()> {
-        let mut sge = ffi::ibv_sge {
-            addr: local_addr.wrapping_add(offset),
-            length: len,
-            lkey: self.lkey(),
-        };
+    pub fn advise(&self, local_addr: u64, offset: u64, len: u32, advice: u32, flags: u32) -> io::Result<()> {
+        let mut sge = ffi::ibv_sge { addr: local_addr.wrapping_add(offset), length: len, lkey: self.lkey() };
         // SAFETY: live PD and a valid one-element SGE list; the provider
         // validates the range against the MR.
         let rc = unsafe { crate::shim::advise_mr(self.pd.as_ptr(), advice, flags, &mut sge, 1) };

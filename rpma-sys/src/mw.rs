@@ -41,10 +41,7 @@ impl Mw {
         match mw {
             None => Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
             Some(p) if p.is_null() => Err(last_error("ibv_alloc_mw")),
-            Some(mw) => Ok(Mw {
-                mw,
-                _pd: pd.clone(),
-            }),
+            Some(mw) => Ok(Mw { mw, _pd: pd.clone() }),
         }
     }
 
@@ -83,9 +80,6 @@ impl Drop for Mw {
 
 impl std::fmt::Debug for Mw {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mw")
-            .field("type", &self.mw_type())
-            .field("rkey", &self.rkey())
-            .finish()
+        f.debug_struct("Mw").field("type", &self.mw_type()).field("rkey", &self.rkey()).finish()
     }
 }

@@ -43,12 +43,7 @@ impl Pd {
         if pd.is_null() {
             return Err(last_error("ibv_alloc_pd"));
         }
-        Ok(Pd {
-            inner: Arc::new(PdInner {
-                pd,
-                ctx: ctx.clone(),
-            }),
-        })
+        Ok(Pd { inner: Arc::new(PdInner { pd, ctx: ctx.clone() }) })
     }
 
     /// The device context of this PD.
@@ -68,8 +63,6 @@ impl Pd {
 
 impl std::fmt::Debug for Pd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pd")
-            .field("context", self.context())
-            .finish()
+        f.debug_struct("Pd").field("context", self.context()).finish()
     }
 }

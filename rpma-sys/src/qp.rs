@@ -158,20 +158,10 @@ impl Qp {
         // SAFETY: as above.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         // SAFETY: live QP, valid out-pointers.
-        let rc = unsafe {
-            ffi::ibv_query_qp(
-                self.qp,
-                &mut attr,
-                ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32,
-                &mut init,
-            )
-        };
+        let rc =
+            unsafe { ffi::ibv_query_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32, &mut init) };
         from_errno_ret(rc, "ibv_query_qp")?;
-        Ok((
-            init.cap.max_send_wr,
-            init.cap.max_recv_wr,
-            init.cap.max_inline_data,
-        ))
+        Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
     }
 
     /// The extended work-request interface, when the QP was created with
@@ -303,11 +293,7 @@ impl QpEx<'_> {
         unsafe {
             ffi::ibv_wr_start(self.qpx);
             (*self.qpx).wr_id = wr_id;
-            (*self.qpx).wr_flags = if signaled {
-                ffi::ibv_send_flags::IBV_SEND_SIGNALED.0
-            } else {
-                0
-            };
+            (*self.qpx).wr_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
         }
     }
 
@@ -322,8 +308,6 @@ impl QpEx<'_> {
 
 impl std::fmt::Debug for Qp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Qp")
-            .field("qp_num", &self.qp_num())
-            .finish()
+        f.debug_struct("Qp").field("qp_num", &self.qp_num()).finish()
     }
 }

@@ -20,11 +20,8 @@ macro_rules! ctx_op {
         if (*ctx).abi_compat as usize != usize::MAX {
             None
         } else {
-            let vc = (ctx as *mut u8).sub(offset_of!(ffi::verbs_context, context))
-                as *mut ffi::verbs_context;
-            if ((*vc).sz as usize)
-                < size_of::<ffi::verbs_context>() - offset_of!(ffi::verbs_context, $op)
-            {
+            let vc = (ctx as *mut u8).sub(offset_of!(ffi::verbs_context, context)) as *mut ffi::verbs_context;
+            if ((*vc).sz as usize) < size_of::<ffi::verbs_context>() - offset_of!(ffi::verbs_context, $op) {
                 None
             } else {
                 (*vc).$op
@@ -37,19 +34,11 @@ macro_rules! ctx_op {
 ///
 /// # Safety
 /// `ctx` is a live context; `attr` is valid for writes.
-pub(crate) unsafe fn query_device_ex(
-    ctx: *mut ffi::ibv_context,
-    attr: *mut ffi::ibv_device_attr_ex,
-) -> c_int {
+pub(crate) unsafe fn query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_device_attr_ex) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
         if let Some(f) = ctx_op!(ctx, query_device_ex) {
-            let rc = f(
-                ctx,
-                std::ptr::null(),
-                attr,
-                size_of::<ffi::ibv_device_attr_ex>(),
-            );
+            let rc = f(ctx, std::ptr::null(), attr, size_of::<ffi::ibv_device_attr_ex>());
             if rc != libc::EOPNOTSUPP {
                 return rc;
             }
@@ -84,10 +73,7 @@ pub(crate) unsafe fn create_cq_ex(
 ///
 /// # Safety
 /// `ctx` is a live context; `attr` is valid and references live objects.
-pub(crate) unsafe fn create_qp_ex(
-    ctx: *mut ffi::ibv_context,
-    attr: *mut ffi::ibv_qp_init_attr_ex,
-) -> *mut ffi::ibv_qp {
+pub(crate) unsafe fn create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_qp_init_attr_ex) -> *mut ffi::ibv_qp {
     // SAFETY: per the function contract; ibv_qp_init_attr is a prefix of
     // ibv_qp_init_attr_ex, as the C inline relies on.
     unsafe {
@@ -108,13 +94,7 @@ pub(crate) unsafe fn create_qp_ex(
 ///
 /// # Safety
 /// `pd` is live; `sge` points to `n` valid entries.
-pub(crate) unsafe fn advise_mr(
-    pd: *mut ffi::ibv_pd,
-    advice: u32,
-    flags: u32,
-    sge: *mut ffi::ibv_sge,
-    n: u32,
-) -> c_int {
+pub(crate) unsafe fn advise_mr(pd: *mut ffi::ibv_pd, advice: u32, flags: u32, sge: *mut ffi::ibv_sge, n: u32) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
         match ctx_op!((*pd).context, advise_mr) {

@@ -47,12 +47,7 @@ impl Srq {
         if srq.is_null() {
             return Err(last_error("ibv_create_srq"));
         }
-        Ok(Srq {
-            inner: Arc::new(SrqInner {
-                srq,
-                _pd: pd.clone(),
-            }),
-        })
+        Ok(Srq { inner: Arc::new(SrqInner { srq, _pd: pd.clone() }) })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {

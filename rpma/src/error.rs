@@ -131,10 +131,7 @@ impl Error {
     /// [`Error::Provider`] for `op` whatever the errno (librpma's mapping
     /// for calls it does not specialise).
     pub(crate) fn provider_raw(op: impl Into<Msg>, source: io::Error) -> Error {
-        Error::Provider {
-            op: op.into(),
-            source,
-        }
+        Error::Provider { op: op.into(), source }
     }
 }
 
@@ -174,30 +171,14 @@ mod tests {
         let all: Vec<(Error, i32, &str)> = vec![
             (Error::Unknown("x".into()), -100000, "Unknown error"),
             (Error::NoSupp("x".into()), -100001, "Not supported"),
-            (
-                Error::provider_raw("ibv_x", io::Error::from_raw_os_error(libc::EIO)),
-                -100002,
-                "Provider error occurred",
-            ),
+            (Error::provider_raw("ibv_x", io::Error::from_raw_os_error(libc::EIO)), -100002, "Provider error occurred"),
             (Error::NoMem("x".into()), -100003, "Out of memory"),
             (Error::Inval("x".into()), -100004, "Invalid argument"),
             (Error::NoCompletion, -100005, "No next completion available"),
             (Error::NoEvent, -100006, "No next event available"),
-            (
-                Error::Again("x".into()),
-                -100007,
-                "Temporary error, try again",
-            ),
-            (
-                Error::SharedChannel("x".into()),
-                -100008,
-                "Completion channel is shared",
-            ),
-            (
-                Error::NotSharedChnl("x".into()),
-                -100009,
-                "Completion channel is not shared",
-            ),
+            (Error::Again("x".into()), -100007, "Temporary error, try again"),
+            (Error::SharedChannel("x".into()), -100008, "Completion channel is shared"),
+            (Error::NotSharedChnl("x".into()), -100009, "Completion channel is not shared"),
         ];
         for (e, code, s) in all {
             assert_eq!(e.code(), code, "{e:?}");
@@ -212,17 +193,9 @@ mod tests {
     fn provider_keeps_errno_as_source() {
         let e = Error::provider("ibv_reg_mr", io::Error::from_raw_os_error(libc::EFAULT));
         assert_eq!(e.errno(), Some(libc::EFAULT));
-        let src = e
-            .source()
-            .expect("source")
-            .downcast_ref::<io::Error>()
-            .unwrap();
+        let src = e.source().expect("source").downcast_ref::<io::Error>().unwrap();
         assert_eq!(src.raw_os_error(), Some(libc::EFAULT));
-        assert!(
-            e.to_string()
-                .starts_with("provider error: ibv_reg_mr failed"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("provider error: ibv_reg_mr failed"), "{e}");
     }
 
     #[test]

@@ -63,21 +63,34 @@
 #![deny(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 
+pub mod conn;
+pub mod conn_cfg;
+pub mod conn_req;
+pub mod cq;
+pub mod ep;
 pub mod error;
 pub mod log;
 // Non-FFI unsafe: ownership of registered memory (no verbs calls here).
+mod inflight;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod mr;
 pub mod peer;
 pub mod peer_cfg;
+pub mod srq;
 pub mod utils;
 mod wire;
 
+pub use conn::{Conn, Flags, FlushType};
+pub use conn_cfg::ConnCfg;
+pub use conn_req::ConnReq;
+pub use cq::{Completion, CompletionOp, Cq, WcStatus};
+pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
 pub use memory::{AlignedBuf, MappedFile, RegMemory};
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
 pub use peer::{Capabilities, Peer};
 pub use peer_cfg::PeerCfg;
+pub use srq::{Srq, SrqCfg};
 pub use utils::{ConnEvent, IbvContext};
 pub use wire::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};

@@ -60,11 +60,7 @@ impl LogLevel {
             3 => LogLevel::Notice,
             4 => LogLevel::Info,
             5 => LogLevel::Debug,
-            _ => {
-                return Err(crate::Error::inval(format!(
-                    "log level {v} is outside -1 (DISABLED) ..= 5 (DEBUG)"
-                )))
-            }
+            _ => return Err(crate::Error::inval(format!("log level {v} is outside -1 (DISABLED) ..= 5 (DEBUG)"))),
         })
     }
 
@@ -118,11 +114,8 @@ pub struct LogRecord<'a> {
 /// A user log function (librpma's `rpma_log_function`).
 pub type LogFunction = dyn Fn(&LogRecord<'_>) + Send + Sync;
 
-static MAIN: AtomicI32 = AtomicI32::new(if cfg!(debug_assertions) {
-    LogLevel::Debug
-} else {
-    LogLevel::Warning
-} as i32);
+static MAIN: AtomicI32 =
+    AtomicI32::new(if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32);
 static AUX: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
 static FUNCTION: RwLock<Option<Box<LogFunction>>> = RwLock::new(None);
 
@@ -155,13 +148,7 @@ pub fn set_function(f: Option<Box<LogFunction>>) {
 
 /// Emits one message; used through the crate's `rpma_log!` macro.
 #[doc(hidden)]
-pub fn emit(
-    level: LogLevel,
-    file: &'static str,
-    line: u32,
-    func: &'static str,
-    args: fmt::Arguments<'_>,
-) {
+pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, args: fmt::Arguments<'_>) {
     if level == LogLevel::Disabled {
         return;
     }
@@ -170,13 +157,7 @@ pub fn emit(
     if !main && !aux {
         return;
     }
-    let rec = LogRecord {
-        level,
-        file,
-        line,
-        func,
-        args,
-    };
+    let rec = LogRecord { level, file, line, func, args };
     let slot = FUNCTION.read().unwrap_or_else(|p| p.into_inner());
     match slot.as_deref() {
         Some(f) => {
@@ -202,15 +183,11 @@ fn default_function(r: &LogRecord<'_>, main: bool, aux: bool) {
 /// librpma's stderr line: `<Mon DD HH:MM:SS>.<usec> [tid] *LEVEL* file: line: func: msg`
 /// (the time is UTC here).
 fn format_aux(r: &LogRecord<'_>, now: std::time::SystemTime) -> String {
-    let d = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let d = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (mon, day) = month_day(secs / 86_400);
     let tod = secs % 86_400;
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     format!(
         "{} {:02} {:02}:{:02}:{:02}.{:06} [{:?}] *{}* {}: {}: {}: {}",
         MONTHS[mon as usize - 1],
@@ -266,9 +243,7 @@ mod tests {
     fn thresholds_and_custom_function() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = seen.clone();
-        set_function(Some(Box::new(move |r: &LogRecord<'_>| {
-            s2.lock().unwrap().push((r.level, r.args.to_string()))
-        })));
+        set_function(Some(Box::new(move |r: &LogRecord<'_>| s2.lock().unwrap().push((r.level, r.args.to_string())))));
         set_threshold(LogThreshold::Main, LogLevel::Warning);
         rpma_log!(LogLevel::Error, "e{}", 1);
         rpma_log!(LogLevel::Info, "hidden");
@@ -279,32 +254,17 @@ mod tests {
         set_function(None);
         set_threshold(LogThreshold::Main, LogLevel::Warning);
         assert_eq!(threshold(LogThreshold::Main), LogLevel::Warning);
-        assert_eq!(
-            *seen.lock().unwrap(),
-            vec![
-                (LogLevel::Error, "e1".into()),
-                (LogLevel::Debug, "d".into())
-            ]
-        );
+        assert_eq!(*seen.lock().unwrap(), vec![(LogLevel::Error, "e1".into()), (LogLevel::Debug, "d".into())]);
     }
 
     #[test]
     fn aux_format_is_librpmas() {
         let t = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123_456_000);
         let line = format_aux(
-            &LogRecord {
-                level: LogLevel::Warning,
-                file: "mr.rs",
-                line: 7,
-                func: "rpma::mr",
-                args: format_args!("hi"),
-            },
+            &LogRecord { level: LogLevel::Warning, file: "mr.rs", line: 7, func: "rpma::mr", args: format_args!("hi") },
             t,
         );
-        assert!(
-            line.starts_with("Nov 14 22:13:20.123456 [ThreadId("),
-            "{line}"
-        );
+        assert!(line.starts_with("Nov 14 22:13:20.123456 [ThreadId("), "{line}");
         assert!(line.ends_with("*WARNING* mr.rs: 7: rpma::mr: hi"), "{line}");
         assert_eq!(month_day(0), (1, 1));
         assert_eq!(month_day(59), (3, 1)); // 1970 is not a leap year

@@ -90,16 +90,13 @@ impl AlignedBuf {
     /// [`Error::NoMem`] when the allocation fails.
     pub fn new(len: usize) -> Result<AlignedBuf> {
         if len == 0 {
-            return Err(Error::inval(
-                "buffer length is 0; it must be at least 1 byte",
-            ));
+            return Err(Error::inval("buffer length is 0; it must be at least 1 byte"));
         }
         let layout = Layout::from_size_align(len, Self::page_size())
             .map_err(|_| Error::inval(format!("buffer length {len} is too large to allocate")))?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(p)
-            .ok_or_else(|| Error::NoMem(format!("allocating {len} bytes failed").into()))?;
+        let ptr = NonNull::new(p).ok_or_else(|| Error::NoMem(format!("allocating {len} bytes failed").into()))?;
         Ok(AlignedBuf { ptr, layout })
     }
 
@@ -135,9 +132,7 @@ impl Drop for AlignedBuf {
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AlignedBuf")
-            .field("len", &self.len())
-            .finish()
+        f.debug_struct("AlignedBuf").field("len", &self.len()).finish()
     }
 }
 
@@ -195,10 +190,7 @@ impl MappedFile {
             file.set_len(len as u64).map_err(|e| io("ftruncate", e))?;
         }
         let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
-        Ok(MappedFile {
-            map,
-            path: path.to_path_buf(),
-        })
+        Ok(MappedFile { map, path: path.to_path_buf() })
     }
 
     /// Length of the mapping in bytes.
@@ -233,9 +225,7 @@ impl MappedFile {
     /// # Errors
     /// [`Error::Provider`] with the errno of `msync`.
     pub fn persist(&self) -> Result<()> {
-        self.map
-            .sync()
-            .map_err(|e| Error::provider_raw(format!("msync({})", self.path.display()), e))
+        self.map.sync().map_err(|e| Error::provider_raw(format!("msync({})", self.path.display()), e))
     }
 }
 

@@ -8,6 +8,7 @@ use crate::peer::Peer;
 use crate::wire::{self, MrDesc};
 use bitflags::bitflags;
 use rpma_sys::mr::Mr;
+use std::sync::Arc;
 
 bitflags! {
     /// How a region will be used (librpma's `RPMA_MR_USAGE_*`, same bits).
@@ -179,6 +180,11 @@ bitflags! {
 /// `MrLocal<M>` is `Send`/`Sync` when `M` is. Reading the memory
 /// ([`read_at`](Self::read_at)) takes `&self`; writing it takes `&mut self`.
 pub struct MrLocal<M: RegMemory = Vec<u8>> {
+    inner: Arc<MrInner<M>>,
+}
+
+/// The registration and its memory, shared with in-flight operations.
+pub(crate) struct MrInner<M: RegMemory> {
     // Field order is drop order: the registration goes before the memory.
     mr: Mr,
     peer: Peer,
@@ -192,20 +198,22 @@ pub struct MrLocal<M: RegMemory = Vec<u8>> {
 // SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
 // the region to another thread moves that ownership with it.
 #[allow(unsafe_code)]
-unsafe impl<M: RegMemory + Send> Send for MrLocal<M> {}
-// SAFETY: shared access only reads the memory (read_at) or immutable fields.
+unsafe impl<M: RegMemory + Send> Send for MrInner<M> {}
+// SAFETY: shared access only reads the memory (read_at) or immutable fields;
+// writes need `&mut MrLocal` and no operation in flight.
 #[allow(unsafe_code)]
-unsafe impl<M: RegMemory + Sync> Sync for MrLocal<M> {}
+unsafe impl<M: RegMemory + Sync> Sync for MrInner<M> {}
 
 impl<M: RegMemory> std::fmt::Debug for MrLocal<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MrLocal")
-            .field("ptr", &self.ptr)
-            .field("size", &self.len)
-            .field("usage", &self.usage)
+            .field("ptr", &self.inner.ptr)
+            .field("size", &self.inner.len)
+            .field("in_flight", &self.in_flight())
+            .field("usage", &self.inner.usage)
             .field("access", &self.access())
-            .field("lkey", &self.mr.lkey())
-            .field("rkey", &self.mr.rkey())
+            .field("lkey", &self.lkey())
+            .field("rkey", &self.rkey())
             .finish()
     }
 }
@@ -221,10 +229,7 @@ pub struct DeregError<M: RegMemory> {
 
 impl<M: RegMemory> std::fmt::Debug for DeregError<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeregError")
-            .field("mr", &self.mr)
-            .field("error", &self.error)
-            .finish()
+        f.debug_struct("DeregError").field("mr", &self.mr).field("error", &self.error).finish()
     }
 }
 
@@ -261,9 +266,7 @@ impl<M: RegMemory> MrLocal<M> {
     pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
         let (ptr, len) = mem.as_mut_ptr_len();
         if len == 0 {
-            return Err(Error::inval(
-                "memory to register is 0 bytes long; it must be at least 1 byte",
-            ));
+            return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
         }
         let max = peer.capabilities().max_mr_size;
         if max != 0 && len as u64 > max {
@@ -276,10 +279,7 @@ impl<M: RegMemory> MrLocal<M> {
         }
         let unknown = usage.bits() & !Usage::all().bits();
         if unknown != 0 {
-            return Err(Error::inval(format!(
-                "usage {:#x} has undefined bits {unknown:#x}",
-                usage.bits()
-            )));
+            return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
         }
         let access = peer.usage_to_access(usage);
         // SAFETY: (ptr, len) is the memory of `mem`, which the returned region
@@ -289,96 +289,80 @@ impl<M: RegMemory> MrLocal<M> {
         let first = unsafe { Mr::reg(peer.pd(), ptr, len, access.bits()) };
         let (mr, odp) = match first {
             Ok(mr) => (mr, false),
-            Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
-                OdpFallback::Fail => {
-                    return Err(Error::provider_raw(
-                        format!("ibv_reg_mr({len} bytes, access {access:?})"),
-                        e,
-                    ))
-                }
-                OdpFallback::Refuse => {
-                    rpma_log!(
-                        LogLevel::Error,
-                        "ibv_reg_mr: {e}; peer does not support On-Demand Paging"
-                    );
-                    return Err(Error::provider_raw(
+            Err(e) => {
+                match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
+                    OdpFallback::Fail => {
+                        return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?})"), e))
+                    }
+                    OdpFallback::Refuse => {
+                        rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
+                        return Err(Error::provider_raw(
                         format!(
                             "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
                         ),
                         e,
                     ));
-                }
-                OdpFallback::Retry => {
-                    let odp_access = access | Access::ON_DEMAND;
-                    // SAFETY: as above.
-                    #[allow(unsafe_code)]
-                    let retry = unsafe { Mr::reg(peer.pd(), ptr, len, odp_access.bits()) };
-                    let mr = retry.map_err(|e| {
+                    }
+                    OdpFallback::Retry => {
+                        let odp_access = access | Access::ON_DEMAND;
+                        // SAFETY: as above.
+                        #[allow(unsafe_code)]
+                        let retry = unsafe { Mr::reg(peer.pd(), ptr, len, odp_access.bits()) };
+                        let mr = retry.map_err(|e| {
                         Error::provider_raw(
                             format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
                             e,
                         )
                     })?;
-                    (mr, true)
+                        (mr, true)
+                    }
                 }
-            },
+            }
         };
-        rpma_log!(
-            LogLevel::Debug,
-            "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}",
-            mr.access()
-        );
-        Ok(MrLocal {
-            mr,
-            peer: peer.clone(),
-            usage,
-            ptr,
-            len,
-            odp,
-            mem,
-        })
+        rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
+        Ok(MrLocal { inner: Arc::new(MrInner { mr, peer: peer.clone(), usage, ptr, len, odp, mem }) })
     }
 
     /// Start of the registered memory (`rpma_mr_get_ptr`).
     pub fn ptr(&self) -> *const u8 {
-        self.ptr
+        self.inner.ptr
     }
 
     /// Size of the registered memory in bytes (`rpma_mr_get_size`).
     pub fn size(&self) -> usize {
-        self.len
+        self.inner.len
     }
 
     /// The usage it was registered for.
     pub fn usage(&self) -> Usage {
-        self.usage
+        self.inner.usage
     }
 
     /// The access flags actually passed to `ibv_reg_mr` (including
     /// `ON_DEMAND` after the ODP fallback).
     pub fn access(&self) -> Access {
-        Access::from_bits_retain(self.mr.access())
+        Access::from_bits_retain(self.inner.mr.access())
     }
 
     /// Whether the region was registered with On-Demand Paging.
     pub fn is_odp(&self) -> bool {
-        self.odp
+        self.inner.odp
     }
 
     /// Local key.
     pub fn lkey(&self) -> u32 {
-        self.mr.lkey()
+        self.inner.mr.lkey()
     }
 
     /// Remote key: a capability granting the access in
     /// [`access`](Self::access) to whoever holds it.
     pub fn rkey(&self) -> u32 {
-        self.mr.rkey()
+        self.inner.mr.rkey()
     }
 
     /// The peer the region is registered on.
     pub fn peer(&self) -> &Peer {
-        &self.peer
+        &self.inner.peer
     }
 
     /// The 21-byte descriptor for the remote side
@@ -390,24 +374,38 @@ impl<M: RegMemory> MrLocal<M> {
     /// only to the intended peer.
     pub fn descriptor(&self) -> [u8; wire::MR_DESCRIPTOR_SIZE] {
         wire::encode_mr(&MrDesc {
-            addr: self.mr.device_addr(),
-            size: self.len as u64,
-            rkey: self.mr.rkey(),
-            usage: (self.usage.bits() & 0xff) as u8,
+            addr: self.inner.mr.device_addr(),
+            size: self.inner.len as u64,
+            rkey: self.inner.mr.rkey(),
+            usage: (self.inner.usage.bits() & 0xff) as u8,
         })
     }
 
-    fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
+    pub(crate) fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
+            Some(end) if end <= self.inner.len => Ok(()),
             _ => Err(Error::inval(format!(
-                "{what}: offset {offset} + length {len} exceeds the region's size {}",
-                self.len
+                "{what}: offset {offset} + length {len} exceeds the local region's size {}",
+                self.inner.len
             ))),
         }
     }
 
+    /// Number of posted operations using this region that have not completed
+    /// yet (0 when it is idle).
+    pub fn in_flight(&self) -> usize {
+        Arc::strong_count(&self.inner) - 1
+    }
+
+    /// The device address of `offset` in the region, for an SGE.
+    pub(crate) fn sge(&self, offset: usize, len: u32) -> rpma_sys::wr::Sge {
+        rpma_sys::wr::Sge { addr: self.inner.ptr as u64 + offset as u64, length: len, lkey: self.inner.mr.lkey() }
+    }
+
     /// Copies `dst.len()` bytes from `offset` in the region into `dst`.
+    ///
+    /// While an operation writing into the region (a read's destination, a
+    /// receive) is in flight, the bytes read are unspecified.
     ///
     /// # Errors
     /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
@@ -417,7 +415,7 @@ impl<M: RegMemory> MrLocal<M> {
         // raw copies create no reference to memory the device may write.
         #[allow(unsafe_code)]
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.add(offset), dst.as_mut_ptr(), dst.len())
+            std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len())
         };
         Ok(())
     }
@@ -425,13 +423,22 @@ impl<M: RegMemory> MrLocal<M> {
     /// Copies `src` into the region at `offset`.
     ///
     /// # Errors
-    /// [`Error::Inval`] when `offset + src.len()` exceeds [`size`](Self::size).
+    /// [`Error::Inval`] when `offset + src.len()` exceeds [`size`](Self::size);
+    /// [`Error::Again`] while an operation using the region is in flight (the
+    /// device may be reading or writing it).
     pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
         self.check_range("write_at", offset, src.len())?;
+        if self.in_flight() > 0 {
+            let n = self.in_flight();
+            return Err(Error::Again(
+                format!("write_at: {n} operation(s) using this region are in flight; wait for their completions")
+                    .into(),
+            ));
+        }
         // SAFETY: as in read_at; `&mut self` excludes local concurrent access.
         #[allow(unsafe_code)]
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(offset), src.len())
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.inner.ptr.add(offset), src.len())
         };
         Ok(())
     }
@@ -446,68 +453,66 @@ impl<M: RegMemory> MrLocal<M> {
     /// * [`Error::NoSupp`] when the provider does not implement advice
     ///   (`EOPNOTSUPP`, e.g. Soft-RoCE);
     /// * [`Error::Provider`] for any other errno.
-    pub fn advise(
-        &self,
-        offset: usize,
-        len: usize,
-        advice: Advice,
-        flags: AdviseFlags,
-    ) -> Result<()> {
+    pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: AdviseFlags) -> Result<()> {
         self.check_range("advise", offset, len)?;
-        let len32 = u32::try_from(len)
-            .map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
+        let len32 = u32::try_from(len).map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
         let adv = match advice {
             Advice::Prefetch => 0,
             Advice::PrefetchWrite => 1,
             Advice::PrefetchNoFault => 2,
         };
-        self.mr
-            .advise(self.mr.addr(), offset as u64, len32, adv, flags.bits())
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::EOPNOTSUPP) => Error::nosupp(format!(
-                    "ibv_advise_mr is not supported by {}",
-                    self.peer.device_name()
-                )),
+        self.inner.mr.advise(self.inner.mr.addr(), offset as u64, len32, adv, flags.bits()).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => {
+                    Error::nosupp(format!("ibv_advise_mr is not supported by {}", self.inner.peer.device_name()))
+                }
                 Some(libc::EINVAL) | Some(libc::EFAULT) => {
                     Error::inval(format!("ibv_advise_mr rejected the range or advice: {e}"))
                 }
                 _ => Error::provider_raw("ibv_advise_mr", e),
-            })
+            }
+        })
     }
 
     /// Deregisters the region (`rpma_mr_dereg`) and returns the memory.
     ///
-    /// Dropping an `MrLocal` deregisters too (logging failures); `dereg`
-    /// reports them.
+    /// Dropping an `MrLocal` deregisters too (logging failures), once no
+    /// operation using it is in flight any more; `dereg` reports failures.
     ///
     /// # Errors
-    /// [`DeregError`] holding the region, still registered and usable, when
-    /// `ibv_dereg_mr` fails (e.g. `EBUSY` while a memory window is bound).
+    /// [`DeregError`] holding the region, still registered and usable:
+    /// [`Error::Again`] while operations using it are in flight;
+    /// [`Error::Provider`] when `ibv_dereg_mr` fails (e.g. `EBUSY` while a
+    /// memory window is bound).
     pub fn dereg(self) -> std::result::Result<M, DeregError<M>> {
-        let MrLocal {
-            mr,
-            peer,
-            usage,
-            ptr,
-            len,
-            odp,
-            mem,
-        } = self;
+        let inner = match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner,
+            Err(inner) => {
+                let n = Arc::strong_count(&inner) - 1;
+                return Err(DeregError {
+                    error: Error::Again(
+                        format!("{n} operation(s) using the region are in flight; wait for their completions").into(),
+                    ),
+                    mr: MrLocal { inner },
+                });
+            }
+        };
+        let MrInner { mr, peer, usage, ptr, len, odp, mem } = inner;
         match mr.dereg() {
             Ok(()) => Ok(mem),
             Err((mr, e)) => Err(DeregError {
                 error: Error::provider_raw("ibv_dereg_mr", e),
-                mr: MrLocal {
-                    mr,
-                    peer,
-                    usage,
-                    ptr,
-                    len,
-                    odp,
-                    mem,
-                },
+                mr: MrLocal { inner: Arc::new(MrInner { mr, peer, usage, ptr, len, odp, mem }) },
             }),
         }
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
+    /// A reference that keeps the registration and memory alive while an
+    /// operation is in flight.
+    pub(crate) fn hold(&self) -> crate::inflight::Hold {
+        self.inner.clone()
     }
 }
 
@@ -540,12 +545,7 @@ impl MrRemote {
     /// byte is 0.
     pub fn from_descriptor(desc: &[u8]) -> Result<MrRemote> {
         let d = wire::decode_mr(desc)?;
-        Ok(MrRemote {
-            addr: d.addr,
-            size: d.size,
-            rkey: d.rkey,
-            usage: Usage::from_bits_retain(d.usage as u16),
-        })
+        Ok(MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage: Usage::from_bits_retain(d.usage as u16) })
     }
 
     /// Size of the remote region in bytes (`rpma_mr_remote_get_size`).
@@ -566,6 +566,16 @@ impl MrRemote {
     /// The usage the remote side registered it for.
     pub fn usage(&self) -> Usage {
         self.usage
+    }
+
+    pub(crate) fn check_range(&self, what: &str, offset: u64, len: u64) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(Error::inval(format!(
+                "{what}: offset {offset} + length {len} exceeds the remote region's size {}",
+                self.size
+            ))),
+        }
     }
 
     /// The flush types the region supports, as `Usage` bits
@@ -604,20 +614,10 @@ mod tests {
 
     #[test]
     fn usage_table_native_flush() {
+        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, false, true), Access::FLUSH_GLOBAL);
+        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
         assert_eq!(
-            usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, false, true),
-            Access::FLUSH_GLOBAL
-        );
-        assert_eq!(
-            usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true),
-            Access::FLUSH_PERSISTENT
-        );
-        assert_eq!(
-            usage_to_access(
-                Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT,
-                false,
-                true
-            ),
+            usage_to_access(Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT, false, true),
             Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT
         );
         assert_eq!(
@@ -625,18 +625,8 @@ mod tests {
             Access::REMOTE_READ | Access::FLUSH_PERSISTENT
         );
         // Everything else is unaffected by native flush.
-        for u in [
-            Usage::READ_SRC,
-            Usage::READ_DST,
-            Usage::WRITE_SRC,
-            Usage::WRITE_DST,
-            Usage::SEND,
-            Usage::RECV,
-        ] {
-            assert_eq!(
-                usage_to_access(u, false, true),
-                usage_to_access(u, false, false)
-            );
+        for u in [Usage::READ_SRC, Usage::READ_DST, Usage::WRITE_SRC, Usage::WRITE_DST, Usage::SEND, Usage::RECV] {
+            assert_eq!(usage_to_access(u, false, true), usage_to_access(u, false, false));
         }
     }
 
@@ -646,14 +636,8 @@ mod tests {
             usage_to_access(Usage::all(), false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
         );
-        assert_eq!(
-            usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false),
-            Access::REMOTE_READ
-        );
-        assert_eq!(
-            usage_to_access(Usage::SEND | Usage::RECV, false, false),
-            Access::LOCAL_WRITE
-        );
+        assert_eq!(usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false), Access::REMOTE_READ);
+        assert_eq!(usage_to_access(Usage::SEND | Usage::RECV, false, false), Access::LOCAL_WRITE);
         assert_eq!(
             usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
@@ -663,14 +647,8 @@ mod tests {
 
     #[test]
     fn odp_fallback_decision() {
-        assert_eq!(
-            odp_fallback(Some(libc::EOPNOTSUPP), true),
-            OdpFallback::Retry
-        );
-        assert_eq!(
-            odp_fallback(Some(libc::EOPNOTSUPP), false),
-            OdpFallback::Refuse
-        );
+        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), true), OdpFallback::Retry);
+        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), false), OdpFallback::Refuse);
         assert_eq!(odp_fallback(Some(libc::EFAULT), true), OdpFallback::Fail);
         assert_eq!(odp_fallback(Some(libc::ENOMEM), true), OdpFallback::Fail);
         assert_eq!(odp_fallback(None, true), OdpFallback::Fail);

@@ -76,10 +76,7 @@ pub struct Peer {
 
 impl std::fmt::Debug for Peer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Peer")
-            .field("device", &self.device_name())
-            .field("caps", &self.inner.caps)
-            .finish()
+        f.debug_struct("Peer").field("device", &self.device_name()).field("caps", &self.inner.caps).finish()
     }
 }
 
@@ -92,10 +89,7 @@ impl Peer {
     /// `ibv_alloc_pd` fails; [`Error::NoMem`] when `ibv_alloc_pd` reports
     /// `ENOMEM`; [`Error::Unknown`] when it fails without errno.
     pub fn new(ctx: &IbvContext) -> Result<Peer> {
-        let dev = ctx
-            .0
-            .query_caps()
-            .map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
+        let dev = ctx.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
         let caps = Capabilities::from_device(&dev, ctx.0.transport());
         rpma_log!(
             LogLevel::Info,
@@ -106,13 +100,7 @@ impl Peer {
             caps.native_flush
         );
         let pd = Pd::alloc(&ctx.0).map_err(|e| Error::provider("ibv_alloc_pd", e))?;
-        Ok(Peer {
-            inner: Arc::new(PeerInner {
-                pd,
-                ctx: ctx.clone(),
-                caps,
-            }),
-        })
+        Ok(Peer { inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps }) })
     }
 
     /// The probed capabilities.
@@ -151,6 +139,11 @@ impl Peer {
     /// native-flush variants depend on the device.
     pub fn usage_to_access(&self, usage: Usage) -> Access {
         usage_to_access(usage, self.inner.caps.iwarp, self.inner.caps.native_flush)
+    }
+
+    /// Whether `other` is this peer or a clone of it (same protection domain).
+    pub fn same_pd(&self, other: &Peer) -> bool {
+        self.inner.pd.same_as(&other.inner.pd)
     }
 
     pub(crate) fn pd(&self) -> &Pd {

@@ -59,8 +59,6 @@ impl PeerCfg {
     /// # Errors
     /// [`Error::Inval`](crate::Error::Inval) for an empty descriptor.
     pub fn from_descriptor(desc: &[u8]) -> Result<PeerCfg> {
-        Ok(PeerCfg {
-            direct_write_to_pmem: wire::decode_peer_cfg(desc)?,
-        })
+        Ok(PeerCfg { direct_write_to_pmem: wire::decode_peer_cfg(desc)? })
     }
 }

@@ -32,9 +32,7 @@ impl IbvContext {
                 None => "this host has no RDMA device".to_string(),
             }));
         };
-        let ctx = list
-            .open(i)
-            .map_err(|e| Error::provider_raw("ibv_open_device", e))?;
+        let ctx = list.open(i).map_err(|e| Error::provider_raw("ibv_open_device", e))?;
         Ok(IbvContext(ctx))
     }
 
@@ -81,33 +79,25 @@ pub fn get_ibv_context(addr: &str, kind: ContextType) -> Result<IbvContext> {
 ///
 /// # Errors
 /// As [`get_ibv_context`]; [`Error::Inval`] for a timeout over `i32::MAX` ms.
-pub fn get_ibv_context_timeout(
-    addr: &str,
-    kind: ContextType,
-    timeout: Duration,
-) -> Result<IbvContext> {
+pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration) -> Result<IbvContext> {
     if addr.is_empty() || addr.contains('\0') {
-        return Err(Error::inval(format!(
-            "address {addr:?} is empty or contains a NUL byte"
-        )));
+        return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
     }
     let timeout_ms = i32::try_from(timeout.as_millis())
         .map_err(|_| Error::inval(format!("timeout {timeout:?} exceeds i32::MAX milliseconds")))?;
     let passive = kind == ContextType::Local;
-    let ai = AddrInfo::new(addr, None, passive)
-        .map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr})"), e))?;
+    let ai =
+        AddrInfo::new(addr, None, passive).map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr})"), e))?;
     let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
     match kind {
-        ContextType::Local => id
-            .bind_addr(&ai)
-            .map_err(|e| Error::provider_raw(format!("rdma_bind_addr({addr})"), e))?,
-        ContextType::Remote => id.resolve_addr(&ai, timeout_ms).map_err(|e| {
-            Error::provider_raw(format!("rdma_resolve_addr({addr}, {timeout_ms} ms)"), e)
-        })?,
+        ContextType::Local => {
+            id.bind_addr(&ai).map_err(|e| Error::provider_raw(format!("rdma_bind_addr({addr})"), e))?
+        }
+        ContextType::Remote => id
+            .resolve_addr(&ai, timeout_ms)
+            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}, {timeout_ms} ms)"), e))?,
     }
-    let ctx = id
-        .into_context()
-        .map_err(|e| Error::provider_raw(format!("no RDMA device behind {addr}"), e))?;
+    let ctx = id.into_context().map_err(|e| Error::provider_raw(format!("no RDMA device behind {addr}"), e))?;
     Ok(IbvContext(ctx))
 }
 
@@ -117,10 +107,7 @@ pub fn get_ibv_context_timeout(
 /// # Errors
 /// [`Error::Provider`] when `ibv_query_device_ex` fails.
 pub fn is_odp_capable(ctx: &IbvContext) -> Result<bool> {
-    let caps = ctx
-        .0
-        .query_caps()
-        .map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
+    let caps = ctx.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
     Ok(caps.odp)
 }
 
@@ -200,14 +187,9 @@ mod tests {
     #[test]
     fn bad_addresses_are_inval() {
         for a in ["", "1.2.3.4\0"] {
-            assert_eq!(
-                get_ibv_context(a, ContextType::Local).unwrap_err().code(),
-                crate::error::RPMA_E_INVAL
-            );
+            assert_eq!(get_ibv_context(a, ContextType::Local).unwrap_err().code(), crate::error::RPMA_E_INVAL);
         }
-        let e =
-            get_ibv_context_timeout("1.2.3.4", ContextType::Remote, Duration::from_secs(1 << 40))
-                .unwrap_err();
+        let e = get_ibv_context_timeout("1.2.3.4", ContextType::Remote, Duration::from_secs(1 << 40)).unwrap_err();
         assert!(e.to_string().contains("i32::MAX"), "{e}");
     }
 }

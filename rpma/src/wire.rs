@@ -29,20 +29,14 @@ pub(crate) struct MrDesc {
 }
 
 fn opts() -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_little_endian()
-        .allow_trailing_bytes()
-        .with_limit(64)
+    bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().allow_trailing_bytes().with_limit(64)
 }
 
 pub(crate) fn encode_mr(d: &MrDesc) -> [u8; MR_DESCRIPTOR_SIZE] {
     let mut out = [0u8; MR_DESCRIPTOR_SIZE];
     // A fixed-size struct of integers into an exactly-sized buffer: the
     // encoder cannot fail; a failure would be a bug caught by the golden tests.
-    opts()
-        .serialize_into(&mut out[..], d)
-        .expect("fixed-layout MR descriptor encodes into 21 bytes");
+    opts().serialize_into(&mut out[..], d).expect("fixed-layout MR descriptor encodes into 21 bytes");
     out
 }
 
@@ -59,18 +53,14 @@ pub(crate) fn decode_mr(bytes: &[u8]) -> Result<MrDesc> {
         .deserialize(&bytes[..MR_DESCRIPTOR_SIZE])
         .map_err(|e| Error::inval(format!("memory region descriptor does not decode: {e}")))?;
     if d.usage == 0 {
-        return Err(Error::inval(
-            "memory region descriptor has usage 0 (the usage type of the memory is not set)",
-        ));
+        return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
     }
     Ok(d)
 }
 
 pub(crate) fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCRIPTOR_SIZE] {
     let mut out = [0u8; PEER_CFG_DESCRIPTOR_SIZE];
-    opts()
-        .serialize_into(&mut out[..], &(direct_write_to_pmem as u8))
-        .expect("one byte encodes into one byte");
+    opts().serialize_into(&mut out[..], &(direct_write_to_pmem as u8)).expect("one byte encodes into one byte");
     out
 }
 
@@ -82,11 +72,7 @@ pub(crate) fn decode_peer_cfg(bytes: &[u8]) -> Result<bool> {
     }
     let b: u8 = opts()
         .deserialize(&bytes[..PEER_CFG_DESCRIPTOR_SIZE])
-        .map_err(|e| {
-            Error::inval(format!(
-                "peer configuration descriptor does not decode: {e}"
-            ))
-        })?;
+        .map_err(|e| Error::inval(format!("peer configuration descriptor does not decode: {e}")))?;
     Ok(b != 0)
 }
 
@@ -96,15 +82,11 @@ mod tests {
 
     /// librpma's unit-test vector (`tests/unit/mr/mr-common.h`).
     const GOLDEN: [u8; 21] = [
-        0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x00, 0x0f, 0x0e, 0x0d, 0x0c, 0x0b, 0x0a, 0x09,
-        0x08, 0x13, 0x12, 0x11, 0x10, 0x21,
+        0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x00, 0x0f, 0x0e, 0x0d, 0x0c, 0x0b, 0x0a, 0x09, 0x08, 0x13, 0x12,
+        0x11, 0x10, 0x21,
     ];
-    const GOLDEN_DESC: MrDesc = MrDesc {
-        addr: 0x0001020304050607,
-        size: 0x08090a0b0c0d0e0f,
-        rkey: 0x10111213,
-        usage: 0x21,
-    };
+    const GOLDEN_DESC: MrDesc =
+        MrDesc { addr: 0x0001020304050607, size: 0x08090a0b0c0d0e0f, rkey: 0x10111213, usage: 0x21 };
 
     #[test]
     fn mr_golden_vector_roundtrips() {
@@ -140,12 +122,7 @@ mod tests {
 
     #[test]
     fn mr_extremes() {
-        let d = MrDesc {
-            addr: u64::MAX,
-            size: 0,
-            rkey: u32::MAX,
-            usage: 0xff,
-        };
+        let d = MrDesc { addr: u64::MAX, size: 0, rkey: u32::MAX, usage: 0xff };
         let b = encode_mr(&d);
         assert_eq!(&b[..8], &[0xff; 8]);
         assert_eq!(&b[8..16], &[0; 8]);
@@ -158,14 +135,8 @@ mod tests {
         assert_eq!(encode_peer_cfg(true), [1]);
         assert!(!decode_peer_cfg(&[0]).unwrap());
         assert!(decode_peer_cfg(&[1]).unwrap());
-        assert!(
-            decode_peer_cfg(&[0x80, 0]).unwrap(),
-            "any non-zero byte is true, extra bytes ignored"
-        );
-        assert!(decode_peer_cfg(&[])
-            .unwrap_err()
-            .to_string()
-            .contains("0 bytes long"));
+        assert!(decode_peer_cfg(&[0x80, 0]).unwrap(), "any non-zero byte is true, extra bytes ignored");
+        assert!(decode_peer_cfg(&[]).unwrap_err().to_string().contains("0 bytes long"));
     }
 
     #[test]

@@ -1,0 +1,637 @@
+//! Connection: events, private data, completions and the data path.
+
+use crate::cq::Cq;
+use crate::error::{Error, Result};
+use crate::inflight::{Hold, OpKind, RecvTracker, SendTracker};
+use crate::memory::{AlignedBuf, RegMemory};
+use crate::mr::{MrLocal, MrRemote, Usage};
+use crate::peer::Peer;
+use crate::peer_cfg::PeerCfg;
+use crate::srq::Srq;
+use crate::utils::ConnEvent;
+use bitflags::bitflags;
+use rpma_sys::cm::{event, CmId, EventChannel};
+use rpma_sys::cq::CompChannel;
+use rpma_sys::wr::{SendOp, SendWr, Sge};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+bitflags! {
+    /// When an operation reports a completion (librpma's `RPMA_F_COMPLETION_*`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Flags: u32 {
+        /// Only when it fails. Its send-queue slot (and the region it uses)
+        /// is released when a later signaled operation completes.
+        const COMPLETION_ON_ERROR = 1;
+        /// Always (`IBV_SEND_SIGNALED`).
+        const COMPLETION_ALWAYS = 3;
+    }
+}
+
+/// The kind of flush (librpma's `enum rpma_flush_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushType {
+    /// The data is visible to the remote CPU (global visibility).
+    Visibility,
+    /// The data is persistent: needs the remote peer's
+    /// `direct_write_to_pmem` ([`Conn::apply_remote_peer_cfg`]) and a region
+    /// registered with [`Usage::FLUSH_TYPE_PERSISTENT`].
+    Persistent,
+}
+
+/// librpma's `RPMA_ATOMIC_WRITE_ALIGNMENT`.
+pub const ATOMIC_WRITE_ALIGNMENT: u64 = 8;
+
+pub(crate) fn check_len(what: &str, len: usize) -> Result<u32> {
+    u32::try_from(len).map_err(|_| {
+        Error::inval(format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries"))
+    })
+}
+
+pub(crate) fn check_local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer: &Peer) -> Result<()> {
+    if !mr.usage().contains(need) {
+        return Err(Error::inval(format!("{what}: the region was registered for {:?}, not {need:?}", mr.usage())));
+    }
+    if !mr.peer().same_pd(peer) {
+        return Err(Error::inval(format!("{what}: the region is registered on another peer (protection domain)")));
+    }
+    Ok(())
+}
+
+fn check_remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
+    if !mr.usage().contains(need) {
+        return Err(Error::inval(format!(
+            "{what}: the remote region was registered for {:?}, not {need:?}",
+            mr.usage()
+        )));
+    }
+    Ok(())
+}
+
+fn signaled(flags: Flags) -> Result<bool> {
+    if flags.is_empty() {
+        return Err(Error::inval("flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"));
+    }
+    if !Flags::all().contains(flags) {
+        return Err(Error::inval(format!("flags {:#x} have undefined bits", flags.bits())));
+    }
+    Ok(flags.bits() & 2 != 0)
+}
+
+/// Everything a connection owns, in drop order: the CM ID (and its QP) goes
+/// first, so the device stops using memory before the CQs and the trackers
+/// (with the regions they keep alive) are released.
+pub(crate) struct ConnParts {
+    pub(crate) id: CmId,
+    pub(crate) cq: Cq,
+    pub(crate) rcq: Option<Cq>,
+    pub(crate) shared: Option<CompChannel>,
+    pub(crate) srq: Option<Srq>,
+    pub(crate) send: Arc<SendTracker>,
+    pub(crate) recv: Arc<RecvTracker>,
+    pub(crate) flush_mr: MrLocal<AlignedBuf>,
+    pub(crate) peer: Peer,
+}
+
+impl ConnParts {
+    fn qp(&self) -> Result<&rpma_sys::qp::Qp> {
+        self.id.qp().ok_or_else(|| Error::Unknown("the connection has no queue pair".into()))
+    }
+
+    pub(crate) fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        let len32 = check_len("recv", len)?;
+        dst.check_range("recv: dst", offset, len)?;
+        check_local(dst, Usage::RECV, "recv: dst", &self.peer)?;
+        if self.srq.is_some() {
+            return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::recv"));
+        }
+        let qp = self.qp()?;
+        let sge = (len > 0).then(|| dst.sge(offset, len32));
+        self.recv.post_with(op_context, Some(dst.hold()), |wr_id| {
+            // SAFETY: the region is held by the tracker entry until the
+            // receive completes or the QP is destroyed.
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    fn post(&self, kind: OpKind, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
+        let qp = self.qp()?;
+        self.send.post_with(ctx, kind, hold, |wr_id| {
+            // SAFETY: any local memory in `wr` belongs to a region held by
+            // the tracker entry (or to the connection's own flush region, or
+            // is inline and copied during the call) until the operation
+            // completes or the QP is destroyed.
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_send(&SendWr { wr_id, ..wr })
+            }
+        })
+    }
+}
+
+/// An RDMA connection (librpma's `rpma_conn`).
+///
+/// Operations post work requests and return at once; their completions
+/// arrive on [`cq`](Conn::cq) (and receives on [`rcq`](Conn::rcq) when
+/// configured). Every local region an operation uses is kept alive until the
+/// operation completes, so dropping or deregistering it early is safe:
+/// [`MrLocal::dereg`] reports [`Error::Again`] instead of freeing it.
+///
+/// # Teardown
+/// Client: [`disconnect`](Conn::disconnect), wait for
+/// [`ConnEvent::Closed`], drop. Server: wait for `Closed`, `disconnect`, drop.
+/// Over IB/RoCE the side that disconnects first sees `Closed` only after the
+/// other side has called `disconnect` too (the CM's DREP answers its DREQ).
+///
+/// # Thread safety
+/// `Conn` is `Send + Sync`: the data path may be used from several threads;
+/// posting is serialised per send queue.
+pub struct Conn {
+    parts: ConnParts,
+    channel: EventChannel,
+    private_data: OnceLock<Vec<u8>>,
+    direct_write_to_pmem: AtomicBool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("qp_num", &self.qp_num())
+            .field("pending_sends", &self.parts.send.pending())
+            .field("pending_recvs", &self.parts.recv.pending())
+            .finish()
+    }
+}
+
+impl Conn {
+    pub(crate) fn new(parts: ConnParts, channel: EventChannel, incoming: Vec<u8>) -> Conn {
+        let private_data = OnceLock::new();
+        if parts.id.is_passive() {
+            let _ = private_data.set(incoming);
+        }
+        Conn { parts, channel, private_data, direct_write_to_pmem: AtomicBool::new(false) }
+    }
+
+    /// The connection's CM event fd (`rpma_conn_get_event_fd`).
+    pub fn event_fd(&self) -> RawFd {
+        self.channel.fd()
+    }
+
+    /// The next connection event (`rpma_conn_next_event`), with librpma's
+    /// mapping: ESTABLISHED → `Established`; DISCONNECTED, TIMEWAIT_EXIT →
+    /// `Closed`; CONNECT_ERROR, DEVICE_REMOVAL → `Lost`; REJECTED →
+    /// `Rejected`; UNREACHABLE → `Unreachable`. Blocks unless the event fd is
+    /// non-blocking.
+    ///
+    /// # Errors
+    /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
+    /// [`Error::Unknown`] for an event librpma does not map (named in the
+    /// message); [`Error::Provider`] when getting the event fails.
+    pub fn next_event(&self) -> Result<ConnEvent> {
+        let ev = self.channel.get_event().map_err(|e| match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
+            _ => Error::provider_raw("rdma_get_cm_event", e),
+        })?;
+        Ok(match ev.kind {
+            event::ESTABLISHED => {
+                let _ = self.private_data.set(ev.private_data);
+                ConnEvent::Established
+            }
+            event::CONNECT_ERROR | event::DEVICE_REMOVAL => ConnEvent::Lost,
+            event::DISCONNECTED | event::TIMEWAIT_EXIT => ConnEvent::Closed,
+            event::REJECTED => ConnEvent::Rejected,
+            event::UNREACHABLE => ConnEvent::Unreachable,
+            other => {
+                return Err(Error::Unknown(
+                    format!("unexpected connection event {}", rpma_sys::cm::event_str(other)).into(),
+                ))
+            }
+        })
+    }
+
+    /// [`next_event`](Conn::next_event), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`next_event`](Conn::next_event); [`Error::NoEvent`] when `timeout`
+    /// passes first.
+    pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
+        if !rpma_sys::poll_readable(self.event_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+            return Err(Error::NoEvent);
+        }
+        self.next_event()
+    }
+
+    /// The private data the other side sent (`rpma_conn_get_private_data`):
+    /// with its connection request (passive side) or its accept (active side,
+    /// available once [`ConnEvent::Established`] was seen). Over IB/RoCE the
+    /// CM pads it with zeros, so it can be longer than what was sent.
+    pub fn private_data(&self) -> &[u8] {
+        self.private_data.get().map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Applies the remote peer's configuration (`rpma_conn_apply_remote_peer_cfg`):
+    /// whether it supports direct write to persistent memory.
+    pub fn apply_remote_peer_cfg(&self, cfg: &PeerCfg) {
+        self.direct_write_to_pmem.store(cfg.direct_write_to_pmem(), Ordering::Relaxed);
+    }
+
+    /// The peer the connection was made on; register the regions it uses
+    /// there.
+    pub fn peer(&self) -> &Peer {
+        &self.parts.peer
+    }
+
+    /// The QP number (`rpma_conn_get_qp_num`).
+    pub fn qp_num(&self) -> u32 {
+        self.parts.id.qp().map_or(0, |q| q.qp_num())
+    }
+
+    /// The main completion queue (`rpma_conn_get_cq`).
+    pub fn cq(&self) -> &Cq {
+        &self.parts.cq
+    }
+
+    /// The receive completion queue (`rpma_conn_get_rcq`): `None` when
+    /// `rcq_size` is 0, or when the SRQ has its own (see [`Srq::rcq`]).
+    pub fn rcq(&self) -> Option<&Cq> {
+        self.parts.rcq.as_ref()
+    }
+
+    /// The fd of the shared completion channel (`rpma_conn_get_compl_fd`).
+    ///
+    /// # Errors
+    /// [`Error::NotSharedChnl`] when the connection has no shared channel.
+    pub fn compl_fd(&self) -> Result<RawFd> {
+        match &self.parts.shared {
+            Some(c) => Ok(c.fd()),
+            None => {
+                Err(Error::NotSharedChnl("the connection was configured without a shared completion channel".into()))
+            }
+        }
+    }
+
+    /// Waits on the shared completion channel (`rpma_conn_wait`): returns the
+    /// CQ with a completion event (re-armed) and whether it is the RCQ.
+    ///
+    /// # Errors
+    /// [`Error::NotSharedChnl`] without a shared channel; [`Error::NoCompletion`]
+    /// when nothing is pending on a non-blocking fd; [`Error::Unknown`] for
+    /// an event of another CQ.
+    pub fn wait(&self) -> Result<(&Cq, bool)> {
+        let Some(ch) = &self.parts.shared else {
+            return Err(Error::NotSharedChnl(
+                "the connection was configured without a shared completion channel".into(),
+            ));
+        };
+        let id = ch.get_event().map_err(|_| Error::NoCompletion)?;
+        let (cq, is_rcq) = if id == self.parts.cq.sys().id() {
+            (&self.parts.cq, false)
+        } else if let Some(r) = self.parts.rcq.as_ref().filter(|r| r.sys().id() == id) {
+            (r, true)
+        } else {
+            return Err(Error::Unknown("a completion event for a CQ of no connection".into()));
+        };
+        cq.rearm()?;
+        Ok((cq, is_rcq))
+    }
+
+    /// [`wait`](Conn::wait), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`wait`](Conn::wait); [`Error::NoCompletion`] when `timeout` passes.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(&Cq, bool)> {
+        let fd = self.compl_fd()?;
+        if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+            return Err(Error::NoCompletion);
+        }
+        self.wait()
+    }
+
+    /// Starts closing the connection (`rpma_conn_disconnect`).
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when `rdma_disconnect` fails.
+    pub fn disconnect(&self) -> Result<()> {
+        self.parts.id.disconnect().map_err(|e| Error::provider_raw("rdma_disconnect", e))
+    }
+
+    /// Reads `len` bytes at `src_offset` of the remote region into `dst` at
+    /// `dst_offset` (`rpma_read`).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `flags` are empty, `len` exceeds 4 GiB - 1, a
+    /// range exceeds its region (the message names which), `dst` lacks
+    /// [`Usage::READ_DST`] or is on another peer, or `src` lacks
+    /// [`Usage::READ_SRC`]; [`Error::Again`] when the send queue is full;
+    /// [`Error::Provider`] when posting fails.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        let len32 = check_len("read", len)?;
+        dst.check_range("read: dst", dst_offset, len)?;
+        src.check_range("read: src", src_offset, len as u64)?;
+        check_local(dst, Usage::READ_DST, "read: dst", &self.parts.peer)?;
+        check_remote(src, Usage::READ_SRC, "read: src")?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Read,
+            sge: (len > 0).then(|| dst.sge(dst_offset, len32)),
+            remote_addr: src.addr() + src_offset,
+            rkey: src.rkey(),
+            signaled,
+            fence: false,
+            inline: false,
+        };
+        self.parts.post(OpKind::Read, op_context, Some(dst.hold()), wr)
+    }
+
+    /// Writes `len` bytes of `src` at `src_offset` to the remote region at
+    /// `dst_offset` (`rpma_write`).
+    ///
+    /// # Errors
+    /// As [`read`](Conn::read), with `src` needing [`Usage::WRITE_SRC`] and
+    /// `dst` [`Usage::WRITE_DST`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn write<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.write_imm(dst, dst_offset, src, src_offset, len, flags, None, op_context)
+    }
+
+    /// [`write`](Conn::write) with immediate data, which the other side gets
+    /// in the completion of a posted receive, in host order
+    /// (`rpma_write_with_imm`).
+    ///
+    /// # Errors
+    /// As [`write`](Conn::write).
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_with_imm<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: u32,
+        op_context: u64,
+    ) -> Result<()> {
+        self.write_imm(dst, dst_offset, src, src_offset, len, flags, Some(imm), op_context)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_imm<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: Option<u32>,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        let len32 = check_len("write", len)?;
+        src.check_range("write: src", src_offset, len)?;
+        dst.check_range("write: dst", dst_offset, len as u64)?;
+        check_local(src, Usage::WRITE_SRC, "write: src", &self.parts.peer)?;
+        check_remote(dst, Usage::WRITE_DST, "write: dst")?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: imm.map_or(SendOp::Write, SendOp::WriteImm),
+            sge: (len > 0).then(|| src.sge(src_offset, len32)),
+            remote_addr: dst.addr() + dst_offset,
+            rkey: dst.rkey(),
+            signaled,
+            fence: false,
+            inline: false,
+        };
+        let kind = if imm.is_some() { OpKind::WriteImm } else { OpKind::Write };
+        self.parts.post(kind, op_context, Some(src.hold()), wr)
+    }
+
+    /// Writes 8 bytes atomically at `dst_offset` (`rpma_atomic_write`):
+    /// natively (`IBV_WR_ATOMIC_WRITE`) when the device supports it, else as
+    /// an inline 8-byte RDMA WRITE fenced behind earlier reads (and so behind
+    /// an APM flush), as librpma does. `value` is copied when posting.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `flags` are empty, `dst_offset` is not a
+    /// multiple of 8, the 8 bytes exceed the region, or it lacks
+    /// [`Usage::WRITE_DST`]; as [`write`](Conn::write) otherwise.
+    pub fn atomic_write(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        value: [u8; 8],
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        if dst_offset % ATOMIC_WRITE_ALIGNMENT != 0 {
+            return Err(Error::inval(format!(
+                "atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"
+            )));
+        }
+        dst.check_range("atomic_write: dst", dst_offset, 8)?;
+        check_remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
+        let qp = self.parts.qp()?;
+        if let Some(mut ex) = qp.ex().filter(|ex| ex.has_atomic_write()) {
+            return self.parts.send.post_with(op_context, OpKind::AtomicWrite, None, |wr_id| {
+                ex.post_atomic_write(wr_id, signaled, dst.rkey(), dst.addr() + dst_offset, &value)
+            });
+        }
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Write,
+            sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
+            remote_addr: dst.addr() + dst_offset,
+            rkey: dst.rkey(),
+            signaled,
+            fence: true,
+            inline: true,
+        };
+        self.parts.post(OpKind::AtomicWrite, op_context, None, wr)
+    }
+
+    /// Makes earlier writes to the remote region durable or visible
+    /// (`rpma_flush`): natively (`IBV_WR_FLUSH`) when the device supports it,
+    /// else (APM) as an 8-byte RDMA READ at `dst_offset`, which completes
+    /// only after the earlier writes on this connection.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: `flags` empty; `dst_offset + len` exceeds the
+    ///   region; for the APM read, fewer than 8 bytes at `dst_offset`.
+    /// * [`Error::NoSupp`]: [`FlushType::Persistent`] without the remote
+    ///   peer's `direct_write_to_pmem`, or a region not registered for the
+    ///   requested flush type.
+    /// * [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    #[allow(clippy::too_many_arguments)]
+    pub fn flush(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        len: u64,
+        ty: FlushType,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        match ty {
+            FlushType::Persistent if !self.direct_write_to_pmem.load(Ordering::Relaxed) => {
+                return Err(Error::nosupp(
+                    "flush(Persistent): the remote peer does not support direct write to persistent memory \
+                     (apply its PeerCfg with Conn::apply_remote_peer_cfg)",
+                ))
+            }
+            FlushType::Persistent if !dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT) => {
+                return Err(Error::nosupp(
+                    "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
+                ))
+            }
+            FlushType::Visibility if !dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY) => {
+                return Err(Error::nosupp(
+                    "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
+                ))
+            }
+            _ => {}
+        }
+        dst.check_range("flush: dst", dst_offset, len)?;
+        let qp = self.parts.qp()?;
+        if let Some(mut ex) = qp.ex().filter(|ex| ex.has_flush()) {
+            let t = match ty {
+                FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
+                FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
+            };
+            let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
+            return self.parts.send.post_with(op_context, OpKind::Flush, None, |wr_id| {
+                ex.post_flush(wr_id, signaled, dst.rkey(), dst.addr() + dst_offset, len, t)
+            });
+        }
+        dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Read,
+            sge: Some(self.parts.flush_mr.sge(0, 8)),
+            remote_addr: dst.addr() + dst_offset,
+            rkey: dst.rkey(),
+            signaled,
+            fence: false,
+            inline: false,
+        };
+        self.parts.post(OpKind::Flush, op_context, None, wr)
+    }
+
+    /// Sends `len` bytes of `src` at `offset` to a receive posted by the
+    /// other side (`rpma_send`); `len` may be 0.
+    ///
+    /// # Errors
+    /// As [`write`](Conn::write), with `src` needing [`Usage::SEND`].
+    pub fn send<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.send_imm(src, offset, len, flags, None, op_context)
+    }
+
+    /// [`send`](Conn::send) with immediate data, delivered in host order
+    /// (`rpma_send_with_imm`).
+    ///
+    /// # Errors
+    /// As [`send`](Conn::send).
+    pub fn send_with_imm<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: u32,
+        op_context: u64,
+    ) -> Result<()> {
+        self.send_imm(src, offset, len, flags, Some(imm), op_context)
+    }
+
+    fn send_imm<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: Option<u32>,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        let len32 = check_len("send", len)?;
+        src.check_range("send: src", offset, len)?;
+        check_local(src, Usage::SEND, "send: src", &self.parts.peer)?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: imm.map_or(SendOp::Send, SendOp::SendImm),
+            sge: (len > 0).then(|| src.sge(offset, len32)),
+            remote_addr: 0,
+            rkey: 0,
+            signaled,
+            fence: false,
+            inline: false,
+        };
+        let kind = if imm.is_some() { OpKind::SendImm } else { OpKind::Send };
+        self.parts.post(kind, op_context, Some(src.hold()), wr)
+    }
+
+    /// Posts a receive of up to `len` bytes into `dst` at `offset`
+    /// (`rpma_recv`); its completion always arrives (on the RCQ when there is
+    /// one). Receives are not guaranteed to complete in posting order.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the range exceeds `dst`, `len` exceeds 4 GiB - 1,
+    /// `dst` lacks [`Usage::RECV`] or is on another peer, or the connection
+    /// uses an SRQ; [`Error::Provider`] when posting fails (`ENOMEM`: the
+    /// receive queue is full).
+    pub fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        self.parts.recv(dst, offset, len, op_context)
+    }
+
+    /// Operations posted on the send queue whose completion (or a later
+    /// signaled one's) has not been reaped yet.
+    pub fn pending_sends(&self) -> usize {
+        self.parts.send.pending()
+    }
+}

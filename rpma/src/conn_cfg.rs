@@ -1,0 +1,144 @@
+//! Connection configuration.
+
+use crate::error::{Error, Result};
+use crate::srq::Srq;
+use std::time::Duration;
+
+/// librpma's `RPMA_DEFAULT_TIMEOUT_MS`.
+pub const DEFAULT_TIMEOUT_MS: i32 = 1000;
+
+/// How a connection is set up (librpma's `rpma_conn_cfg`).
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | timeout | 1000 ms | address and route resolution on the active side |
+/// | cq_size | 10 | main completion queue |
+/// | rcq_size | 0 | separate receive completion queue (0: none, receives go to the main CQ) |
+/// | sq_size | 10 | send queue depth (operations in flight without a reaped signaled completion) |
+/// | rq_size | 10 | receive queue depth |
+/// | compl_channel | false | one completion channel shared by the CQ and the RCQ |
+/// | srq | none | a shared receive queue |
+///
+/// ```
+/// let mut cfg = rpma::ConnCfg::new();
+/// cfg.set_sq_size(64);
+/// cfg.set_cq_size(64);
+/// cfg.set_timeout(500)?;
+/// assert_eq!(cfg.timeout(), 500);
+/// assert!(cfg.set_timeout(-1).is_err());
+/// # Ok::<(), rpma::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnCfg {
+    timeout_ms: i32,
+    cq_size: u32,
+    rcq_size: u32,
+    sq_size: u32,
+    rq_size: u32,
+    compl_channel: bool,
+    srq: Option<Srq>,
+}
+
+impl Default for ConnCfg {
+    fn default() -> Self {
+        ConnCfg {
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            cq_size: 10,
+            rcq_size: 0,
+            sq_size: 10,
+            rq_size: 10,
+            compl_channel: false,
+            srq: None,
+        }
+    }
+}
+
+impl ConnCfg {
+    /// The defaults above (`rpma_conn_cfg_new`).
+    pub fn new() -> ConnCfg {
+        ConnCfg::default()
+    }
+
+    /// Sets the resolution timeout in milliseconds.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for a negative value.
+    pub fn set_timeout(&mut self, ms: i32) -> Result<()> {
+        if ms < 0 {
+            return Err(Error::inval(format!("timeout {ms} ms is negative")));
+        }
+        self.timeout_ms = ms;
+        Ok(())
+    }
+
+    /// The resolution timeout in milliseconds.
+    pub fn timeout(&self) -> i32 {
+        self.timeout_ms
+    }
+
+    /// The resolution timeout.
+    pub fn timeout_duration(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms as u64)
+    }
+
+    /// Sets the main CQ size.
+    pub fn set_cq_size(&mut self, n: u32) {
+        self.cq_size = n;
+    }
+
+    /// The main CQ size.
+    pub fn cq_size(&self) -> u32 {
+        self.cq_size
+    }
+
+    /// Sets the receive CQ size (0: no separate receive CQ).
+    pub fn set_rcq_size(&mut self, n: u32) {
+        self.rcq_size = n;
+    }
+
+    /// The receive CQ size.
+    pub fn rcq_size(&self) -> u32 {
+        self.rcq_size
+    }
+
+    /// Sets the send queue depth.
+    pub fn set_sq_size(&mut self, n: u32) {
+        self.sq_size = n;
+    }
+
+    /// The send queue depth.
+    pub fn sq_size(&self) -> u32 {
+        self.sq_size
+    }
+
+    /// Sets the receive queue depth.
+    pub fn set_rq_size(&mut self, n: u32) {
+        self.rq_size = n;
+    }
+
+    /// The receive queue depth.
+    pub fn rq_size(&self) -> u32 {
+        self.rq_size
+    }
+
+    /// Whether the CQ and RCQ share one completion channel (then wait with
+    /// [`Conn::wait`](crate::Conn::wait)).
+    pub fn set_compl_channel(&mut self, shared: bool) {
+        self.compl_channel = shared;
+    }
+
+    /// Whether the completion channel is shared.
+    pub fn compl_channel(&self) -> bool {
+        self.compl_channel
+    }
+
+    /// Uses `srq` for receives (or none).
+    pub fn set_srq(&mut self, srq: Option<&Srq>) {
+        self.srq = srq.cloned();
+    }
+
+    /// The shared receive queue.
+    pub fn srq(&self) -> Option<&Srq> {
+        self.srq.as_ref()
+    }
+}

@@ -1,0 +1,227 @@
+//! Connection request: a connection being set up, on either side.
+
+use crate::conn::{Conn, ConnParts};
+use crate::conn_cfg::ConnCfg;
+use crate::cq::Cq;
+use crate::error::{Error, Result};
+use crate::inflight::{RecvTracker, SendTracker};
+use crate::log::{rpma_log, LogLevel};
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, Usage};
+use crate::peer::Peer;
+use rpma_sys::cm::{AddrInfo, CmId, EventChannel};
+use rpma_sys::cq::CompChannel;
+use rpma_sys::qp::{QpInit, QP_EX_WITH_ATOMIC_WRITE, QP_EX_WITH_FLUSH, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
+use std::sync::Arc;
+
+/// Largest private data `rdma_connect` carries over IB/RoCE (IB CM REQ: 92
+/// bytes minus the 36-byte RDMA CM header), checked before connecting.
+pub const MAX_CONNECT_PRIVATE_DATA: usize = 56;
+/// Largest private data `rdma_accept` carries over IB/RoCE (IB CM REP).
+pub const MAX_ACCEPT_PRIVATE_DATA: usize = 196;
+
+/// A connection request (librpma's `rpma_conn_req`): made by
+/// [`ConnReq::new`] on the active side, or taken from an [`Ep`](crate::Ep)
+/// on the passive side. [`connect`](ConnReq::connect) turns it into a
+/// [`Conn`]; dropping an incoming request rejects it.
+pub struct ConnReq {
+    parts: Option<ConnParts>,
+    incoming: Vec<u8>,
+}
+
+impl std::fmt::Debug for ConnReq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnReq").field("passive", &self.is_incoming()).field("private_data", &self.incoming).finish()
+    }
+}
+
+impl ConnReq {
+    /// Starts a connection to `addr`:`port` (`rpma_conn_req_new`): resolves
+    /// the address and the route (each within `cfg`'s timeout) and creates
+    /// the queues. Receives can be posted before connecting.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for an empty address; [`Error::Provider`] with the
+    /// errno of the failing step (`rdma_resolve_addr`: `ETIMEDOUT`,
+    /// `EADDRNOTAVAIL`, `ENODEV`...; `rdma_resolve_route`; CQ or QP creation).
+    pub fn new(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
+        if addr.is_empty() || addr.contains('\0') {
+            return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
+        }
+        let default = ConnCfg::default();
+        let cfg = cfg.unwrap_or(&default);
+        let ai = AddrInfo::new(addr, Some(&port.to_string()), false)
+            .map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr}:{port})"), e))?;
+        let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
+        id.resolve_addr(&ai, cfg.timeout())
+            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}:{port}, {} ms)", cfg.timeout()), e))?;
+        id.resolve_route(cfg.timeout())
+            .map_err(|e| Error::provider_raw(format!("rdma_resolve_route({addr}:{port}, {} ms)", cfg.timeout()), e))?;
+        Ok(ConnReq { parts: Some(setup(peer, id, cfg)?), incoming: Vec::new() })
+    }
+
+    pub(crate) fn from_request(peer: &Peer, id: CmId, cfg: &ConnCfg, private_data: Vec<u8>) -> Result<ConnReq> {
+        let parts = match setup(peer, id, cfg) {
+            Ok(p) => p,
+            Err(e) => return Err(e), // `id` was dropped inside setup: the request is destroyed
+        };
+        Ok(ConnReq { parts: Some(parts), incoming: private_data })
+    }
+
+    fn is_incoming(&self) -> bool {
+        self.parts.as_ref().is_some_and(|p| p.id.is_passive())
+    }
+
+    /// The private data of an incoming request (`rpma_conn_req_get_private_data`);
+    /// empty on the active side. Over IB/RoCE the CM pads it with zeros to
+    /// 56 bytes: carry explicit lengths inside it.
+    pub fn private_data(&self) -> &[u8] {
+        &self.incoming
+    }
+
+    /// Posts a receive before the connection is up (`rpma_conn_req_recv`);
+    /// see [`Conn::recv`].
+    ///
+    /// # Errors
+    /// As [`Conn::recv`].
+    pub fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        match &self.parts {
+            Some(p) => p.recv(dst, offset, len, op_context),
+            None => Err(Error::inval("the connection request was already consumed")),
+        }
+    }
+
+    /// Connects (active side) or accepts (passive side), sending
+    /// `private_data` (may be empty), and returns the connection
+    /// (`rpma_conn_req_connect`). The request is consumed either way; wait for
+    /// [`ConnEvent::Established`](crate::ConnEvent::Established) with
+    /// [`Conn::next_event`].
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `private_data` is longer than
+    /// [`MAX_CONNECT_PRIVATE_DATA`] (active) or [`MAX_ACCEPT_PRIVATE_DATA`]
+    /// (passive); [`Error::Provider`] when `rdma_connect` / `rdma_accept`
+    /// fails (an incoming request is then rejected).
+    pub fn connect(mut self, private_data: &[u8]) -> Result<Conn> {
+        let Some(mut parts) = self.parts.take() else {
+            return Err(Error::inval("the connection request was already consumed"));
+        };
+        let passive = parts.id.is_passive();
+        let (limit, verb) =
+            if passive { (MAX_ACCEPT_PRIVATE_DATA, "rdma_accept") } else { (MAX_CONNECT_PRIVATE_DATA, "rdma_connect") };
+        let fail = |mut parts: ConnParts, e: Error| {
+            if parts.id.is_passive() {
+                let _ = parts.id.reject(&[]);
+            }
+            drop(parts);
+            Err(e)
+        };
+        if private_data.len() > limit {
+            let e = Error::inval(format!(
+                "private data is {} bytes; {verb} carries at most {limit} bytes over IB/RoCE",
+                private_data.len()
+            ));
+            return fail(parts, e);
+        }
+        let channel = match EventChannel::new() {
+            Ok(c) => c,
+            Err(e) => return fail(parts, Error::provider_raw("rdma_create_event_channel", e)),
+        };
+        if let Err(e) = parts.id.migrate(&channel) {
+            return fail(parts, Error::provider_raw("rdma_migrate_id", e));
+        }
+        let r = if passive { parts.id.accept(private_data) } else { parts.id.connect(private_data) };
+        if let Err(e) = r {
+            return fail(parts, Error::provider_raw(verb, e));
+        }
+        rpma_log!(LogLevel::Debug, "{verb} with {} bytes of private data", private_data.len());
+        Ok(Conn::new(parts, channel, std::mem::take(&mut self.incoming)))
+    }
+}
+
+impl Drop for ConnReq {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.parts.take() {
+            if p.id.is_passive() {
+                if let Err(e) = p.id.reject(&[]) {
+                    rpma_log!(LogLevel::Warning, "rdma_reject of a dropped request: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Creates the CQs and the QP of a connection on `id` (librpma's
+/// `rpma_conn_req_new_from_id`).
+fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
+    if !id.is_on(&peer.context().0) {
+        return Err(Error::inval(format!(
+            "the address is not on the peer's device {}; get the peer's context for this address",
+            peer.device_name()
+        )));
+    }
+    let srq = cfg.srq().cloned();
+    if let Some(s) = &srq {
+        if !s.peer().same_pd(peer) {
+            return Err(Error::inval("the SRQ was created on another peer (protection domain) than the connection's"));
+        }
+    }
+    if cfg.compl_channel() && srq.as_ref().is_some_and(|s| s.rcq().is_some()) {
+        return Err(Error::inval(
+            "a shared completion channel cannot be combined with an SRQ that has its own receive CQ",
+        ));
+    }
+    let ctx = peer.context();
+    let shared = if cfg.compl_channel() {
+        Some(CompChannel::new(&ctx.0).map_err(|e| Error::provider_raw("ibv_create_comp_channel", e))?)
+    } else {
+        None
+    };
+    let send = Arc::new(SendTracker::new(cfg.sq_size()));
+    let recv = Arc::new(RecvTracker::new(false));
+    let srq_recv = srq.as_ref().map(|s| s.tracker().clone());
+    let cq = Cq::new(ctx, cfg.cq_size(), shared.as_ref(), Some(send.clone()), Some(recv.clone()), srq_recv.clone())?;
+    let rcq = if cfg.rcq_size() > 0 && srq.as_ref().is_none_or(|s| s.rcq().is_none()) {
+        Some(Cq::new(ctx, cfg.rcq_size(), shared.as_ref(), None, Some(recv.clone()), srq_recv)?)
+    } else {
+        None
+    };
+    let caps = peer.capabilities();
+    let mut ops = 0;
+    if caps.native_atomic_write {
+        ops |= QP_EX_WITH_ATOMIC_WRITE;
+    }
+    if caps.native_flush {
+        ops |= QP_EX_WITH_FLUSH;
+    }
+    if ops != 0 {
+        ops |= QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_READ;
+    }
+    let recv_cq = match (srq.as_ref().and_then(|s| s.rcq()), &rcq) {
+        (Some(c), _) => c.sys(),
+        (None, Some(c)) => c.sys(),
+        (None, None) => cq.sys(),
+    };
+    let init = QpInit {
+        send_cq: cq.sys(),
+        recv_cq,
+        srq: srq.as_ref().map(|s| s.sys()),
+        max_send_wr: cfg.sq_size(),
+        max_recv_wr: cfg.rq_size(),
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 8,
+        send_ops_flags: ops,
+    };
+    id.create_qp(peer.pd(), &init).map_err(|e| {
+        Error::provider_raw(format!("rdma_create_qp_ex(sq {}, rq {})", cfg.sq_size(), cfg.rq_size()), e)
+    })?;
+    let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;
+    Ok(ConnParts { id, cq, rcq, shared, srq, send, recv, flush_mr, peer: peer.clone() })
+}

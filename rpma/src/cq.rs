@@ -1,0 +1,316 @@
+//! Completion queues and completions.
+
+use crate::error::{Error, Result};
+use crate::inflight::{source, OpKind, RecvTracker, SendTracker, Source};
+use crate::log::{rpma_log, LogLevel};
+use crate::utils::IbvContext;
+use rpma_sys::cq::{CompChannel, Wc, WC_WITH_IMM};
+use std::fmt;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Status of a completion (`enum ibv_wc_status`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WcStatus(pub u32);
+
+impl WcStatus {
+    /// `IBV_WC_SUCCESS`.
+    pub const SUCCESS: WcStatus = WcStatus(0);
+    /// `IBV_WC_LOC_PROT_ERR`.
+    pub const LOC_PROT_ERR: WcStatus = WcStatus(4);
+    /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP went to the error state.
+    pub const WR_FLUSH_ERR: WcStatus = WcStatus(5);
+    /// `IBV_WC_REM_ACCESS_ERR`: the remote side refused the access.
+    pub const REM_ACCESS_ERR: WcStatus = WcStatus(10);
+    /// `IBV_WC_RETRY_EXC_ERR`: the remote side did not answer.
+    pub const RETRY_EXC_ERR: WcStatus = WcStatus(12);
+
+    /// Whether the operation succeeded.
+    pub fn is_success(self) -> bool {
+        self.0 == 0
+    }
+
+    /// libibverbs' description (`ibv_wc_status_str`).
+    pub fn as_str(self) -> &'static str {
+        const S: [&str; 24] = [
+            "success",
+            "local length error",
+            "local QP operation error",
+            "local EE context operation error",
+            "local protection error",
+            "Work Request Flushed Error",
+            "memory management operation error",
+            "bad response error",
+            "local access error",
+            "remote invalid request error",
+            "remote access error",
+            "remote operation error",
+            "transport retry counter exceeded",
+            "RNR retry counter exceeded",
+            "local RDD violation error",
+            "remote invalid RD request",
+            "aborted error",
+            "invalid EE context number",
+            "invalid EE context state",
+            "fatal error",
+            "response timeout error",
+            "general error",
+            "TM error",
+            "TM software rendezvous",
+        ];
+        S.get(self.0 as usize).copied().unwrap_or("unknown")
+    }
+}
+
+impl fmt::Debug for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WcStatus({}: {})", self.0, self.as_str())
+    }
+}
+
+impl fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What operation a completion is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionOp {
+    /// `read`.
+    Read,
+    /// `write`.
+    Write,
+    /// `write_with_imm`.
+    WriteWithImm,
+    /// `atomic_write`.
+    AtomicWrite,
+    /// `flush` (also when carried out as an 8-byte RDMA READ, APM).
+    Flush,
+    /// `send`.
+    Send,
+    /// `send_with_imm`.
+    SendWithImm,
+    /// A receive that got a send (with or without immediate data).
+    Recv,
+    /// A receive consumed by a `write_with_imm` from the other side
+    /// (`IBV_WC_RECV_RDMA_WITH_IMM`).
+    RecvRdmaWithImm,
+    /// An opcode rpma did not post (raw `ibv_wc_opcode`).
+    Other(u32),
+}
+
+/// One work completion (librpma exposes `struct ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The `op_context` given when the operation was posted.
+    pub op_context: u64,
+    /// The operation.
+    pub op: CompletionOp,
+    /// Success or the error.
+    pub status: WcStatus,
+    /// Bytes received (receives).
+    pub byte_len: u32,
+    /// Immediate data in host order, when the completion carries it.
+    pub imm: Option<u32>,
+    /// The local QP number.
+    pub qp_num: u32,
+}
+
+impl Completion {
+    fn placeholder() -> Completion {
+        Completion { op_context: 0, op: CompletionOp::Other(0), status: WcStatus(0), byte_len: 0, imm: None, qp_num: 0 }
+    }
+}
+
+/// A completion queue (librpma's `rpma_cq`): the main CQ or the receive CQ
+/// of a connection, or the receive CQ of a shared receive queue.
+///
+/// Each CQ has a completion channel, armed at creation and after every
+/// [`wait`](Cq::wait). A wait may wake up with no completion: drain with
+/// [`get_wc`](Cq::get_wc) until it reports [`Error::NoCompletion`].
+pub struct Cq {
+    cq: rpma_sys::cq::Cq,
+    channel: CompChannel,
+    shared: bool,
+    send: Option<Arc<SendTracker>>,
+    recv: Option<Arc<RecvTracker>>,
+    srq_recv: Option<Arc<RecvTracker>>,
+}
+
+impl fmt::Debug for Cq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cq").field("cqe", &self.cq.cqe()).field("shared_channel", &self.shared).finish()
+    }
+}
+
+impl Cq {
+    pub(crate) fn new(
+        ctx: &IbvContext,
+        size: u32,
+        shared: Option<&CompChannel>,
+        send: Option<Arc<SendTracker>>,
+        recv: Option<Arc<RecvTracker>>,
+        srq_recv: Option<Arc<RecvTracker>>,
+    ) -> Result<Cq> {
+        let channel = match shared {
+            Some(c) => c.clone(),
+            None => CompChannel::new(&ctx.0).map_err(|e| Error::provider_raw("ibv_create_comp_channel", e))?,
+        };
+        let cq = rpma_sys::cq::Cq::new(&ctx.0, size, Some(&channel))
+            .map_err(|e| Error::provider_raw(format!("ibv_create_cq({size} entries)"), e))?;
+        cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))?;
+        Ok(Cq { cq, channel, shared: shared.is_some(), send, recv, srq_recv })
+    }
+
+    pub(crate) fn sys(&self) -> &rpma_sys::cq::Cq {
+        &self.cq
+    }
+
+    /// The completion channel's fd (`rpma_cq_get_fd`), for poll/epoll.
+    pub fn fd(&self) -> RawFd {
+        self.channel.fd()
+    }
+
+    /// Waits for a completion event, acknowledges it and re-arms the CQ
+    /// (`rpma_cq_wait`). Blocks unless the fd was made non-blocking.
+    ///
+    /// # Errors
+    /// [`Error::SharedChannel`] when the channel is shared (use
+    /// [`Conn::wait`](crate::Conn::wait)); [`Error::NoCompletion`] when no
+    /// event is pending on a non-blocking fd; [`Error::Provider`] when
+    /// re-arming fails.
+    pub fn wait(&self) -> Result<()> {
+        if self.shared {
+            return Err(Error::SharedChannel(
+                "this CQ's completion channel is shared; wait on the connection with Conn::wait".into(),
+            ));
+        }
+        self.channel.get_event().map_err(|_| Error::NoCompletion)?;
+        self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
+    }
+
+    /// [`wait`](Cq::wait), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`wait`](Cq::wait); [`Error::NoCompletion`] when `timeout` passes.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
+        if self.shared {
+            return self.wait();
+        }
+        let ready = rpma_sys::poll_readable(self.fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))?;
+        if !ready {
+            return Err(Error::NoCompletion);
+        }
+        self.wait()
+    }
+
+    /// Re-arms the CQ after an event got through a shared channel.
+    pub(crate) fn rearm(&self) -> Result<()> {
+        self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
+    }
+
+    /// Polls up to `wc.len()` completions into `wc` (`rpma_cq_get_wc`).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for an empty `wc`; [`Error::NoCompletion`] when there
+    /// is none; [`Error::Provider`] when polling fails.
+    pub fn get_wc(&self, wc: &mut [Completion]) -> Result<usize> {
+        if wc.is_empty() {
+            return Err(Error::inval("get_wc: the output slice is empty; pass room for at least 1 completion"));
+        }
+        let mut raw = [Wc::default(); 16];
+        let mut got = 0;
+        while got < wc.len() {
+            let want = (wc.len() - got).min(raw.len());
+            let n = self.cq.poll(&mut raw[..want]).map_err(|e| Error::provider_raw("ibv_poll_cq", e))?;
+            for (dst, w) in wc[got..got + n].iter_mut().zip(&raw[..n]) {
+                *dst = self.translate(w);
+            }
+            got += n;
+            if n < want {
+                break;
+            }
+        }
+        if got == 0 {
+            return Err(Error::NoCompletion);
+        }
+        Ok(got)
+    }
+
+    /// One completion, if any (a convenience over [`get_wc`](Cq::get_wc)).
+    ///
+    /// # Errors
+    /// As [`get_wc`](Cq::get_wc).
+    pub fn get_completion(&self) -> Result<Completion> {
+        let mut c = [Completion::placeholder()];
+        self.get_wc(&mut c)?;
+        Ok(c[0])
+    }
+
+    /// Waits (up to `timeout` in all) until a completion arrives and returns
+    /// it: get, else wait for an event and get again.
+    ///
+    /// # Errors
+    /// [`Error::NoCompletion`] when `timeout` passes first; as
+    /// [`wait`](Cq::wait) and [`get_wc`](Cq::get_wc) otherwise.
+    pub fn next_completion(&self, timeout: Duration) -> Result<Completion> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match self.get_completion() {
+                Err(Error::NoCompletion) => {}
+                other => return other,
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(Error::NoCompletion);
+            }
+            if self.shared {
+                // The shared channel belongs to the connection; poll instead.
+                std::thread::sleep(left.min(Duration::from_micros(200)));
+                continue;
+            }
+            match self.wait_timeout(left) {
+                Ok(()) | Err(Error::NoCompletion) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn translate(&self, w: &Wc) -> Completion {
+        let found = match source(w.wr_id) {
+            Source::Send => self.send.as_ref().and_then(|t| t.complete(w.wr_id)),
+            Source::Recv => self.recv.as_ref().and_then(|t| t.complete(w.wr_id)),
+            Source::SrqRecv => self.srq_recv.as_ref().and_then(|t| t.complete(w.wr_id)),
+        };
+        let (op_context, kind) = match found {
+            Some(x) => x,
+            None => {
+                rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
+                (w.wr_id, OpKind::Recv)
+            }
+        };
+        let op = match kind {
+            OpKind::Read => CompletionOp::Read,
+            OpKind::Write => CompletionOp::Write,
+            OpKind::WriteImm => CompletionOp::WriteWithImm,
+            OpKind::AtomicWrite => CompletionOp::AtomicWrite,
+            OpKind::Flush => CompletionOp::Flush,
+            OpKind::Send => CompletionOp::Send,
+            OpKind::SendImm => CompletionOp::SendWithImm,
+            OpKind::Recv if found.is_none() => CompletionOp::Other(w.opcode),
+            OpKind::Recv if w.opcode == 129 => CompletionOp::RecvRdmaWithImm, // IBV_WC_RECV_RDMA_WITH_IMM
+            OpKind::Recv => CompletionOp::Recv,
+        };
+        Completion {
+            op_context,
+            op,
+            status: WcStatus(w.status),
+            byte_len: w.byte_len,
+            imm: (w.wc_flags & WC_WITH_IMM != 0).then_some(w.imm_data),
+            qp_num: w.qp_num,
+        }
+    }
+}

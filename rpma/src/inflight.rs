@@ -1,0 +1,227 @@
+//! Book-keeping of posted operations: what each one keeps alive and which
+//! user context its completion returns.
+//!
+//! Every posted work request gets an entry holding an `Arc` of the local
+//! region it uses ([`Hold`]), so the registration and its memory outlive the
+//! operation even if the user drops the [`MrLocal`](crate::MrLocal). A send
+//! queue completes in order: a completion for entry `s` retires every entry
+//! posted before it, including unsignaled ones. Receives are retired one by
+//! one. Entries still pending when the QP (or SRQ) is destroyed are released
+//! after that, when the device can no longer touch the memory.
+
+use crate::error::{Error, Result};
+use std::any::Any;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Keeps a registration and its memory alive.
+pub(crate) type Hold = Arc<dyn Any + Send + Sync>;
+
+/// What kind of operation an entry is, reported in its completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Read,
+    Write,
+    WriteImm,
+    AtomicWrite,
+    Flush,
+    Send,
+    SendImm,
+    Recv,
+}
+
+const RECV_BIT: u64 = 1 << 63;
+const SRQ_BIT: u64 = 1 << 62;
+
+pub(crate) struct Entry {
+    seq: u64,
+    pub(crate) ctx: u64,
+    pub(crate) kind: OpKind,
+    _hold: Option<Hold>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The send queue of one QP.
+pub(crate) struct SendTracker {
+    q: Mutex<(u64, VecDeque<Entry>)>,
+    depth: usize,
+}
+
+impl SendTracker {
+    pub(crate) fn new(depth: u32) -> SendTracker {
+        SendTracker { q: Mutex::new((0, VecDeque::new())), depth: depth.max(1) as usize }
+    }
+
+    /// Posts an operation through `post` (given the wr_id) while holding the
+    /// queue's lock, so entries are in the order the device sees them, and
+    /// records it on success.
+    pub(crate) fn post_with(
+        &self,
+        ctx: u64,
+        kind: OpKind,
+        hold: Option<Hold>,
+        post: impl FnOnce(u64) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let mut g = lock(&self.q);
+        if g.1.len() >= self.depth {
+            return Err(Error::Again(
+                format!(
+                    "the send queue is full: {} operations posted since the last completed signaled one (sq_size {}); \
+                     post operations with Flags::COMPLETION_ALWAYS and reap their completions",
+                    g.1.len(),
+                    self.depth
+                )
+                .into(),
+            ));
+        }
+        let seq = g.0;
+        post(seq).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        g.0 = (g.0 + 1) & (SRQ_BIT - 1);
+        g.1.push_back(Entry { seq, ctx, kind, _hold: hold });
+        Ok(())
+    }
+
+    /// A completion for `wr_id` arrived: retire it and everything before it.
+    pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
+        let mut g = lock(&self.q);
+        if !g.1.iter().any(|e| e.seq == wr_id) {
+            return None;
+        }
+        while let Some(e) = g.1.pop_front() {
+            if e.seq == wr_id {
+                return Some((e.ctx, e.kind));
+            }
+        }
+        None
+    }
+
+    /// Operations posted and not yet retired.
+    pub(crate) fn pending(&self) -> usize {
+        lock(&self.q).1.len()
+    }
+}
+
+/// Receives posted to a QP or an SRQ.
+pub(crate) struct RecvTracker {
+    m: Mutex<(u64, HashMap<u64, Entry>)>,
+    tag: u64,
+}
+
+impl RecvTracker {
+    pub(crate) fn new(srq: bool) -> RecvTracker {
+        RecvTracker { m: Mutex::new((0, HashMap::new())), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } }
+    }
+
+    /// Posts a receive through `post` (given the wr_id) and records it.
+    pub(crate) fn post_with(
+        &self,
+        ctx: u64,
+        hold: Option<Hold>,
+        post: impl FnOnce(u64) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let mut g = lock(&self.m);
+        let seq = g.0;
+        post(seq | self.tag).map_err(|e| Error::provider_raw("ibv_post_recv", e))?;
+        g.0 = (g.0 + 1) & (SRQ_BIT - 1);
+        g.1.insert(seq, Entry { seq, ctx, kind: OpKind::Recv, _hold: hold });
+        Ok(())
+    }
+
+    pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
+        lock(&self.m).1.remove(&(wr_id & (SRQ_BIT - 1))).map(|e| (e.ctx, e.kind))
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        lock(&self.m).1.len()
+    }
+}
+
+/// Which tracker a completion's wr_id belongs to.
+pub(crate) enum Source {
+    Send,
+    Recv,
+    SrqRecv,
+}
+
+pub(crate) fn source(wr_id: u64) -> Source {
+    match (wr_id & RECV_BIT != 0, wr_id & SRQ_BIT != 0) {
+        (false, _) => Source::Send,
+        (true, false) => Source::Recv,
+        (true, true) => Source::SrqRecv,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(_: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    #[test]
+    fn send_queue_retires_in_order_and_releases_holds() {
+        let t = SendTracker::new(4);
+        let hold: Arc<u8> = Arc::new(7);
+        let mut ids = Vec::new();
+        for (ctx, kind, h) in [
+            (10, OpKind::Write, Some(hold.clone() as Hold)),
+            (11, OpKind::Write, Some(hold.clone() as Hold)),
+            (12, OpKind::Flush, None),
+        ] {
+            t.post_with(ctx, kind, h, |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(Arc::strong_count(&hold), 3);
+        assert_eq!(t.complete(ids[2]), Some((12, OpKind::Flush)));
+        assert_eq!(Arc::strong_count(&hold), 1, "unsignaled predecessors are retired too");
+        assert_eq!(t.complete(ids[0]), None);
+        assert_eq!(t.pending(), 0);
+    }
+
+    #[test]
+    fn send_queue_refuses_when_full_and_forgets_failed_posts() {
+        let t = SendTracker::new(2);
+        t.post_with(1, OpKind::Write, None, ok).unwrap();
+        let e =
+            t.post_with(2, OpKind::Write, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM))).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOMEM));
+        assert_eq!(t.pending(), 1, "a failed post leaves no entry");
+        t.post_with(3, OpKind::Write, None, ok).unwrap();
+        let e = t.post_with(4, OpKind::Write, None, ok).unwrap_err();
+        assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
+        assert!(e.to_string().contains("sq_size 2"), "{e}");
+    }
+
+    #[test]
+    fn receives_complete_in_any_order() {
+        let t = RecvTracker::new(true);
+        let mut ids = Vec::new();
+        for ctx in [1, 2] {
+            t.post_with(ctx, None, |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert!(matches!(source(ids[0]), Source::SrqRecv));
+        assert_eq!(t.complete(ids[1]), Some((2, OpKind::Recv)));
+        assert_eq!(t.complete(ids[0]), Some((1, OpKind::Recv)));
+        assert_eq!(t.complete(ids[0]), None);
+        let q = RecvTracker::new(false);
+        let mut id = 0;
+        q.post_with(3, None, |i| {
+            id = i;
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(source(id), Source::Recv));
+        assert!(matches!(source(5), Source::Send));
+    }
+}

@@ -1,0 +1,143 @@
+//! Shared receive queue and its configuration.
+
+use crate::cq::Cq;
+use crate::error::{Error, Result};
+use crate::inflight::RecvTracker;
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, Usage};
+use crate::peer::Peer;
+use std::sync::Arc;
+
+/// librpma's SRQ default size (its code uses 20; its documentation says 100).
+pub const DEFAULT_SRQ_SIZE: u32 = 20;
+
+/// Configuration of a shared receive queue (librpma's `rpma_srq_cfg`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqCfg {
+    rq_size: u32,
+    rcq_size: u32,
+}
+
+impl Default for SrqCfg {
+    fn default() -> Self {
+        SrqCfg { rq_size: DEFAULT_SRQ_SIZE, rcq_size: DEFAULT_SRQ_SIZE }
+    }
+}
+
+impl SrqCfg {
+    /// Defaults: 20 receives, a receive CQ of 20.
+    pub fn new() -> SrqCfg {
+        SrqCfg::default()
+    }
+    /// Sets the number of receives the SRQ holds.
+    pub fn set_rq_size(&mut self, n: u32) {
+        self.rq_size = n;
+    }
+    /// The number of receives the SRQ holds.
+    pub fn rq_size(&self) -> u32 {
+        self.rq_size
+    }
+    /// Sets the size of the SRQ's own receive CQ (0: none; receives then
+    /// complete on each connection's RCQ or main CQ).
+    pub fn set_rcq_size(&mut self, n: u32) {
+        self.rcq_size = n;
+    }
+    /// The size of the SRQ's receive CQ.
+    pub fn rcq_size(&self) -> u32 {
+        self.rcq_size
+    }
+}
+
+struct SrqInner {
+    // Drop order: the SRQ (once no QP uses it), its CQ, then the receives'
+    // holds, when the device can no longer write into them.
+    srq: rpma_sys::srq::Srq,
+    rcq: Option<Cq>,
+    tracker: Arc<RecvTracker>,
+    peer: Peer,
+}
+
+/// A shared receive queue (librpma's `rpma_srq`): receives posted here are
+/// consumed by any connection configured with it
+/// ([`ConnCfg::set_srq`](crate::ConnCfg::set_srq)).
+///
+/// `Srq` is a cheap handle (`Clone` shares it); connections using it keep it
+/// alive.
+#[derive(Clone)]
+pub struct Srq {
+    inner: Arc<SrqInner>,
+}
+
+impl std::fmt::Debug for Srq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Srq")
+            .field("rcq", &self.inner.rcq)
+            .field("pending_recvs", &self.inner.tracker.pending())
+            .finish()
+    }
+}
+
+impl Srq {
+    /// Creates an SRQ on `peer` (`rpma_srq_new`).
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when `ibv_create_srq` or the RCQ creation fails.
+    pub fn new(peer: &Peer, cfg: Option<&SrqCfg>) -> Result<Srq> {
+        let cfg = cfg.copied().unwrap_or_default();
+        let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, 1)
+            .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
+        let tracker = Arc::new(RecvTracker::new(true));
+        let rcq = if cfg.rcq_size > 0 {
+            Some(Cq::new(peer.context(), cfg.rcq_size, None, None, None, Some(tracker.clone()))?)
+        } else {
+            None
+        };
+        Ok(Srq { inner: Arc::new(SrqInner { srq, rcq, tracker, peer: peer.clone() }) })
+    }
+
+    /// The SRQ's receive CQ, if it has one (`rpma_srq_get_rcq`).
+    pub fn rcq(&self) -> Option<&Cq> {
+        self.inner.rcq.as_ref()
+    }
+
+    /// Posts a receive of up to `len` bytes into `dst` at `offset`
+    /// (`rpma_srq_recv`). The region stays alive until the receive completes.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the range exceeds `dst`, `len` exceeds 4 GiB - 1,
+    /// or `dst` was not registered with [`Usage::RECV`] or is on another
+    /// peer; [`Error::Provider`] when posting fails.
+    pub fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        let len32 = crate::conn::check_len("srq recv", len)?;
+        dst.check_range("srq recv: dst", offset, len)?;
+        crate::conn::check_local(dst, Usage::RECV, "srq recv: dst", &self.inner.peer)?;
+        let sge = (len > 0).then(|| dst.sge(offset, len32));
+        self.inner.tracker.post_with(op_context, Some(dst.hold()), |wr_id| {
+            // SAFETY: the region is held by the tracker entry until the
+            // receive completes or the SRQ is destroyed.
+            #[allow(unsafe_code)]
+            unsafe {
+                self.inner.srq.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    /// The peer the SRQ was created on.
+    pub fn peer(&self) -> &Peer {
+        &self.inner.peer
+    }
+
+    pub(crate) fn sys(&self) -> &rpma_sys::srq::Srq {
+        &self.inner.srq
+    }
+
+    pub(crate) fn tracker(&self) -> &Arc<RecvTracker> {
+        &self.inner.tracker
+    }
+}

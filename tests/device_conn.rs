@@ -1,0 +1,391 @@
+//! Device tests of connections and the data path on a real RDMA device:
+//! both sides run in this process (server on a thread), over rxe0 in the
+//! harness VM when the host has no device.
+
+use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_NO_EVENT, RPMA_E_SHARED_CHANNEL};
+use rpma::utils::{get_ibv_context, ContextType};
+use rpma::{
+    AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, Peer,
+    PeerCfg, Srq, SrqCfg, Usage, WcStatus,
+};
+use rpma_harness::{addr, device_tests, port};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(10);
+
+fn peer() -> Peer {
+    Peer::new(&get_ibv_context(&addr(), ContextType::Local).expect("context")).expect("peer")
+}
+
+/// A connected pair: (client conn, server conn), the server having accepted
+/// with `server_pdata` and the client having connected with `client_pdata`.
+fn pair(
+    p: u16,
+    ccfg: Option<&ConnCfg>,
+    scfg: Option<ConnCfg>,
+    client_pdata: &[u8],
+    server_pdata: Vec<u8>,
+) -> (Conn, Conn) {
+    pair_on(&peer(), p, ccfg, scfg, client_pdata, server_pdata)
+}
+
+/// As `pair`, the server side on `sp` (where its regions are registered).
+fn pair_on(
+    sp: &Peer,
+    p: u16,
+    ccfg: Option<&ConnCfg>,
+    scfg: Option<ConnCfg>,
+    client_pdata: &[u8],
+    server_pdata: Vec<u8>,
+) -> (Conn, Conn) {
+    let ep = Ep::listen(sp, &addr(), port(p)).expect("listen");
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let req = ep.next_conn_req_timeout(scfg.as_ref(), T).expect("connection request");
+        let conn = req.connect(&server_pdata).expect("accept");
+        assert_eq!(conn.next_event_timeout(T).expect("server event"), ConnEvent::Established);
+        tx.send(conn).unwrap();
+    });
+    let cp = peer();
+    let req = ConnReq::new(&cp, &addr(), port(p), ccfg).expect("conn req");
+    let conn = req.connect(client_pdata).expect("connect");
+    assert_eq!(conn.next_event_timeout(T).expect("client event"), ConnEvent::Established);
+    let server = rx.recv_timeout(T).expect("server side");
+    h.join().unwrap();
+    (conn, server)
+}
+
+/// librpma's teardown order: the client disconnects, the server sees CLOSED
+/// and disconnects, which lets the client see CLOSED.
+fn close(client: Conn, server: Conn) {
+    client.disconnect().unwrap();
+    assert_eq!(server.next_event_timeout(T).unwrap(), ConnEvent::Closed);
+    server.disconnect().unwrap();
+    assert_eq!(client.next_event_timeout(T).unwrap(), ConnEvent::Closed);
+}
+
+fn connect_exchange_private_data_and_close() {
+    let (c, s) = pair(20, None, None, b"from-client", b"from-server".to_vec());
+    assert!(s.private_data().starts_with(b"from-client"));
+    assert!(c.private_data().starts_with(b"from-server"));
+    println!(
+        "  private data received: {} bytes at the server (11 sent), {} at the client (11 sent)",
+        s.private_data().len(),
+        c.private_data().len()
+    );
+    assert_ne!(c.qp_num(), 0);
+    assert_ne!(c.qp_num(), s.qp_num());
+    close(c, s);
+}
+
+fn private_data_limits() {
+    let p = peer();
+    let big = vec![7u8; rpma::conn_req::MAX_CONNECT_PRIVATE_DATA + 1];
+    let req = ConnReq::new(&p, &addr(), port(21), None).unwrap();
+    let e = req.connect(&big).unwrap_err();
+    assert_eq!(e.code(), RPMA_E_INVAL);
+    assert!(e.to_string().contains("at most 56 bytes"), "{e}");
+    // The full 56 bytes go through and arrive intact.
+    let full: Vec<u8> = (0..56u8).collect();
+    let (c, s) = pair(22, None, None, &full, vec![9u8; 196]);
+    assert_eq!(&s.private_data()[..56], &full[..]);
+    assert_eq!(&c.private_data()[..196], &[9u8; 196][..]);
+    close(c, s);
+}
+
+fn kernel_refuses_oversized_private_data() {
+    // What the local check protects from: the CM itself refuses 57 bytes.
+    use rpma_sys::cm::{AddrInfo, CmId};
+    let p = peer();
+    let ep = Ep::listen(&p, &addr(), port(23)).unwrap();
+    let ai = AddrInfo::new(&addr(), Some(&port(23).to_string()), false).unwrap();
+    let mut id = CmId::new(None).unwrap();
+    id.resolve_addr(&ai, 1000).unwrap();
+    id.resolve_route(1000).unwrap();
+    let ctx = get_ibv_context(&addr(), ContextType::Local).unwrap();
+    let _ = ctx;
+    let e = id.connect(&[0u8; 57]).unwrap_err();
+    println!("  rdma_connect with 57 bytes: {e}");
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    drop(ep);
+}
+
+fn connect_to_nobody_is_rejected_in_time() {
+    let p = peer();
+    let req = ConnReq::new(&p, &addr(), port(24), None).unwrap();
+    let c = req.connect(&[]).unwrap();
+    let ev = c.next_event_timeout(T).expect("an event within the timeout");
+    assert!(matches!(ev, ConnEvent::Rejected | ConnEvent::Unreachable), "{ev:?}");
+    println!("  no listener: {ev}");
+    // Unroutable address: resolution fails within the configured timeout.
+    let mut cfg = ConnCfg::new();
+    cfg.set_timeout(300).unwrap();
+    let t0 = std::time::Instant::now();
+    assert!(ConnReq::new(&p, "198.51.100.9", port(24), Some(&cfg)).is_err());
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+fn dropped_incoming_request_is_rejected() {
+    let sp = peer();
+    let ep = Ep::listen(&sp, &addr(), port(25)).unwrap();
+    let h = thread::spawn(move || {
+        let req = ep.next_conn_req_timeout(None, T).unwrap();
+        drop(req);
+        ep
+    });
+    let c = ConnReq::new(&peer(), &addr(), port(25), None).unwrap().connect(&[]).unwrap();
+    assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Rejected);
+    let ep = h.join().unwrap();
+    // Nothing pending: a bounded wait reports NO_EVENT.
+    assert_eq!(ep.next_conn_req_timeout(None, Duration::from_millis(100)).unwrap_err().code(), RPMA_E_NO_EVENT);
+}
+
+/// The server exposes a region; its descriptor travels in private data.
+fn server_region(p: &Peer, usage: Usage) -> (MrLocal<AlignedBuf>, Vec<u8>) {
+    let mut mr = MrLocal::reg(p, AlignedBuf::new(8192).unwrap(), usage).unwrap();
+    let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
+    mr.write_at(0, &pattern).unwrap();
+    let mut pd = mr.descriptor().to_vec();
+    pd.extend_from_slice(&PeerCfg::new().descriptor());
+    (mr, pd)
+}
+
+fn read_write_flush_atomic_write_bytes_land() {
+    let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
+    let sp = peer();
+    let (smr, pdata) = server_region(&sp, usage);
+    let (c, s) = pair_on(&sp, 26, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    assert_eq!(remote.size(), 8192);
+    let cp = c.cq();
+    let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+    // read 4 KiB from offset 100
+    c.read(&local, 10, &remote, 100, 4096, Flags::COMPLETION_ALWAYS, 1).unwrap();
+    let wc = cp.next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.status), (1, CompletionOp::Read, WcStatus::SUCCESS));
+    let mut got = vec![0u8; 4096];
+    local.read_at(10, &mut got).unwrap();
+    let want: Vec<u8> = (100..4196u32).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(got, want, "read bytes");
+    // write, then flush (APM on rxe) and wait only for the flush
+    local.write_at(0, b"written by the client").unwrap();
+    c.write(&remote, 4000, &local, 0, 21, Flags::COMPLETION_ON_ERROR, 2).unwrap();
+    c.flush(&remote, 4000, 21, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 3).unwrap();
+    let wc = cp.next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.status), (3, CompletionOp::Flush, WcStatus::SUCCESS));
+    let mut at = [0u8; 21];
+    smr.read_at(4000, &mut at).unwrap();
+    assert_eq!(&at, b"written by the client");
+    // atomic write of a commit pointer
+    c.atomic_write(&remote, 8184, 0x1122_3344_5566_7788u64.to_le_bytes(), Flags::COMPLETION_ALWAYS, 4).unwrap();
+    let wc = cp.next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.status), (4, CompletionOp::AtomicWrite, WcStatus::SUCCESS));
+    let mut v = [0u8; 8];
+    smr.read_at(8184, &mut v).unwrap();
+    assert_eq!(u64::from_le_bytes(v), 0x1122_3344_5566_7788);
+    close(c, s);
+}
+
+fn send_recv_and_immediates() {
+    let (c, s) = pair(27, None, None, &[], vec![]);
+    assert!(!c.peer().same_pd(s.peer()));
+    let smr = MrLocal::reg(s.peer(), AlignedBuf::new(256).unwrap(), Usage::RECV).unwrap();
+    s.recv(&smr, 0, 64, 11).unwrap();
+    s.recv(&smr, 64, 64, 12).unwrap();
+    let mut cmr = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::SEND).unwrap();
+    cmr.write_at(0, b"ping").unwrap();
+    c.send(&cmr, 0, 4, Flags::COMPLETION_ALWAYS, 21).unwrap();
+    assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::Send);
+    let wc = s.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.byte_len, wc.imm), (11, CompletionOp::Recv, 4, None));
+    let mut b = [0u8; 4];
+    smr.read_at(0, &mut b).unwrap();
+    assert_eq!(&b, b"ping");
+    c.send_with_imm(&cmr, 0, 0, Flags::COMPLETION_ALWAYS, 0xdead_beef, 22).unwrap();
+    assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::SendWithImm);
+    let wc = s.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.byte_len, wc.imm), (12, 0, Some(0xdead_beef)), "imm in host order");
+    close(c, s);
+}
+
+fn write_with_imm_consumes_a_receive() {
+    let sp = peer();
+    let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
+    let mut cfg = ConnCfg::new();
+    cfg.set_rcq_size(8);
+    let (c, s) = pair_on(&sp, 28, None, Some(cfg), &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let recv_mr = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
+    s.recv(&recv_mr, 0, 0, 31).unwrap();
+    let mut cmr = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    cmr.write_at(0, b"imm!").unwrap();
+    c.write_with_imm(&remote, 16, &cmr, 0, 4, Flags::COMPLETION_ALWAYS, 42, 32).unwrap();
+    assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::WriteWithImm);
+    let rcq = s.rcq().expect("rcq");
+    let wc = rcq.next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.imm), (31, CompletionOp::RecvRdmaWithImm, Some(42)));
+    let mut b = [0u8; 4];
+    smr.read_at(16, &mut b).unwrap();
+    assert_eq!(&b, b"imm!");
+    assert!(s.cq().get_completion().is_err(), "receives complete on the RCQ only");
+    close(c, s);
+}
+
+fn operations_validate_before_posting() {
+    let sp = peer();
+    let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY);
+    let (c, s) = pair_on(&sp, 29, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::SEND).unwrap();
+    let inval = |r: rpma::Result<()>, needle: &str| {
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+        assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
+    };
+    inval(c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0), "flags are empty");
+    inval(
+        c.read(&local, 60, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 0),
+        "offset 60 + length 8 exceeds the local region's size 64",
+    );
+    inval(
+        c.read(&local, 0, &remote, 8190, 8, Flags::COMPLETION_ALWAYS, 0),
+        "offset 8190 + length 8 exceeds the remote region's size 8192",
+    );
+    inval(c.read(&local, 0, &remote, 0, 1 << 32, Flags::COMPLETION_ALWAYS, 0), "exceeds 4 GiB - 1");
+    inval(c.write(&remote, 0, &local, 0, 8, Flags::COMPLETION_ALWAYS, 0), "not Usage(WRITE_SRC)");
+    inval(c.atomic_write(&remote, 4, [0; 8], Flags::COMPLETION_ALWAYS, 0), "not a multiple of 8");
+    inval(c.recv(&local, 0, 8, 0), "not Usage(RECV)");
+    let e = c.flush(&remote, 0, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 0).unwrap_err();
+    assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
+    assert!(e.to_string().contains("direct write to persistent memory"), "{e}");
+    let mut pcfg = PeerCfg::new();
+    pcfg.set_direct_write_to_pmem(true);
+    c.apply_remote_peer_cfg(&pcfg);
+    let e = c.flush(&remote, 0, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 0).unwrap_err();
+    assert!(e.to_string().contains("FLUSH_TYPE_PERSISTENT"), "{e}");
+    inval(c.flush(&remote, 8188, 4, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 0), "APM reads 8 bytes");
+    let e = c.compl_fd().unwrap_err();
+    assert_eq!(e.code(), rpma::error::RPMA_E_NOT_SHARED_CHNL);
+    assert!(c.cq().get_completion().is_err());
+    close(c, s);
+}
+
+fn regions_in_flight_stay_alive() {
+    let sp = peer();
+    let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
+    let (c, s) = pair_on(&sp, 30, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST).unwrap();
+    // Unsignaled reads keep the region held until a later signaled one completes.
+    c.read(&local, 0, &remote, 0, 8192, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+    assert_eq!(local.in_flight(), 1);
+    assert_eq!(local.write_at(0, b"x").unwrap_err().code(), RPMA_E_AGAIN);
+    let local = match local.dereg() {
+        Err(e) => {
+            assert_eq!(e.error.code(), RPMA_E_AGAIN, "{}", e.error);
+            e.mr
+        }
+        Ok(_) => panic!("deregistered a region with a read in flight"),
+    };
+    c.read(&local, 0, &remote, 0, 8192, Flags::COMPLETION_ALWAYS, 2).unwrap();
+    drop(local); // the connection keeps the registration and buffer alive
+    let wc = c.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.status), (2, WcStatus::SUCCESS));
+    assert_eq!(c.pending_sends(), 0, "the unsignaled read was retired by the signaled one");
+    drop(smr);
+    close(c, s);
+}
+
+fn send_queue_overflow_is_reported() {
+    let mut cfg = ConnCfg::new();
+    cfg.set_sq_size(4);
+    let sp = peer();
+    let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
+    let (c, s) = pair_on(&sp, 31, Some(&cfg), None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+    for i in 0..4 {
+        c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ON_ERROR, i).unwrap();
+    }
+    let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ON_ERROR, 9).unwrap_err();
+    assert_eq!(e.code(), RPMA_E_AGAIN, "{e}");
+    drop(smr);
+    close(c, s);
+}
+
+fn shared_channel_and_srq() {
+    let sp = peer();
+    let mut scfg = SrqCfg::new();
+    scfg.set_rcq_size(16);
+    let srq = Srq::new(&sp, Some(&scfg)).unwrap();
+    let smr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
+    srq.recv(&smr, 0, 32, 51).unwrap();
+    let mut srv_cfg = ConnCfg::new();
+    srv_cfg.set_srq(Some(&srq));
+    let mut cli_cfg = ConnCfg::new();
+    cli_cfg.set_compl_channel(true);
+    cli_cfg.set_rcq_size(4);
+    let (c, s) = pair_on(&sp, 32, Some(&cli_cfg), Some(srv_cfg), &[], vec![]);
+    assert!(s.rcq().is_none(), "the SRQ's RCQ is used");
+    assert_eq!(s.recv(&smr, 0, 8, 0).unwrap_err().code(), RPMA_E_INVAL);
+    assert_eq!(c.cq().wait().unwrap_err().code(), RPMA_E_SHARED_CHANNEL);
+    let mut cmr = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+    cmr.write_at(0, b"via srq").unwrap();
+    c.send(&cmr, 0, 7, Flags::COMPLETION_ALWAYS, 52).unwrap();
+    let (cq, is_rcq) = c.wait_timeout(T).unwrap();
+    assert!(!is_rcq);
+    assert_eq!(cq.get_completion().unwrap().op_context, 52);
+    let wc = srq.rcq().unwrap().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.byte_len), (51, CompletionOp::Recv, 7));
+    close(c, s);
+}
+
+/// The device enforces protection domains: an rkey of a region registered
+/// on another PD than the target connection's is refused remotely, and the
+/// bytes stay as they were.
+fn rkey_of_another_protection_domain_is_refused_by_the_device() {
+    let other = peer();
+    let (smr, pdata) = server_region(&other, Usage::READ_SRC | Usage::WRITE_DST);
+    let (c, s) = pair(33, None, None, &[], pdata); // server conn on a fresh PD
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    local.write_at(0, &[0xee; 64]).unwrap();
+    c.write(&remote, 0, &local, 0, 64, Flags::COMPLETION_ALWAYS, 7).unwrap();
+    let wc = c.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.status), (7, WcStatus::REM_ACCESS_ERR));
+    let mut b = [0u8; 64];
+    smr.read_at(0, &mut b).unwrap();
+    let want: Vec<u8> = (0..64u32).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(&b[..], &want[..], "the target memory is unchanged");
+    // The QP is in error now: the CM still closes it cleanly.
+    drop(c);
+    drop(s);
+}
+
+fn srq_of_another_peer_is_refused() {
+    let srq = Srq::new(&peer(), None).unwrap();
+    let mut cfg = ConnCfg::new();
+    cfg.set_srq(Some(&srq));
+    let e = ConnReq::new(&peer(), &addr(), port(34), Some(&cfg)).unwrap_err();
+    assert_eq!(e.code(), RPMA_E_INVAL);
+    assert!(e.to_string().contains("another peer"), "{e}");
+}
+
+device_tests!(
+    connect_exchange_private_data_and_close,
+    private_data_limits,
+    kernel_refuses_oversized_private_data,
+    connect_to_nobody_is_rejected_in_time,
+    dropped_incoming_request_is_rejected,
+    read_write_flush_atomic_write_bytes_land,
+    send_recv_and_immediates,
+    write_with_imm_consumes_a_receive,
+    operations_validate_before_posting,
+    regions_in_flight_stay_alive,
+    send_queue_overflow_is_reported,
+    shared_channel_and_srq,
+    rkey_of_another_protection_domain_is_refused_by_the_device,
+    srq_of_another_peer_is_refused,
+);
