@@ -63,6 +63,7 @@
 #![deny(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 
+pub mod common_data;
 pub mod conn;
 pub mod conn_cfg;
 pub mod conn_req;
@@ -81,6 +82,7 @@ pub mod srq;
 pub mod utils;
 mod wire;
 
+pub use common_data::CommonData;
 pub use conn::{Conn, Flags, FlushType};
 pub use conn_cfg::ConnCfg;
 pub use conn_req::ConnReq;

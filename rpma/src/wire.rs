@@ -155,3 +155,66 @@ mod tests {
         }
     }
 }
+
+/// librpma's examples' private-data layout (`struct common_data`, 28 bytes,
+/// native-endian: little-endian on the platforms rpma supports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CommonDataWire {
+    pub data_offset: u16,
+    pub mr_desc_size: u8,
+    pub pcfg_desc_size: u8,
+    pub descriptors: [u8; 24],
+}
+
+/// Size of [`CommonDataWire`].
+pub const COMMON_DATA_SIZE: usize = 28;
+
+pub(crate) fn encode_common(d: &CommonDataWire) -> [u8; COMMON_DATA_SIZE] {
+    let mut out = [0u8; COMMON_DATA_SIZE];
+    opts().serialize_into(&mut out[..], d).expect("fixed-layout common data encodes into 28 bytes");
+    out
+}
+
+pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
+    if bytes.len() < COMMON_DATA_SIZE {
+        return Err(Error::inval(format!(
+            "private data is {} bytes long; the examples' layout needs {COMMON_DATA_SIZE}",
+            bytes.len()
+        )));
+    }
+    let d: CommonDataWire = opts()
+        .deserialize(&bytes[..COMMON_DATA_SIZE])
+        .map_err(|e| Error::inval(format!("private data does not decode: {e}")))?;
+    if d.mr_desc_size as usize + d.pcfg_desc_size as usize > d.descriptors.len() {
+        return Err(Error::inval(format!(
+            "private data claims {} + {} descriptor bytes; it holds at most 24",
+            d.mr_desc_size, d.pcfg_desc_size
+        )));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod common_tests {
+    use super::*;
+
+    #[test]
+    fn common_data_layout() {
+        let mut descriptors = [0u8; 24];
+        descriptors[..21].copy_from_slice(&[7u8; 21]);
+        descriptors[21] = 1;
+        let d = CommonDataWire { data_offset: 0x0102, mr_desc_size: 21, pcfg_desc_size: 1, descriptors };
+        let b = encode_common(&d);
+        assert_eq!(&b[..4], &[0x02, 0x01, 21, 1]);
+        assert_eq!(b[4 + 21], 1);
+        assert_eq!(decode_common(&b).unwrap(), d);
+        // padded by the CM to 56 bytes: still decodes
+        let mut padded = b.to_vec();
+        padded.resize(56, 0);
+        assert_eq!(decode_common(&padded).unwrap(), d);
+        let mut bad = b;
+        bad[2] = 24;
+        assert!(decode_common(&bad).unwrap_err().to_string().contains("24 + 1"));
+        assert!(decode_common(&b[..27]).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! Helpers shared by the examples (not part of the library).
+//!
+//! Every example runs as `NAME server ADDR PORT [ARGS]` or
+//! `NAME client ADDR PORT [ARGS]`. Without arguments it runs both sides on a
+//! real RDMA device (booting the Soft-RoCE VM when the host has none) with
+//! the example's default arguments.
+#![allow(dead_code)]
+
+use rpma::utils::{get_ibv_context, ContextType};
+use rpma::{Completion, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Peer, WcStatus};
+use std::process::{exit, Command};
+use std::time::{Duration, Instant};
+
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// How long the examples wait for anything.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The parsed command line.
+pub struct Args {
+    pub addr: String,
+    pub port: u16,
+    pub rest: Vec<String>,
+}
+
+/// Dispatches to `server` or `client`; with no arguments runs both, the
+/// server with `server_args` and the client with `client_args`.
+pub fn main(server: fn(&Args) -> Res<()>, client: fn(&Args) -> Res<()>, server_args: &[&str], client_args: &[&str]) {
+    let _ = env_logger::builder().try_init();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let role = argv.first().map(String::as_str);
+    match role {
+        Some(r @ ("server" | "client")) => {
+            let (Some(addr), Some(port)) = (argv.get(1), argv.get(2).and_then(|p| p.parse().ok())) else {
+                eprintln!("usage: {r} ADDR PORT [ARGS...]");
+                exit(2);
+            };
+            let a = Args { addr: addr.clone(), port, rest: argv[3..].to_vec() };
+            let res = if r == "server" { server(&a) } else { client(&a) };
+            if let Err(e) = res {
+                eprintln!("{r}: error: {e}");
+                exit(1);
+            }
+        }
+        None => {
+            rpma_harness::ensure_device();
+            let addr = rpma_harness::addr();
+            let port = rpma_harness::port(2).to_string();
+            let exe = std::env::current_exe().expect("current executable");
+            let mut srv = Command::new(&exe).args(["server", &addr, &port]).args(server_args).spawn().expect("server");
+            let cli = Command::new(&exe).args(["client", &addr, &port]).args(client_args).status().expect("client");
+            let srv = srv.wait().expect("server");
+            if !cli.success() || !srv.success() {
+                eprintln!("failed: client {cli}, server {srv}");
+                exit(1);
+            }
+        }
+        Some(other) => {
+            eprintln!("unknown role {other:?}: use server|client ADDR PORT [ARGS...], or no arguments");
+            exit(2);
+        }
+    }
+}
+
+/// A peer on the device that owns (server) or reaches (client) `addr`.
+pub fn peer(addr: &str, local: bool) -> Res<Peer> {
+    let ctx = get_ibv_context(addr, if local { ContextType::Local } else { ContextType::Remote })?;
+    Ok(Peer::new(&ctx)?)
+}
+
+/// Connects to the server, retrying while it is not listening yet, and waits
+/// for ESTABLISHED. `prepare` runs on each request before connecting (e.g.
+/// to post receives).
+pub fn client_connect(
+    peer: &Peer,
+    a: &Args,
+    cfg: Option<&ConnCfg>,
+    pdata: &[u8],
+    prepare: &dyn Fn(&ConnReq) -> rpma::Result<()>,
+) -> Res<Conn> {
+    let t0 = Instant::now();
+    loop {
+        let req = ConnReq::new(peer, &a.addr, a.port, cfg)?;
+        prepare(&req)?;
+        let conn = req.connect(pdata)?;
+        match conn.next_event_timeout(TIMEOUT)? {
+            ConnEvent::Established => return Ok(conn),
+            ConnEvent::Rejected if t0.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(100)),
+            ev => return Err(format!("connecting failed: {ev}").into()),
+        }
+    }
+}
+
+/// Takes the next connection request and accepts it with `pdata`, after
+/// `prepare`; waits for ESTABLISHED.
+pub fn server_accept(
+    ep: &Ep,
+    cfg: Option<&ConnCfg>,
+    pdata: &[u8],
+    prepare: &dyn Fn(&ConnReq) -> rpma::Result<()>,
+) -> Res<Conn> {
+    let req = ep.next_conn_req_timeout(cfg, TIMEOUT)?;
+    prepare(&req)?;
+    let conn = req.connect(pdata)?;
+    match conn.next_event_timeout(TIMEOUT)? {
+        ConnEvent::Established => Ok(conn),
+        ev => Err(format!("accepting failed: {ev}").into()),
+    }
+}
+
+/// librpma's client teardown: disconnect, wait for CLOSED.
+pub fn client_close(conn: Conn) -> Res<()> {
+    conn.disconnect()?;
+    expect_closed(&conn)
+}
+
+/// librpma's server teardown: wait for CLOSED, disconnect.
+pub fn server_close(conn: Conn) -> Res<()> {
+    expect_closed(&conn)?;
+    conn.disconnect()?;
+    Ok(())
+}
+
+fn expect_closed(conn: &Conn) -> Res<()> {
+    match conn.next_event_timeout(TIMEOUT)? {
+        ConnEvent::Closed => Ok(()),
+        ev => Err(format!("expected the connection to close, got {ev}").into()),
+    }
+}
+
+/// Waits for the next completion on `cq` and checks it succeeded.
+pub fn wait_ok(cq: &Cq) -> Res<Completion> {
+    let wc = cq.next_completion(TIMEOUT)?;
+    if wc.status != WcStatus::SUCCESS {
+        return Err(format!("operation {} ({:?}) failed: {}", wc.op_context, wc.op, wc.status).into());
+    }
+    Ok(wc)
+}
+
+/// A NUL-terminated string in `buf` (as the C examples store them).
+pub fn cstr(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Closes first: disconnect, then wait for CLOSED (the client's part in
+/// librpma's examples).
+pub fn close_first(conn: Conn) -> Res<()> {
+    client_close(conn)
+}
+
+/// Closes second: wait for the other side's disconnect, then disconnect.
+pub fn close_second(conn: Conn) -> Res<()> {
+    server_close(conn)
+}
+
+/// Waits for the next completion of operation kind `op` on `cq`, checking
+/// every completion seen on the way succeeded.
+pub fn wait_for(cq: &Cq, op: rpma::CompletionOp) -> Res<Completion> {
+    loop {
+        let wc = wait_ok(cq)?;
+        if wc.op == op {
+            return Ok(wc);
+        }
+    }
+}
+
+/// A registered region of `len` bytes: a file mapping when `path` is given
+/// (librpma's examples' `pmem-path`), else page-aligned DRAM.
+pub enum Memory {
+    Dram(rpma::MrLocal<rpma::AlignedBuf>),
+    File(rpma::MrLocal<rpma::MappedFile>),
+}
+
+impl Memory {
+    pub fn reg(peer: &Peer, path: Option<&str>, len: usize, usage: rpma::Usage) -> Res<Memory> {
+        Ok(match path {
+            Some(p) => Memory::File(rpma::MrLocal::reg(peer, rpma::MappedFile::open(p, len)?, usage)?),
+            None => Memory::Dram(rpma::MrLocal::reg(peer, rpma::AlignedBuf::new(len)?, usage)?),
+        })
+    }
+    pub fn is_file(&self) -> bool {
+        matches!(self, Memory::File(_))
+    }
+    pub fn read_at(&self, off: usize, dst: &mut [u8]) -> rpma::Result<()> {
+        match self {
+            Memory::Dram(m) => m.read_at(off, dst),
+            Memory::File(m) => m.read_at(off, dst),
+        }
+    }
+    pub fn write_at(&mut self, off: usize, src: &[u8]) -> rpma::Result<()> {
+        match self {
+            Memory::Dram(m) => m.write_at(off, src),
+            Memory::File(m) => m.write_at(off, src),
+        }
+    }
+    pub fn common_data(
+        &self,
+        data_offset: u16,
+        cfg: Option<&rpma::PeerCfg>,
+    ) -> [u8; rpma::common_data::COMMON_DATA_SIZE] {
+        match self {
+            Memory::Dram(m) => rpma::CommonData::encode(data_offset, m, cfg),
+            Memory::File(m) => rpma::CommonData::encode(data_offset, m, cfg),
+        }
+    }
+}
+pub mod pingpong;

@@ -1,0 +1,130 @@
+//! The ping-pong of examples 08, 08srq, 12 and 12scch, parameterised by
+//! where receive completions arrive.
+
+use super::{Args, Res};
+use rpma::{AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, Cq, Ep, Flags, MrLocal, Srq, SrqCfg, Usage};
+
+pub const DONE: u64 = u64::MAX;
+
+/// Where receives complete.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// On the main CQ.
+    Cq,
+    /// On the connection's receive CQ.
+    Rcq,
+    /// On the receive CQ, with one completion channel shared with the CQ.
+    SharedChannel,
+    /// Through an SRQ whose receive CQ gets them (server side only).
+    Srq,
+}
+
+fn cfg(mode: Mode) -> ConnCfg {
+    let mut c = ConnCfg::new();
+    if mode != Mode::Cq {
+        c.set_rcq_size(10);
+    }
+    if mode == Mode::SharedChannel {
+        c.set_compl_channel(true);
+    }
+    c
+}
+
+/// Waits for a completion of `op`, on the right queue for `mode`.
+fn wait(conn: &Conn, srq: Option<&Srq>, mode: Mode, op: CompletionOp) -> Res<Completion> {
+    let recv = op == CompletionOp::Recv;
+    if mode == Mode::SharedChannel {
+        let rcq = conn.rcq().ok_or("no rcq")?;
+        let want: &Cq = if recv { rcq } else { conn.cq() };
+        loop {
+            if let Ok(wc) = want.get_completion() {
+                if wc.status != rpma::WcStatus::SUCCESS {
+                    return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+                }
+                if wc.op == op {
+                    return Ok(wc);
+                }
+                continue;
+            }
+            conn.wait_timeout(super::TIMEOUT)?;
+        }
+    }
+    let cq = match (recv, mode) {
+        (true, Mode::Rcq) => conn.rcq().ok_or("no rcq")?,
+        (true, Mode::Srq) => srq.and_then(|s| s.rcq()).ok_or("no srq rcq")?,
+        _ => conn.cq(),
+    };
+    super::wait_for(cq, op)
+}
+
+fn get(m: &MrLocal<AlignedBuf>) -> Res<u64> {
+    let mut b = [0u8; 8];
+    m.read_at(0, &mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn send(conn: &Conn, m: &mut MrLocal<AlignedBuf>, srq: Option<&Srq>, mode: Mode, v: u64) -> Res<()> {
+    m.write_at(0, &v.to_le_bytes())?;
+    conn.send(m, 0, 8, Flags::COMPLETION_ALWAYS, 2)?;
+    wait(conn, srq, mode, CompletionOp::Send)?;
+    Ok(())
+}
+
+/// A receive region and a send region (a region cannot be rewritten while
+/// the receive posted into it is in flight).
+fn regions(peer: &rpma::Peer) -> Res<(MrLocal<AlignedBuf>, MrLocal<AlignedBuf>)> {
+    Ok((MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::RECV)?, MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?))
+}
+
+pub fn server(a: &Args, mode: Mode) -> Res<()> {
+    let peer = super::peer(&a.addr, true)?;
+    let (r, mut m) = regions(&peer)?;
+    let srq = if mode == Mode::Srq { Some(Srq::new(&peer, Some(&SrqCfg::new()))?) } else { None };
+    let mut c = cfg(if mode == Mode::Srq { Mode::Cq } else { mode });
+    c.set_srq(srq.as_ref());
+    let ep = Ep::listen(&peer, &a.addr, a.port)?;
+    let post = |m: &MrLocal<AlignedBuf>, req: Option<&rpma::ConnReq>, conn: Option<&Conn>| -> rpma::Result<()> {
+        match (&srq, req, conn) {
+            (Some(s), _, _) => s.recv(m, 0, 8, 1),
+            (None, Some(r), _) => r.recv(m, 0, 8, 1),
+            (None, None, Some(c)) => c.recv(m, 0, 8, 1),
+            _ => Ok(()),
+        }
+    };
+    let conn = super::server_accept(&ep, Some(&c), &[], &|req| post(&r, Some(req), None))?;
+    let mut rounds = 0;
+    loop {
+        wait(&conn, srq.as_ref(), mode, CompletionOp::Recv)?;
+        let v = get(&r)?;
+        if v == DONE {
+            break;
+        }
+        post(&r, None, Some(&conn))?;
+        send(&conn, &mut m, srq.as_ref(), mode, v + 1)?;
+        rounds += 1;
+    }
+    println!("server: answered {rounds} messages");
+    super::close_second(conn)
+}
+
+pub fn client(a: &Args, mode: Mode) -> Res<()> {
+    let peer = super::peer(&a.addr, false)?;
+    let seed: u64 = a.rest.first().map_or(Ok(7), |s| s.parse())?;
+    let rounds: u32 = a.rest.get(1).map_or(Ok(3), |s| s.parse())?;
+    let (r, mut m) = regions(&peer)?;
+    let conn = super::client_connect(&peer, a, Some(&cfg(mode)), &[], &|_| Ok(()))?;
+    let mut v = seed;
+    for _ in 0..rounds {
+        conn.recv(&r, 0, 8, 1)?;
+        send(&conn, &mut m, None, mode, v)?;
+        wait(&conn, None, mode, CompletionOp::Recv)?;
+        let got = get(&r)?;
+        if got != v + 1 {
+            return Err(format!("sent {v}, got {got} back").into());
+        }
+        println!("client: {v} -> {got}");
+        v = got;
+    }
+    send(&conn, &mut m, None, mode, DONE)?;
+    super::close_first(conn)
+}

@@ -1,0 +1,30 @@
+//! log: librpma's two log thresholds and a custom log function (librpma's
+//! `log` example). Runs on the host; no device needed.
+//!
+//! `cargo run --example log`
+
+use rpma::log::{self, LogLevel, LogRecord, LogThreshold};
+
+fn main() {
+    // Messages at or below the main threshold reach the log function.
+    log::set_threshold(LogThreshold::Main, LogLevel::Info);
+    // The default function also prints those at or below aux to stderr.
+    log::set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+    println!("main threshold {:?}, aux {:?}", log::threshold(LogThreshold::Main), log::threshold(LogThreshold::Aux));
+
+    log::set_function(Some(Box::new(|r: &LogRecord<'_>| {
+        println!("custom log function: [{:?}] {}:{} {}: {}", r.level, r.file, r.line, r.func, r.args);
+    })));
+    for (lvl, what) in [
+        (LogLevel::Error, "an error"),
+        (LogLevel::Notice, "a notice"),
+        (LogLevel::Info, "some info"),
+        (LogLevel::Debug, "debug detail (below the threshold: not shown)"),
+    ] {
+        log::emit(lvl, file!(), line!(), module_path!(), format_args!("{what}"));
+    }
+    log::set_function(None);
+    // Back to the default function: through the `log` facade (env_logger).
+    env_logger::builder().filter_level(::log::LevelFilter::Info).init();
+    log::emit(LogLevel::Warning, file!(), line!(), module_path!(), format_args!("through the log facade"));
+}

@@ -1,0 +1,66 @@
+//! The private-data layout of librpma's examples, for talking to them.
+//!
+//! librpma's examples put `struct common_data { uint16_t data_offset; uint8_t
+//! mr_desc_size; uint8_t pcfg_desc_size; char descriptors[24]; }` (28 bytes)
+//! in the connection's private data: an offset into the region where the
+//! data starts, a memory-region descriptor, and optionally a peer
+//! configuration descriptor right after it. The Rust examples use the same
+//! bytes, so each side can be a C librpma example.
+
+use crate::error::{Error, Result};
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, MrRemote};
+use crate::peer_cfg::PeerCfg;
+use crate::wire::{self, CommonDataWire};
+
+pub use crate::wire::COMMON_DATA_SIZE;
+
+/// Decoded [`common_data`](self) private data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommonData {
+    /// Offset in the region where the example's data starts.
+    pub data_offset: u16,
+    /// The region.
+    pub mr: MrRemote,
+    /// The sender's peer configuration, when it sent one.
+    pub peer_cfg: Option<PeerCfg>,
+}
+
+impl CommonData {
+    /// Encodes `mr`'s descriptor (and `peer_cfg`'s) with `data_offset`.
+    pub fn encode<M: RegMemory>(
+        data_offset: u16,
+        mr: &MrLocal<M>,
+        peer_cfg: Option<&PeerCfg>,
+    ) -> [u8; COMMON_DATA_SIZE] {
+        let mut descriptors = [0u8; 24];
+        let d = mr.descriptor();
+        descriptors[..d.len()].copy_from_slice(&d);
+        let pcfg_desc_size = match peer_cfg {
+            Some(p) => {
+                descriptors[d.len()] = p.descriptor()[0];
+                1
+            }
+            None => 0,
+        };
+        wire::encode_common(&CommonDataWire { data_offset, mr_desc_size: d.len() as u8, pcfg_desc_size, descriptors })
+    }
+
+    /// Decodes private data received from a peer (CM padding is ignored).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when it is shorter than 28 bytes, its sizes do not fit
+    /// its 24 descriptor bytes, or the descriptors do not decode.
+    pub fn decode(bytes: &[u8]) -> Result<CommonData> {
+        let w = wire::decode_common(bytes)?;
+        let mr_end = w.mr_desc_size as usize;
+        let mr = MrRemote::from_descriptor(&w.descriptors[..mr_end])
+            .map_err(|e| Error::inval(format!("private data: memory region descriptor: {e}")))?;
+        let peer_cfg = if w.pcfg_desc_size > 0 {
+            Some(PeerCfg::from_descriptor(&w.descriptors[mr_end..mr_end + w.pcfg_desc_size as usize])?)
+        } else {
+            None
+        };
+        Ok(CommonData { data_offset: w.data_offset, mr, peer_cfg })
+    }
+}

@@ -1,0 +1,88 @@
+//! Runs every example, both sides, on a real RDMA device (one VM boot for
+//! all of them when the host has none) and checks what they print.
+
+use rpma_harness::device_tests;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn example(name: &str) -> PathBuf {
+    // target/debug/deps/device_examples-HASH -> target/debug/examples/NAME
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join(name);
+    assert!(dir.exists(), "{} is not built (cargo test builds the examples)", dir.display());
+    dir
+}
+
+fn run(name: &str, expect: &[&str]) {
+    let out = Command::new(example(name)).env("RUST_LOG", "warn").output().expect("run example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{}", stdout.lines().map(|l| format!("  | {l}\n")).collect::<String>());
+    assert!(out.status.success(), "{name} failed ({}):\n{stdout}\n{stderr}", out.status);
+    for e in expect {
+        assert!(stdout.contains(e), "{name}: output lacks {e:?}:\n{stdout}\n{stderr}");
+    }
+}
+
+fn ex_demo() {
+    run("demo", &["demo: ok"]);
+}
+fn ex_01_connection() {
+    run("01-connection", &["client: connection closed", "server: connection closed"]);
+}
+fn ex_02_read_to_volatile() {
+    run("02-read-to-volatile", &["client: read a message: Hello world!"]);
+}
+fn ex_03_read_to_persistent() {
+    run("03-read-to-persistent", &["server: read a message: Hello world!"]);
+}
+fn ex_04_write_to_persistent() {
+    run("04-write-to-persistent", &["server: the message written: Hello world!"]);
+}
+fn ex_05_flush_to_persistent() {
+    run(
+        "05-flush-to-persistent",
+        &["client: wrote \"Hello world!\", flushed (Visibility)", "server: the message flushed: Hello world!"],
+    );
+}
+fn ex_07_atomic_write() {
+    run("07-atomic-write", &["client: appended 3 words, used = 24", "server: the log (16 bytes): Hello,remotelog!"]);
+}
+fn ex_08_messages_ping_pong() {
+    run("08-messages-ping-pong", &["client: 7 -> 8", "client: 9 -> 10", "server: answered 3 messages"]);
+}
+fn ex_08srq_simple_messages_ping_pong_with_srq() {
+    run("08srq-simple-messages-ping-pong-with-srq", &["client: 9 -> 10", "server: answered 3 messages"]);
+}
+fn ex_10_send_with_imm() {
+    run("10-send-with-imm", &["server: imm 1234 (expected 1234), 5 bytes: \"hello\""]);
+}
+fn ex_11_write_with_imm() {
+    run("11-write-with-imm", &["server: imm Some(4321), data \"written with imm\""]);
+}
+fn ex_12_receive_completion_queue() {
+    run("12-receive-completion-queue", &["client: 9 -> 10", "server: answered 3 messages"]);
+}
+fn ex_12scch_receive_completion_queue() {
+    run("12scch-receive-completion-queue", &["client: 9 -> 10", "server: answered 3 messages"]);
+}
+fn ex_log() {
+    run("log", &["custom log function: [Error]", "some info"]);
+}
+
+device_tests!(
+    ex_demo,
+    ex_01_connection,
+    ex_02_read_to_volatile,
+    ex_03_read_to_persistent,
+    ex_04_write_to_persistent,
+    ex_05_flush_to_persistent,
+    ex_07_atomic_write,
+    ex_08_messages_ping_pong,
+    ex_08srq_simple_messages_ping_pong_with_srq,
+    ex_10_send_with_imm,
+    ex_11_write_with_imm,
+    ex_12_receive_completion_queue,
+    ex_12scch_receive_completion_queue,
+    ex_log,
+);
