@@ -1,118 +1,71 @@
-//! The rpma demo: a server registers memory and hands its descriptor (and its
-//! peer configuration) to a client, which decodes them, on a real RDMA device.
+//! The rpma demo: a server exposes memory, a client reads it, writes a
+//! reply, makes it visible with a flush and bumps a counter with an atomic
+//! write, all over RDMA on a real device. The server's region descriptor
+//! travels in the connection's private data, as librpma's examples do.
 //!
 //! ```text
 //! cargo run --example demo                      # both sides, in a Soft-RoCE VM if needed
 //! cargo run --example demo -- server ADDR PORT  # one side, on a host with a device
 //! cargo run --example demo -- client ADDR PORT
 //! ```
-//!
-//! For now the descriptors travel over a TCP connection on the RDMA device's
-//! address; the connection-based version (descriptors in the RDMA CM private
-//! data, then an RDMA read) replaces it when connections land.
 
-use rpma::utils::{get_ibv_context, ContextType};
-use rpma::{AlignedBuf, MrLocal, MrRemote, Peer, PeerCfg, Usage};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{exit, Command};
-use std::time::{Duration, Instant};
+mod common;
+use common::{Args, Res};
+use rpma::{AlignedBuf, CommonData, CompletionOp, Ep, Flags, FlushType, MrLocal, Usage};
 
-const HELLO: &[u8] = b"Hello from the rpma demo server!";
+const GREETING: &[u8] = b"Hello from the rpma demo server!";
+const REPLY_AT: u64 = 1024;
+const COUNTER_AT: u64 = 4088;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-fn server(addr: &str, port: u16) -> Res<()> {
-    let ctx = get_ibv_context(addr, ContextType::Local)?;
-    let peer = Peer::new(&ctx)?;
+fn server(a: &Args) -> Res<()> {
+    let peer = common::peer(&a.addr, true)?;
     println!("server: device {} capabilities {:?}", peer.device_name(), peer.capabilities());
-    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY)?;
-    mr.write_at(0, HELLO)?;
+    let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
+    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, usage)?;
+    mr.write_at(0, GREETING)?;
     println!("server: registered {} bytes, access {:?}, rkey {:#x}", mr.size(), mr.access(), mr.rkey());
-
-    let listener = TcpListener::bind((addr, port))?;
-    let (mut s, from) = listener.accept()?;
-    let mut msg = mr.descriptor().to_vec();
-    msg.extend_from_slice(&PeerCfg::new().descriptor());
-    s.write_all(&msg)?;
-    println!("server: sent {} descriptor bytes to {from}", msg.len());
-    let mut ack = [0u8; 2];
-    s.read_exact(&mut ack)?;
+    let ep = Ep::listen(&peer, &a.addr, a.port)?;
+    let conn = common::server_accept(&ep, None, &CommonData::encode(0, &mr, None), &|_| Ok(()))?;
+    println!("server: connection established; descriptor sent in private data");
+    common::close_second(conn)?;
+    let mut reply = [0u8; 64];
+    mr.read_at(REPLY_AT as usize, &mut reply)?;
+    let mut counter = [0u8; 8];
+    mr.read_at(COUNTER_AT as usize, &mut counter)?;
+    println!("server: the client wrote {:?}, counter = {}", common::cstr(&reply), u64::from_le_bytes(counter));
     mr.dereg().map_err(|e| e.error)?;
-    println!("server: client acknowledged ({}), region deregistered", String::from_utf8_lossy(&ack));
     Ok(())
 }
 
-fn client(addr: &str, port: u16) -> Res<()> {
-    let ctx = get_ibv_context(addr, ContextType::Remote)?;
-    let peer = Peer::new(&ctx)?;
-    let dst = MrLocal::reg(&peer, AlignedBuf::new(4096)?, Usage::READ_DST)?;
-    let t0 = Instant::now();
-    let mut s = loop {
-        match TcpStream::connect((addr, port)) {
-            Ok(s) => break s,
-            Err(e) if t0.elapsed() < Duration::from_secs(10) => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(format!("cannot reach the server at {addr}:{port}: {e}").into()),
-        }
-    };
-    let mut msg = [0u8; rpma::MR_DESCRIPTOR_SIZE + rpma::PEER_CFG_DESCRIPTOR_SIZE];
-    s.read_exact(&mut msg)?;
-    let remote = MrRemote::from_descriptor(&msg[..rpma::MR_DESCRIPTOR_SIZE])?;
-    let cfg = PeerCfg::from_descriptor(&msg[rpma::MR_DESCRIPTOR_SIZE..])?;
-    println!(
-        "client: remote region addr {:#x} size {} rkey {:#x} usage {:?} flush types {:?}; direct_write_to_pmem {}",
-        remote.addr(),
-        remote.size(),
-        remote.rkey(),
-        remote.usage(),
-        remote.flush_type(),
-        cfg.direct_write_to_pmem()
-    );
-    if remote.size() != 4096 || !remote.usage().contains(Usage::READ_SRC) {
-        return Err("the descriptor does not describe the server's region".into());
-    }
-    println!("client: local READ_DST region of {} bytes ready (lkey {:#x})", dst.size(), dst.lkey());
-    s.write_all(b"ok")?;
+fn client(a: &Args) -> Res<()> {
+    let peer = common::peer(&a.addr, false)?;
+    let mut local = MrLocal::reg(&peer, AlignedBuf::new(4096)?, Usage::READ_DST | Usage::WRITE_SRC)?;
+    let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;
+    let cd = CommonData::decode(conn.private_data())?;
+    let remote = cd.mr;
+    println!("client: remote region size {} rkey {:#x} usage {:?}", remote.size(), remote.rkey(), remote.usage());
+
+    conn.read(&local, 0, &remote, 0, GREETING.len(), Flags::COMPLETION_ALWAYS, 1)?;
+    common::wait_for(conn.cq(), CompletionOp::Read)?;
+    let mut got = vec![0u8; GREETING.len()];
+    local.read_at(0, &mut got)?;
+    println!("client: RDMA read: {:?}", String::from_utf8_lossy(&got));
+
+    let reply = b"Hello back from the rpma demo client!\0";
+    local.write_at(512, reply)?;
+    conn.write(&remote, REPLY_AT, &local, 512, reply.len(), Flags::COMPLETION_ON_ERROR, 2)?;
+    conn.atomic_write(&remote, COUNTER_AT, 42u64.to_le_bytes(), Flags::COMPLETION_ON_ERROR, 3)?;
+    conn.flush(&remote, REPLY_AT, reply.len() as u64, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 4)?;
+    common::wait_for(conn.cq(), CompletionOp::Flush)?;
+    println!("client: wrote a reply, atomically wrote counter 42, flushed");
+    common::close_first(conn)?;
+    local.dereg().map_err(|e| e.error)?;
     Ok(())
 }
 
 fn main() {
-    env_logger::init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let run = |r: Res<()>, who: &str| {
-        if let Err(e) = r {
-            eprintln!("{who}: error: {e}");
-            exit(1);
-        }
-    };
-    match args.first().map(String::as_str) {
-        Some(role @ ("server" | "client")) => {
-            let (Some(addr), Some(port)) = (args.get(1), args.get(2).and_then(|p| p.parse().ok())) else {
-                eprintln!("usage: demo {role} ADDR PORT");
-                exit(2);
-            };
-            run(if role == "server" { server(addr, port) } else { client(addr, port) }, role);
-        }
-        None => {
-            rpma_harness::ensure_device();
-            let addr = rpma_harness::addr();
-            let port = rpma_harness::port(1).to_string();
-            let exe = std::env::current_exe().expect("current executable");
-            let mut srv = Command::new(&exe).args(["server", &addr, &port]).spawn().expect("start server");
-            let cli = Command::new(&exe).args(["client", &addr, &port]).status().expect("run client");
-            let srv = srv.wait().expect("wait for server");
-            if !cli.success() || !srv.success() {
-                eprintln!("demo failed: client {cli}, server {srv}");
-                exit(1);
-            }
-            println!("demo: ok");
-        }
-        Some(other) => {
-            eprintln!("unknown role {other:?}; usage: demo [server|client ADDR PORT]");
-            exit(2);
-        }
+    common::main(server, client, &[], &[]);
+    if std::env::args().len() == 1 {
+        println!("demo: ok");
     }
 }
