@@ -161,7 +161,7 @@ fn local_copies_are_bounds_checked() {
     let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
     let e = mr.write_at(60, &[0u8; 5]).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("offset 60 + length 5 exceeds the region's size 64"), "{e}");
+    assert!(e.to_string().contains("offset 60 + length 5 exceeds the local region's size 64"), "{e}");
     let e = mr.read_at(usize::MAX, &mut [0u8; 2]).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
 }

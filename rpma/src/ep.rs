@@ -11,7 +11,8 @@ use std::time::Duration;
 /// A listening endpoint (librpma's `rpma_ep`).
 ///
 /// ```no_run
-/// use rpma::{ConnCfg, Ep, Peer};
+/// use rpma::{Ep, Peer};
+/// # #[allow(dead_code)]
 /// # fn f(peer: &Peer) -> rpma::Result<()> {
 /// let ep = Ep::listen(peer, "192.0.2.1", 7204)?;
 /// let req = ep.next_conn_req(None)?;          // blocks for a client
