@@ -66,6 +66,44 @@ fn ex_12_receive_completion_queue() {
 fn ex_12scch_receive_completion_queue() {
     run("12scch-receive-completion-queue", &["client: 9 -> 10", "server: answered 3 messages"]);
 }
+fn ex_06_multiple_connections() {
+    run(
+        "06-multiple-connections",
+        &[
+            "server: a client says: hello from client 1",
+            "server: a client says: hello from client 2",
+            "server: served 2 clients",
+        ],
+    );
+}
+fn ex_06scch_multiple_connections() {
+    run(
+        "06scch-multiple-connections",
+        &[
+            "server: a client says: hello from client 1",
+            "server: a client says: hello from client 2",
+            "server: served 2 clients",
+        ],
+    );
+}
+fn ex_09_flush_to_persistent_gpspm() {
+    run(
+        "09-flush-to-persistent-GPSPM",
+        &[
+            "server: persisted 13 bytes at 0: Hello GPSPM!",
+            "client: \"Hello GPSPM!\" written and persisted by the server",
+        ],
+    );
+}
+fn ex_09scch_flush_to_persistent_gpspm() {
+    run(
+        "09scch-flush-to-persistent-GPSPM",
+        &["server: persisted 13 bytes at 0: Hello GPSPM!", "written and persisted by the server"],
+    );
+}
+fn ex_13_messages_ping_pong_with_srq() {
+    run("13-messages-ping-pong-with-srq", &["server: answered 6 messages from 2 clients"]);
+}
 fn ex_log() {
     run("log", &["custom log function: [Error]", "some info"]);
 }
@@ -84,5 +122,10 @@ device_tests!(
     ex_11_write_with_imm,
     ex_12_receive_completion_queue,
     ex_12scch_receive_completion_queue,
+    ex_06_multiple_connections,
+    ex_06scch_multiple_connections,
+    ex_09_flush_to_persistent_gpspm,
+    ex_09scch_flush_to_persistent_gpspm,
+    ex_13_messages_ping_pong_with_srq,
     ex_log,
 );

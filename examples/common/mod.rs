@@ -26,6 +26,16 @@ pub struct Args {
 /// Dispatches to `server` or `client`; with no arguments runs both, the
 /// server with `server_args` and the client with `client_args`.
 pub fn main(server: fn(&Args) -> Res<()>, client: fn(&Args) -> Res<()>, server_args: &[&str], client_args: &[&str]) {
+    main_multi(server, client, server_args, &[client_args])
+}
+
+/// As [`main`], running one client per entry of `clients` at the same time.
+pub fn main_multi(
+    server: fn(&Args) -> Res<()>,
+    client: fn(&Args) -> Res<()>,
+    server_args: &[&str],
+    clients: &[&[&str]],
+) {
     let _ = env_logger::builder().try_init();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let role = argv.first().map(String::as_str);
@@ -48,10 +58,14 @@ pub fn main(server: fn(&Args) -> Res<()>, client: fn(&Args) -> Res<()>, server_a
             let port = rpma_harness::port(2).to_string();
             let exe = std::env::current_exe().expect("current executable");
             let mut srv = Command::new(&exe).args(["server", &addr, &port]).args(server_args).spawn().expect("server");
-            let cli = Command::new(&exe).args(["client", &addr, &port]).args(client_args).status().expect("client");
+            let mut cli: Vec<_> = clients
+                .iter()
+                .map(|c| Command::new(&exe).args(["client", &addr, &port]).args(*c).spawn().expect("client"))
+                .collect();
+            let cli: Vec<_> = cli.iter_mut().map(|c| c.wait().expect("client")).collect();
             let srv = srv.wait().expect("server");
-            if !cli.success() || !srv.success() {
-                eprintln!("failed: client {cli}, server {srv}");
+            if !cli.iter().all(|c| c.success()) || !srv.success() {
+                eprintln!("failed: clients {cli:?}, server {srv}");
                 exit(1);
             }
         }
@@ -205,4 +219,6 @@ impl Memory {
         }
     }
 }
+pub mod gpspm;
+pub mod multi;
 pub mod pingpong;

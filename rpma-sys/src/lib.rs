@@ -77,7 +77,18 @@ pub fn page_size() -> usize {
 /// # Errors
 /// The errno of `poll` (`EINTR` is retried).
 pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+    Ok(poll_many(&[fd], timeout)?[0])
+}
+
+/// Waits until at least one of `fds` is readable (or hung up) or `timeout`
+/// passes (`poll(2)`); returns which are.
+///
+/// # Errors
+/// The errno of `poll` (`EINTR` is retried).
+pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration>) -> io::Result<Vec<bool>> {
     let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     loop {
         let ms = match deadline {
             None => -1,
@@ -85,18 +96,14 @@ pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration
                 d.saturating_duration_since(std::time::Instant::now()).as_millis().min(i32::MAX as u128) as c_int
             }
         };
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let rc = unsafe { libc::poll(&mut p, 1, ms) };
-        match rc {
-            0 => return Ok(false),
-            n if n > 0 => return Ok(true),
-            _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
+        // SAFETY: `p` is a valid array of `p.len()` pollfds.
+        let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
+        if rc >= 0 {
+            return Ok(p.iter().map(|x| x.revents != 0).collect());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }

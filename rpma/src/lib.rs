@@ -70,6 +70,7 @@ pub mod conn_req;
 pub mod cq;
 pub mod ep;
 pub mod error;
+pub mod gpspm;
 pub mod log;
 // Non-FFI unsafe: ownership of registered memory (no verbs calls here).
 mod inflight;

@@ -516,6 +516,17 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     }
 }
 
+impl MrLocal<crate::memory::MappedFile> {
+    /// Makes the mapped file's contents durable (`msync`), e.g. after the
+    /// remote side wrote into it (GPSPM).
+    ///
+    /// # Errors
+    /// [`Error::Provider`] with the errno of `msync`.
+    pub fn persist(&self) -> Result<()> {
+        self.inner.mem.persist()
+    }
+}
+
 /// A memory region of the remote side (librpma's `rpma_mr_remote`), decoded
 /// from its descriptor.
 ///

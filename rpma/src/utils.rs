@@ -111,6 +111,25 @@ pub fn is_odp_capable(ctx: &IbvContext) -> Result<bool> {
     Ok(caps.odp)
 }
 
+/// Waits until at least one of `fds` (endpoint, connection event, CQ or
+/// completion-channel fds) is readable, or `timeout` passes (`None`: no
+/// limit); returns which are. The safe stand-in for the epoll loops of
+/// librpma's examples 06 and 13.
+///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # fn f(ep: &rpma::Ep, conn: &rpma::Conn) -> rpma::Result<()> {
+/// let ready = rpma::utils::poll_fds(&[ep.fd(), conn.event_fd(), conn.cq().fd()], None)?;
+/// if ready[0] { /* a connection request is waiting */ }
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::Provider`] with the errno of `poll(2)`.
+pub fn poll_fds(fds: &[std::os::fd::RawFd], timeout: Option<Duration>) -> Result<Vec<bool>> {
+    rpma_sys::poll_many(fds, timeout).map_err(|e| Error::provider_raw("poll", e))
+}
+
 /// Connection events (`enum rpma_conn_event`), with librpma's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]

@@ -218,3 +218,64 @@ mod common_tests {
         assert!(decode_common(&b[..27]).is_err());
     }
 }
+
+/// GPSPM flush request: offset, length, op_context (24 bytes, little-endian).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct GpspmRequestWire {
+    pub offset: u64,
+    pub length: u64,
+    pub op_context: u64,
+}
+
+/// Size of an encoded GPSPM flush request.
+pub const GPSPM_REQUEST_SIZE: usize = 24;
+/// Size of an encoded GPSPM flush response.
+pub const GPSPM_RESPONSE_SIZE: usize = 8;
+
+pub(crate) fn encode_gpspm_request(r: &GpspmRequestWire) -> [u8; GPSPM_REQUEST_SIZE] {
+    let mut out = [0u8; GPSPM_REQUEST_SIZE];
+    opts().serialize_into(&mut out[..], r).expect("fixed-layout request encodes into 24 bytes");
+    out
+}
+
+pub(crate) fn decode_gpspm_request(bytes: &[u8]) -> Result<GpspmRequestWire> {
+    if bytes.len() < GPSPM_REQUEST_SIZE {
+        return Err(Error::inval(format!(
+            "GPSPM flush request is {} bytes long; it must be {GPSPM_REQUEST_SIZE}",
+            bytes.len()
+        )));
+    }
+    opts()
+        .deserialize(&bytes[..GPSPM_REQUEST_SIZE])
+        .map_err(|e| Error::inval(format!("GPSPM flush request does not decode: {e}")))
+}
+
+pub(crate) fn encode_u64(v: u64) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    opts().serialize_into(&mut out[..], &v).expect("a u64 encodes into 8 bytes");
+    out
+}
+
+pub(crate) fn decode_u64(bytes: &[u8], what: &str) -> Result<u64> {
+    if bytes.len() < 8 {
+        return Err(Error::inval(format!("{what} is {} bytes long; it must be 8", bytes.len())));
+    }
+    opts().deserialize(&bytes[..8]).map_err(|e| Error::inval(format!("{what} does not decode: {e}")))
+}
+
+#[cfg(test)]
+mod gpspm_tests {
+    use super::*;
+
+    #[test]
+    fn gpspm_golden() {
+        let r = GpspmRequestWire { offset: 0x10, length: 0x0102, op_context: u64::MAX };
+        let b = encode_gpspm_request(&r);
+        assert_eq!(&b[..10], &[0x10, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x01]);
+        assert_eq!(&b[16..], &[0xff; 8]);
+        assert_eq!(decode_gpspm_request(&b).unwrap(), r);
+        assert!(decode_gpspm_request(&b[..23]).unwrap_err().to_string().contains("23 bytes"));
+        assert_eq!(decode_u64(&encode_u64(77), "x").unwrap(), 77);
+        assert!(decode_u64(&[1, 2], "response").is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! Messages of the General Purpose Server Persistency Method (GPSPM).
+//!
+//! With GPSPM the client writes, then *asks* the server to make a range
+//! persistent by sending a flush request; the server persists it (e.g.
+//! `msync`, or `pmem_persist` on PMem) and answers with a flush response
+//! (librpma's example 09). librpma encodes these messages with protobuf;
+//! rpma uses a fixed little-endian layout instead (24-byte request, 8-byte
+//! response), so rpma's GPSPM peers talk to each other, not to librpma's.
+//!
+//! ```
+//! use rpma::gpspm::{FlushRequest, FlushResponse};
+//! let req = FlushRequest { offset: 4096, length: 64, op_context: 7 };
+//! assert_eq!(FlushRequest::decode(&req.encode())?, req);
+//! assert_eq!(FlushResponse::decode(&FlushResponse { op_context: 7 }.encode())?.op_context, 7);
+//! # Ok::<(), rpma::Error>(())
+//! ```
+
+use crate::error::{Error, Result};
+use crate::wire::{self, GpspmRequestWire};
+
+pub use crate::wire::{GPSPM_REQUEST_SIZE, GPSPM_RESPONSE_SIZE};
+
+/// "Persist `length` bytes at `offset` of the region you gave me."
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushRequest {
+    /// Offset in the server's region.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Returned in the response.
+    pub op_context: u64,
+}
+
+impl FlushRequest {
+    /// The 24-byte encoding.
+    pub fn encode(&self) -> [u8; GPSPM_REQUEST_SIZE] {
+        wire::encode_gpspm_request(&GpspmRequestWire {
+            offset: self.offset,
+            length: self.length,
+            op_context: self.op_context,
+        })
+    }
+
+    /// Decodes a request received from a peer.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when it is shorter than 24 bytes.
+    pub fn decode(bytes: &[u8]) -> Result<FlushRequest> {
+        let w = wire::decode_gpspm_request(bytes)?;
+        Ok(FlushRequest { offset: w.offset, length: w.length, op_context: w.op_context })
+    }
+
+    /// Checks the requested range against a region of `size` bytes.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] naming the bound when `offset + length` exceeds `size`.
+    pub fn check(&self, size: u64) -> Result<()> {
+        match self.offset.checked_add(self.length) {
+            Some(end) if end <= size => Ok(()),
+            _ => Err(Error::inval(format!(
+                "GPSPM flush request: offset {} + length {} exceeds the region's size {size}",
+                self.offset, self.length
+            ))),
+        }
+    }
+}
+
+/// "Done": the answer to a [`FlushRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushResponse {
+    /// The request's `op_context`.
+    pub op_context: u64,
+}
+
+impl FlushResponse {
+    /// The 8-byte encoding.
+    pub fn encode(&self) -> [u8; GPSPM_RESPONSE_SIZE] {
+        wire::encode_u64(self.op_context)
+    }
+
+    /// Decodes a response received from a peer.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when it is shorter than 8 bytes.
+    pub fn decode(bytes: &[u8]) -> Result<FlushResponse> {
+        Ok(FlushResponse { op_context: wire::decode_u64(bytes, "GPSPM flush response")? })
+    }
+}
