@@ -34,6 +34,7 @@ fn server(a: &Args) -> Res<()> {
     loop {
         let mut fds = vec![ep.fd(), rcq.fd()];
         fds.extend(conns.iter().map(|(c, _)| c.event_fd()));
+        let polled = conns.len();
         let ready = poll_fds(&fds, Some(Duration::from_secs(idle)))?;
         if !ready.iter().any(|&r| r) {
             break; // idle for `idle` seconds
@@ -67,16 +68,14 @@ fn server(a: &Args) -> Res<()> {
                 answered += 1;
             }
         }
-        let mut i = 0;
-        while i < conns.len() {
-            if ready.get(2 + i) == Some(&true) {
+        // Connections in `fds` order; one accepted above is not among them.
+        for i in (0..polled).rev() {
+            if ready[2 + i] {
                 if let ConnEvent::Closed = conns[i].0.next_event()? {
                     let (c, _) = conns.remove(i);
                     c.disconnect()?;
-                    continue;
                 }
             }
-            i += 1;
         }
     }
     println!("server: answered {answered} messages from {finished} clients, idle for {idle} s: exiting");

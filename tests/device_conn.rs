@@ -373,6 +373,42 @@ fn srq_of_another_peer_is_refused() {
     assert!(e.to_string().contains("another peer"), "{e}");
 }
 
+fn nonblocking_fds_report_no_event_and_no_completion() {
+    let sp = peer();
+    let ep = Ep::listen(&sp, &addr(), port(35)).unwrap();
+    rpma::utils::set_nonblocking(ep.fd(), true).unwrap();
+    assert_eq!(ep.next_conn_req(None).unwrap_err().code(), RPMA_E_NO_EVENT);
+    drop(ep);
+    let (c, s) = pair(36, None, None, &[], vec![]);
+    rpma::utils::set_nonblocking(c.event_fd(), true).unwrap();
+    assert_eq!(c.next_event().unwrap_err().code(), RPMA_E_NO_EVENT);
+    rpma::utils::set_nonblocking(c.cq().fd(), true).unwrap();
+    assert_eq!(c.cq().wait().unwrap_err().code(), rpma::error::RPMA_E_NO_COMPLETION);
+    rpma::utils::set_nonblocking(c.event_fd(), false).unwrap();
+    close(c, s);
+}
+
+fn unchecked_read_into_borrowed_memory() {
+    let sp = peer();
+    let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
+    let (c, s) = pair_on(&sp, 37, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let mut backing = vec![0u8; 128];
+    {
+        let local = MrLocal::reg(c.peer(), &mut backing[..], Usage::READ_DST).unwrap();
+        // SAFETY: `local` and `backing` outlive the read: its completion is
+        // reaped below, before both go out of scope.
+        #[allow(unsafe_code)]
+        unsafe { c.read_unchecked(&local, 0, &remote, 64, 128, Flags::COMPLETION_ALWAYS, 5) }.unwrap();
+        assert_eq!(local.in_flight(), 0, "the fast path holds nothing");
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.status), (5, WcStatus::SUCCESS));
+    }
+    let want: Vec<u8> = (64..192u32).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(backing, want);
+    close(c, s);
+}
+
 device_tests!(
     connect_exchange_private_data_and_close,
     private_data_limits,
@@ -388,4 +424,6 @@ device_tests!(
     shared_channel_and_srq,
     rkey_of_another_protection_domain_is_refused_by_the_device,
     srq_of_another_peer_is_refused,
+    nonblocking_fds_report_no_event_and_no_completion,
+    unchecked_read_into_borrowed_memory,
 );

@@ -346,6 +346,47 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
+        self.read_inner(dst, dst_offset, src, src_offset, len, flags, op_context, Some(dst.hold()))
+    }
+
+    /// [`read`](Conn::read) without keeping `dst` alive: the fast path for
+    /// callers that track their buffers themselves (it also accepts borrowed
+    /// memory, `MrLocal<&mut [u8]>`). All checks of `read` still apply.
+    ///
+    /// # Safety
+    /// `dst` (its registration and memory) must not be dropped, deregistered
+    /// or accessed until this operation's completion (or that of a later
+    /// signaled operation on this connection) has been reaped, or the
+    /// connection is dropped.
+    ///
+    /// # Errors
+    /// As [`read`](Conn::read).
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    pub unsafe fn read_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.read_inner(dst, dst_offset, src, src_offset, len, flags, op_context, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read_inner<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+        hold: Option<Hold>,
+    ) -> Result<()> {
         let signaled = signaled(flags)?;
         let len32 = check_len("read", len)?;
         dst.check_range("read: dst", dst_offset, len)?;
@@ -362,7 +403,7 @@ impl Conn {
             fence: false,
             inline: false,
         };
-        self.parts.post(OpKind::Read, op_context, Some(dst.hold()), wr)
+        self.parts.post(OpKind::Read, op_context, hold, wr)
     }
 
     /// Writes `len` bytes of `src` at `src_offset` to the remote region at
@@ -382,7 +423,31 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.write_imm(dst, dst_offset, src, src_offset, len, flags, None, op_context)
+        self.write_imm(dst, dst_offset, src, src_offset, len, flags, None, op_context, Some(src.hold()))
+    }
+
+    /// [`write`](Conn::write) without keeping `src` alive (see
+    /// [`read_unchecked`](Conn::read_unchecked)).
+    ///
+    /// # Safety
+    /// `src` must not be dropped, deregistered or written until this
+    /// operation's completion (or that of a later signaled operation on this
+    /// connection) has been reaped, or the connection is dropped.
+    ///
+    /// # Errors
+    /// As [`write`](Conn::write).
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    pub unsafe fn write_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.write_imm(dst, dst_offset, src, src_offset, len, flags, None, op_context, None)
     }
 
     /// [`write`](Conn::write) with immediate data, which the other side gets
@@ -403,11 +468,11 @@ impl Conn {
         imm: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.write_imm(dst, dst_offset, src, src_offset, len, flags, Some(imm), op_context)
+        self.write_imm(dst, dst_offset, src, src_offset, len, flags, Some(imm), op_context, Some(src.hold()))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn write_imm<M: RegMemory + Send + Sync + 'static>(
+    fn write_imm<M: RegMemory>(
         &self,
         dst: &MrRemote,
         dst_offset: u64,
@@ -417,6 +482,7 @@ impl Conn {
         flags: Flags,
         imm: Option<u32>,
         op_context: u64,
+        hold: Option<Hold>,
     ) -> Result<()> {
         let signaled = signaled(flags)?;
         let len32 = check_len("write", len)?;
@@ -435,7 +501,7 @@ impl Conn {
             inline: false,
         };
         let kind = if imm.is_some() { OpKind::WriteImm } else { OpKind::Write };
-        self.parts.post(kind, op_context, Some(src.hold()), wr)
+        self.parts.post(kind, op_context, hold, wr)
     }
 
     /// Writes 8 bytes atomically at `dst_offset` (`rpma_atomic_write`):

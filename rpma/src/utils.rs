@@ -130,6 +130,19 @@ pub fn poll_fds(fds: &[std::os::fd::RawFd], timeout: Option<Duration>) -> Result
     rpma_sys::poll_many(fds, timeout).map_err(|e| Error::provider_raw("poll", e))
 }
 
+/// Makes `fd` non-blocking (or blocking again): then
+/// [`Ep::next_conn_req`](crate::Ep::next_conn_req) and
+/// [`Conn::next_event`](crate::Conn::next_event) report
+/// [`Error::NoEvent`], and [`Cq::wait`](crate::Cq::wait) /
+/// [`Conn::wait`](crate::Conn::wait) [`Error::NoCompletion`], instead of
+/// blocking.
+///
+/// # Errors
+/// [`Error::Provider`] with the errno of `fcntl`.
+pub fn set_nonblocking(fd: std::os::fd::RawFd, nonblocking: bool) -> Result<()> {
+    rpma_sys::set_nonblocking(fd, nonblocking).map_err(|e| Error::provider_raw("fcntl(O_NONBLOCK)", e))
+}
+
 /// Connection events (`enum rpma_conn_event`), with librpma's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
