@@ -374,6 +374,12 @@ impl CmId {
         self.id as usize
     }
 
+    /// Destroys the ID's QP now (`rdma_destroy_qp`); dropping the ID does
+    /// it too.
+    pub fn destroy_qp(&mut self) {
+        drop(self.qp.take());
+    }
+
     /// The QP created on this ID.
     pub fn qp(&self) -> Option<&Qp> {
         self.qp.as_ref()

@@ -80,19 +80,26 @@ fn signaled(flags: Flags) -> Result<bool> {
     Ok(flags.bits() & 2 != 0)
 }
 
-/// Everything a connection owns, in drop order: the CM ID (and its QP) goes
-/// first, so the device stops using memory before the CQs and the trackers
-/// (with the regions they keep alive) are released.
+/// Everything a connection owns. Released in librpma's order (`Drop`
+/// below, then field order): QP, RCQ, CQ, CM ID, shared completion channel;
+/// the trackers, and the regions they keep alive, only after the QP is gone
+/// and the device can no longer touch them.
 pub(crate) struct ConnParts {
-    pub(crate) id: CmId,
-    pub(crate) cq: Cq,
     pub(crate) rcq: Option<Cq>,
+    pub(crate) cq: Cq,
+    pub(crate) id: CmId,
     pub(crate) shared: Option<CompChannel>,
     pub(crate) srq: Option<Srq>,
     pub(crate) send: Arc<SendTracker>,
     pub(crate) recv: Arc<RecvTracker>,
     pub(crate) flush_mr: MrLocal<AlignedBuf>,
     pub(crate) peer: Peer,
+}
+
+impl Drop for ConnParts {
+    fn drop(&mut self) {
+        self.id.destroy_qp();
+    }
 }
 
 impl ConnParts {
