@@ -29,6 +29,7 @@ fn expected_access(peer: &Peer, u: Usage) -> Access {
             Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT => rr,
             Usage::SEND => Access::empty(),
             Usage::RECV => lw,
+            Usage::MW_BIND => Access::MW_BIND,
             _ => unreachable!(),
         };
     }
@@ -128,9 +129,9 @@ fn reg_invalid_arguments_are_inval() {
     let e = MrLocal::reg(&p, vec![0u8; 64], Usage::empty()).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
     assert!(e.to_string().contains("usage is empty"), "{e}");
-    let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0x300)).unwrap_err();
+    let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0x600)).unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("undefined bits 0x300"), "{e}");
+    assert!(e.to_string().contains("undefined bits 0x600"), "{e}");
 }
 
 fn reg_all_memory_kinds_and_dereg_returns_them() {
@@ -256,6 +257,21 @@ fn many_regions_register_and_release() {
     }
 }
 
+/// Zero-based registration: the descriptor carries (near-)0 instead of the
+/// process address; the region is otherwise the same.
+fn zero_based_descriptor_hides_the_address() {
+    let p = peer();
+    let mr = MrLocal::reg_zero_based(&p, AlignedBuf::new(8192).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+    assert!(mr.is_zero_based());
+    let r = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
+    assert_eq!((r.addr(), r.size(), r.rkey()), (0, 8192, mr.rkey()));
+    // Unaligned memory keeps its offset within the page, nothing more.
+    let mut v = vec![0u8; 5000];
+    let off = v.as_ptr() as u64 % AlignedBuf::page_size() as u64;
+    let mr = MrLocal::reg_zero_based(&p, &mut v[..], Usage::READ_SRC).unwrap();
+    assert_eq!(MrRemote::from_descriptor(&mr.descriptor()).unwrap().addr(), off);
+}
+
 device_tests!(
     context_local_is_the_test_device,
     context_remote_resolves_to_the_test_device,
@@ -273,4 +289,5 @@ device_tests!(
     advise_is_checked_then_mapped,
     odp_fallback_per_capability_on_fsdax,
     many_regions_register_and_release,
+    zero_based_descriptor_hides_the_address,
 );

@@ -32,6 +32,9 @@ bitflags! {
         const SEND = 1 << 6;
         /// Destination of receives.
         const RECV = 1 << 7;
+        /// Memory windows may be bound over the region (rpma extension,
+        /// `IBV_ACCESS_MW_BIND`; local only: not carried in descriptors).
+        const MW_BIND = 1 << 8;
     }
 }
 
@@ -75,6 +78,7 @@ bitflags! {
 /// * `WRITE_DST` → `REMOTE_WRITE | LOCAL_WRITE`
 /// * `RECV` → `LOCAL_WRITE`
 /// * `SEND` → nothing (a send-only region has access 0)
+/// * `MW_BIND` (rpma) → `MW_BIND`
 ///
 /// ```
 /// use rpma::{mr::usage_to_access, Access, Usage};
@@ -113,6 +117,9 @@ pub fn usage_to_access(usage: Usage, iwarp: bool, native_flush: bool) -> Access 
     }
     if usage.contains(Usage::RECV) {
         a |= Access::LOCAL_WRITE;
+    }
+    if usage.contains(Usage::MW_BIND) {
+        a |= Access::MW_BIND;
     }
     a
 }
@@ -245,6 +252,72 @@ impl<M: RegMemory> std::error::Error for DeregError<M> {
     }
 }
 
+/// Validates and registers `len` bytes at `ptr` (at `iova` when given), with
+/// librpma's ODP fallback; shared by registration and re-registration.
+pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova: Option<u64>) -> Result<(Mr, bool)> {
+    if len == 0 {
+        return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
+    }
+    let max = peer.capabilities().max_mr_size;
+    if max != 0 && len as u64 > max {
+        return Err(Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}")));
+    }
+    check_usage(usage)?;
+    let access = peer.usage_to_access(usage);
+    let reg = |access: Access| {
+        // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory
+        // value, alive and unmoved for as long as the returned Mr lives
+        // (MrInner's field order, dereg and rereg release it only after).
+        #[allow(unsafe_code)]
+        unsafe {
+            match iova {
+                None => Mr::reg(peer.pd(), ptr, len, access.bits()),
+                Some(iova) => Mr::reg_iova(peer.pd(), ptr, len, iova, access.bits()),
+            }
+        }
+    };
+    let (mr, odp) = match reg(access) {
+        Ok(mr) => (mr, false),
+        Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
+            OdpFallback::Fail => {
+                return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?})"), e))
+            }
+            OdpFallback::Refuse => {
+                rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
+                return Err(Error::provider_raw(
+                    format!(
+                        "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
+                    ),
+                    e,
+                ));
+            }
+            OdpFallback::Retry => {
+                let odp_access = access | Access::ON_DEMAND;
+                let mr = reg(odp_access).map_err(|e| {
+                    Error::provider_raw(
+                        format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
+                        e,
+                    )
+                })?;
+                (mr, true)
+            }
+        },
+    };
+    rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
+    Ok((mr, odp))
+}
+
+pub(crate) fn check_usage(usage: Usage) -> Result<()> {
+    if usage.is_empty() {
+        return Err(Error::inval("usage is empty; give at least one Usage flag"));
+    }
+    let unknown = usage.bits() & !Usage::all().bits();
+    if unknown != 0 {
+        return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
+    }
+    Ok(())
+}
+
 impl<M: RegMemory> MrLocal<M> {
     /// Size of a descriptor in bytes (21, librpma's `rpma_mr_get_descriptor_size`).
     pub const DESCRIPTOR_SIZE: usize = wire::MR_DESCRIPTOR_SIZE;
@@ -265,62 +338,36 @@ impl<M: RegMemory> MrLocal<M> {
     ///   capable) or failed.
     pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
         let (ptr, len) = mem.as_mut_ptr_len();
-        if len == 0 {
-            return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
-        }
-        let max = peer.capabilities().max_mr_size;
-        if max != 0 && len as u64 > max {
-            return Err(Error::inval(format!(
-                "memory to register is {len} bytes long; the device's max_mr_size is {max}"
-            )));
-        }
-        if usage.is_empty() {
-            return Err(Error::inval("usage is empty; give at least one Usage flag"));
-        }
-        let unknown = usage.bits() & !Usage::all().bits();
-        if unknown != 0 {
-            return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
-        }
-        let access = peer.usage_to_access(usage);
-        // SAFETY: (ptr, len) is the memory of `mem`, which the returned region
-        // owns and releases only after the Mr is deregistered (field order
-        // and `dereg`), per RegMemory's contract.
-        #[allow(unsafe_code)]
-        let first = unsafe { Mr::reg(peer.pd(), ptr, len, access.bits()) };
-        let (mr, odp) = match first {
-            Ok(mr) => (mr, false),
-            Err(e) => {
-                match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
-                    OdpFallback::Fail => {
-                        return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?})"), e))
-                    }
-                    OdpFallback::Refuse => {
-                        rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
-                        return Err(Error::provider_raw(
-                        format!(
-                            "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
-                        ),
-                        e,
-                    ));
-                    }
-                    OdpFallback::Retry => {
-                        let odp_access = access | Access::ON_DEMAND;
-                        // SAFETY: as above.
-                        #[allow(unsafe_code)]
-                        let retry = unsafe { Mr::reg(peer.pd(), ptr, len, odp_access.bits()) };
-                        let mr = retry.map_err(|e| {
-                        Error::provider_raw(
-                            format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
-                            e,
-                        )
-                    })?;
-                        (mr, true)
-                    }
-                }
-            }
-        };
-        rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
+        let (mr, odp) = register(peer, ptr, len, usage, None)?;
         Ok(MrLocal { inner: Arc::new(MrInner { mr, peer: peer.clone(), usage, ptr, len, odp, mem }) })
+    }
+
+    /// Registers `mem` as [`reg`](Self::reg) does, but zero-based: the
+    /// device addresses the region from (about) 0 instead of its virtual
+    /// address (`ibv_reg_mr_iova`), so descriptors do not reveal where the
+    /// memory lives in this process. The kernel requires the start to keep
+    /// its offset within a page: page-aligned memory ([`AlignedBuf`](crate::AlignedBuf))
+    /// starts exactly at 0. Remote operations on the region work unchanged.
+    ///
+    /// ```no_run
+    /// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+    /// let mr = rpma::MrLocal::reg_zero_based(peer, rpma::AlignedBuf::new(4096)?, rpma::Usage::READ_SRC)?;
+    /// assert_eq!(rpma::MrRemote::from_descriptor(&mr.descriptor())?.addr(), 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`reg`](Self::reg).
+    pub fn reg_zero_based(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
+        let (ptr, len) = mem.as_mut_ptr_len();
+        let iova = ptr as u64 & (rpma_sys::page_size() as u64 - 1);
+        let (mr, odp) = register(peer, ptr, len, usage, Some(iova))?;
+        Ok(MrLocal { inner: Arc::new(MrInner { mr, peer: peer.clone(), usage, ptr, len, odp, mem }) })
+    }
+
+    /// Whether the region was registered zero-based.
+    pub fn is_zero_based(&self) -> bool {
+        self.inner.mr.device_addr() != self.inner.ptr as u64
     }
 
     /// Start of the registered memory (`rpma_mr_get_ptr`).
@@ -399,7 +446,7 @@ impl<M: RegMemory> MrLocal<M> {
 
     /// The device address of `offset` in the region, for an SGE.
     pub(crate) fn sge(&self, offset: usize, len: u32) -> rpma_sys::wr::Sge {
-        rpma_sys::wr::Sge { addr: self.inner.ptr as u64 + offset as u64, length: len, lkey: self.inner.mr.lkey() }
+        rpma_sys::wr::Sge { addr: self.inner.mr.device_addr() + offset as u64, length: len, lkey: self.inner.mr.lkey() }
     }
 
     /// Copies `dst.len()` bytes from `offset` in the region into `dst`.
@@ -643,17 +690,19 @@ mod tests {
 
     #[test]
     fn usage_table_combinations() {
+        let librpma_all = Usage::all() - Usage::MW_BIND;
         assert_eq!(
-            usage_to_access(Usage::all(), false, false),
+            usage_to_access(librpma_all, false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
         );
+        assert_eq!(usage_to_access(Usage::MW_BIND | Usage::READ_SRC, false, false), Access::MW_BIND | Access::REMOTE_READ);
         assert_eq!(usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false), Access::REMOTE_READ);
         assert_eq!(usage_to_access(Usage::SEND | Usage::RECV, false, false), Access::LOCAL_WRITE);
         assert_eq!(
             usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
         );
-        assert_eq!(Usage::all().bits(), 0xff, "librpma's 8 flags, same bits");
+        assert_eq!((Usage::all() - Usage::MW_BIND).bits(), 0xff, "librpma's 8 flags, same bits");
     }
 
     #[test]
