@@ -5,66 +5,14 @@
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_NO_EVENT, RPMA_E_SHARED_CHANNEL};
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{
-    AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, Peer,
-    PeerCfg, Srq, SrqCfg, Usage, WcStatus,
+    AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Srq,
+    SrqCfg, Usage, WcStatus,
 };
+mod common;
+use common::{close, pair, pair_on, peer, server_region, T};
 use rpma_harness::{addr, device_tests, port};
-use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
-
-const T: Duration = Duration::from_secs(10);
-
-fn peer() -> Peer {
-    Peer::new(&get_ibv_context(&addr(), ContextType::Local).expect("context")).expect("peer")
-}
-
-/// A connected pair: (client conn, server conn), the server having accepted
-/// with `server_pdata` and the client having connected with `client_pdata`.
-fn pair(
-    p: u16,
-    ccfg: Option<&ConnCfg>,
-    scfg: Option<ConnCfg>,
-    client_pdata: &[u8],
-    server_pdata: Vec<u8>,
-) -> (Conn, Conn) {
-    pair_on(&peer(), p, ccfg, scfg, client_pdata, server_pdata)
-}
-
-/// As `pair`, the server side on `sp` (where its regions are registered).
-fn pair_on(
-    sp: &Peer,
-    p: u16,
-    ccfg: Option<&ConnCfg>,
-    scfg: Option<ConnCfg>,
-    client_pdata: &[u8],
-    server_pdata: Vec<u8>,
-) -> (Conn, Conn) {
-    let ep = Ep::listen(sp, &addr(), port(p)).expect("listen");
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || {
-        let req = ep.next_conn_req_timeout(scfg.as_ref(), T).expect("connection request");
-        let conn = req.connect(&server_pdata).expect("accept");
-        assert_eq!(conn.next_event_timeout(T).expect("server event"), ConnEvent::Established);
-        tx.send(conn).unwrap();
-    });
-    let cp = peer();
-    let req = ConnReq::new(&cp, &addr(), port(p), ccfg).expect("conn req");
-    let conn = req.connect(client_pdata).expect("connect");
-    assert_eq!(conn.next_event_timeout(T).expect("client event"), ConnEvent::Established);
-    let server = rx.recv_timeout(T).expect("server side");
-    h.join().unwrap();
-    (conn, server)
-}
-
-/// librpma's teardown order: the client disconnects, the server sees CLOSED
-/// and disconnects, which lets the client see CLOSED.
-fn close(client: Conn, server: Conn) {
-    client.disconnect().unwrap();
-    assert_eq!(server.next_event_timeout(T).unwrap(), ConnEvent::Closed);
-    server.disconnect().unwrap();
-    assert_eq!(client.next_event_timeout(T).unwrap(), ConnEvent::Closed);
-}
 
 fn connect_exchange_private_data_and_close() {
     let (c, s) = pair(20, None, None, b"from-client", b"from-server".to_vec());
@@ -140,16 +88,6 @@ fn dropped_incoming_request_is_rejected() {
     let ep = h.join().unwrap();
     // Nothing pending: a bounded wait reports NO_EVENT.
     assert_eq!(ep.next_conn_req_timeout(None, Duration::from_millis(100)).unwrap_err().code(), RPMA_E_NO_EVENT);
-}
-
-/// The server exposes a region; its descriptor travels in private data.
-fn server_region(p: &Peer, usage: Usage) -> (MrLocal<AlignedBuf>, Vec<u8>) {
-    let mut mr = MrLocal::reg(p, AlignedBuf::new(8192).unwrap(), usage).unwrap();
-    let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
-    mr.write_at(0, &pattern).unwrap();
-    let mut pd = mr.descriptor().to_vec();
-    pd.extend_from_slice(&PeerCfg::new().descriptor());
-    (mr, pd)
 }
 
 fn read_write_flush_atomic_write_bytes_land() {

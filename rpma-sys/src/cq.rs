@@ -117,6 +117,7 @@ impl Wc {
             opcode: w.opcode as u32,
             vendor_err: w.vendor_err,
             byte_len: w.byte_len,
+            // An invalidated rkey is in host order; immediate data in network order.
             imm_data: if w.wc_flags & WC_WITH_INV != 0 { raw_imm } else { u32::from_be(raw_imm) },
             qp_num: w.qp_num,
             src_qp: w.src_qp,

@@ -117,7 +117,6 @@ impl Mr {
         unsafe { (*self.mr).rkey }
     }
 
-    #[allow(dead_code)] // used by memory-window binding
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_mr {
         self.mr
     }

@@ -61,7 +61,6 @@ impl Mw {
         }
     }
 
-    #[allow(dead_code)]
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_mw {
         self.mw
     }

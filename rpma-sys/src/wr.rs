@@ -4,6 +4,8 @@
 
 use crate::ffi;
 use crate::from_errno_ret;
+use crate::mr::Mr;
+use crate::mw::Mw;
 use crate::qp::Qp;
 use crate::srq::Srq;
 use std::io;
@@ -32,6 +34,9 @@ pub enum SendOp {
     Send,
     /// `IBV_WR_SEND_WITH_IMM`, immediate data in host order.
     SendImm(u32),
+    /// `IBV_WR_SEND_WITH_INV`: a send that invalidates the receiver's
+    /// (type 2) memory window with this rkey.
+    SendInv(u32),
 }
 
 /// A send work request on an RC QP.
@@ -89,6 +94,10 @@ impl Qp {
             SendOp::Read => (op::IBV_WR_RDMA_READ, None),
             SendOp::Send => (op::IBV_WR_SEND, None),
             SendOp::SendImm(i) => (op::IBV_WR_SEND_WITH_IMM, Some(i)),
+            SendOp::SendInv(rkey) => {
+                w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+                (op::IBV_WR_SEND_WITH_INV, None)
+            }
         };
         w.opcode = opcode;
         if let Some(i) = imm {
@@ -113,6 +122,93 @@ impl Qp {
         // copied during it); the caller guarantees the referenced memory.
         let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_send")
+    }
+
+    /// Binds a type 1 memory window over `length` bytes at `addr` of `mr`
+    /// with `IBV_ACCESS_*` bits `access` (`ibv_bind_mw`); returns the
+    /// window's new rkey. The bind itself completes on the send CQ.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when the provider cannot bind type 1 windows; the errno
+    /// of `ibv_bind_mw` (`EINVAL` for a bad range or access).
+    pub fn bind_mw_type1(
+        &self,
+        mw: &Mw,
+        mr: &Mr,
+        addr: u64,
+        length: u64,
+        access: u32,
+        wr_id: u64,
+        signaled: bool,
+    ) -> io::Result<u32> {
+        let mut b = ffi::ibv_mw_bind {
+            wr_id,
+            send_flags: if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 },
+            bind_info: ffi::ibv_mw_bind_info { mr: mr.as_ptr(), addr, length, mw_access_flags: access },
+        };
+        // SAFETY: live QP, MW and MR of one context; the provider op is
+        // checked before the call (rdma-sys's wrapper would unwrap it).
+        unsafe {
+            let Some(op) = (*(*mw.as_ptr()).context).ops.bind_mw else {
+                return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            };
+            if (*mw.as_ptr()).type_ != ffi::ibv_mw_type::IBV_MW_TYPE_1 {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            from_errno_ret(op(self.as_ptr(), mw.as_ptr(), &mut b), "ibv_bind_mw")?;
+        }
+        Ok(mw.rkey())
+    }
+
+    /// Posts a bind of a type 2 memory window (`IBV_WR_BIND_MW`) giving it
+    /// `rkey` (see [`next_rkey`]).
+    ///
+    /// # Errors
+    /// The errno of `ibv_post_send`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_bind_mw(
+        &self,
+        wr_id: u64,
+        signaled: bool,
+        mw: &Mw,
+        rkey: u32,
+        mr: &Mr,
+        addr: u64,
+        length: u64,
+        access: u32,
+    ) -> io::Result<()> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        w.wr_id = wr_id;
+        w.opcode = ffi::ibv_wr_opcode::IBV_WR_BIND_MW;
+        w.send_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        w.bind_mw_tso_union.bind_mw = ffi::bind_mw_t {
+            mw: mw.as_ptr(),
+            rkey,
+            bind_info: ffi::ibv_mw_bind_info { mr: mr.as_ptr(), addr, length, mw_access_flags: access },
+        };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: live QP, MW and MR; the WR references no local data memory.
+        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        from_errno_ret(rc, "ibv_post_send(BIND_MW)")
+    }
+
+    /// Posts a local invalidate of the (type 2) window or region with `rkey`
+    /// (`IBV_WR_LOCAL_INV`).
+    ///
+    /// # Errors
+    /// The errno of `ibv_post_send`.
+    pub fn post_local_inv(&self, wr_id: u64, signaled: bool, rkey: u32) -> io::Result<()> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        w.wr_id = wr_id;
+        w.opcode = ffi::ibv_wr_opcode::IBV_WR_LOCAL_INV;
+        w.send_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: live QP; the WR references no memory.
+        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        from_errno_ret(rc, "ibv_post_send(LOCAL_INV)")
     }
 
     /// Posts one receive work request (`ibv_post_recv`).
@@ -151,8 +247,20 @@ impl Srq {
     }
 }
 
+/// The next rkey for a type 2 bind: same index, next 8-bit key
+/// (`ibv_inc_rkey`).
+pub fn next_rkey(rkey: u32) -> u32 {
+    (rkey & 0xffff_ff00) | (rkey.wrapping_add(1) & 0xff)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn next_rkey_wraps_the_key_byte() {
+        assert_eq!(super::next_rkey(0x0800_01ff), 0x0800_0100);
+        assert_eq!(super::next_rkey(0x0800_0112), 0x0800_0113);
+    }
+
     use super::*;
     use std::mem::{offset_of, size_of};
 

@@ -4,7 +4,8 @@ use crate::cq::Cq;
 use crate::error::{Error, Result};
 use crate::inflight::{Hold, OpKind, RecvTracker, SendTracker};
 use crate::memory::{AlignedBuf, RegMemory};
-use crate::mr::{MrLocal, MrRemote, Usage};
+use crate::mr::{Access, MrLocal, MrRemote, Usage};
+use crate::mw::{Mw, MwAccess, MwType};
 use crate::peer::Peer;
 use crate::peer_cfg::PeerCfg;
 use crate::srq::Srq;
@@ -98,6 +99,10 @@ pub(crate) struct ConnParts {
 
 impl Drop for ConnParts {
     fn drop(&mut self) {
+        // librpma's order: the QP first, then (by field order) the CQs and
+        // the CM ID. Like librpma, no disconnect here: measured on rxe, an
+        // implicit disconnect makes the passive side of a pair dropped at
+        // once wait ~50 s in the CM's timewait; tear down with `disconnect`.
         self.id.destroy_qp();
     }
 }
@@ -160,6 +165,9 @@ impl ConnParts {
 /// [`ConnEvent::Closed`], drop. Server: wait for `Closed`, `disconnect`, drop.
 /// Over IB/RoCE the side that disconnects first sees `Closed` only after the
 /// other side has called `disconnect` too (the CM's DREP answers its DREQ).
+/// Follow this order: dropping connections that are still up can make the
+/// kernel's CM wait out its timeouts in `rdma_destroy_id` (measured on rxe:
+/// up to about 50 s, depending on which side goes first).
 ///
 /// # Thread safety
 /// `Conn` is `Send + Sync`: the data path may be used from several threads;
@@ -700,6 +708,149 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         self.parts.recv(dst, offset, len, op_context)
+    }
+
+    /// Binds `mw` over `len` bytes at `offset` of `mr` with `access`
+    /// (`ibv_bind_mw` for type 1, a posted bind work request for type 2,
+    /// which ties the window to this connection). The window is usable, and
+    /// its [`descriptor`](Mw::descriptor) valid, once the bind's completion
+    /// has been reaped (with [`Flags::COMPLETION_ON_ERROR`], after a later
+    /// signaled operation's). The window keeps `mr` alive until it is
+    /// invalidated or dropped.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: `flags` empty; the window is already bound; the
+    ///   range exceeds `mr`; `mr` was not registered with
+    ///   [`Usage::MW_BIND`]; remote write or atomic access over a region
+    ///   without local write access (the seed's rule); zero-based addressing
+    ///   on a type 1 window; window or region on another peer.
+    /// * [`Error::NoSupp`]: the provider cannot bind type 1 windows.
+    /// * [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        mw: &mut Mw,
+        mr: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        access: MwAccess,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        if mw.is_bound() {
+            return Err(Error::inval("bind_mw: the window is already bound; invalidate it first"));
+        }
+        mr.check_range("bind_mw: mr", offset, len)?;
+        check_local(mr, Usage::MW_BIND, "bind_mw: mr", &self.parts.peer)?;
+        if !mw.peer().same_pd(&self.parts.peer) {
+            return Err(Error::inval("bind_mw: the window was allocated on another peer (protection domain)"));
+        }
+        if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC)
+            && !mr.access().contains(Access::LOCAL_WRITE)
+        {
+            return Err(Error::inval(format!(
+                "bind_mw: remote write or atomic access needs local write access on the region, which has {:?}",
+                mr.access()
+            )));
+        }
+        if access.contains(MwAccess::ZERO_BASED) && mw.mw_type() == MwType::Type1 {
+            return Err(Error::inval("bind_mw: zero-based addressing needs a type 2 window"));
+        }
+        let qp = self.parts.qp()?;
+        let addr = mr.sys().device_addr() + offset as u64;
+        let mut new_rkey = mw.rkey();
+        self.parts
+            .send
+            .post_with(op_context, OpKind::BindMw, Some(mr.hold()), |wr_id| match mw.mw_type() {
+                MwType::Type1 => {
+                    new_rkey =
+                        qp.bind_mw_type1(mw.sys(), mr.sys(), addr, len as u64, access.bits(), wr_id, signaled)?;
+                    Ok(())
+                }
+                MwType::Type2 => {
+                    new_rkey = rpma_sys::wr::next_rkey(mw.rkey());
+                    qp.post_bind_mw(wr_id, signaled, mw.sys(), new_rkey, mr.sys(), addr, len as u64, access.bits())
+                }
+            })
+            .map_err(|e| match e.errno() {
+                Some(libc::EOPNOTSUPP) => Error::nosupp("bind_mw: the provider cannot bind type 1 memory windows"),
+                _ => e,
+            })?;
+        mw.set_rkey(new_rkey);
+        mw.binding = Some(crate::mw::Binding { addr, len: len as u64, access, region: mr.region_hold() });
+        Ok(())
+    }
+
+    /// Revokes `mw`'s binding: a local invalidate (`IBV_WR_LOCAL_INV`) for a
+    /// type 2 window, a zero-length bind for type 1. Once its completion has
+    /// been reaped, remote access through the old rkey fails; the region is
+    /// released then.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `flags` are empty or the window is not bound;
+    /// [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    pub fn invalidate_mw(&self, mw: &mut Mw, flags: Flags, op_context: u64) -> Result<()> {
+        let signaled = signaled(flags)?;
+        let Some(b) = mw.binding.take() else {
+            return Err(Error::inval("invalidate_mw: the window is not bound"));
+        };
+        let qp = self.parts.qp()?;
+        let rkey = mw.rkey();
+        let ty = mw.mw_type();
+        let hold: Hold = Arc::new(b.region.clone());
+        let r = self.parts.send.post_with(op_context, OpKind::LocalInv, Some(hold), |wr_id| match ty {
+            MwType::Type2 => qp.post_local_inv(wr_id, signaled, rkey),
+            MwType::Type1 => {
+                // A zero-length bind over its region unbinds a type 1 window.
+                let mr = b.region.mr();
+                qp.bind_mw_type1(mw.sys(), mr, mr.device_addr(), 0, 0, wr_id, signaled).map(|_| ())
+            }
+        });
+        match r {
+            Ok(()) => {
+                if ty == MwType::Type1 {
+                    mw.set_rkey(mw.sys().rkey());
+                }
+                Ok(())
+            }
+            Err(e) => {
+                mw.binding = Some(b);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`send`](Conn::send) that also invalidates the other side's type 2
+    /// window with `rkey` (`IBV_WR_SEND_WITH_INV`); the receiver's completion
+    /// reports it in [`Completion::invalidated_rkey`](crate::Completion).
+    ///
+    /// # Errors
+    /// As [`send`](Conn::send).
+    pub fn send_with_inv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        rkey: u32,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = signaled(flags)?;
+        let len32 = check_len("send_with_inv", len)?;
+        src.check_range("send_with_inv: src", offset, len)?;
+        check_local(src, Usage::SEND, "send_with_inv: src", &self.parts.peer)?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::SendInv(rkey),
+            sge: (len > 0).then(|| src.sge(offset, len32)),
+            remote_addr: 0,
+            rkey: 0,
+            signaled,
+            fence: false,
+            inline: false,
+        };
+        self.parts.post(OpKind::SendInv, op_context, Some(src.hold()), wr)
     }
 
     /// Operations posted on the send queue whose completion (or a later

@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::inflight::{source, OpKind, RecvTracker, SendTracker, Source};
 use crate::log::{rpma_log, LogLevel};
 use crate::utils::IbvContext;
-use rpma_sys::cq::{CompChannel, Wc, WC_WITH_IMM};
+use rpma_sys::cq::{CompChannel, Wc, WC_WITH_IMM, WC_WITH_INV};
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -93,6 +93,12 @@ pub enum CompletionOp {
     Send,
     /// `send_with_imm`.
     SendWithImm,
+    /// `send_with_inv`.
+    SendWithInv,
+    /// `bind_mw`.
+    BindMw,
+    /// `invalidate_mw`.
+    LocalInv,
     /// A receive that got a send (with or without immediate data).
     Recv,
     /// A receive consumed by a `write_with_imm` from the other side
@@ -115,13 +121,23 @@ pub struct Completion {
     pub byte_len: u32,
     /// Immediate data in host order, when the completion carries it.
     pub imm: Option<u32>,
+    /// The rkey a received send-with-invalidate invalidated.
+    pub invalidated_rkey: Option<u32>,
     /// The local QP number.
     pub qp_num: u32,
 }
 
 impl Completion {
     fn placeholder() -> Completion {
-        Completion { op_context: 0, op: CompletionOp::Other(0), status: WcStatus(0), byte_len: 0, imm: None, qp_num: 0 }
+        Completion {
+            op_context: 0,
+            op: CompletionOp::Other(0),
+            status: WcStatus(0),
+            byte_len: 0,
+            imm: None,
+            invalidated_rkey: None,
+            qp_num: 0,
+        }
     }
 }
 
@@ -300,6 +316,9 @@ impl Cq {
             OpKind::Flush => CompletionOp::Flush,
             OpKind::Send => CompletionOp::Send,
             OpKind::SendImm => CompletionOp::SendWithImm,
+            OpKind::SendInv => CompletionOp::SendWithInv,
+            OpKind::BindMw => CompletionOp::BindMw,
+            OpKind::LocalInv => CompletionOp::LocalInv,
             OpKind::Recv if found.is_none() => CompletionOp::Other(w.opcode),
             OpKind::Recv if w.opcode == 129 => CompletionOp::RecvRdmaWithImm, // IBV_WC_RECV_RDMA_WITH_IMM
             OpKind::Recv => CompletionOp::Recv,
@@ -310,6 +329,7 @@ impl Cq {
             status: WcStatus(w.status),
             byte_len: w.byte_len,
             imm: (w.wc_flags & WC_WITH_IMM != 0).then_some(w.imm_data),
+            invalidated_rkey: (w.wc_flags & WC_WITH_INV != 0).then_some(w.imm_data),
             qp_num: w.qp_num,
         }
     }

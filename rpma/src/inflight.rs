@@ -10,12 +10,15 @@
 //! after that, when the device can no longer touch the memory.
 
 use crate::error::{Error, Result};
-use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Anything kept alive by a reference.
+pub(crate) trait Held: Send + Sync {}
+impl<T: Send + Sync + ?Sized> Held for T {}
+
 /// Keeps a registration and its memory alive.
-pub(crate) type Hold = Arc<dyn Any + Send + Sync>;
+pub(crate) type Hold = Arc<dyn Held>;
 
 /// What kind of operation an entry is, reported in its completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,9 @@ pub(crate) enum OpKind {
     Flush,
     Send,
     SendImm,
+    SendInv,
+    BindMw,
+    LocalInv,
     Recv,
 }
 

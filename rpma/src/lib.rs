@@ -77,6 +77,7 @@ mod inflight;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod mr;
+pub mod mw;
 pub mod peer;
 pub mod peer_cfg;
 pub mod srq;
@@ -92,6 +93,7 @@ pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
 pub use memory::{AlignedBuf, MappedFile, RegMemory};
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
+pub use mw::{Mw, MwAccess, MwType};
 pub use peer::{Capabilities, Peer};
 pub use peer_cfg::PeerCfg;
 pub use srq::{Srq, SrqCfg};

@@ -438,6 +438,10 @@ impl<M: RegMemory> MrLocal<M> {
         }
     }
 
+    pub(crate) fn sys(&self) -> &Mr {
+        &self.inner.mr
+    }
+
     /// Number of posted operations using this region that have not completed
     /// yet (0 when it is idle).
     pub fn in_flight(&self) -> usize {
@@ -555,10 +559,26 @@ impl<M: RegMemory> MrLocal<M> {
     }
 }
 
+/// A registration kept alive by a memory window bound over it.
+pub(crate) trait RegionHold: Send + Sync {
+    fn mr(&self) -> &Mr;
+}
+
+impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
+    fn mr(&self) -> &Mr {
+        &self.mr
+    }
+}
+
 impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     /// A reference that keeps the registration and memory alive while an
     /// operation is in flight.
     pub(crate) fn hold(&self) -> crate::inflight::Hold {
+        self.inner.clone()
+    }
+
+    /// The same, with access to the registration.
+    pub(crate) fn region_hold(&self) -> Arc<dyn RegionHold> {
         self.inner.clone()
     }
 }
@@ -695,7 +715,10 @@ mod tests {
             usage_to_access(librpma_all, false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
         );
-        assert_eq!(usage_to_access(Usage::MW_BIND | Usage::READ_SRC, false, false), Access::MW_BIND | Access::REMOTE_READ);
+        assert_eq!(
+            usage_to_access(Usage::MW_BIND | Usage::READ_SRC, false, false),
+            Access::MW_BIND | Access::REMOTE_READ
+        );
         assert_eq!(usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false), Access::REMOTE_READ);
         assert_eq!(usage_to_access(Usage::SEND | Usage::RECV, false, false), Access::LOCAL_WRITE);
         assert_eq!(
