@@ -5,6 +5,7 @@
 mod common;
 use common::{close, pair, pair_on, peer, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL};
+use rpma::rereg::{ReregError, ReregHow};
 use rpma::{AlignedBuf, CompletionOp, Flags, MrLocal, MrRemote, Mw, MwAccess, MwType, Usage, WcStatus};
 use rpma_harness::{device_tests, in_vm};
 
@@ -231,6 +232,161 @@ fn zero_based_region_remote_read_write() {
     let _ = pair;
 }
 
+fn read_status(c: &rpma::Conn, remote: &MrRemote, len: usize) -> WcStatus {
+    let local = MrLocal::reg(c.peer(), AlignedBuf::new(len).unwrap(), Usage::READ_DST).unwrap();
+    c.read(&local, 0, remote, 0, len, Flags::COMPLETION_ALWAYS, 9).unwrap();
+    c.cq().next_completion(T).unwrap().status
+}
+
+fn rereg_usage_and_pd_each_and_combined() {
+    let sp = peer();
+    let other = peer();
+    let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
+    // usage (access) alone
+    let old_desc = mr.descriptor();
+    let r = mr.rereg(None, Some(Usage::READ_SRC | Usage::WRITE_DST)).unwrap();
+    println!("  usage: {:?}, keys changed {}", r.how, r.keys_changed);
+    if in_vm() {
+        assert_eq!(r.how, ReregHow::Emulated, "rxe 6.1 has no native rereg");
+    }
+    let mr = r.mr;
+    assert_eq!(mr.usage(), Usage::READ_SRC | Usage::WRITE_DST);
+    assert!(mr.access().contains(rpma::Access::REMOTE_WRITE));
+    let new_desc = mr.descriptor();
+    assert_eq!(
+        new_desc[20],
+        (Usage::READ_SRC | Usage::WRITE_DST).bits() as u8,
+        "the descriptor reflects the new usage"
+    );
+    if r.keys_changed {
+        assert_ne!(&old_desc[16..20], &new_desc[16..20]);
+    }
+    // pd alone
+    let r = mr.rereg(Some(&other), None).unwrap();
+    assert!(r.mr.peer().same_pd(&other));
+    // both
+    let r = r.mr.rereg(Some(&sp), Some(Usage::READ_SRC)).unwrap();
+    assert!(r.mr.peer().same_pd(&sp));
+    assert_eq!(r.mr.access(), rpma::Access::REMOTE_READ);
+    // a usage with the same access flags changes nothing at the verbs level
+    let m = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    let r = m.rereg(None, Some(Usage::RECV)).unwrap();
+    assert_eq!((r.how, r.keys_changed, r.mr.usage()), (ReregHow::UsageOnly, false, Usage::RECV));
+}
+
+fn rereg_old_rkey_stops_working_and_new_memory_receives_data() {
+    let sp = peer();
+    let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+    mr.write_at(0, b"old memory").unwrap();
+    let (c, s) = pair_on(&sp, 77, None, None, &[], vec![]);
+    let old = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
+    assert_eq!(read_status(&c, &old, 8), WcStatus::SUCCESS);
+    // translation (new memory) + access change
+    let mut fresh = AlignedBuf::new(8192).unwrap();
+    fresh.as_mut_slice()[..10].copy_from_slice(b"new memory");
+    let (r, old_mem) =
+        match mr.rereg_memory(fresh, None, Some(Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY)) {
+            Ok(x) => x,
+            Err(e) => panic!("{e}"),
+        };
+    assert_eq!(&old_mem.as_slice()[..10], b"old memory", "the old memory comes back");
+    let mr = r.mr;
+    assert_eq!(mr.size(), 8192);
+    let new = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
+    assert_eq!(new.size(), 8192);
+    // Writes through the new registration land in the new memory.
+    let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    src.write_at(0, b"via rereg").unwrap();
+    c.write(&new, 5000, &src, 0, 9, Flags::COMPLETION_ALWAYS, 1).unwrap();
+    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+    let mut b = [0u8; 9];
+    mr.read_at(5000, &mut b).unwrap();
+    assert_eq!(&b, b"via rereg");
+    // The old rkey no longer works (emulation deregistered it).
+    if r.keys_changed {
+        assert_eq!(read_status(&c, &old, 8), WcStatus::REM_ACCESS_ERR, "the old rkey after rereg");
+    }
+    drop((c, s));
+}
+
+fn rereg_unchanged_cases_keep_the_region() {
+    let sp = peer();
+    let mr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+    let rkey = mr.rkey();
+    let keep = |e: ReregError<AlignedBuf>, needle: &str, code: i32| -> MrLocal<AlignedBuf> {
+        match e {
+            ReregError::Unchanged { mr, error, .. } => {
+                assert_eq!(error.code(), code, "{error}");
+                assert!(error.to_string().contains(needle), "{error} lacks {needle:?}");
+                mr
+            }
+            ReregError::Lost { error, .. } => panic!("lost: {error}"),
+        }
+    };
+    let mr = keep(mr.rereg(None, None).unwrap_err(), "nothing to change", RPMA_E_INVAL);
+    let mr = keep(mr.rereg(None, Some(Usage::empty())).unwrap_err(), "usage is empty", RPMA_E_INVAL);
+    assert_eq!(mr.rkey(), rkey, "unchanged");
+    // With a new, empty memory: both come back.
+    match mr.rereg_memory(Vec::new(), None, None) {
+        Err(ReregError::Unchanged { mr, new_memory, error }) => {
+            assert!(error.to_string().contains("0 bytes"), "{error}");
+            assert_eq!(new_memory, Some(Vec::new()));
+            assert_eq!(mr.rkey(), rkey);
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+fn rereg_refused_while_in_flight() {
+    let sp = peer();
+    let mut smr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+    smr.write_at(0, &[1; 64]).unwrap();
+    let (c, s) = pair_on(&sp, 78, None, None, &[], vec![]);
+    let remote = MrRemote::from_descriptor(&smr.descriptor()).unwrap();
+    let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+    c.read(&local, 0, &remote, 0, 64, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+    let local = match local.rereg(None, Some(Usage::READ_DST | Usage::SEND)) {
+        Err(ReregError::Unchanged { mr, error, .. }) => {
+            assert_eq!(error.code(), RPMA_E_AGAIN, "{error}");
+            mr
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    };
+    c.read(&local, 0, &remote, 0, 64, Flags::COMPLETION_ALWAYS, 2).unwrap();
+    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+    assert!(local.rereg(None, Some(Usage::READ_DST | Usage::SEND)).is_ok(), "idle again");
+    close(c, s);
+}
+
+/// The classes as the provider reports them (rpma-sys level): input that
+/// libibverbs rejects leaves the region valid; on rxe every well-formed
+/// change is CMD + EOPNOTSUPP, after which the region is still valid too.
+fn rereg_classes_on_the_device() {
+    use rpma_sys::mr::{Mr, ReregClass};
+    let mut buf = AlignedBuf::new(4096).unwrap();
+    let pd = rpma_sys::pd::Pd::alloc(&rpma_sys::device::DeviceList::new().unwrap().open(0).unwrap()).unwrap();
+    // SAFETY: `buf` outlives the region (dropped after it) and is not moved.
+    let mut mr = unsafe { Mr::reg(&pd, buf.as_mut_slice().as_mut_ptr(), 4096, 0x5) }.unwrap();
+    // A translation of length 0 is rejected by libibverbs itself: INPUT.
+    // SAFETY: the "new memory" is the region's own and is refused anyway.
+    let f = unsafe { mr.rereg(None, Some((buf.as_mut_slice().as_mut_ptr(), 0)), None) }.unwrap_err();
+    assert_eq!((f.class, f.error.raw_os_error()), (ReregClass::Input, Some(libc::EINVAL)));
+    // SAFETY: as above.
+    let r = unsafe { mr.rereg(None, None, Some(0x7)) };
+    match r {
+        Ok(()) => println!("  native rereg of access works on this device"),
+        Err(f) => {
+            println!("  access change: {:?} {}", f.class, f.error);
+            if in_vm() {
+                assert_eq!((f.class, f.error.raw_os_error()), (ReregClass::Cmd, Some(libc::EOPNOTSUPP)));
+            }
+        }
+    }
+    assert_eq!(mr.access(), 0x5, "unchanged after the failure");
+    mr.dereg().map_err(|(_, e)| e).expect("the region is still valid: it deregisters");
+    drop(buf);
+}
+
 device_tests!(
     window_type2_grants_exactly_its_range_and_rights,
     window_invalidate_revokes_and_releases_the_region,
@@ -238,4 +394,9 @@ device_tests!(
     window_type1_bind_and_unbind,
     remote_invalidate_by_send_with_inv,
     zero_based_region_remote_read_write,
+    rereg_usage_and_pd_each_and_combined,
+    rereg_old_rkey_stops_working_and_new_memory_receives_data,
+    rereg_unchanged_cases_keep_the_region,
+    rereg_refused_while_in_flight,
+    rereg_classes_on_the_device,
 );

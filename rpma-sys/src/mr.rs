@@ -6,6 +6,33 @@ use crate::{from_errno_ret, last_error};
 use std::io;
 use std::os::raw::c_int;
 
+/// How `ibv_rereg_mr` failed (`enum ibv_rereg_mr_err_code`), which says what
+/// state the region is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReregClass {
+    /// `IBV_REREG_MR_ERR_INPUT`: the old region is valid (input rejected by libibverbs).
+    Input,
+    /// `IBV_REREG_MR_ERR_DONT_FORK_NEW`: the old region is valid.
+    DontForkNew,
+    /// `IBV_REREG_MR_ERR_DO_FORK_OLD`: the new region is valid.
+    DoForkOld,
+    /// `IBV_REREG_MR_ERR_CMD`: the region must not be used.
+    Cmd,
+    /// `IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW`: the region must not be used.
+    CmdAndDoForkNew,
+    /// Any other negative return.
+    Other(i32),
+}
+
+/// A failed `ibv_rereg_mr`: its class and errno.
+#[derive(Debug)]
+pub struct ReregFailure {
+    /// The error class.
+    pub class: ReregClass,
+    /// The errno.
+    pub error: io::Error,
+}
+
 /// A registered memory region (`ibv_reg_mr`), deregistered on drop.
 ///
 /// The handle does not own the memory it covers: whoever registers it must keep
@@ -74,6 +101,67 @@ impl Mr {
             return Err(last_error(op));
         }
         Ok(Mr { mr, pd: pd.clone(), access, iova })
+    }
+
+    /// Re-registers the region (`ibv_rereg_mr`): a new protection domain,
+    /// new memory (`addr`, `len`) and/or new access bits, as given.
+    ///
+    /// # Safety
+    /// With new memory, [`Mr::reg`]'s contract applies to it; the old memory
+    /// may be released once this returns `Ok` (or fails with
+    /// [`ReregClass::DoForkOld`]).
+    ///
+    /// # Errors
+    /// The failure class and errno; see [`ReregClass`] for the region's state.
+    pub unsafe fn rereg(
+        &mut self,
+        pd: Option<&Pd>,
+        memory: Option<(*mut u8, usize)>,
+        access: Option<u32>,
+    ) -> Result<(), ReregFailure> {
+        let mut flags = 0;
+        if pd.is_some() {
+            flags |= ffi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_PD.0 as i32;
+        }
+        if memory.is_some() {
+            flags |= ffi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_TRANSLATION.0 as i32;
+        }
+        if access.is_some() {
+            flags |= ffi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_ACCESS.0 as i32;
+        }
+        let (addr, len) = memory.unwrap_or((std::ptr::null_mut(), 0));
+        let pd_ptr = pd.map_or(std::ptr::null_mut(), |p| p.as_ptr());
+        // SAFETY: live MR and PD; libibverbs wants access 0 unless it changes.
+        let rc = unsafe { ffi::ibv_rereg_mr(self.mr, flags, pd_ptr, addr.cast(), len, access.unwrap_or(0) as i32) };
+        let update = |me: &mut Mr| {
+            if let Some(p) = pd {
+                me.pd = p.clone();
+            }
+            if let Some(a) = access {
+                me.access = a;
+            }
+            if memory.is_some() {
+                me.iova = None;
+            }
+        };
+        if rc == 0 {
+            update(self);
+            return Ok(());
+        }
+        let error = last_error("ibv_rereg_mr");
+        use ffi::ibv_rereg_mr_err_code as c;
+        let class = match rc {
+            x if x == c::IBV_REREG_MR_ERR_INPUT => ReregClass::Input,
+            x if x == c::IBV_REREG_MR_ERR_DONT_FORK_NEW => ReregClass::DontForkNew,
+            x if x == c::IBV_REREG_MR_ERR_DO_FORK_OLD => ReregClass::DoForkOld,
+            x if x == c::IBV_REREG_MR_ERR_CMD => ReregClass::Cmd,
+            x if x == c::IBV_REREG_MR_ERR_CMD_AND_DO_FORK_NEW => ReregClass::CmdAndDoForkNew,
+            x => ReregClass::Other(x),
+        };
+        if class == ReregClass::DoForkOld {
+            update(self);
+        }
+        Err(ReregFailure { class, error })
     }
 
     /// The protection domain the region belongs to.

@@ -80,6 +80,7 @@ pub mod mr;
 pub mod mw;
 pub mod peer;
 pub mod peer_cfg;
+pub mod rereg;
 pub mod srq;
 pub mod utils;
 mod wire;

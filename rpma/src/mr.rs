@@ -193,13 +193,13 @@ pub struct MrLocal<M: RegMemory = Vec<u8>> {
 /// The registration and its memory, shared with in-flight operations.
 pub(crate) struct MrInner<M: RegMemory> {
     // Field order is drop order: the registration goes before the memory.
-    mr: Mr,
-    peer: Peer,
-    usage: Usage,
-    ptr: *mut u8,
-    len: usize,
-    odp: bool,
-    mem: M,
+    pub(crate) mr: Mr,
+    pub(crate) peer: Peer,
+    pub(crate) usage: Usage,
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) odp: bool,
+    pub(crate) mem: M,
 }
 
 // SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
@@ -440,6 +440,19 @@ impl<M: RegMemory> MrLocal<M> {
 
     pub(crate) fn sys(&self) -> &Mr {
         &self.inner.mr
+    }
+
+    /// The registration and memory, when no operation holds them; else the
+    /// region back with the number of holders.
+    pub(crate) fn into_inner(self) -> std::result::Result<MrInner<M>, (MrLocal<M>, usize)> {
+        Arc::try_unwrap(self.inner).map_err(|inner| {
+            let n = Arc::strong_count(&inner) - 1;
+            (MrLocal { inner }, n)
+        })
+    }
+
+    pub(crate) fn from_inner(inner: MrInner<M>) -> MrLocal<M> {
+        MrLocal { inner: Arc::new(inner) }
     }
 
     /// Number of posted operations using this region that have not completed

@@ -49,6 +49,8 @@ struct PeerInner {
     pd: Pd,
     ctx: IbvContext,
     caps: Capabilities,
+    /// Set once `ibv_rereg_mr` answered EOPNOTSUPP: emulate from then on.
+    no_native_rereg: std::sync::atomic::AtomicBool,
 }
 
 /// A local RDMA peer (librpma's `rpma_peer`): a protection domain on one
@@ -100,7 +102,7 @@ impl Peer {
             caps.native_flush
         );
         let pd = Pd::alloc(&ctx.0).map_err(|e| Error::provider("ibv_alloc_pd", e))?;
-        Ok(Peer { inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps }) })
+        Ok(Peer { inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps, no_native_rereg: Default::default() }) })
     }
 
     /// The probed capabilities.
@@ -144,6 +146,14 @@ impl Peer {
     /// Whether `other` is this peer or a clone of it (same protection domain).
     pub fn same_pd(&self, other: &Peer) -> bool {
         self.inner.pd.same_as(&other.inner.pd)
+    }
+
+    pub(crate) fn native_rereg_missing(&self) -> bool {
+        self.inner.no_native_rereg.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_native_rereg_missing(&self) {
+        self.inner.no_native_rereg.store(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn pd(&self) -> &Pd {

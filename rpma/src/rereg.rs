@@ -1,0 +1,300 @@
+//! Re-registration of a live region (`ibv_rereg_mr`), with an emulation
+//! where the provider lacks it.
+
+use crate::error::{Error, Result};
+use crate::log::{rpma_log, LogLevel};
+use crate::memory::RegMemory;
+use crate::mr::{check_usage, register, MrInner, MrLocal, Usage};
+use crate::peer::Peer;
+use rpma_sys::mr::ReregClass;
+
+/// How a re-registration was carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReregHow {
+    /// By the provider (`ibv_rereg_mr`).
+    Native,
+    /// By registering anew and then deregistering the old registration,
+    /// because the provider does not implement `ibv_rereg_mr` (rxe).
+    Emulated,
+    /// Nothing changed at the verbs level (the new usage maps to the same
+    /// access flags): only the usage was updated.
+    UsageOnly,
+}
+
+/// A successful re-registration.
+#[derive(Debug)]
+pub struct Reregistered<M: RegMemory> {
+    /// The region, registered as asked.
+    pub mr: MrLocal<M>,
+    /// How.
+    pub how: ReregHow,
+    /// Whether the lkey or rkey changed: descriptors given out before refer
+    /// to the old registration.
+    pub keys_changed: bool,
+}
+
+/// A failed re-registration. The two cases say what became of the region.
+#[derive(Debug)]
+pub enum ReregError<M: RegMemory, N = M> {
+    /// The region is unchanged and usable (invalid input, operations in
+    /// flight, libibverbs' INPUT / DONT_FORK_NEW classes, a failed
+    /// emulation). New memory, if any was given, comes back too.
+    Unchanged {
+        /// The region, as before.
+        mr: MrLocal<M>,
+        /// The new memory that was not registered.
+        new_memory: Option<N>,
+        /// Why.
+        error: Error,
+    },
+    /// The provider failed in a way that leaves the registration unusable
+    /// (the CMD classes): rpma deregistered it, as the man page requires,
+    /// and hands the memory back.
+    Lost {
+        /// The region's memory, no longer registered.
+        memory: M,
+        /// The new memory that was not registered.
+        new_memory: Option<N>,
+        /// Why.
+        error: Error,
+    },
+}
+
+impl<M: RegMemory, N> ReregError<M, N> {
+    /// The error, whichever the case.
+    pub fn error(&self) -> &Error {
+        match self {
+            ReregError::Unchanged { error, .. } | ReregError::Lost { error, .. } => error,
+        }
+    }
+}
+
+impl<M: RegMemory, N> std::fmt::Display for ReregError<M, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReregError::Unchanged { error, .. } => {
+                write!(f, "re-registration failed, the region is unchanged: {error}")
+            }
+            ReregError::Lost { error, .. } => {
+                write!(f, "re-registration failed and the region was deregistered: {error}")
+            }
+        }
+    }
+}
+
+impl<M: RegMemory + std::fmt::Debug, N: std::fmt::Debug> std::error::Error for ReregError<M, N> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.error())
+    }
+}
+
+impl<M: RegMemory> MrLocal<M> {
+    /// Changes the protection domain (`peer`) and/or the usage of a live
+    /// region (`ibv_rereg_mr` with `CHANGE_PD` / `CHANGE_ACCESS`), keeping its
+    /// memory. Where the provider does not implement re-registration
+    /// (measured: rxe on Linux 6.1 answers `EOPNOTSUPP`), it is emulated by
+    /// registering anew, then deregistering the old registration; either way
+    /// the result says how, and whether the keys changed.
+    ///
+    /// ```no_run
+    /// # fn f(mr: rpma::MrLocal<rpma::AlignedBuf>) {
+    /// use rpma::rereg::ReregError;
+    /// match mr.rereg(None, Some(rpma::Usage::READ_SRC | rpma::Usage::WRITE_DST)) {
+    ///     Ok(r) => println!("{:?}, rkey now {:#x}", r.how, r.mr.rkey()),
+    ///     Err(ReregError::Unchanged { mr, error, .. }) => println!("kept {mr:?}: {error}"),
+    ///     Err(ReregError::Lost { error, .. }) => println!("registration lost: {error}"),
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ReregError::Unchanged`] with [`Error::Inval`] when nothing is to
+    /// change, the usage is invalid, or the new peer is on another device;
+    /// [`Error::Again`] while operations using the region are in flight;
+    /// [`Error::Provider`] for the INPUT / DONT_FORK_NEW classes or a failed
+    /// emulation. [`ReregError::Lost`] with [`Error::Provider`] for the CMD
+    /// classes.
+    pub fn rereg(
+        self,
+        peer: Option<&Peer>,
+        usage: Option<Usage>,
+    ) -> std::result::Result<Reregistered<M>, ReregError<M>> {
+        if peer.is_none() && usage.is_none() {
+            return Err(unchanged(self, None, Error::inval("rereg: nothing to change (give a peer and/or a usage)")));
+        }
+        let plan = match Plan::new(&self, peer, usage) {
+            Ok(p) => p,
+            Err(e) => return Err(unchanged(self, None, e)),
+        };
+        let inner = match self.into_inner() {
+            Ok(i) => i,
+            Err((mr, n)) => return Err(unchanged(mr, None, in_flight(n))),
+        };
+        let MrInner { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem } = inner;
+        if !plan.pd_change && !plan.access_change {
+            let mr = MrLocal::from_inner(MrInner { mr: sys, peer: plan.peer, usage: plan.usage, ptr, len, odp, mem });
+            return Ok(Reregistered { mr, how: ReregHow::UsageOnly, keys_changed: false });
+        }
+        match plan.run(sys, None, (ptr, len)) {
+            Step::Done { sys, how, odp, keys_changed } => {
+                let mr =
+                    MrLocal::from_inner(MrInner { mr: sys, peer: plan.peer, usage: plan.usage, ptr, len, odp, mem });
+                Ok(Reregistered { mr, how, keys_changed })
+            }
+            Step::Unchanged(sys, error) => {
+                let mr = MrLocal::from_inner(MrInner { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem });
+                Err(ReregError::Unchanged { mr, new_memory: None, error })
+            }
+            Step::Lost(error) => Err(ReregError::Lost { memory: mem, new_memory: None, error }),
+        }
+    }
+
+    /// Moves a live region to new memory `mem` (`CHANGE_TRANSLATION`), and
+    /// optionally to another peer and usage, as [`rereg`](Self::rereg) does;
+    /// returns the region over `mem` and the old memory, no longer
+    /// registered.
+    ///
+    /// # Errors
+    /// As [`rereg`](Self::rereg); [`Error::Inval`] for empty new memory.
+    #[allow(clippy::type_complexity)]
+    pub fn rereg_memory<N: RegMemory>(
+        self,
+        mut mem: N,
+        peer: Option<&Peer>,
+        usage: Option<Usage>,
+    ) -> std::result::Result<(Reregistered<N>, M), ReregError<M, N>> {
+        let (nptr, nlen) = mem.as_mut_ptr_len();
+        if nlen == 0 {
+            return Err(unchanged(self, Some(mem), Error::inval("rereg_memory: the new memory is 0 bytes long")));
+        }
+        let plan = match Plan::new(&self, peer, usage) {
+            Ok(p) => p,
+            Err(e) => return Err(unchanged(self, Some(mem), e)),
+        };
+        let inner = match self.into_inner() {
+            Ok(i) => i,
+            Err((mr, n)) => return Err(unchanged(mr, Some(mem), in_flight(n))),
+        };
+        let MrInner { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem: old_mem } = inner;
+        match plan.run(sys, Some((nptr, nlen)), (nptr, nlen)) {
+            Step::Done { sys, how, odp, keys_changed } => {
+                let mr = MrLocal::from_inner(MrInner {
+                    mr: sys,
+                    peer: plan.peer,
+                    usage: plan.usage,
+                    ptr: nptr,
+                    len: nlen,
+                    odp,
+                    mem,
+                });
+                Ok((Reregistered { mr, how, keys_changed }, old_mem))
+            }
+            Step::Unchanged(sys, error) => {
+                let mr = MrLocal::from_inner(MrInner {
+                    mr: sys,
+                    peer: old_peer,
+                    usage: old_usage,
+                    ptr,
+                    len,
+                    odp,
+                    mem: old_mem,
+                });
+                Err(ReregError::Unchanged { mr, new_memory: Some(mem), error })
+            }
+            Step::Lost(error) => Err(ReregError::Lost { memory: old_mem, new_memory: Some(mem), error }),
+        }
+    }
+}
+
+fn unchanged<M: RegMemory, N>(mr: MrLocal<M>, new_memory: Option<N>, error: Error) -> ReregError<M, N> {
+    ReregError::Unchanged { mr, new_memory, error }
+}
+
+fn in_flight(n: usize) -> Error {
+    Error::Again(format!("rereg: {n} operation(s) using the region are in flight; wait for their completions").into())
+}
+
+/// What a re-registration changes, validated before anything is touched.
+struct Plan {
+    peer: Peer,
+    usage: Usage,
+    access: u32,
+    pd_change: bool,
+    access_change: bool,
+}
+
+/// The outcome for the registration handle.
+enum Step {
+    Done { sys: rpma_sys::mr::Mr, how: ReregHow, odp: bool, keys_changed: bool },
+    Unchanged(rpma_sys::mr::Mr, Error),
+    Lost(Error),
+}
+
+impl Plan {
+    fn new<M: RegMemory>(mr: &MrLocal<M>, peer: Option<&Peer>, usage: Option<Usage>) -> Result<Plan> {
+        let usage = usage.unwrap_or(mr.usage());
+        check_usage(usage)?;
+        let peer = peer.cloned().unwrap_or_else(|| mr.peer().clone());
+        if !peer.context().0.same_as(&mr.peer().context().0) {
+            return Err(Error::inval("rereg: the new peer is on another device than the region"));
+        }
+        let access = peer.usage_to_access(usage).bits();
+        let pd_change = !peer.same_pd(mr.peer());
+        let access_change = access != mr.sys().access();
+        Ok(Plan { peer, usage, access, pd_change, access_change })
+    }
+
+    /// Re-registers natively, or emulates where the provider lacks it.
+    /// `translation` is new memory for the native call; `reg` is what an
+    /// emulation registers (the new memory, or the region's own).
+    fn run(&self, mut sys: rpma_sys::mr::Mr, translation: Option<(*mut u8, usize)>, reg: (*mut u8, usize)) -> Step {
+        let keys = (sys.lkey(), sys.rkey());
+        if !self.peer.native_rereg_missing() {
+            // SAFETY: new memory, if any, is owned by the caller's new
+            // region for the registration's life; old memory is released
+            // only after success.
+            #[allow(unsafe_code)]
+            let r = unsafe {
+                sys.rereg(
+                    self.pd_change.then(|| self.peer.pd()),
+                    translation,
+                    self.access_change.then_some(self.access),
+                )
+            };
+            let done = |sys: rpma_sys::mr::Mr| {
+                let keys_changed = (sys.lkey(), sys.rkey()) != keys;
+                Step::Done { sys, how: ReregHow::Native, odp: false, keys_changed }
+            };
+            match r {
+                Ok(()) => return done(sys),
+                Err(f) => {
+                    let errno = f.error.raw_os_error();
+                    let e = Error::provider_raw(format!("ibv_rereg_mr ({:?})", f.class), f.error);
+                    match f.class {
+                        ReregClass::Input | ReregClass::DontForkNew => return Step::Unchanged(sys, e),
+                        ReregClass::DoForkOld => {
+                            rpma_log!(LogLevel::Warning, "ibv_rereg_mr: {e}; the new registration is valid");
+                            return done(sys);
+                        }
+                        ReregClass::Cmd | ReregClass::CmdAndDoForkNew if errno == Some(libc::EOPNOTSUPP) => {
+                            rpma_log!(LogLevel::Info, "{}: no native ibv_rereg_mr; emulating", self.peer.device_name());
+                            self.peer.set_native_rereg_missing();
+                        }
+                        _ => {
+                            drop(sys); // unusable: deregister, as the man page requires
+                            return Step::Lost(e);
+                        }
+                    }
+                }
+            }
+        }
+        match register(&self.peer, reg.0, reg.1, self.usage, None) {
+            Ok((nsys, odp)) => {
+                let keys_changed = (nsys.lkey(), nsys.rkey()) != keys;
+                drop(sys); // the old registration, once the new one exists
+                Step::Done { sys: nsys, how: ReregHow::Emulated, odp, keys_changed }
+            }
+            Err(e) => Step::Unchanged(sys, e),
+        }
+    }
+}
