@@ -1,50 +1,42 @@
 //! 08-messages-ping-pong: the client sends a counter, the server answers
 //! with counter + 1, for a number of rounds (librpma's example 08). The
-//! client ends with a message of `u64::MAX`.
+//! client ends with a message of `u64::MAX`. Both sides use message slots
+//! (`rpma::messages`, in the spirit of `rdma_reg_msgs`).
 //!
 //! `cargo run --example 08-messages-ping-pong [-- server ADDR PORT | client ADDR PORT seed rounds]`
 
 mod common;
 use common::{Args, Res};
-use rpma::{AlignedBuf, CompletionOp, Conn, Ep, Flags, MrLocal, Usage};
+use rpma::messages::{Messages, MsgAccess, Slot};
+use rpma::{Conn, Ep, Flags};
 
 const DONE: u64 = u64::MAX;
 
-/// A receive region and a send region: a region cannot be rewritten while
-/// an operation using it (here: the posted receive) is in flight.
-fn msgs(peer: &rpma::Peer) -> Res<(MrLocal<AlignedBuf>, MrLocal<AlignedBuf>)> {
-    Ok((MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::RECV)?, MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?))
-}
-
-fn get(m: &MrLocal<AlignedBuf>) -> Res<u64> {
-    let mut b = [0u8; 8];
-    m.read_at(0, &mut b)?;
-    Ok(u64::from_le_bytes(b))
-}
-
-/// Sends `v` from the send slot and waits for the send to complete, so the
-/// slot can be rewritten.
-fn send(conn: &Conn, m: &mut MrLocal<AlignedBuf>, v: u64) -> Res<()> {
-    m.write_at(0, &v.to_le_bytes())?;
-    conn.send(m, 0, 8, Flags::COMPLETION_ALWAYS, 2)?;
-    common::wait_for(conn.cq(), CompletionOp::Send)?;
-    Ok(())
+/// Waits for the next receive, reaping send completions on the way; returns
+/// the value received and its slot.
+fn next_message(conn: &Conn, msgs: &Messages) -> Res<(u64, usize)> {
+    loop {
+        let wc = common::wait_ok(conn.cq())?;
+        if let Some(Slot::Recv(n)) = msgs.slot(&wc) {
+            let b = msgs.received(n, 8)?;
+            return Ok((u64::from_le_bytes(b[..8].try_into()?), n));
+        }
+    }
 }
 
 fn server(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, true)?;
-    let (r, mut m) = msgs(&peer)?;
+    let mut msgs = Messages::new(&peer, 8, 1, 1, MsgAccess::Msgs)?;
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
-    let conn = common::server_accept(&ep, None, &[], &|req| req.recv(&r, 0, 8, 1))?;
+    let conn = common::server_accept(&ep, None, &[], &|req| msgs.post_recv_req(req, 0))?;
     let mut rounds = 0;
     loop {
-        common::wait_for(conn.cq(), CompletionOp::Recv)?;
-        let v = get(&r)?;
+        let (v, n) = next_message(&conn, &msgs)?;
         if v == DONE {
             break;
         }
-        conn.recv(&r, 0, 8, 1)?;
-        send(&conn, &mut m, v + 1)?;
+        msgs.post_recv(&conn, n)?;
+        msgs.send(&conn, 0, &(v + 1).to_le_bytes(), Flags::COMPLETION_ALWAYS)?;
         rounds += 1;
     }
     println!("server: answered {rounds} messages");
@@ -55,21 +47,23 @@ fn client(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, false)?;
     let seed: u64 = a.rest.first().map_or(Ok(7), |s| s.parse())?;
     let rounds: u32 = a.rest.get(1).map_or(Ok(3), |s| s.parse())?;
-    let (r, mut m) = msgs(&peer)?;
+    // Two send slots, alternated: a slot is not rewritten while its send may
+    // still be in flight.
+    let mut msgs = Messages::new(&peer, 8, 2, 1, MsgAccess::Msgs)?;
     let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;
     let mut v = seed;
-    for _ in 0..rounds {
-        conn.recv(&r, 0, 8, 1)?;
-        send(&conn, &mut m, v)?;
-        common::wait_for(conn.cq(), CompletionOp::Recv)?;
-        let got = get(&r)?;
+    for i in 0..rounds as usize {
+        msgs.post_recv(&conn, 0)?;
+        msgs.send(&conn, i % 2, &v.to_le_bytes(), Flags::COMPLETION_ALWAYS)?;
+        let (got, _) = next_message(&conn, &msgs)?;
         if got != v + 1 {
             return Err(format!("sent {v}, got {got} back").into());
         }
         println!("client: {v} -> {got}");
         v = got;
     }
-    send(&conn, &mut m, DONE)?;
+    msgs.send(&conn, rounds as usize % 2, &DONE.to_le_bytes(), Flags::COMPLETION_ALWAYS)?;
+    common::wait_ok(conn.cq())?;
     common::close_first(conn)
 }
 

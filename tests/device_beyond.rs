@@ -387,6 +387,39 @@ fn rereg_classes_on_the_device() {
     drop(buf);
 }
 
+/// A ping-pong of N messages over message slots.
+fn message_slots_ping_pong() {
+    use rpma::messages::{Messages, MsgAccess, Slot};
+    const N: u64 = 50;
+    let sp = peer();
+    let smsgs = Messages::new(&sp, 16, 2, 4, MsgAccess::Msgs).unwrap();
+    let (c, s) = pair_on(&sp, 79, None, None, &[], vec![]);
+    let mut cmsgs = Messages::new(c.peer(), 16, 2, 4, MsgAccess::Msgs).unwrap();
+    let mut smsgs = smsgs;
+    smsgs.post_recv_all(&s).unwrap();
+    cmsgs.post_recv_all(&c).unwrap();
+    let next_recv = |conn: &rpma::Conn, m: &Messages| loop {
+        let wc = conn.cq().next_completion(T).unwrap();
+        assert_eq!(wc.status, WcStatus::SUCCESS);
+        if let Some(Slot::Recv(n)) = m.slot(&wc) {
+            let v = u64::from_le_bytes(m.received(n, 8).unwrap()[..8].try_into().unwrap());
+            m.post_recv(conn, n).unwrap();
+            return v;
+        }
+    };
+    for i in 0..N {
+        cmsgs.send(&c, (i % 2) as usize, &i.to_le_bytes(), Flags::COMPLETION_ALWAYS).unwrap();
+        let v = next_recv(&s, &smsgs);
+        assert_eq!(v, i);
+        smsgs.send(&s, (i % 2) as usize, &(v * 2).to_le_bytes(), Flags::COMPLETION_ALWAYS).unwrap();
+        assert_eq!(next_recv(&c, &cmsgs), i * 2);
+    }
+    let e = cmsgs.send(&c, 0, &[0u8; 17], Flags::COMPLETION_ALWAYS).unwrap_err();
+    assert!(e.to_string().contains("exceeds the slot size 16"), "{e}");
+    assert_eq!(cmsgs.send(&c, 9, b"x", Flags::COMPLETION_ALWAYS).unwrap_err().code(), RPMA_E_INVAL);
+    close(c, s);
+}
+
 device_tests!(
     window_type2_grants_exactly_its_range_and_rights,
     window_invalidate_revokes_and_releases_the_region,
@@ -399,4 +432,5 @@ device_tests!(
     rereg_unchanged_cases_keep_the_region,
     rereg_refused_while_in_flight,
     rereg_classes_on_the_device,
+    message_slots_ping_pong,
 );

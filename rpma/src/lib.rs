@@ -72,6 +72,7 @@ pub mod ep;
 pub mod error;
 pub mod gpspm;
 pub mod log;
+pub mod messages;
 // Non-FFI unsafe: ownership of registered memory (no verbs calls here).
 mod inflight;
 #[allow(unsafe_code)]
