@@ -183,6 +183,10 @@ fn operations_validate_before_posting() {
         assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
     };
     inval(c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0), "flags are empty");
+    inval(c.read(&local, 0, &remote, 0, 8, Flags::FENCE, 0), "FENCE alone");
+    c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS | Flags::FENCE, 77).unwrap();
+    let wc = c.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.status), (77, WcStatus::SUCCESS), "a fenced read");
     inval(
         c.read(&local, 60, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 0),
         "offset 60 + length 8 exceeds the local region's size 64",

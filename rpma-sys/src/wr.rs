@@ -60,6 +60,17 @@ pub struct SendWr {
     pub inline: bool,
 }
 
+fn send_flags(signaled: bool, fence: bool) -> u32 {
+    let mut f = 0;
+    if signaled {
+        f |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+    }
+    if fence {
+        f |= ffi::ibv_send_flags::IBV_SEND_FENCE.0;
+    }
+    f
+}
+
 fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
     match s {
         Some(s) => (ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }, 1),
@@ -106,13 +117,7 @@ impl Qp {
         if matches!(wr.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Read) {
             w.wr.rdma = ffi::rdma_t { remote_addr: wr.remote_addr, rkey: wr.rkey };
         }
-        let mut flags = 0;
-        if wr.signaled {
-            flags |= f::IBV_SEND_SIGNALED.0;
-        }
-        if wr.fence {
-            flags |= f::IBV_SEND_FENCE.0;
-        }
+        let mut flags = send_flags(wr.signaled, wr.fence);
         if wr.inline {
             flags |= f::IBV_SEND_INLINE.0;
         }
@@ -140,10 +145,11 @@ impl Qp {
         access: u32,
         wr_id: u64,
         signaled: bool,
+        fence: bool,
     ) -> io::Result<u32> {
         let mut b = ffi::ibv_mw_bind {
             wr_id,
-            send_flags: if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 },
+            send_flags: send_flags(signaled, fence),
             bind_info: ffi::ibv_mw_bind_info { mr: mr.as_ptr(), addr, length, mw_access_flags: access },
         };
         // SAFETY: live QP, MW and MR of one context; the provider op is
@@ -170,6 +176,7 @@ impl Qp {
         &self,
         wr_id: u64,
         signaled: bool,
+        fence: bool,
         mw: &Mw,
         rkey: u32,
         mr: &Mr,
@@ -181,7 +188,7 @@ impl Qp {
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr_id;
         w.opcode = ffi::ibv_wr_opcode::IBV_WR_BIND_MW;
-        w.send_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        w.send_flags = send_flags(signaled, fence);
         w.bind_mw_tso_union.bind_mw = ffi::bind_mw_t {
             mw: mw.as_ptr(),
             rkey,
@@ -198,12 +205,12 @@ impl Qp {
     ///
     /// # Errors
     /// The errno of `ibv_post_send`.
-    pub fn post_local_inv(&self, wr_id: u64, signaled: bool, rkey: u32) -> io::Result<()> {
+    pub fn post_local_inv(&self, wr_id: u64, signaled: bool, fence: bool, rkey: u32) -> io::Result<()> {
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr_id;
         w.opcode = ffi::ibv_wr_opcode::IBV_WR_LOCAL_INV;
-        w.send_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+        w.send_flags = send_flags(signaled, fence);
         w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; the WR references no memory.

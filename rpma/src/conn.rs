@@ -28,6 +28,10 @@ bitflags! {
         const COMPLETION_ON_ERROR = 1;
         /// Always (`IBV_SEND_SIGNALED`).
         const COMPLETION_ALWAYS = 3;
+        /// Fence (`IBV_SEND_FENCE`): the operation starts only after earlier
+        /// RDMA reads and atomics on this connection completed (rpma
+        /// extension; combine with a completion flag).
+        const FENCE = 1 << 2;
     }
 }
 
@@ -72,7 +76,7 @@ fn check_remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
 }
 
 fn signaled(flags: Flags) -> Result<bool> {
-    if flags.is_empty() {
+    if !flags.intersects(Flags::COMPLETION_ON_ERROR) {
         return Err(Error::inval("flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"));
     }
     if !Flags::all().contains(flags) {
@@ -415,7 +419,7 @@ impl Conn {
             remote_addr: src.addr() + src_offset,
             rkey: src.rkey(),
             signaled,
-            fence: false,
+            fence: flags.contains(Flags::FENCE),
             inline: false,
         };
         self.parts.post(OpKind::Read, op_context, hold, wr)
@@ -512,7 +516,7 @@ impl Conn {
             remote_addr: dst.addr() + dst_offset,
             rkey: dst.rkey(),
             signaled,
-            fence: false,
+            fence: flags.contains(Flags::FENCE),
             inline: false,
         };
         let kind = if imm.is_some() { OpKind::WriteImm } else { OpKind::Write };
@@ -625,7 +629,7 @@ impl Conn {
             remote_addr: dst.addr() + dst_offset,
             rkey: dst.rkey(),
             signaled,
-            fence: false,
+            fence: flags.contains(Flags::FENCE),
             inline: false,
         };
         self.parts.post(OpKind::Flush, op_context, None, wr)
@@ -684,7 +688,7 @@ impl Conn {
             remote_addr: 0,
             rkey: 0,
             signaled,
-            fence: false,
+            fence: flags.contains(Flags::FENCE),
             inline: false,
         };
         let kind = if imm.is_some() { OpKind::SendImm } else { OpKind::Send };
@@ -738,6 +742,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         let signaled = signaled(flags)?;
+        let fence = flags.contains(Flags::FENCE);
         if mw.is_bound() {
             return Err(Error::inval("bind_mw: the window is already bound; invalidate it first"));
         }
@@ -765,12 +770,22 @@ impl Conn {
             .post_with(op_context, OpKind::BindMw, Some(mr.hold()), |wr_id| match mw.mw_type() {
                 MwType::Type1 => {
                     new_rkey =
-                        qp.bind_mw_type1(mw.sys(), mr.sys(), addr, len as u64, access.bits(), wr_id, signaled)?;
+                        qp.bind_mw_type1(mw.sys(), mr.sys(), addr, len as u64, access.bits(), wr_id, signaled, fence)?;
                     Ok(())
                 }
                 MwType::Type2 => {
                     new_rkey = rpma_sys::wr::next_rkey(mw.rkey());
-                    qp.post_bind_mw(wr_id, signaled, mw.sys(), new_rkey, mr.sys(), addr, len as u64, access.bits())
+                    qp.post_bind_mw(
+                        wr_id,
+                        signaled,
+                        fence,
+                        mw.sys(),
+                        new_rkey,
+                        mr.sys(),
+                        addr,
+                        len as u64,
+                        access.bits(),
+                    )
                 }
             })
             .map_err(|e| match e.errno() {
@@ -792,6 +807,7 @@ impl Conn {
     /// [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
     pub fn invalidate_mw(&self, mw: &mut Mw, flags: Flags, op_context: u64) -> Result<()> {
         let signaled = signaled(flags)?;
+        let fence = flags.contains(Flags::FENCE);
         let Some(b) = mw.binding.take() else {
             return Err(Error::inval("invalidate_mw: the window is not bound"));
         };
@@ -800,11 +816,11 @@ impl Conn {
         let ty = mw.mw_type();
         let hold: Hold = Arc::new(b.region.clone());
         let r = self.parts.send.post_with(op_context, OpKind::LocalInv, Some(hold), |wr_id| match ty {
-            MwType::Type2 => qp.post_local_inv(wr_id, signaled, rkey),
+            MwType::Type2 => qp.post_local_inv(wr_id, signaled, fence, rkey),
             MwType::Type1 => {
                 // A zero-length bind over its region unbinds a type 1 window.
                 let mr = b.region.mr();
-                qp.bind_mw_type1(mw.sys(), mr, mr.device_addr(), 0, 0, wr_id, signaled).map(|_| ())
+                qp.bind_mw_type1(mw.sys(), mr, mr.device_addr(), 0, 0, wr_id, signaled, fence).map(|_| ())
             }
         });
         match r {
@@ -847,7 +863,7 @@ impl Conn {
             remote_addr: 0,
             rkey: 0,
             signaled,
-            fence: false,
+            fence: flags.contains(Flags::FENCE),
             inline: false,
         };
         self.parts.post(OpKind::SendInv, op_context, Some(src.hold()), wr)

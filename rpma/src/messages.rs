@@ -51,6 +51,7 @@ const TAG_MASK: u64 = 0xffff_ff00_0000_0000;
 ///
 /// ```no_run
 /// use rpma::messages::{Messages, MsgAccess, Slot};
+/// # #[allow(dead_code)]
 /// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
 /// let mut msgs = Messages::new(conn.peer(), 64, 1, 4, MsgAccess::Msgs)?;
 /// msgs.post_recv_all(conn)?;

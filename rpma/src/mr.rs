@@ -350,6 +350,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// starts exactly at 0. Remote operations on the region work unchanged.
     ///
     /// ```no_run
+    /// # #[allow(dead_code)]
     /// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
     /// let mr = rpma::MrLocal::reg_zero_based(peer, rpma::AlignedBuf::new(4096)?, rpma::Usage::READ_SRC)?;
     /// assert_eq!(rpma::MrRemote::from_descriptor(&mr.descriptor())?.addr(), 0);

@@ -97,6 +97,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// the result says how, and whether the keys changed.
     ///
     /// ```no_run
+    /// # #[allow(dead_code)]
     /// # fn f(mr: rpma::MrLocal<rpma::AlignedBuf>) {
     /// use rpma::rereg::ReregError;
     /// match mr.rereg(None, Some(rpma::Usage::READ_SRC | rpma::Usage::WRITE_DST)) {
