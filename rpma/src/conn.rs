@@ -77,7 +77,11 @@ fn check_remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
 
 fn signaled(flags: Flags) -> Result<bool> {
     if !flags.intersects(Flags::COMPLETION_ON_ERROR) {
-        return Err(Error::inval("flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"));
+        return Err(Error::inval(if flags.is_empty() {
+            "flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"
+        } else {
+            "flags have no completion mode (FENCE alone is not enough): add Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"
+        }));
     }
     if !Flags::all().contains(flags) {
         return Err(Error::inval(format!("flags {:#x} have undefined bits", flags.bits())));
