@@ -89,6 +89,23 @@ fn signaled(flags: Flags) -> Result<bool> {
     Ok(flags.bits() & 2 != 0)
 }
 
+/// The local side of an operation: range, required usage, and the name
+/// used in error messages.
+struct Local<'a, M: RegMemory> {
+    mr: &'a MrLocal<M>,
+    offset: usize,
+    need: Usage,
+    what: &'static str,
+}
+
+/// The remote side of an RDMA operation.
+struct Remote<'a> {
+    mr: &'a MrRemote,
+    offset: u64,
+    need: Usage,
+    what: &'static str,
+}
+
 /// Everything a connection owns. Released in librpma's order (`Drop`
 /// below, then field order): QP, RCQ, CQ, CM ID, shared completion channel;
 /// the trackers, and the regions they keep alive, only after the QP is gone
@@ -410,23 +427,9 @@ impl Conn {
         op_context: u64,
         hold: Option<Hold>,
     ) -> Result<()> {
-        let signaled = signaled(flags)?;
-        let len32 = check_len("read", len)?;
-        dst.check_range("read: dst", dst_offset, len)?;
-        src.check_range("read: src", src_offset, len as u64)?;
-        check_local(dst, Usage::READ_DST, "read: dst", &self.parts.peer)?;
-        check_remote(src, Usage::READ_SRC, "read: src")?;
-        let wr = SendWr {
-            wr_id: 0,
-            op: SendOp::Read,
-            sge: (len > 0).then(|| dst.sge(dst_offset, len32)),
-            remote_addr: src.addr() + src_offset,
-            rkey: src.rkey(),
-            signaled,
-            fence: flags.contains(Flags::FENCE),
-            inline: false,
-        };
-        self.parts.post(OpKind::Read, op_context, hold, wr)
+        let remote = Remote { mr: src, offset: src_offset, need: Usage::READ_SRC, what: "read: src" };
+        let local = Local { mr: dst, offset: dst_offset, need: Usage::READ_DST, what: "read: dst" };
+        self.post_one(OpKind::Read, SendOp::Read, local, Some(remote), len, flags, op_context, hold)
     }
 
     /// Writes `len` bytes of `src` at `src_offset` to the remote region at
@@ -507,24 +510,13 @@ impl Conn {
         op_context: u64,
         hold: Option<Hold>,
     ) -> Result<()> {
-        let signaled = signaled(flags)?;
-        let len32 = check_len("write", len)?;
-        src.check_range("write: src", src_offset, len)?;
-        dst.check_range("write: dst", dst_offset, len as u64)?;
-        check_local(src, Usage::WRITE_SRC, "write: src", &self.parts.peer)?;
-        check_remote(dst, Usage::WRITE_DST, "write: dst")?;
-        let wr = SendWr {
-            wr_id: 0,
-            op: imm.map_or(SendOp::Write, SendOp::WriteImm),
-            sge: (len > 0).then(|| src.sge(src_offset, len32)),
-            remote_addr: dst.addr() + dst_offset,
-            rkey: dst.rkey(),
-            signaled,
-            fence: flags.contains(Flags::FENCE),
-            inline: false,
+        let (kind, op) = match imm {
+            Some(i) => (OpKind::WriteImm, SendOp::WriteImm(i)),
+            None => (OpKind::Write, SendOp::Write),
         };
-        let kind = if imm.is_some() { OpKind::WriteImm } else { OpKind::Write };
-        self.parts.post(kind, op_context, hold, wr)
+        let remote = Remote { mr: dst, offset: dst_offset, need: Usage::WRITE_DST, what: "write: dst" };
+        let local = Local { mr: src, offset: src_offset, need: Usage::WRITE_SRC, what: "write: src" };
+        self.post_one(kind, op, local, Some(remote), len, flags, op_context, hold)
     }
 
     /// Writes 8 bytes atomically at `dst_offset` (`rpma_atomic_write`):
@@ -681,22 +673,12 @@ impl Conn {
         imm: Option<u32>,
         op_context: u64,
     ) -> Result<()> {
-        let signaled = signaled(flags)?;
-        let len32 = check_len("send", len)?;
-        src.check_range("send: src", offset, len)?;
-        check_local(src, Usage::SEND, "send: src", &self.parts.peer)?;
-        let wr = SendWr {
-            wr_id: 0,
-            op: imm.map_or(SendOp::Send, SendOp::SendImm),
-            sge: (len > 0).then(|| src.sge(offset, len32)),
-            remote_addr: 0,
-            rkey: 0,
-            signaled,
-            fence: flags.contains(Flags::FENCE),
-            inline: false,
+        let (kind, op) = match imm {
+            Some(i) => (OpKind::SendImm, SendOp::SendImm(i)),
+            None => (OpKind::Send, SendOp::Send),
         };
-        let kind = if imm.is_some() { OpKind::SendImm } else { OpKind::Send };
-        self.parts.post(kind, op_context, Some(src.hold()), wr)
+        let local = Local { mr: src, offset, need: Usage::SEND, what: "send: src" };
+        self.post_one(kind, op, local, None, len, flags, op_context, Some(src.hold()))
     }
 
     /// Posts a receive of up to `len` bytes into `dst` at `offset`
@@ -856,21 +838,47 @@ impl Conn {
         rkey: u32,
         op_context: u64,
     ) -> Result<()> {
+        let local = Local { mr: src, offset, need: Usage::SEND, what: "send_with_inv: src" };
+        self.post_one(OpKind::SendInv, SendOp::SendInv(rkey), local, None, len, flags, op_context, Some(src.hold()))
+    }
+
+    /// Validates and posts one operation with a local range (and for RDMA
+    /// operations a remote one): the checks every data-path call shares.
+    #[allow(clippy::too_many_arguments)]
+    fn post_one<M: RegMemory>(
+        &self,
+        kind: OpKind,
+        op: SendOp,
+        local: Local<'_, M>,
+        remote: Option<Remote<'_>>,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+        hold: Option<Hold>,
+    ) -> Result<()> {
         let signaled = signaled(flags)?;
-        let len32 = check_len("send_with_inv", len)?;
-        src.check_range("send_with_inv: src", offset, len)?;
-        check_local(src, Usage::SEND, "send_with_inv: src", &self.parts.peer)?;
+        let len32 = check_len(local.what, len)?;
+        local.mr.check_range(local.what, local.offset, len)?;
+        check_local(local.mr, local.need, local.what, &self.parts.peer)?;
+        let (remote_addr, rkey) = match remote {
+            Some(r) => {
+                r.mr.check_range(r.what, r.offset, len as u64)?;
+                check_remote(r.mr, r.need, r.what)?;
+                (r.mr.addr() + r.offset, r.mr.rkey())
+            }
+            None => (0, 0),
+        };
         let wr = SendWr {
             wr_id: 0,
-            op: SendOp::SendInv(rkey),
-            sge: (len > 0).then(|| src.sge(offset, len32)),
-            remote_addr: 0,
-            rkey: 0,
+            op,
+            sge: (len > 0).then(|| local.mr.sge(local.offset, len32)),
+            remote_addr,
+            rkey,
             signaled,
             fence: flags.contains(Flags::FENCE),
             inline: false,
         };
-        self.parts.post(OpKind::SendInv, op_context, Some(src.hold()), wr)
+        self.parts.post(kind, op_context, hold, wr)
     }
 
     /// Operations posted on the send queue whose completion (or a later
