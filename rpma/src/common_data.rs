@@ -16,6 +16,15 @@ use crate::wire::{self, CommonDataWire};
 pub use crate::wire::COMMON_DATA_SIZE;
 
 /// Decoded [`common_data`](self) private data.
+///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # fn f(conn: &rpma::Conn, mr: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+/// let pdata = rpma::CommonData::encode(0, mr, None); // 28 bytes for connect/accept
+/// let theirs = rpma::CommonData::decode(conn.private_data())?;
+/// println!("remote region of {} bytes", theirs.mr.size());
+/// # let _ = pdata; Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommonData {
     /// Offset in the region where the example's data starts.

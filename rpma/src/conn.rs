@@ -185,6 +185,20 @@ impl ConnParts {
 /// operation completes, so dropping or deregistering it early is safe:
 /// [`MrLocal::dereg`] reports [`Error::Again`] instead of freeing it.
 ///
+/// ```no_run
+/// use rpma::{AlignedBuf, CommonData, Flags, MrLocal, Usage};
+/// # #[allow(dead_code)]
+/// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
+/// let remote = CommonData::decode(conn.private_data())?.mr;
+/// let mut src = MrLocal::reg(conn.peer(), AlignedBuf::new(4096)?, Usage::WRITE_SRC)?;
+/// src.write_at(0, b"log record")?;
+/// conn.write(&remote, 0, &src, 0, 10, Flags::COMPLETION_ON_ERROR, 1)?;
+/// conn.flush(&remote, 0, 10, rpma::FlushType::Visibility, Flags::COMPLETION_ALWAYS, 2)?;
+/// let wc = conn.cq().next_completion(std::time::Duration::from_secs(5))?;
+/// assert_eq!(wc.op_context, 2);
+/// # Ok(()) }
+/// ```
+///
 /// # Teardown
 /// Client: [`disconnect`](Conn::disconnect), wait for
 /// [`ConnEvent::Closed`], drop. Server: wait for `Closed`, `disconnect`, drop.

@@ -24,6 +24,15 @@ pub const MAX_ACCEPT_PRIVATE_DATA: usize = 196;
 /// [`ConnReq::new`] on the active side, or taken from an [`Ep`](crate::Ep)
 /// on the passive side. [`connect`](ConnReq::connect) turns it into a
 /// [`Conn`]; dropping an incoming request rejects it.
+///
+/// ```no_run
+/// use rpma::{ConnEvent, ConnReq};
+/// # #[allow(dead_code)]
+/// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+/// let conn = ConnReq::new(peer, "192.0.2.1", 7204, None)?.connect(b"hello")?;
+/// assert_eq!(conn.next_event_timeout(std::time::Duration::from_secs(5))?, ConnEvent::Established);
+/// # Ok(()) }
+/// ```
 pub struct ConnReq {
     parts: Option<ConnParts>,
     incoming: Vec<u8>,

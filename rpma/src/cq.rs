@@ -11,6 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Status of a completion (`enum ibv_wc_status`).
+///
+/// ```
+/// use rpma::WcStatus;
+/// assert!(WcStatus::SUCCESS.is_success());
+/// assert_eq!(WcStatus::REM_ACCESS_ERR.as_str(), "remote access error");
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WcStatus(pub u32);
 
@@ -147,6 +153,22 @@ impl Completion {
 /// Each CQ has a completion channel, armed at creation and after every
 /// [`wait`](Cq::wait). A wait may wake up with no completion: drain with
 /// [`get_wc`](Cq::get_wc) until it reports [`Error::NoCompletion`].
+///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
+/// let cq = conn.cq();
+/// cq.wait()?;
+/// let mut wc = [rpma::Cq::EMPTY; 8];
+/// loop {
+///     match cq.get_wc(&mut wc) {
+///         Ok(n) => wc[..n].iter().for_each(|c| println!("{:?} {}", c.op, c.status)),
+///         Err(rpma::Error::NoCompletion) => break,
+///         Err(e) => return Err(e),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Cq {
     cq: rpma_sys::cq::Cq,
     channel: CompChannel,
@@ -180,6 +202,17 @@ impl Cq {
         cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))?;
         Ok(Cq { cq, channel, shared: shared.is_some(), send, recv, srq_recv })
     }
+
+    /// A placeholder completion to fill arrays for [`get_wc`](Cq::get_wc).
+    pub const EMPTY: Completion = Completion {
+        op_context: 0,
+        op: CompletionOp::Other(0),
+        status: WcStatus(0),
+        byte_len: 0,
+        imm: None,
+        invalidated_rkey: None,
+        qp_num: 0,
+    };
 
     pub(crate) fn sys(&self) -> &rpma_sys::cq::Cq {
         &self.cq

@@ -21,6 +21,12 @@ use crate::wire::{self, GpspmRequestWire};
 pub use crate::wire::{GPSPM_REQUEST_SIZE, GPSPM_RESPONSE_SIZE};
 
 /// "Persist `length` bytes at `offset` of the region you gave me."
+///
+/// ```
+/// let req = rpma::gpspm::FlushRequest { offset: 0, length: 64, op_context: 1 };
+/// assert!(req.check(4096).is_ok());
+/// assert!(rpma::gpspm::FlushRequest { offset: 4090, ..req }.check(4096).is_err());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlushRequest {
     /// Offset in the server's region.
@@ -66,6 +72,12 @@ impl FlushRequest {
 }
 
 /// "Done": the answer to a [`FlushRequest`].
+///
+/// ```
+/// let r = rpma::gpspm::FlushResponse { op_context: 9 };
+/// assert_eq!(rpma::gpspm::FlushResponse::decode(&r.encode())?, r);
+/// # Ok::<(), rpma::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlushResponse {
     /// The request's `op_context`.

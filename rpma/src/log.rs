@@ -27,6 +27,13 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::RwLock;
 
 /// Severity of a message, librpma's `RPMA_LOG_*` values.
+///
+/// ```
+/// use rpma::log::LogLevel;
+/// assert_eq!(LogLevel::from_i32(2)?, LogLevel::Warning);
+/// assert!(LogLevel::Error < LogLevel::Debug);
+/// # Ok::<(), rpma::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(i32)]
 pub enum LogLevel {

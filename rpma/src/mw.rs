@@ -43,6 +43,20 @@ pub(crate) struct Binding {
 /// [`Error::Again`]); dropping the window deallocates it, which revokes it.
 /// Its [`descriptor`](Mw::descriptor) has the 21-byte format of a region's,
 /// so the remote side uses it as any [`MrRemote`](crate::MrRemote).
+///
+/// ```no_run
+/// use rpma::{AlignedBuf, Flags, MrLocal, Mw, MwAccess, MwType, Usage};
+/// # #[allow(dead_code)]
+/// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
+/// let mr = MrLocal::reg(conn.peer(), AlignedBuf::new(1 << 20)?, Usage::MW_BIND | Usage::RECV)?;
+/// let mut mw = Mw::alloc(conn.peer(), MwType::Type2)?;
+/// conn.bind_mw(&mut mw, &mr, 4096, 4096, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1)?;
+/// conn.cq().next_completion(std::time::Duration::from_secs(5))?;
+/// let desc = mw.descriptor()?; // for the peer: read access to 4 KiB only
+/// // ... later, revoke it:
+/// conn.invalidate_mw(&mut mw, Flags::COMPLETION_ALWAYS, 2)?;
+/// # let _ = desc; Ok(()) }
+/// ```
 pub struct Mw {
     // Drop order: the window goes (revoked) before the region it holds.
     mw: rpma_sys::mw::Mw,

@@ -34,6 +34,18 @@ pub struct Reregistered<M: RegMemory> {
 }
 
 /// A failed re-registration. The two cases say what became of the region.
+///
+/// ```no_run
+/// use rpma::rereg::ReregError;
+/// # #[allow(dead_code)]
+/// # fn f(mr: rpma::MrLocal<Vec<u8>>, other: &rpma::Peer) {
+/// match mr.rereg(Some(other), None) {
+///     Ok(r) => println!("now on the other peer ({:?})", r.how),
+///     Err(ReregError::Unchanged { mr, error, .. }) => println!("still usable: {mr:?} ({error})"),
+///     Err(ReregError::Lost { memory, error, .. }) => println!("{} bytes back, unregistered: {error}", memory.len()),
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub enum ReregError<M: RegMemory, N = M> {
     /// The region is unchanged and usable (invalid input, operations in

@@ -12,6 +12,13 @@ use std::sync::Arc;
 pub const DEFAULT_SRQ_SIZE: u32 = 20;
 
 /// Configuration of a shared receive queue (librpma's `rpma_srq_cfg`).
+///
+/// ```
+/// let mut cfg = rpma::SrqCfg::new();
+/// cfg.set_rq_size(100);
+/// cfg.set_rcq_size(0); // receives complete on each connection's CQ
+/// assert_eq!((cfg.rq_size(), cfg.rcq_size()), (100, 0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SrqCfg {
     rq_size: u32,
@@ -63,6 +70,22 @@ struct SrqInner {
 ///
 /// `Srq` is a cheap handle (`Clone` shares it); connections using it keep it
 /// alive.
+///
+/// ```no_run
+/// use rpma::{AlignedBuf, ConnCfg, MrLocal, Srq, SrqCfg, Usage};
+/// # #[allow(dead_code)]
+/// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+/// let mut scfg = SrqCfg::new();
+/// scfg.set_rq_size(64);
+/// let srq = Srq::new(peer, Some(&scfg))?;
+/// let buf = MrLocal::reg(peer, AlignedBuf::new(64 * 64)?, Usage::RECV)?;
+/// for i in 0..64 {
+///     srq.recv(&buf, i * 64, 64, i as u64)?;
+/// }
+/// let mut cfg = ConnCfg::new();
+/// cfg.set_srq(Some(&srq)); // connections made with `cfg` receive through it
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Srq {
     inner: Arc<SrqInner>,

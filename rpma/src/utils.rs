@@ -1,4 +1,11 @@
 //! Device lookup by address, capability queries and event names.
+//!
+//! ```no_run
+//! use rpma::utils::{get_ibv_context_timeout, ContextType};
+//! let ctx = get_ibv_context_timeout("192.0.2.1", ContextType::Remote, std::time::Duration::from_millis(500))?;
+//! println!("{}", ctx.device_name());
+//! # Ok::<(), rpma::Error>(())
+//! ```
 
 use crate::error::{Error, Result};
 use rpma_sys::cm::{AddrInfo, CmId};
@@ -6,6 +13,12 @@ use rpma_sys::device::{Context, DeviceList};
 use std::fmt;
 use std::time::Duration;
 
+/// ```no_run
+/// let ctx = rpma::IbvContext::open(Some("rxe0"))?;
+/// println!("{}: ODP {}", ctx.device_name(), rpma::utils::is_odp_capable(&ctx)?);
+/// # Ok::<(), rpma::Error>(())
+/// ```
+///
 /// An RDMA device context (`struct ibv_context`), shared by reference
 /// counting. Get one with [`get_ibv_context`] (by IP address, as librpma does)
 /// or [`IbvContext::open`] (by device name).
