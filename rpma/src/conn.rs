@@ -120,6 +120,8 @@ pub(crate) struct ConnParts {
     pub(crate) recv: Arc<RecvTracker>,
     pub(crate) flush_mr: MrLocal<AlignedBuf>,
     pub(crate) peer: Peer,
+    /// Set by `disconnect` and by a closing event: posting is refused then.
+    pub(crate) closed: AtomicBool,
 }
 
 impl Drop for ConnParts {
@@ -134,6 +136,11 @@ impl Drop for ConnParts {
 
 impl ConnParts {
     fn qp(&self) -> Result<&rpma_sys::qp::Qp> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::inval(
+                "the connection is closed (disconnected, lost or rejected): nothing can be posted",
+            ));
+        }
         self.id.qp().ok_or_else(|| Error::Unknown("the connection has no queue pair".into()))
     }
 
@@ -144,15 +151,29 @@ impl ConnParts {
         len: usize,
         op_context: u64,
     ) -> Result<()> {
+        self.recv_inner(dst, offset, len, op_context, Some(dst.hold()))
+    }
+
+    /// A receive; with `hold` `None` (the unsafe path) the usage is not checked.
+    pub(crate) fn recv_inner<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+        hold: Option<Hold>,
+    ) -> Result<()> {
         let len32 = check_len("recv", len)?;
         dst.check_range("recv: dst", offset, len)?;
-        check_local(dst, Usage::RECV, "recv: dst", &self.peer)?;
+        if hold.is_some() {
+            check_local(dst, Usage::RECV, "recv: dst", &self.peer)?;
+        }
         if self.srq.is_some() {
             return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::recv"));
         }
         let qp = self.qp()?;
         let sge = (len > 0).then(|| dst.sge(offset, len32));
-        self.recv.post_with(op_context, Some(dst.hold()), |wr_id| {
+        self.recv.post_with(op_context, hold, |wr_id| {
             // SAFETY: the region is held by the tracker entry until the
             // receive completes or the QP is destroyed.
             #[allow(unsafe_code)]
@@ -257,7 +278,7 @@ impl Conn {
             Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
             _ => Error::provider_raw("rdma_get_cm_event", e),
         })?;
-        Ok(match ev.kind {
+        let ev = Ok(match ev.kind {
             event::ESTABLISHED => {
                 let _ = self.private_data.set(ev.private_data);
                 ConnEvent::Established
@@ -271,7 +292,11 @@ impl Conn {
                     format!("unexpected connection event {}", rpma_sys::cm::event_str(other)).into(),
                 ))
             }
-        })
+        });
+        if !matches!(ev, Ok(ConnEvent::Established)) {
+            self.parts.closed.store(true, Ordering::Relaxed);
+        }
+        ev
     }
 
     /// [`next_event`](Conn::next_event), giving up after `timeout`.
@@ -372,11 +397,14 @@ impl Conn {
         self.wait()
     }
 
-    /// Starts closing the connection (`rpma_conn_disconnect`).
+    /// Starts closing the connection (`rpma_conn_disconnect`). From then on
+    /// (and once [`next_event`](Conn::next_event) reported anything but
+    /// `Established`) operations are refused with [`Error::Inval`].
     ///
     /// # Errors
     /// [`Error::Provider`] when `rdma_disconnect` fails.
     pub fn disconnect(&self) -> Result<()> {
+        self.parts.closed.store(true, Ordering::Relaxed);
         self.parts.id.disconnect().map_err(|e| Error::provider_raw("rdma_disconnect", e))
     }
 
@@ -405,7 +433,9 @@ impl Conn {
 
     /// [`read`](Conn::read) without keeping `dst` alive: the fast path for
     /// callers that track their buffers themselves (it also accepts borrowed
-    /// memory, `MrLocal<&mut [u8]>`). All checks of `read` still apply.
+    /// memory, `MrLocal<&mut [u8]>`). Only the local range is checked: the
+    /// usages and the remote range are left to the devices, which refuse
+    /// what the registrations do not allow.
     ///
     /// # Safety
     /// `dst` (its registration and memory) must not be dropped, deregistered
@@ -466,8 +496,8 @@ impl Conn {
         self.write_imm(dst, dst_offset, src, src_offset, len, flags, None, op_context, Some(src.hold()))
     }
 
-    /// [`write`](Conn::write) without keeping `src` alive (see
-    /// [`read_unchecked`](Conn::read_unchecked)).
+    /// [`write`](Conn::write) without keeping `src` alive and with only the
+    /// local range checked (see [`read_unchecked`](Conn::read_unchecked)).
     ///
     /// # Safety
     /// `src` must not be dropped, deregistered or written until this
@@ -873,12 +903,17 @@ impl Conn {
         let signaled = signaled(flags)?;
         let len32 = check_len(local.what, len)?;
         local.mr.check_range(local.what, local.offset, len)?;
-        check_local(local.mr, local.need, local.what, &self.parts.peer)?;
+        let checked = hold.is_some();
+        if checked {
+            check_local(local.mr, local.need, local.what, &self.parts.peer)?;
+        }
         let (remote_addr, rkey) = match remote {
             Some(r) => {
-                r.mr.check_range(r.what, r.offset, len as u64)?;
-                check_remote(r.mr, r.need, r.what)?;
-                (r.mr.addr() + r.offset, r.mr.rkey())
+                if checked {
+                    r.mr.check_range(r.what, r.offset, len as u64)?;
+                    check_remote(r.mr, r.need, r.what)?;
+                }
+                (r.mr.addr().wrapping_add(r.offset), r.mr.rkey())
             }
             None => (0, 0),
         };
@@ -893,6 +928,27 @@ impl Conn {
             inline: false,
         };
         self.parts.post(kind, op_context, hold, wr)
+    }
+
+    /// [`recv`](Conn::recv) without keeping `dst` alive and without the usage
+    /// check (the device refuses a receive into memory without local write
+    /// access); the local range is checked.
+    ///
+    /// # Safety
+    /// `dst` must not be dropped, deregistered or accessed until the
+    /// receive's completion has been reaped, or the connection is dropped.
+    ///
+    /// # Errors
+    /// As [`recv`](Conn::recv), without the usage check.
+    #[allow(unsafe_code)]
+    pub unsafe fn recv_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        self.parts.recv_inner(dst, offset, len, op_context, None)
     }
 
     /// Operations posted on the send queue whose completion (or a later

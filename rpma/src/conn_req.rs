@@ -232,5 +232,5 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         Error::provider_raw(format!("rdma_create_qp_ex(sq {}, rq {})", cfg.sq_size(), cfg.rq_size()), e)
     })?;
     let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;
-    Ok(ConnParts { rcq, cq, id, shared, srq, send, recv, flush_mr, peer: peer.clone() })
+    Ok(ConnParts { rcq, cq, id, shared, srq, send, recv, flush_mr, peer: peer.clone(), closed: Default::default() })
 }
