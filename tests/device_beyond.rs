@@ -268,6 +268,12 @@ fn rereg_usage_and_pd_each_and_combined() {
     let r = r.mr.rereg(Some(&sp), Some(Usage::READ_SRC)).unwrap();
     assert!(r.mr.peer().same_pd(&sp));
     assert_eq!(r.mr.access(), rpma::Access::REMOTE_READ);
+    // translation alone: new memory, same peer and usage
+    let (r, old) = r.mr.rereg_memory(vec![5u8; 100], None, None).map_err(|e| e.to_string()).unwrap();
+    assert_eq!((r.mr.size(), r.mr.usage(), old.len()), (100, Usage::READ_SRC, 4096));
+    let mut b = [0u8; 3];
+    r.mr.read_at(97, &mut b).unwrap();
+    assert_eq!(b, [5, 5, 5], "the region now covers the new memory");
     // a usage with the same access flags changes nothing at the verbs level
     let m = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
     let r = m.rereg(None, Some(Usage::RECV)).unwrap();
