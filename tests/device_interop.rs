@@ -13,22 +13,80 @@ fn target_dir() -> PathBuf {
     std::env::current_exe().unwrap().parent().and_then(|d| d.parent()).unwrap().to_path_buf()
 }
 
-/// Builds the C peer once per run; fails loudly without gcc or librpma-dev.
-fn c_peer() -> &'static PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/rpma_peer.c");
-        let out = target_dir().join("rpma_peer");
+/// Builds a C peer once per run; fails loudly without gcc or librpma-dev.
+fn build_c(name: &str, cell: &'static OnceLock<PathBuf>) -> &'static PathBuf {
+    cell.get_or_init(|| {
+        let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+        let out = target_dir().join(name);
         let st = Command::new("gcc")
             .args(["-O1", "-Wall", "-Werror", "-o"])
             .arg(&out)
-            .arg(src)
+            .arg(&src)
             .args(["-lrpma", "-libverbs"])
             .status()
             .expect("gcc (harness/install-deps installs it with librpma-dev)");
         assert!(st.success(), "building {src} against librpma failed");
         out
     })
+}
+
+fn c_peer() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    build_c("rpma_peer", &BIN)
+}
+
+fn c_interop() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    build_c("interop_peer", &BIN)
+}
+
+fn rust_interop() -> PathBuf {
+    target_dir().join("examples").join("interop-peer")
+}
+
+/// Runs one case: a server of one implementation, a client of the other
+/// (retried while the server is not listening yet); returns both outputs.
+fn case(p: u16, server: &PathBuf, client: &PathBuf, case: &str) -> (String, String) {
+    let port = port(p).to_string();
+    let srv = Command::new(server).args(["server", &addr(), &port]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut cli_out = String::new();
+    for attempt in 0..20 {
+        let out = Command::new(client).args(["client", &addr(), &port, case]).stderr(Stdio::piped()).output().unwrap();
+        cli_out = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            break;
+        }
+        assert!(attempt < 19, "{case}: the client failed: {}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let srv = srv.wait_with_output().unwrap();
+    let srv_out = String::from_utf8_lossy(&srv.stdout).into_owned();
+    assert!(srv.status.success(), "{case}: the server failed");
+    (srv_out, cli_out)
+}
+
+/// Every case of the matrix, both ways, with the bytes checked where they land.
+fn interop_matrix() {
+    let (c, r) = (c_interop().clone(), rust_interop());
+    let mut p = 52;
+    for (srv, cli, srv_name, cli_name) in [(&c, &r, "C", "Rust"), (&r, &c, "Rust", "C")] {
+        for name in ["read", "write-flush-vis", "write-flush-pers", "atomic", "send", "send-imm", "write-imm"] {
+            let (s, k) = case(p, srv, cli, name);
+            p += 1;
+            let msg = format!("from the {cli_name} client");
+            let ok = match name {
+                "read" => k.contains(&format!("read: \"Hello from {srv_name} server!\"")),
+                "write-flush-vis" | "write-flush-pers" => s.contains(&format!("at1024: \"{msg}\"")),
+                "atomic" => s.contains("counter: 0x102030405060708"),
+                "send" => s.contains(&format!("msg \"{msg}")) && !s.contains(" imm "),
+                "send-imm" => s.contains(&format!("msg \"{msg}")) && s.contains(" imm 12648430"),
+                "write-imm" => s.contains(&format!("at2048: \"{msg}\"")) && s.contains("\" imm 48879"),
+                _ => unreachable!(),
+            };
+            println!("  | {srv_name} server, {cli_name} client | {name} | {} |", if ok { "ok" } else { "FAILED" });
+            assert!(ok, "{srv_name} server / {cli_name} client, {name}:\nserver:\n{s}\nclient:\n{k}");
+        }
+    }
 }
 
 fn demo() -> PathBuf {
@@ -79,4 +137,36 @@ fn rust_server_c_client() {
     assert!(srv_s.contains("the client wrote \"Hello back from the C librpma client!\""), "{srv_s}");
 }
 
-device_tests!(c_server_rust_client, rust_server_c_client);
+fn example(name: &str) -> PathBuf {
+    target_dir().join("examples").join(name)
+}
+
+/// The Rust 02 client against a C server following the C examples'
+/// private-data convention (common_data), and the reverse.
+fn example_02_against_c() {
+    let (s, k) = case(70, c_interop(), &example("02-read-to-volatile"), "");
+    assert!(k.contains("client: read a message: Hello from C server!"), "server:\n{s}\nclient:\n{k}");
+    let srv = Command::new(example("02-read-to-volatile"))
+        .args(["server", &addr(), &port(71).to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    for _ in 0..20 {
+        let o = Command::new(c_interop())
+            .args(["client", &addr(), &port(71).to_string(), "read"])
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if o.status.success() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(srv.wait_with_output().unwrap().status.success());
+    assert!(out.contains("read: \"Hello world!\""), "{out}");
+    println!("  | Rust 02 client, C server | read | ok |\n  | C client, Rust 02 server | read | ok |");
+}
+
+device_tests!(c_server_rust_client, rust_server_c_client, interop_matrix, example_02_against_c);
