@@ -14,7 +14,7 @@ fn server(a: &Args) -> Res<()> {
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let conn = common::server_accept(&ep, None, &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
-    let len = (cd.mr.size() - cd.data_offset as u64).min(4096) as usize;
+    let len = cd.mr.size().saturating_sub(cd.data_offset as u64).min(4096) as usize;
     match &dst {
         Memory::Dram(m) => conn.read(m, 0, &cd.mr, cd.data_offset as u64, len, Flags::COMPLETION_ALWAYS, 0)?,
         Memory::File(m) => conn.read(m, 0, &cd.mr, cd.data_offset as u64, len, Flags::COMPLETION_ALWAYS, 0)?,

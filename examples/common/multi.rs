@@ -45,7 +45,7 @@ pub fn server(a: &Args, shared: bool) -> Res<()> {
                 match s.conn.next_event()? {
                     ConnEvent::Established => {
                         let cd = CommonData::decode(s.conn.private_data())?;
-                        s.len = (cd.mr.size() - cd.data_offset as u64).min(256) as usize;
+                        s.len = cd.mr.size().saturating_sub(cd.data_offset as u64).min(256) as usize;
                         s.conn.read(
                             &s.dst,
                             0,
