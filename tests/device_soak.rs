@@ -28,15 +28,8 @@ fn record(seq: u64) -> [u8; REC] {
     r
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+mod common;
+use common::Rng;
 
 /// Checks the log file; returns its commit pointer.
 fn verify(path: &str, acked: &[(u64, u64)]) -> u64 {

@@ -7,15 +7,14 @@
 use rpma::gpspm::{FlushRequest, FlushResponse};
 use rpma::{CommonData, MrRemote, PeerCfg};
 
-struct Rng(u64);
+mod common;
+use common::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+trait Bytes {
+    fn bytes(&mut self, max: usize) -> Vec<u8>;
+}
+
+impl Bytes for Rng {
     fn bytes(&mut self, max: usize) -> Vec<u8> {
         let n = (self.next() % (max as u64 + 1)) as usize;
         (0..n).map(|_| self.next() as u8).collect()

@@ -133,20 +133,6 @@ pub struct Completion {
     pub qp_num: u32,
 }
 
-impl Completion {
-    fn placeholder() -> Completion {
-        Completion {
-            op_context: 0,
-            op: CompletionOp::Other(0),
-            status: WcStatus(0),
-            byte_len: 0,
-            imm: None,
-            invalidated_rkey: None,
-            qp_num: 0,
-        }
-    }
-}
-
 /// A completion queue (librpma's `rpma_cq`): the main CQ or the receive CQ
 /// of a connection, or the receive CQ of a shared receive queue.
 ///
@@ -294,7 +280,7 @@ impl Cq {
     /// # Errors
     /// As [`get_wc`](Cq::get_wc).
     pub fn get_completion(&self) -> Result<Completion> {
-        let mut c = [Completion::placeholder()];
+        let mut c = [Cq::EMPTY];
         self.get_wc(&mut c)?;
         Ok(c[0])
     }

@@ -8,6 +8,19 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+/// A fixed-seed xorshift generator, for deterministic randomised tests.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 pub const T: Duration = Duration::from_secs(10);
 
 pub fn peer() -> Peer {
