@@ -15,7 +15,7 @@ fn server(a: &Args) -> Res<()> {
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let conn = common::server_accept(&ep, None, &[], &|_| Ok(()))?;
     println!("server: connection established (qp {})", conn.qp_num());
-    common::server_close(conn)?;
+    common::close_second(conn)?;
     println!("server: connection closed");
     Ok(())
 }
@@ -24,7 +24,7 @@ fn client(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, false)?;
     let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;
     println!("client: connection established (qp {})", conn.qp_num());
-    common::client_close(conn)?;
+    common::close_first(conn)?;
     println!("client: connection closed");
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! device.
 
 mod common;
-use common::{close, pair, pair_on, peer, T};
+use common::{close, pair_on, peer, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL};
 use rpma::rereg::{ReregError, ReregHow};
 use rpma::{AlignedBuf, CompletionOp, Flags, MrLocal, MrRemote, Mw, MwAccess, MwType, Usage, WcStatus};
@@ -229,7 +229,6 @@ fn zero_based_region_remote_read_write() {
     mr.read_at(200, &mut b).unwrap();
     assert_eq!(&b, b"zero-based!");
     close(c, s);
-    let _ = pair;
 }
 
 fn read_status(c: &rpma::Conn, remote: &MrRemote, len: usize) -> WcStatus {

@@ -122,14 +122,16 @@ pub fn server_accept(
     }
 }
 
-/// librpma's client teardown: disconnect, wait for CLOSED.
-pub fn client_close(conn: Conn) -> Res<()> {
+/// Closes first: disconnect, then wait for CLOSED (the client's part in
+/// librpma's examples).
+pub fn close_first(conn: Conn) -> Res<()> {
     conn.disconnect()?;
     expect_closed(&conn)
 }
 
-/// librpma's server teardown: wait for CLOSED, disconnect.
-pub fn server_close(conn: Conn) -> Res<()> {
+/// Closes second: wait for the other side's disconnect, then disconnect (the
+/// server's part in librpma's examples).
+pub fn close_second(conn: Conn) -> Res<()> {
     expect_closed(&conn)?;
     conn.disconnect()?;
     Ok(())
@@ -155,17 +157,6 @@ pub fn wait_ok(cq: &Cq) -> Res<Completion> {
 pub fn cstr(buf: &[u8]) -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// Closes first: disconnect, then wait for CLOSED (the client's part in
-/// librpma's examples).
-pub fn close_first(conn: Conn) -> Res<()> {
-    client_close(conn)
-}
-
-/// Closes second: wait for the other side's disconnect, then disconnect.
-pub fn close_second(conn: Conn) -> Res<()> {
-    server_close(conn)
 }
 
 /// Waits for the next completion of operation kind `op` on `cq`, checking

@@ -70,11 +70,8 @@ impl ConnReq {
     }
 
     pub(crate) fn from_request(peer: &Peer, id: CmId, cfg: &ConnCfg, private_data: Vec<u8>) -> Result<ConnReq> {
-        let parts = match setup(peer, id, cfg) {
-            Ok(p) => p,
-            Err(e) => return Err(e), // `id` was dropped inside setup: the request is destroyed
-        };
-        Ok(ConnReq { parts: Some(parts), incoming: private_data })
+        // On failure `id` was dropped inside setup: the request is destroyed.
+        Ok(ConnReq { parts: Some(setup(peer, id, cfg)?), incoming: private_data })
     }
 
     fn is_incoming(&self) -> bool {

@@ -307,6 +307,16 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
     Ok((mr, odp))
 }
 
+/// `offset + len` must not overflow nor exceed `size`; the error names all three.
+fn check_within(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => {
+            Err(Error::inval(format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}")))
+        }
+    }
+}
+
 pub(crate) fn check_usage(usage: Usage) -> Result<()> {
     if usage.is_empty() {
         return Err(Error::inval("usage is empty; give at least one Usage flag"));
@@ -430,13 +440,7 @@ impl<M: RegMemory> MrLocal<M> {
     }
 
     pub(crate) fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.inner.len => Ok(()),
-            _ => Err(Error::inval(format!(
-                "{what}: offset {offset} + length {len} exceeds the local region's size {}",
-                self.inner.len
-            ))),
-        }
+        check_within(what, "local", offset as u64, len as u64, self.inner.len as u64)
     }
 
     pub(crate) fn sys(&self) -> &Mr {
@@ -661,13 +665,7 @@ impl MrRemote {
     }
 
     pub(crate) fn check_range(&self, what: &str, offset: u64, len: u64) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(Error::inval(format!(
-                "{what}: offset {offset} + length {len} exceeds the remote region's size {}",
-                self.size
-            ))),
-        }
+        check_within(what, "remote", offset, len, self.size)
     }
 
     /// The flush types the region supports, as `Usage` bits
