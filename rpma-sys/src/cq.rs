@@ -232,11 +232,23 @@ impl Cq {
     /// # Errors
     /// A provider failure of `ibv_poll_cq`.
     pub fn poll(&self, out: &mut [Wc]) -> io::Result<usize> {
+        self.poll_each(out.len(), |i, w| out[i] = w)
+    }
+
+    /// Polls up to `max` completions (`ibv_poll_cq`), handing each to `f`
+    /// with its index, in order; returns how many there were. No
+    /// intermediate array is zeroed or copied: the fast path of one
+    /// completion costs the provider's poll and little else.
+    ///
+    /// # Errors
+    /// A provider failure of `ibv_poll_cq` (completions handed to `f`
+    /// before it stay handed).
+    pub fn poll_each(&self, max: usize, mut f: impl FnMut(usize, Wc)) -> io::Result<usize> {
         const CHUNK: usize = 16;
         let mut raw: [MaybeUninit<ffi::ibv_wc>; CHUNK] = [const { MaybeUninit::uninit() }; CHUNK];
         let mut got = 0;
-        while got < out.len() {
-            let want = (out.len() - got).min(CHUNK);
+        while got < max {
+            let want = (max - got).min(CHUNK);
             // SAFETY: live CQ; `raw` has room for `want` entries, and the
             // provider writes the first `n` it returns.
             let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
@@ -244,11 +256,11 @@ impl Cq {
                 return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
             }
             let n = n as usize;
-            for (dst, src) in out[got..got + n].iter_mut().zip(&raw[..n]) {
+            for src in &raw[..n] {
                 // SAFETY: the provider initialised the first n entries.
-                *dst = Wc::from_raw(unsafe { src.assume_init_ref() });
+                f(got, Wc::from_raw(unsafe { src.assume_init_ref() }));
+                got += 1;
             }
-            got += n;
             if n < want {
                 break;
             }

@@ -256,19 +256,10 @@ impl Cq {
         if wc.is_empty() {
             return Err(Error::inval("get_wc: the output slice is empty; pass room for at least 1 completion"));
         }
-        let mut raw = [Wc::default(); 16];
-        let mut got = 0;
-        while got < wc.len() {
-            let want = (wc.len() - got).min(raw.len());
-            let n = self.cq.poll(&mut raw[..want]).map_err(|e| Error::provider_raw("ibv_poll_cq", e))?;
-            for (dst, w) in wc[got..got + n].iter_mut().zip(&raw[..n]) {
-                *dst = self.translate(w);
-            }
-            got += n;
-            if n < want {
-                break;
-            }
-        }
+        let got = self
+            .cq
+            .poll_each(wc.len(), |i, w| wc[i] = self.translate(&w))
+            .map_err(|e| Error::provider_raw("ibv_poll_cq", e))?;
         if got == 0 {
             return Err(Error::NoCompletion);
         }

@@ -93,15 +93,10 @@ impl SendTracker {
     /// A completion for `wr_id` arrived: retire it and everything before it.
     pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
         let mut g = lock(&self.q);
-        if !g.1.iter().any(|e| e.seq == wr_id) {
-            return None;
-        }
-        while let Some(e) = g.1.pop_front() {
-            if e.seq == wr_id {
-                return Some((e.ctx, e.kind));
-            }
-        }
-        None
+        let pos = g.1.iter().position(|e| e.seq == wr_id)?;
+        // entries before `pos` were unsignaled: this completion retires them
+        g.1.drain(..pos);
+        g.1.pop_front().map(|e| (e.ctx, e.kind))
     }
 
     /// Operations posted and not yet retired.

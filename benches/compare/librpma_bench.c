@@ -1,0 +1,510 @@
+/*
+ * The C librpma side of rpma's comparison benchmark (benches/compare): the
+ * same server protocol, cases, waits and RESULT lines as rpma_side.rs, so
+ * that the two columns measure the same work. Built with gcc against
+ * Debian's librpma-dev by the benchmark itself:
+ *
+ *   gcc -O2 -o librpma_bench librpma_bench.c -lrpma -libverbs
+ *
+ *   librpma_bench server ADDR PORT CONNS
+ *   librpma_bench client ADDR PORT ITERS
+ *   librpma_bench ir ADDR PORT CASE ITERS
+ *   librpma_bench conns ADDR PORT N
+ *   librpma_bench reg ADDR        (rpma_mr_reg, then raw ibv_reg_mr: "verbs")
+ */
+#include <librpma.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/mman.h>
+
+#define REGION (64 * 1024)
+#define SLOTS 64
+#define PING 1
+#define STREAM 2
+#define DONE 3
+#define T_NS (60ull * 1000000000ull)
+
+#define CHECK(x)                                                                \
+	do {                                                                    \
+		int r_ = (x);                                                   \
+		if (r_) {                                                       \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__,  \
+				#x, rpma_err_2str(r_));                         \
+			exit(1);                                                \
+		}                                                               \
+	} while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void check_wc(const struct ibv_wc *wc)
+{
+	if (wc->status != IBV_WC_SUCCESS) {
+		fprintf(stderr, "completion failed: %s\n", ibv_wc_status_str(wc->status));
+		exit(1);
+	}
+}
+
+/* busy-polls one completion (perftest's default), for at most T_NS */
+static void spin(struct rpma_cq *cq, struct ibv_wc *wc)
+{
+	uint64_t t0 = now_ns();
+	for (;;) {
+		for (int i = 0; i < 1024; i++) {
+			int got = 0;
+			int r = rpma_cq_get_wc(cq, 1, wc, &got);
+			if (r == 0) {
+				check_wc(wc);
+				return;
+			}
+			if (r != RPMA_E_NO_COMPLETION)
+				CHECK(r);
+		}
+		if (now_ns() - t0 > T_NS) {
+			fprintf(stderr, "no completion within 60 s\n");
+			exit(1);
+		}
+	}
+}
+
+/* one completion with a blocking wait (rpma_cq_wait, then get) */
+static void block(struct rpma_cq *cq, struct ibv_wc *wc)
+{
+	CHECK(rpma_cq_wait(cq));
+	CHECK(rpma_cq_get_wc(cq, 1, wc, NULL));
+	check_wc(wc);
+}
+
+/* spins up to 1 ms, then blocks: the server's wait */
+static void spin_then_block(struct rpma_cq *cq, struct ibv_wc *wc)
+{
+	uint64_t t0 = now_ns();
+	while (now_ns() - t0 < 1000000) {
+		int r = rpma_cq_get_wc(cq, 1, wc, NULL);
+		if (r == 0) {
+			check_wc(wc);
+			return;
+		}
+		if (r != RPMA_E_NO_COMPLETION)
+			CHECK(r);
+	}
+	for (;;) {
+		int r = rpma_cq_get_wc(cq, 1, wc, NULL);
+		if (r == 0) {
+			check_wc(wc);
+			return;
+		}
+		if (r != RPMA_E_NO_COMPLETION)
+			CHECK(r);
+		CHECK(rpma_cq_wait(cq));
+	}
+}
+
+static struct rpma_peer *new_peer(const char *addr, enum rpma_util_ibv_context_type type)
+{
+	struct ibv_context *dev;
+	struct rpma_peer *peer;
+	CHECK(rpma_utils_get_ibv_context(addr, type, &dev));
+	CHECK(rpma_peer_new(dev, &peer));
+	return peer;
+}
+
+static struct rpma_conn_cfg *new_cfg(void)
+{
+	struct rpma_conn_cfg *cfg;
+	CHECK(rpma_conn_cfg_new(&cfg));
+	CHECK(rpma_conn_cfg_set_sq_size(cfg, 128));
+	CHECK(rpma_conn_cfg_set_cq_size(cfg, 256));
+	CHECK(rpma_conn_cfg_set_rq_size(cfg, SLOTS));
+	CHECK(rpma_conn_cfg_set_timeout(cfg, 60000));
+	return cfg;
+}
+
+static void expect(struct rpma_conn *conn, enum rpma_conn_event want)
+{
+	enum rpma_conn_event ev;
+	CHECK(rpma_conn_next_event(conn, &ev));
+	if (ev != want) {
+		fprintf(stderr, "expected %s, got %s\n", rpma_utils_conn_event_2str(want),
+			rpma_utils_conn_event_2str(ev));
+		exit(1);
+	}
+}
+
+static void *alloc(size_t len)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, len)) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	memset(p, 0, len);
+	return p;
+}
+
+static int server(const char *addr, const char *port, int conns)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
+	char *region = alloc(REGION), *slots = alloc(SLOTS * 8), *reply = alloc(8);
+	struct rpma_mr_local *mr, *slots_mr, *reply_mr;
+	CHECK(rpma_mr_reg(peer, region, REGION,
+		RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY, &mr));
+	CHECK(rpma_mr_reg(peer, slots, SLOTS * 8, RPMA_MR_USAGE_RECV, &slots_mr));
+	CHECK(rpma_mr_reg(peer, reply, 8, RPMA_MR_USAGE_SEND, &reply_mr));
+	size_t dsize;
+	CHECK(rpma_mr_get_descriptor_size(mr, &dsize));
+	char desc[64];
+	CHECK(rpma_mr_get_descriptor(mr, desc));
+	struct rpma_conn_private_data pdata = {desc, (uint8_t)dsize};
+	struct rpma_ep *ep;
+	CHECK(rpma_ep_listen(peer, addr, port, &ep));
+	printf("READY\n");
+	fflush(stdout);
+	struct rpma_conn_cfg *cfg = new_cfg();
+	for (int c = 0; c < conns; c++) {
+		struct rpma_conn_req *req;
+		struct rpma_conn *conn;
+		struct rpma_cq *cq;
+		CHECK(rpma_ep_next_conn_req(ep, cfg, &req));
+		for (uintptr_t i = 0; i < SLOTS; i++)
+			CHECK(rpma_conn_req_recv(req, slots_mr, i * 8, 8, (void *)i));
+		CHECK(rpma_conn_req_connect(&req, &pdata, &conn));
+		expect(conn, RPMA_CONN_ESTABLISHED);
+		CHECK(rpma_conn_get_cq(conn, &cq));
+		for (;;) {
+			struct ibv_wc wc;
+			spin_then_block(cq, &wc);
+			if (wc.opcode != IBV_WC_RECV)
+				continue;
+			uintptr_t i = (uintptr_t)wc.wr_id;
+			char kind = slots[i * 8];
+			if (kind == DONE)
+				break;
+			CHECK(rpma_recv(conn, slots_mr, i * 8, 8, (void *)i));
+			if (kind == PING)
+				CHECK(rpma_send(conn, reply_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+		}
+		expect(conn, RPMA_CONN_CLOSED);
+		CHECK(rpma_conn_disconnect(conn));
+		CHECK(rpma_conn_delete(&conn));
+	}
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_mr_dereg(&reply_mr));
+	CHECK(rpma_mr_dereg(&slots_mr));
+	CHECK(rpma_mr_dereg(&mr));
+	CHECK(rpma_peer_delete(&peer));
+	free(region);
+	free(slots);
+	free(reply);
+	return 0;
+}
+
+struct client {
+	struct rpma_peer *peer;
+	struct rpma_conn *conn;
+	struct rpma_cq *cq;
+	struct rpma_mr_remote *remote;
+	struct rpma_mr_local *local, *msg, *rbuf;
+	char *local_buf, *msg_buf, *rbuf_buf;
+};
+
+static void connect_client(struct client *c, const char *addr, const char *port)
+{
+	struct rpma_conn_cfg *cfg = new_cfg();
+	uint64_t t0 = now_ns();
+	for (;;) {
+		struct rpma_conn_req *req;
+		enum rpma_conn_event ev;
+		CHECK(rpma_conn_req_new(c->peer, addr, port, cfg, &req));
+		CHECK(rpma_conn_req_connect(&req, NULL, &c->conn));
+		CHECK(rpma_conn_next_event(c->conn, &ev));
+		if (ev == RPMA_CONN_ESTABLISHED)
+			break;
+		CHECK(rpma_conn_delete(&c->conn));
+		if (ev != RPMA_CONN_REJECTED || now_ns() - t0 > T_NS) {
+			fprintf(stderr, "connecting failed: %s\n", rpma_utils_conn_event_2str(ev));
+			exit(1);
+		}
+		struct timespec ts = {0, 50000000};
+		nanosleep(&ts, NULL);
+	}
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	struct rpma_conn_private_data pdata;
+	CHECK(rpma_conn_get_private_data(c->conn, &pdata));
+	CHECK(rpma_mr_remote_from_descriptor(pdata.ptr, pdata.len, &c->remote));
+	CHECK(rpma_conn_get_cq(c->conn, &c->cq));
+}
+
+static void client_regions(struct client *c)
+{
+	c->local_buf = alloc(REGION);
+	c->msg_buf = alloc(8);
+	c->rbuf_buf = alloc(8);
+	CHECK(rpma_mr_reg(c->peer, c->local_buf, REGION, RPMA_MR_USAGE_READ_DST | RPMA_MR_USAGE_WRITE_SRC,
+		&c->local));
+	CHECK(rpma_mr_reg(c->peer, c->msg_buf, 8, RPMA_MR_USAGE_SEND, &c->msg));
+	CHECK(rpma_mr_reg(c->peer, c->rbuf_buf, 8, RPMA_MR_USAGE_RECV, &c->rbuf));
+}
+
+static void free_regions(struct client *c)
+{
+	CHECK(rpma_mr_dereg(&c->rbuf));
+	CHECK(rpma_mr_dereg(&c->msg));
+	CHECK(rpma_mr_dereg(&c->local));
+	free(c->local_buf);
+	free(c->msg_buf);
+	free(c->rbuf_buf);
+}
+
+static void post(struct client *c, const char *cs, size_t size)
+{
+	if (!strcmp(cs, "read"))
+		CHECK(rpma_read(c->conn, c->local, 0, c->remote, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
+	else if (!strcmp(cs, "write"))
+		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
+	else
+		CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+}
+
+typedef void (*wait_fn)(struct rpma_cq *, struct ibv_wc *);
+
+static void once(struct client *c, const char *cs, size_t size, wait_fn wait)
+{
+	struct ibv_wc wc;
+	if (!strcmp(cs, "write_flush")) {
+		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, RPMA_F_COMPLETION_ON_ERROR, NULL));
+		CHECK(rpma_flush(c->conn, c->remote, 0, size, RPMA_FLUSH_TYPE_VISIBILITY,
+			RPMA_F_COMPLETION_ALWAYS, NULL));
+		wait(c->cq, &wc);
+	} else if (!strcmp(cs, "atomic_write")) {
+		const char v[8] = {7, 7, 7, 7, 7, 7, 7, 7};
+		CHECK(rpma_atomic_write(c->conn, c->remote, 0, v, RPMA_F_COMPLETION_ALWAYS, NULL));
+		wait(c->cq, &wc);
+	} else if (!strcmp(cs, "pingpong")) {
+		CHECK(rpma_recv(c->conn, c->rbuf, 0, 8, NULL));
+		CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+		wait(c->cq, &wc);
+		wait(c->cq, &wc);
+	} else {
+		post(c, cs, size);
+		wait(c->cq, &wc);
+	}
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void latency(struct client *c, const char *cs, size_t size, int iters)
+{
+	double *t = malloc(sizeof(double) * iters), sum = 0;
+	if (!strcmp(cs, "pingpong"))
+		c->msg_buf[0] = PING;
+	for (int i = 0; i < iters / 10; i++)
+		once(c, cs, size, spin);
+	for (int i = 0; i < iters; i++) {
+		uint64_t t0 = now_ns();
+		once(c, cs, size, spin);
+		t[i] = (double)(now_ns() - t0) / 1000.0;
+		if (!strcmp(cs, "pingpong"))
+			t[i] /= 2; /* perftest reports half the round trip */
+		sum += t[i];
+	}
+	qsort(t, iters, sizeof(double), cmp);
+#define AT(q) t[(size_t)(iters * (q)) < (size_t)iters ? (size_t)(iters * (q)) : (size_t)iters - 1]
+	printf("RESULT lat librpma %s %zu %d %.3f %.3f %.3f %.3f %.3f %.3f\n", cs, size, iters, t[0], t[iters / 2],
+		sum / iters, AT(0.99), AT(0.999), t[iters - 1]);
+	fflush(stdout);
+	free(t);
+}
+
+static double stream(struct client *c, const char *cs, size_t size, int qd, int iters)
+{
+	struct ibv_wc wc[64];
+	int posted = 0, done = 0;
+	if (!strcmp(cs, "send"))
+		c->msg_buf[0] = STREAM;
+	uint64_t t0 = now_ns();
+	while (done < iters) {
+		while (posted < iters && posted - done < qd) {
+			post(c, cs, size);
+			posted++;
+		}
+		int got = 0;
+		int r = rpma_cq_get_wc(c->cq, 64, wc, &got);
+		if (r == RPMA_E_NO_COMPLETION) {
+			if (now_ns() - t0 > T_NS) {
+				fprintf(stderr, "no completion within 60 s\n");
+				exit(1);
+			}
+			continue;
+		}
+		CHECK(r);
+		for (int i = 0; i < got; i++)
+			check_wc(&wc[i]);
+		done += got;
+	}
+	return (double)(now_ns() - t0) / 1e9;
+}
+
+static void close_client(struct client *c)
+{
+	struct ibv_wc wc;
+	c->msg_buf[0] = DONE;
+	CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+	spin(c->cq, &wc);
+	CHECK(rpma_conn_disconnect(c->conn));
+	expect(c->conn, RPMA_CONN_CLOSED);
+	CHECK(rpma_mr_remote_delete(&c->remote));
+	CHECK(rpma_conn_delete(&c->conn));
+}
+
+static int client(const char *addr, const char *port, int iters)
+{
+	static const size_t lat_sizes[] = {8, 64, 256, 1024, 4096, 16384, 65536};
+	static const size_t bw_sizes[] = {4096, 65536};
+	static const int qds[] = {1, 4, 16, 64};
+	static const char *rw[] = {"read", "write"};
+	static const char *eight[] = {"write_flush", "atomic_write", "pingpong"};
+	struct client c = {0};
+	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	connect_client(&c, addr, port);
+	client_regions(&c);
+	for (int k = 0; k < 2; k++)
+		for (size_t s = 0; s < sizeof(lat_sizes) / sizeof(*lat_sizes); s++)
+			latency(&c, rw[k], lat_sizes[s], iters);
+	for (int k = 0; k < 3; k++)
+		latency(&c, eight[k], 8, iters);
+	for (int k = 0; k < 2; k++)
+		for (int s = 0; s < 2; s++)
+			for (int q = 0; q < 4; q++) {
+				stream(&c, rw[k], bw_sizes[s], qds[q], iters / 10);
+				double secs = stream(&c, rw[k], bw_sizes[s], qds[q], iters);
+				printf("RESULT bw librpma %s %zu %d %d %.6f\n", rw[k], bw_sizes[s], qds[q], iters,
+					iters / secs / 1e6);
+				fflush(stdout);
+			}
+	double secs = stream(&c, "send", 8, 16, iters * 4);
+	printf("RESULT bw librpma send 8 16 %d %.6f\n", iters * 4, iters * 4 / secs / 1e6);
+	close_client(&c);
+	free_regions(&c);
+	CHECK(rpma_peer_delete(&c.peer));
+	return 0;
+}
+
+static int client_ir(const char *addr, const char *port, const char *cs, int iters)
+{
+	struct client c = {0};
+	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	connect_client(&c, addr, port);
+	client_regions(&c);
+	for (int i = 0; i < iters; i++)
+		once(&c, cs, 8, block);
+	close_client(&c);
+	free_regions(&c);
+	CHECK(rpma_peer_delete(&c.peer));
+	return 0;
+}
+
+static int client_conns(const char *addr, const char *port, int n)
+{
+	struct client c = {0};
+	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	client_regions(&c);
+	uint64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		connect_client(&c, addr, port);
+		close_client(&c);
+	}
+	printf("RESULT rate librpma conn %d %.6f\n", n, (double)(now_ns() - t0) / 1e9);
+	free_regions(&c);
+	CHECK(rpma_peer_delete(&c.peer));
+	return 0;
+}
+
+/* 1 GiB as 2 MiB regions, then as one region: librpma, then raw verbs */
+static int registration(const char *addr)
+{
+	const size_t gib = 1ull << 30, chunk = 2ull << 20, n = gib / chunk;
+	struct ibv_context *dev;
+	struct rpma_peer *peer;
+	CHECK(rpma_utils_get_ibv_context(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL, &dev));
+	CHECK(rpma_peer_new(dev, &peer));
+	char *buf = mmap(NULL, gib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	for (size_t i = 0; i < gib; i += 4096)
+		buf[i] = 1; /* fault every page in before timing */
+	int usage = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST;
+	struct rpma_mr_local **mrs = calloc(n, sizeof(*mrs));
+	uint64_t t0 = now_ns();
+	for (size_t i = 0; i < n; i++)
+		CHECK(rpma_mr_reg(peer, buf + i * chunk, chunk, usage, &mrs[i]));
+	for (size_t i = 0; i < n; i++)
+		CHECK(rpma_mr_dereg(&mrs[i]));
+	printf("RESULT rate librpma reg_2m %zu %.6f\n", n, (double)(now_ns() - t0) / 1e9);
+	t0 = now_ns();
+	CHECK(rpma_mr_reg(peer, buf, gib, usage, &mrs[0]));
+	CHECK(rpma_mr_dereg(&mrs[0]));
+	printf("RESULT rate librpma reg_1g 1 %.6f\n", (double)(now_ns() - t0) / 1e9);
+	CHECK(rpma_peer_delete(&peer));
+
+	/* the same with raw verbs, on the access flags librpma chose above */
+	int access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	struct ibv_pd *pd = ibv_alloc_pd(dev);
+	struct ibv_mr **raw = calloc(n, sizeof(*raw));
+	if (!pd || !raw) {
+		fprintf(stderr, "ibv_alloc_pd failed\n");
+		return 1;
+	}
+	t0 = now_ns();
+	for (size_t i = 0; i < n; i++)
+		if (!(raw[i] = ibv_reg_mr(pd, buf + i * chunk, chunk, access))) {
+			perror("ibv_reg_mr");
+			return 1;
+		}
+	for (size_t i = 0; i < n; i++)
+		ibv_dereg_mr(raw[i]);
+	printf("RESULT rate verbs reg_2m %zu %.6f\n", n, (double)(now_ns() - t0) / 1e9);
+	t0 = now_ns();
+	if (!(raw[0] = ibv_reg_mr(pd, buf, gib, access))) {
+		perror("ibv_reg_mr");
+		return 1;
+	}
+	ibv_dereg_mr(raw[0]);
+	printf("RESULT rate verbs reg_1g 1 %.6f\n", (double)(now_ns() - t0) / 1e9);
+	ibv_dealloc_pd(pd);
+	munmap(buf, gib);
+	free(mrs);
+	free(raw);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 5 && !strcmp(argv[1], "server"))
+		return server(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 5 && !strcmp(argv[1], "client"))
+		return client(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 6 && !strcmp(argv[1], "ir"))
+		return client_ir(argv[2], argv[3], argv[4], atoi(argv[5]));
+	if (argc >= 5 && !strcmp(argv[1], "conns"))
+		return client_conns(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 3 && !strcmp(argv[1], "reg"))
+		return registration(argv[2]);
+	fprintf(stderr, "usage: see the comment at the top of librpma_bench.c\n");
+	return 2;
+}

@@ -1,0 +1,326 @@
+//! rpma side by side with raw verbs (perftest) and C librpma, on the same
+//! device in the same run.
+//!
+//! `cargo bench --bench compare` (or `harness/bench`, which installs what it
+//! needs first). Without an RDMA device on the host, the measuring part runs
+//! in the harness's Soft-RoCE VM. The report (markdown tables with the ratios
+//! rpma/verbs and rpma/librpma, and an SVG plot of latency against size) is
+//! printed and written to `target/bench/` (`RPMA_BENCH_OUT` to change).
+//!
+//! Knobs: `RPMA_BENCH_ITERS` (operations per case, default 1000),
+//! `RPMA_BENCH_IR_ITERS` (operations counted by callgrind, default 200).
+//!
+//! Every side prints `RESULT` lines (see `stats.rs`); the C program
+//! `librpma_bench.c` is compiled with gcc against Debian's librpma at run time.
+
+mod report;
+mod rpma_side;
+mod stats;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn arg<T: std::str::FromStr>(a: &[String], i: usize) -> T {
+    a.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        eprintln!("compare: missing or bad argument {i} in {a:?}");
+        std::process::exit(2)
+    })
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let role = a.first().map(String::as_str).unwrap_or("");
+    let res = match role {
+        "--list" => return, // `cargo test --benches` lists tests: there are none
+        "server" => rpma_side::server(&a[1], arg(&a, 2), arg(&a, 3)),
+        "client" => rpma_side::client(&a[1], arg(&a, 2), arg(&a, 3)),
+        "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
+        "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
+        "reg" => rpma_side::registration(&a[1]),
+        "--measure" => measure(),
+        _ => orchestrate(),
+    };
+    if let Err(e) = res {
+        eprintln!("compare {role}: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Runs the measurements (in the VM when the host has no device), then
+/// writes the report from their `RESULT` lines.
+fn orchestrate() -> Res<()> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = if std::env::var_os("RPMA_TEST_ADDR").is_some() {
+        Command::new(&exe)
+    } else {
+        let mut c = Command::new(rpma_harness::RDMA_RUN);
+        c.arg("--").arg(&exe);
+        c
+    };
+    let started = Instant::now();
+    let mut child = cmd.arg("--measure").stdout(Stdio::piped()).spawn()?;
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().ok_or("no stdout")?).lines() {
+        let line = line?;
+        println!("{line}");
+        lines.push(line);
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(format!("measuring failed ({status}); see the output above").into());
+    }
+    let out = std::env::var("RPMA_BENCH_OUT")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").to_string());
+    report::write(&lines, std::path::Path::new(&out), started.elapsed())
+}
+
+/// A port for the next pair of processes.
+fn next_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    rpma_harness::port(70) + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Kills a child on every path out (a failed client must not leave its
+/// server holding the port).
+struct Reaped(Child);
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(mut server: Command, ready: Option<&str>) -> Res<Reaped> {
+    let mut s = Reaped(server.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?);
+    match ready {
+        Some(word) => {
+            let mut out = BufReader::new(s.0.stdout.take().ok_or("no stdout")?);
+            let mut line = String::new();
+            while !line.contains(word) {
+                line.clear();
+                if out.read_line(&mut line)? == 0 {
+                    return Err(format!("server exited before printing {word}").into());
+                }
+            }
+            // keep draining so the server never blocks on a full pipe
+            std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        }
+        // perftest prints nothing when it listens: give it time
+        None => std::thread::sleep(Duration::from_millis(1500)),
+    }
+    Ok(s)
+}
+
+/// Runs `client` against a started `server`; returns the client's stdout.
+fn pair(server: Command, ready: Option<&str>, mut client: Command) -> Res<String> {
+    let mut s = start_server(server, ready)?;
+    let c = client.stderr(Stdio::inherit()).output()?;
+    let out = String::from_utf8_lossy(&c.stdout).into_owned();
+    if !c.status.success() {
+        return Err(format!("{client:?} failed ({}):\n{out}", c.status).into());
+    }
+    let t0 = Instant::now();
+    while s.0.try_wait()?.is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            return Err(format!("server of {client:?} did not exit").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(out)
+}
+
+fn forward(out: &str) {
+    for l in out.lines().filter(|l| l.starts_with("RESULT ")) {
+        println!("{l}");
+    }
+    let _ = std::io::stdout().flush();
+}
+
+fn cmd(prog: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(prog);
+    c.args(args);
+    c
+}
+
+/// Everything, on the device at `RPMA_TEST_ADDR`.
+fn measure() -> Res<()> {
+    let addr = rpma_harness::addr();
+    let dev = std::env::var("RPMA_TEST_DEVICE").unwrap_or_else(|_| "rxe0".into());
+    let iters = env("RPMA_BENCH_ITERS", 1000).max(20);
+    let ir_iters = env("RPMA_BENCH_IR_ITERS", 200).max(10);
+    let exe = std::env::current_exe()?;
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    println!(
+        "INFO device {dev} env {} kernel {} cpu {cpu} iters {iters} ir_iters {ir_iters}",
+        std::env::var("RPMA_TEST_ENV").unwrap_or_else(|_| "native".into()),
+        kernel.trim()
+    );
+
+    let tmp = std::env::temp_dir().join(format!("rpma-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let cbin = tmp.join("librpma_bench");
+    let gcc = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&cbin)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/compare/librpma_bench.c"))
+        .args(["-lrpma", "-libverbs"])
+        .status()?;
+    if !gcc.success() {
+        return Err("gcc could not build librpma_bench.c (needs librpma-dev: harness/install-deps)".into());
+    }
+    let it = iters.to_string();
+
+    eprintln!("compare: rpma and librpma, every case");
+    for prog in [&exe, &cbin] {
+        let p = next_port().to_string();
+        forward(&pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), cmd(prog, &["client", &addr, &p, &it]))?);
+    }
+
+    eprintln!("compare: perftest");
+    perftest(&addr, &dev, iters)?;
+
+    eprintln!("compare: instructions per operation (callgrind)");
+    for case in ["read", "write"] {
+        for (imp, prog) in [("rpma", &exe), ("librpma", &cbin)] {
+            let ir = |n: usize| -> Res<f64> {
+                let p = next_port().to_string();
+                let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
+                let mut c = callgrind(&f);
+                c.arg(prog).args(["ir", &addr, &p, case, &n.to_string()]);
+                pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), c)?;
+                callgrind_total(&f)
+            };
+            let per_op = (ir(2 * ir_iters)? - ir(ir_iters)?) / ir_iters as f64;
+            println!("RESULT ir {imp} {case} {per_op:.1}");
+        }
+    }
+    // perftest's event mode (-e) exists for ib_read_lat, not for write tests
+    let ir = |n: usize| -> Res<f64> {
+        let p = next_port().to_string();
+        let f = tmp.join(format!("cg.verbs.read.{n}"));
+        let base = ["-R", "-d", &dev, "-s", "8", "-n", &n.to_string(), "-F", "-e", "-p", &p];
+        let mut c = callgrind(&f);
+        c.arg("ib_read_lat").args(base).arg(&addr);
+        let mut s = Command::new("ib_read_lat");
+        s.args(base);
+        pair(s, None, c)?;
+        callgrind_total(&f)
+    };
+    let per_op = (ir(2 * ir_iters)? - ir(ir_iters)?) / ir_iters as f64;
+    println!("RESULT ir verbs read {per_op:.1}");
+
+    eprintln!("compare: connection set-up and tear-down, registration");
+    for prog in [&exe, &cbin] {
+        let p = next_port().to_string();
+        forward(&pair(
+            cmd(prog, &["server", &addr, &p, "200"]),
+            Some("READY"),
+            cmd(prog, &["conns", &addr, &p, "200"]),
+        )?);
+        let r = cmd(prog, &["reg", &addr]).stderr(Stdio::inherit()).output()?;
+        if !r.status.success() {
+            return Err(format!("{} reg failed", prog.display()).into());
+        }
+        forward(&String::from_utf8_lossy(&r.stdout));
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+fn callgrind(out: &std::path::Path) -> Command {
+    let mut c = Command::new("valgrind");
+    c.args(["--tool=callgrind", "-q"]).arg(format!("--callgrind-out-file={}", out.display()));
+    c
+}
+
+/// The total instruction count (`Ir`) of a callgrind output file.
+fn callgrind_total(f: &std::path::Path) -> Res<f64> {
+    let text = std::fs::read_to_string(f)?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("totals:") || l.starts_with("summary:"))
+        .ok_or_else(|| format!("no totals in {}", f.display()))?;
+    Ok(line.split_whitespace().nth(1).ok_or("empty totals line")?.parse()?)
+}
+
+/// The last data row of a perftest report (the line after the header that
+/// starts with `#bytes`).
+fn perftest_row(out: &str) -> Res<Vec<f64>> {
+    let mut lines = out.lines().skip_while(|l| !l.trim_start().starts_with("#bytes")).skip(1);
+    let row = lines.next().ok_or_else(|| format!("no result row in perftest output:\n{out}"))?;
+    Ok(row.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+}
+
+fn perftest_pair(bin: &str, args: &[String], addr: &str) -> Res<Vec<f64>> {
+    let p = next_port().to_string();
+    let mut s = Command::new(bin);
+    s.args(args).args(["-p", &p]);
+    let mut c = Command::new(bin);
+    c.args(args).args(["-p", &p, addr]);
+    // perftest's server is started blind; one retry covers a slow start
+    let out = pair(s, None, c).or_else(|_| {
+        let p = next_port().to_string();
+        let mut s = Command::new(bin);
+        s.args(args).args(["-p", &p]);
+        let mut c = Command::new(bin);
+        c.args(args).args(["-p", &p, addr]);
+        pair(s, None, c)
+    })?;
+    perftest_row(&out)
+}
+
+/// perftest's raw-verbs numbers for the same cases, as `RESULT` lines.
+fn perftest(addr: &str, dev: &str, iters: usize) -> Res<()> {
+    let base = |size: usize, n: usize, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["-R", "-d", dev, "-F", "-s", &size.to_string(), "-n", &n.to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    // #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
+    let lat = |case: &str, size: usize, r: &[f64]| {
+        println!(
+            "RESULT lat verbs {case} {size} {} {:.3} {:.3} {:.3} {:.3} {:.3} {:.3}",
+            r[1], r[2], r[4], r[5], r[7], r[8], r[3]
+        );
+    };
+    for size in rpma_side::LAT_SIZES {
+        lat("read", size, &perftest_pair("ib_read_lat", &base(size, iters, &[]), addr)?);
+        // ib_write_lat is a ping-pong of writes: not the same work as a write
+        // and its completion. ib_write_bw at depth 1, every write signaled,
+        // is; it reports only a rate, so only t_avg is known.
+        let r = perftest_pair("ib_write_bw", &base(size, iters, &["-t", "1", "-Q", "1"]), addr)?;
+        let avg = 1.0 / r[4];
+        println!("RESULT lat verbs write {size} {iters} NaN NaN {avg:.3} NaN NaN NaN");
+    }
+    lat("pingpong", 8, &perftest_pair("ib_send_lat", &base(8, iters, &[]), addr)?);
+    for (case, bin) in [("read", "ib_read_bw"), ("write", "ib_write_bw")] {
+        for size in rpma_side::BW_SIZES {
+            for qd in rpma_side::QDS {
+                // #bytes #iterations BW_peak BW_average MsgRate[Mpps]
+                let r = perftest_pair(bin, &base(size, iters, &["-t", &qd.to_string(), "-Q", "1"]), addr)?;
+                println!("RESULT bw verbs {case} {size} {qd} {iters} {:.6}", r[4]);
+            }
+        }
+    }
+    let r = perftest_pair("ib_send_bw", &base(8, iters * 4, &["-t", "16", "-Q", "1"]), addr)?;
+    println!("RESULT bw verbs send 8 16 {} {:.6}", iters * 4, r[4]);
+    Ok(())
+}

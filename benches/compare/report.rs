@@ -1,0 +1,266 @@
+//! The report: markdown tables with the three columns and the ratios, and
+//! an SVG plot of latency against message size.
+
+use crate::stats::{parse, Lat, Row};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+const IMPS: [&str; 3] = ["verbs", "librpma", "rpma"];
+
+fn num(x: f64, digits: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.digits$}")
+    } else {
+        "n/a".into()
+    }
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "n/a".into()
+    }
+}
+
+/// Latency cases in report order, with their labels.
+const LAT_CASES: [(&str, &str); 5] = [
+    ("read", "read"),
+    ("write", "write + completion"),
+    ("write_flush", "write + flush (APM), waited"),
+    ("atomic_write", "atomic_write"),
+    ("pingpong", "send/recv ping-pong (half round trip)"),
+];
+
+fn size_label(s: usize) -> String {
+    if s >= 1024 {
+        format!("{} KiB", s / 1024)
+    } else {
+        format!("{s} B")
+    }
+}
+
+/// Builds the markdown report and the SVG plot from `RESULT` lines.
+pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn std::error::Error>> {
+    let rows: Vec<Row> = lines.iter().filter_map(|l| parse(l)).collect();
+    let info = lines.iter().find_map(|l| l.strip_prefix("INFO ")).unwrap_or("").to_string();
+    let mut lat: BTreeMap<(String, usize, String), Lat> = BTreeMap::new();
+    let mut bw: BTreeMap<(String, usize, usize, String), f64> = BTreeMap::new();
+    let mut ir: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut rate: BTreeMap<(String, String), (usize, f64)> = BTreeMap::new();
+    for r in rows {
+        match r {
+            Row::Lat { imp, case, size, lat: l } => {
+                lat.insert((case, size, imp), l);
+            }
+            Row::Bw { imp, case, size, qd, mops } => {
+                bw.insert((case, size, qd, imp), mops);
+            }
+            Row::Ir { imp, case, per_op } => {
+                ir.insert((case, imp), per_op);
+            }
+            Row::Rate { imp, case, count, secs } => {
+                rate.insert((case, imp), (count, secs));
+            }
+        }
+    }
+
+    let mut md = String::new();
+    writeln!(md, "Measured {info}; the whole run took {:.0} s.\n", took.as_secs_f64())?;
+    writeln!(md, "### Latency (µs): t_typical (median) / t_avg / p99; ratios of t_avg\n")?;
+    writeln!(md, "| operation | size | verbs (perftest) | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    for (case, label) in LAT_CASES {
+        let mut sizes: Vec<usize> = lat.keys().filter(|k| k.0 == case).map(|k| k.1).collect();
+        sizes.dedup();
+        for size in sizes {
+            let get = |imp: &str| lat.get(&(case.to_string(), size, imp.to_string())).copied();
+            let cell = |imp: &str| match get(imp) {
+                Some(l) => format!("{} / {} / {}", num(l.typical, 1), num(l.avg, 1), num(l.p99, 1)),
+                None => "n/a".into(),
+            };
+            let avg = |imp: &str| get(imp).map_or(f64::NAN, |l| l.avg);
+            writeln!(
+                md,
+                "| {label} | {} | {} | {} | {} | {} | {} |",
+                size_label(size),
+                cell("verbs"),
+                cell("librpma"),
+                cell("rpma"),
+                ratio(avg("rpma"), avg("verbs")),
+                ratio(avg("rpma"), avg("librpma"))
+            )?;
+        }
+    }
+
+    writeln!(md, "\n### Bandwidth and message rate (every operation signaled)\n")?;
+    writeln!(md, "| operation | size | queue depth | verbs | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|")?;
+    for (case, size, qd) in bw.keys().map(|k| (k.0.clone(), k.1, k.2)).collect::<std::collections::BTreeSet<_>>() {
+        let get = |imp: &str| bw.get(&(case.clone(), size, qd, imp.to_string())).copied().unwrap_or(f64::NAN);
+        let cell = |imp: &str| {
+            let m = get(imp);
+            if case == "send" {
+                format!("{} Mmsg/s", num(m, 4))
+            } else {
+                format!("{} MiB/s", num(m * 1e6 * size as f64 / (1 << 20) as f64, 1))
+            }
+        };
+        writeln!(
+            md,
+            "| {case} | {} | {qd} | {} | {} | {} | {} | {} |",
+            size_label(size),
+            cell("verbs"),
+            cell("librpma"),
+            cell("rpma"),
+            ratio(get("rpma"), get("verbs")),
+            ratio(get("rpma"), get("librpma"))
+        )?;
+    }
+
+    writeln!(md, "\n### User-space instructions per operation (callgrind; 8 bytes, post + blocking wait + poll)\n")?;
+    writeln!(md, "| operation | verbs (perftest -e) | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
+    writeln!(md, "|---|---|---|---|---|---|")?;
+    for case in ["read", "write"] {
+        let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
+        writeln!(
+            md,
+            "| {case} | {} | {} | {} | {} | {} |",
+            num(get("verbs"), 0),
+            num(get("librpma"), 0),
+            num(get("rpma"), 0),
+            ratio(get("rpma"), get("verbs")),
+            ratio(get("rpma"), get("librpma"))
+        )?;
+    }
+
+    writeln!(md, "\n### Scale\n")?;
+    writeln!(md, "| what | verbs | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
+    writeln!(md, "|---|---|---|---|---|---|")?;
+    for (case, label, unit, per) in [
+        ("conn", "connection set-up + tear-down (200 in a row)", "conn/s", 1.0),
+        ("reg_2m", "register + deregister 1 GiB as 512 x 2 MiB", "GiB/s", 2.0 / 1024.0),
+        ("reg_1g", "register + deregister one 1 GiB region", "GiB/s", 1.0),
+    ] {
+        // a rate: things (or GiB) per second, higher is better
+        let get = |imp: &str| {
+            rate.get(&(case.to_string(), imp.to_string())).map_or(f64::NAN, |&(n, secs)| n as f64 * per / secs)
+        };
+        let cell = |imp: &str| format!("{} {unit}", num(get(imp), 2));
+        writeln!(
+            md,
+            "| {label} | {} | {} | {} | {} | {} |",
+            if get("verbs").is_finite() { cell("verbs") } else { "n/a".into() },
+            cell("librpma"),
+            cell("rpma"),
+            ratio(get("rpma"), get("verbs")),
+            ratio(get("rpma"), get("librpma"))
+        )?;
+    }
+
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("compare.md"), &md)?;
+    std::fs::write(out.join("latency.svg"), svg(&lat))?;
+    println!("\n{md}");
+    println!("report: {}/compare.md, plot: {}/latency.svg", out.display(), out.display());
+    Ok(())
+}
+
+/// Latency (t_avg) against size, log-log, for read and write, three lines each.
+fn svg(lat: &BTreeMap<(String, usize, String), Lat>) -> String {
+    let (w, h, ml, mr, mt, mb) = (760.0, 440.0, 70.0, 190.0, 40.0, 50.0);
+    let pts: Vec<(&str, &str, Vec<(f64, f64)>)> = ["read", "write"]
+        .iter()
+        .flat_map(|case| {
+            IMPS.iter().map(move |imp| {
+                let v = lat
+                    .iter()
+                    .filter(|(k, l)| k.0 == *case && k.2 == *imp && l.avg.is_finite() && l.avg > 0.0)
+                    .map(|(k, l)| (k.1 as f64, l.avg))
+                    .collect();
+                (*case, *imp, v)
+            })
+        })
+        .collect();
+    let all: Vec<(f64, f64)> = pts.iter().flat_map(|p| p.2.iter().copied()).collect();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    if all.is_empty() {
+        let _ = writeln!(s, r#"<text x="20" y="40">no latency results</text></svg>"#);
+        return s;
+    }
+    let (x0, x1) =
+        (all.iter().map(|p| p.0).fold(f64::MAX, f64::min).log10(), all.iter().map(|p| p.0).fold(0.0, f64::max).log10());
+    let y0 = all.iter().map(|p| p.1).fold(f64::MAX, f64::min).log10().floor();
+    let y1 = all.iter().map(|p| p.1).fold(0.0, f64::max).log10().ceil().max(y0 + 1.0);
+    let px = |x: f64| ml + (x.log10() - x0) / (x1 - x0).max(1e-9) * (w - ml - mr);
+    let py = |y: f64| h - mb - (y.log10() - y0) / (y1 - y0) * (h - mt - mb);
+    let _ = writeln!(
+        s,
+        r#"<text x="{ml}" y="22" font-size="14">Latency against size, t_avg (µs), log-log: verbs (perftest), C librpma, rpma</text>"#
+    );
+    for e in (y0 as i32)..=(y1 as i32) {
+        let y = py(10f64.powi(e));
+        let _ = writeln!(
+            s,
+            r##"<line x1="{ml}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            w - mr,
+            ml - 6.0,
+            y + 4.0,
+            10f64.powi(e)
+        );
+    }
+    let mut sizes: Vec<f64> = all.iter().map(|p| p.0).collect();
+    sizes.sort_by(f64::total_cmp);
+    sizes.dedup();
+    for x in sizes {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" x2="{0:.1}" y1="{mt}" y2="{1}" stroke="#eee"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,
+            px(x),
+            h - mb,
+            h - mb + 16.0,
+            size_label(x as usize)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">message size</text>"#,
+        ml + (w - ml - mr) / 2.0,
+        h - 12.0
+    );
+    for (i, (case, imp, v)) in pts.iter().enumerate() {
+        let color = match *imp {
+            "verbs" => "#777777",
+            "librpma" => "#1f77b4",
+            _ => "#d62728",
+        };
+        let dash = if *case == "write" { r#" stroke-dasharray="6 4""# } else { "" };
+        let path: Vec<String> = v.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"#,
+            path.join(" ")
+        );
+        for &(x, y) in v {
+            let _ = writeln!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#, px(x), py(y));
+        }
+        let ly = mt + 20.0 + i as f64 * 20.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/><text x="{}" y="{}">{imp} {case}</text>"#,
+            w - mr + 12.0,
+            w - mr + 42.0,
+            w - mr + 48.0,
+            ly + 4.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -1,0 +1,338 @@
+//! The rpma side of the comparison: a server and a client that do exactly
+//! what `librpma_bench.c` does with C librpma, case for case, and print the
+//! same `RESULT` lines.
+//!
+//! Protocol (shared with the C program): the server registers a 64 KiB
+//! region and sends its librpma MR descriptor as the connection's private
+//! data. It keeps [`SLOTS`] 8-byte receives posted. A message's first byte is
+//! its kind: [`PING`] is answered with an 8-byte send, [`STREAM`] is only
+//! counted, [`DONE`] ends the connection.
+
+use crate::stats::{self, Lat};
+use rpma::utils::{get_ibv_context, ContextType};
+use rpma::{
+    AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
+    MrRemote, Peer, Usage,
+};
+use std::time::{Duration, Instant};
+
+pub const REGION: usize = 64 * 1024;
+pub const SLOTS: usize = 64;
+pub const PING: u8 = 1;
+pub const STREAM: u8 = 2;
+pub const DONE: u8 = 3;
+const T: Duration = Duration::from_secs(60);
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn cfg() -> ConnCfg {
+    let mut c = ConnCfg::new();
+    c.set_sq_size(128);
+    c.set_cq_size(256);
+    c.set_rq_size(SLOTS as u32);
+    c.set_timeout(T.as_millis() as i32).expect("timeout");
+    c
+}
+
+fn check(wc: Completion) -> Res<Completion> {
+    if !wc.status.is_success() {
+        return Err(format!("{:?} (context {}) failed: {}", wc.op, wc.op_context, wc.status).into());
+    }
+    Ok(wc)
+}
+
+/// Busy-polls `cq` for one completion (perftest's default), for at most `T`.
+fn spin(cq: &Cq) -> Res<Completion> {
+    let t0 = Instant::now();
+    loop {
+        for _ in 0..1024 {
+            match cq.get_completion() {
+                Ok(wc) => return check(wc),
+                Err(Error::NoCompletion) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if t0.elapsed() > T {
+            return Err("no completion within 60 s".into());
+        }
+    }
+}
+
+/// Spins for up to 1 ms, then sleeps on the completion channel: the
+/// server's wait, so that it answers pings fast without stealing the CPU
+/// from the client during the one-sided cases.
+fn spin_then_block(cq: &Cq) -> Res<Completion> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(1) {
+        match cq.get_completion() {
+            Ok(wc) => return check(wc),
+            Err(Error::NoCompletion) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(check(cq.next_completion(T)?)?)
+}
+
+fn peer(addr: &str, kind: ContextType) -> Res<Peer> {
+    Ok(Peer::new(&get_ibv_context(addr, kind)?)?)
+}
+
+fn expect(conn: &Conn, want: ConnEvent) -> Res<()> {
+    match conn.next_event_timeout(T)? {
+        ev if ev == want => Ok(()),
+        ev => Err(format!("expected {want}, got {ev}").into()),
+    }
+}
+
+/// Serves `conns` connections one after the other, answering messages.
+pub fn server(addr: &str, port: u16, conns: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Local)?;
+    let region = MrLocal::reg(
+        &peer,
+        AlignedBuf::new(REGION)?,
+        Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY,
+    )?;
+    let slots = MrLocal::reg(&peer, AlignedBuf::new(SLOTS * 8)?, Usage::RECV)?;
+    let reply = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?;
+    let ep = Ep::listen(&peer, addr, port)?;
+    println!("READY");
+    let cfg = cfg();
+    for _ in 0..conns {
+        let req = ep.next_conn_req_timeout(Some(&cfg), T)?;
+        for i in 0..SLOTS {
+            req.recv(&slots, i * 8, 8, i as u64)?;
+        }
+        let conn = req.connect(&region.descriptor())?;
+        expect(&conn, ConnEvent::Established)?;
+        loop {
+            let wc = spin_then_block(conn.cq())?;
+            if wc.op != CompletionOp::Recv {
+                continue;
+            }
+            let i = wc.op_context as usize;
+            let mut kind = [0u8; 1];
+            slots.read_at(i * 8, &mut kind)?;
+            if kind[0] == DONE {
+                break;
+            }
+            conn.recv(&slots, i * 8, 8, i as u64)?;
+            if kind[0] == PING {
+                conn.send(&reply, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+            }
+        }
+        expect(&conn, ConnEvent::Closed)?;
+        conn.disconnect()?;
+    }
+    Ok(())
+}
+
+/// The client's connection and regions.
+struct Client {
+    conn: Conn,
+    remote: MrRemote,
+    local: MrLocal<AlignedBuf>,
+    msg: MrLocal<AlignedBuf>,
+    rbuf: MrLocal<AlignedBuf>,
+}
+
+impl Client {
+    fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Client> {
+        let t0 = Instant::now();
+        let conn = loop {
+            let conn = ConnReq::new(peer, addr, port, Some(&cfg()))?.connect(&[])?;
+            match conn.next_event_timeout(T)? {
+                ConnEvent::Established => break conn,
+                ConnEvent::Rejected if t0.elapsed() < T => std::thread::sleep(Duration::from_millis(50)),
+                ev => return Err(format!("connecting failed: {ev}").into()),
+            }
+        };
+        let remote = MrRemote::from_descriptor(conn.private_data())?;
+        let local = MrLocal::reg(peer, AlignedBuf::new(REGION)?, Usage::READ_DST | Usage::WRITE_SRC)?;
+        let msg = MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?;
+        let rbuf = MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::RECV)?;
+        Ok(Client { conn, remote, local, msg, rbuf })
+    }
+
+    fn set_kind(&mut self, kind: u8) -> Res<()> {
+        Ok(self.msg.write_at(0, &[kind])?)
+    }
+
+    /// Posts one operation of `case` (signaled).
+    fn post(&self, case: &str, size: usize) -> Res<()> {
+        let (c, f) = (&self.conn, Flags::COMPLETION_ALWAYS);
+        match case {
+            "read" => c.read(&self.local, 0, &self.remote, 0, size, f, 0)?,
+            "write" => c.write(&self.remote, 0, &self.local, 0, size, f, 0)?,
+            "send" => c.send(&self.msg, 0, 8, f, 0)?,
+            _ => unreachable!("case {case}"),
+        }
+        Ok(())
+    }
+
+    /// One operation of `case`, waited for with `wait`.
+    fn once(&self, case: &str, size: usize, wait: fn(&Cq) -> Res<Completion>) -> Res<()> {
+        let (c, cq) = (&self.conn, self.conn.cq());
+        match case {
+            "write_flush" => {
+                c.write(&self.remote, 0, &self.local, 0, size, Flags::COMPLETION_ON_ERROR, 0)?;
+                c.flush(&self.remote, 0, size as u64, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 0)?;
+                wait(cq)?;
+            }
+            "atomic_write" => {
+                c.atomic_write(&self.remote, 0, [7; 8], Flags::COMPLETION_ALWAYS, 0)?;
+                wait(cq)?;
+            }
+            "pingpong" => {
+                c.recv(&self.rbuf, 0, 8, 0)?;
+                c.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+                wait(cq)?;
+                wait(cq)?;
+            }
+            _ => {
+                self.post(case, size)?;
+                wait(cq)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn latency(&mut self, case: &str, size: usize, iters: usize) -> Res<Lat> {
+        if case == "pingpong" {
+            self.set_kind(PING)?;
+        }
+        for _ in 0..iters / 10 {
+            self.once(case, size, spin)?; // warm-up
+        }
+        let mut t = Vec::with_capacity(iters);
+        for _ in 0..iters {
+            let t0 = Instant::now();
+            self.once(case, size, spin)?;
+            t.push(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        if case == "pingpong" {
+            t.iter_mut().for_each(|x| *x /= 2.0); // perftest reports half the round trip
+        }
+        Ok(stats::lat(t))
+    }
+
+    /// `iters` operations with at most `qd` in flight; returns seconds.
+    fn stream(&mut self, case: &str, size: usize, qd: usize, iters: usize) -> Res<f64> {
+        if case == "send" {
+            self.set_kind(STREAM)?;
+        }
+        let cq = self.conn.cq();
+        let mut wc = [Cq::EMPTY; 64];
+        let (mut posted, mut done) = (0, 0);
+        let t0 = Instant::now();
+        while done < iters {
+            while posted < iters && posted - done < qd {
+                self.post(case, size)?;
+                posted += 1;
+            }
+            match cq.get_wc(&mut wc) {
+                Ok(n) => {
+                    for w in &wc[..n] {
+                        check(*w)?;
+                    }
+                    done += n;
+                }
+                Err(Error::NoCompletion) if t0.elapsed() < T => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    }
+
+    fn close(mut self) -> Res<()> {
+        self.set_kind(DONE)?;
+        self.conn.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+        spin(self.conn.cq())?;
+        self.conn.disconnect()?;
+        expect(&self.conn, ConnEvent::Closed)
+    }
+}
+
+/// The latency sizes, the queue depths and sizes of the streaming cases.
+pub const LAT_SIZES: [usize; 7] = [8, 64, 256, 1024, 4096, 16384, 65536];
+pub const BW_SIZES: [usize; 2] = [4096, 65536];
+pub const QDS: [usize; 4] = [1, 4, 16, 64];
+
+/// Runs every case of the comparison and prints `RESULT` lines.
+pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut c = Client::connect(&peer, addr, port)?;
+    for case in ["read", "write"] {
+        for size in LAT_SIZES {
+            stats::print_lat("rpma", case, size, iters, &c.latency(case, size, iters)?);
+        }
+    }
+    for case in ["write_flush", "atomic_write", "pingpong"] {
+        stats::print_lat("rpma", case, 8, iters, &c.latency(case, 8, iters)?);
+    }
+    for case in ["read", "write"] {
+        for size in BW_SIZES {
+            for qd in QDS {
+                c.stream(case, size, qd, iters / 10)?;
+                let secs = c.stream(case, size, qd, iters)?;
+                stats::print_bw("rpma", case, size, qd, iters, secs);
+            }
+        }
+    }
+    let n = iters * 4;
+    let secs = c.stream("send", 8, 16, n)?;
+    stats::print_bw("rpma", "send", 8, 16, n, secs);
+    c.close()
+}
+
+/// `iters` operations of `case` with blocking waits: the workload whose
+/// instructions callgrind counts.
+pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let c = Client::connect(&peer, addr, port)?;
+    let block: fn(&Cq) -> Res<Completion> = |cq| {
+        cq.wait()?;
+        Ok(check(cq.get_completion()?)?)
+    };
+    for _ in 0..iters {
+        c.once(case, 8, block)?;
+    }
+    c.close()
+}
+
+/// Connection set-up plus tear-down, `n` times.
+pub fn client_conns(addr: &str, port: u16, n: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let c = Client::connect(&peer, addr, port)?;
+        c.close()?;
+    }
+    stats::print_rate("rpma", "conn", n, t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Registration throughput: 1 GiB as 2 MiB regions, then as one region.
+pub fn registration(addr: &str) -> Res<()> {
+    const GIB: usize = 1 << 30;
+    const CHUNK: usize = 2 << 20;
+    let peer = peer(addr, ContextType::Local)?;
+    let mut buf = AlignedBuf::new(GIB)?;
+    for p in buf.as_mut_slice().chunks_mut(4096) {
+        p[0] = 1; // fault every page in before timing
+    }
+    let usage = Usage::READ_SRC | Usage::WRITE_DST;
+    let t0 = Instant::now();
+    {
+        let mrs = buf
+            .as_mut_slice()
+            .chunks_mut(CHUNK)
+            .map(|c| MrLocal::reg(&peer, c, usage))
+            .collect::<rpma::Result<Vec<_>>>()?;
+        drop(mrs);
+    }
+    stats::print_rate("rpma", "reg_2m", GIB / CHUNK, t0.elapsed().as_secs_f64());
+    let t0 = Instant::now();
+    drop(MrLocal::reg(&peer, buf.as_mut_slice(), usage)?);
+    stats::print_rate("rpma", "reg_1g", 1, t0.elapsed().as_secs_f64());
+    Ok(())
+}
