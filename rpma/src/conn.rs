@@ -49,44 +49,68 @@ pub enum FlushType {
 /// librpma's `RPMA_ATOMIC_WRITE_ALIGNMENT`.
 pub const ATOMIC_WRITE_ALIGNMENT: u64 = 8;
 
+#[inline]
 pub(crate) fn check_len(what: &str, len: usize) -> Result<u32> {
-    u32::try_from(len).map_err(|_| {
-        Error::inval(format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries"))
-    })
+    u32::try_from(len).map_err(|_| too_long(what, len))
 }
 
+#[cold]
+#[inline(never)]
+fn too_long(what: &str, len: usize) -> Error {
+    Error::inval(format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries"))
+}
+
+#[inline]
 pub(crate) fn check_local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer: &Peer) -> Result<()> {
     if !mr.usage().contains(need) {
-        return Err(Error::inval(format!("{what}: the region was registered for {:?}, not {need:?}", mr.usage())));
+        return Err(bad_usage(what, "the region", mr.usage(), need));
     }
     if !mr.peer().same_pd(peer) {
-        return Err(Error::inval(format!("{what}: the region is registered on another peer (protection domain)")));
+        return Err(other_peer(what));
     }
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn bad_usage(what: &str, which: &str, has: Usage, need: Usage) -> Error {
+    Error::inval(format!("{what}: {which} was registered for {has:?}, not {need:?}"))
+}
+
+#[cold]
+#[inline(never)]
+fn other_peer(what: &str) -> Error {
+    Error::inval(format!("{what}: the region is registered on another peer (protection domain)"))
+}
+
+#[inline]
 fn check_remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
     if !mr.usage().contains(need) {
-        return Err(Error::inval(format!(
-            "{what}: the remote region was registered for {:?}, not {need:?}",
-            mr.usage()
-        )));
+        return Err(bad_usage(what, "the remote region", mr.usage(), need));
     }
     Ok(())
 }
 
+#[inline]
 fn signaled(flags: Flags) -> Result<bool> {
-    if !flags.intersects(Flags::COMPLETION_ON_ERROR) {
-        return Err(Error::inval(if flags.is_empty() {
-            "flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"
-        } else {
-            "flags have no completion mode (FENCE alone is not enough): add Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS"
-        }));
-    }
-    if !Flags::all().contains(flags) {
-        return Err(Error::inval(format!("flags {:#x} have undefined bits", flags.bits())));
+    if !flags.intersects(Flags::COMPLETION_ON_ERROR) || !Flags::all().contains(flags) {
+        return Err(bad_flags(flags));
     }
     Ok(flags.bits() & 2 != 0)
+}
+
+#[cold]
+#[inline(never)]
+fn bad_flags(flags: Flags) -> Error {
+    if flags.is_empty() {
+        Error::inval("flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS")
+    } else if !Flags::all().contains(flags) {
+        Error::inval(format!("flags {:#x} have undefined bits", flags.bits()))
+    } else {
+        Error::inval(
+            "flags have no completion mode (FENCE alone is not enough): add Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS",
+        )
+    }
 }
 
 /// The local side of an operation: range, required usage, and the name

@@ -10,7 +10,7 @@
 //! after that, when the device can no longer touch the memory.
 
 use crate::error::{Error, Result};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Anything kept alive by a reference.
@@ -93,9 +93,15 @@ impl SendTracker {
     /// A completion for `wr_id` arrived: retire it and everything before it.
     pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
         let mut g = lock(&self.q);
+        if g.1.front().is_some_and(|e| e.seq == wr_id) {
+            // the common case: every operation signaled
+            return g.1.pop_front().map(|e| (e.ctx, e.kind));
+        }
         let pos = g.1.iter().position(|e| e.seq == wr_id)?;
-        // entries before `pos` were unsignaled: this completion retires them
-        g.1.drain(..pos);
+        if pos > 0 {
+            // entries before `pos` were unsignaled: this completion retires them
+            g.1.drain(..pos);
+        }
         g.1.pop_front().map(|e| (e.ctx, e.kind))
     }
 
@@ -107,16 +113,24 @@ impl SendTracker {
 
 /// Receives posted to a QP or an SRQ.
 pub(crate) struct RecvTracker {
-    m: Mutex<(u64, HashMap<u64, Entry>)>,
+    m: Mutex<Slots>,
     tag: u64,
+}
+
+/// Posted receives by slot: the slot index is the work request ID (with the
+/// tag bits), so retiring one is an index, not a hash lookup.
+#[derive(Default)]
+struct Slots {
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    pending: usize,
 }
 
 impl RecvTracker {
     pub(crate) fn new(srq: bool) -> RecvTracker {
-        RecvTracker { m: Mutex::new((0, HashMap::new())), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } }
+        RecvTracker { m: Mutex::new(Slots::default()), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } }
     }
 
-    /// Posts a receive through `post` (given the wr_id) and records it.
     pub(crate) fn post_with(
         &self,
         ctx: u64,
@@ -124,23 +138,36 @@ impl RecvTracker {
         post: impl FnOnce(u64) -> std::io::Result<()>,
     ) -> Result<()> {
         let mut g = lock(&self.m);
-        let seq = g.0;
-        post(seq | self.tag).map_err(|e| Error::provider_raw("ibv_post_recv", e))?;
-        g.0 = (g.0 + 1) & (SRQ_BIT - 1);
-        g.1.insert(seq, Entry { seq, ctx, kind: OpKind::Recv, _hold: hold });
+        let idx = g.free.pop().unwrap_or(g.entries.len());
+        if let Err(e) = post(idx as u64 | self.tag) {
+            if idx < g.entries.len() {
+                g.free.push(idx);
+            }
+            return Err(Error::provider_raw("ibv_post_recv", e));
+        }
+        let entry = Some(Entry { seq: idx as u64, ctx, kind: OpKind::Recv, _hold: hold });
+        match g.entries.get_mut(idx) {
+            Some(slot) => *slot = entry,
+            None => g.entries.push(entry),
+        }
+        g.pending += 1;
         Ok(())
     }
 
     pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
-        lock(&self.m).1.remove(&(wr_id & (SRQ_BIT - 1))).map(|e| (e.ctx, e.kind))
+        let mut g = lock(&self.m);
+        let idx = usize::try_from(wr_id & (SRQ_BIT - 1)).ok()?;
+        let e = g.entries.get_mut(idx)?.take()?;
+        g.free.push(idx);
+        g.pending -= 1;
+        Some((e.ctx, e.kind))
     }
 
     pub(crate) fn pending(&self) -> usize {
-        lock(&self.m).1.len()
+        lock(&self.m).pending
     }
 }
 
-/// Which tracker a completion's wr_id belongs to.
 pub(crate) enum Source {
     Send,
     Recv,

@@ -308,13 +308,18 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
 }
 
 /// `offset + len` must not overflow nor exceed `size`; the error names all three.
+#[inline]
 fn check_within(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => {
-            Err(Error::inval(format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}")))
-        }
+        _ => Err(out_of_range(what, side, offset, len, size)),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Error {
+    Error::inval(format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}"))
 }
 
 pub(crate) fn check_usage(usage: Usage) -> Result<()> {
@@ -439,6 +444,7 @@ impl<M: RegMemory> MrLocal<M> {
         })
     }
 
+    #[inline]
     pub(crate) fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
         check_within(what, "local", offset as u64, len as u64, self.inner.len as u64)
     }
@@ -664,6 +670,7 @@ impl MrRemote {
         self.usage
     }
 
+    #[inline]
     pub(crate) fn check_range(&self, what: &str, offset: u64, len: u64) -> Result<()> {
         check_within(what, "remote", offset, len, self.size)
     }
