@@ -126,6 +126,27 @@ pub fn server(addr: &str, port: u16, conns: usize) -> Res<()> {
     Ok(())
 }
 
+/// Connects to the server (retrying while it is not listening yet).
+fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Conn> {
+    let t0 = Instant::now();
+    loop {
+        let conn = ConnReq::new(peer, addr, port, Some(&cfg()))?.connect(&[])?;
+        match conn.next_event_timeout(T)? {
+            ConnEvent::Established => return Ok(conn),
+            ConnEvent::Rejected if t0.elapsed() < T => std::thread::sleep(Duration::from_millis(50)),
+            ev => return Err(format!("connecting failed: {ev}").into()),
+        }
+    }
+}
+
+/// Sends DONE from `msg` (which holds it), then disconnects first.
+fn close(conn: Conn, msg: &MrLocal<AlignedBuf>) -> Res<()> {
+    conn.send(msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+    spin(conn.cq())?;
+    conn.disconnect()?;
+    expect(&conn, ConnEvent::Closed)
+}
+
 /// The client's connection and regions.
 struct Client {
     conn: Conn,
@@ -137,15 +158,7 @@ struct Client {
 
 impl Client {
     fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Client> {
-        let t0 = Instant::now();
-        let conn = loop {
-            let conn = ConnReq::new(peer, addr, port, Some(&cfg()))?.connect(&[])?;
-            match conn.next_event_timeout(T)? {
-                ConnEvent::Established => break conn,
-                ConnEvent::Rejected if t0.elapsed() < T => std::thread::sleep(Duration::from_millis(50)),
-                ev => return Err(format!("connecting failed: {ev}").into()),
-            }
-        };
+        let conn = connect(peer, addr, port)?;
         let remote = MrRemote::from_descriptor(conn.private_data())?;
         let local = MrLocal::reg(peer, AlignedBuf::new(REGION)?, Usage::READ_DST | Usage::WRITE_SRC)?;
         let msg = MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?;
@@ -245,10 +258,7 @@ impl Client {
 
     fn close(mut self) -> Res<()> {
         self.set_kind(DONE)?;
-        self.conn.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
-        spin(self.conn.cq())?;
-        self.conn.disconnect()?;
-        expect(&self.conn, ConnEvent::Closed)
+        close(self.conn, &self.msg)
     }
 }
 
@@ -299,13 +309,15 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     c.close()
 }
 
-/// Connection set-up plus tear-down, `n` times.
+/// Connection set-up plus tear-down, `n` times (the regions are registered
+/// once, before timing, as in the C program).
 pub fn client_conns(addr: &str, port: u16, n: usize) -> Res<()> {
     let peer = peer(addr, ContextType::Remote)?;
+    let mut msg = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?;
+    msg.write_at(0, &[DONE])?;
     let t0 = Instant::now();
     for _ in 0..n {
-        let c = Client::connect(&peer, addr, port)?;
-        c.close()?;
+        close(connect(&peer, addr, port)?, &msg)?;
     }
     stats::print_rate("rpma", "conn", n, t0.elapsed().as_secs_f64());
     Ok(())
