@@ -171,7 +171,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
 /// Latency (t_avg) against size, log-log, for read and write, three lines each.
 fn svg(lat: &BTreeMap<(String, usize, String), Lat>) -> String {
     let (w, h, ml, mr, mt, mb) = (760.0, 440.0, 70.0, 190.0, 40.0, 50.0);
-    let pts: Vec<(&str, &str, Vec<(f64, f64)>)> = ["read", "write"]
+    type Line<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+    let pts: Vec<Line> = ["read", "write"]
         .iter()
         .flat_map(|case| {
             IMPS.iter().map(move |imp| {

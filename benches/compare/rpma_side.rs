@@ -70,7 +70,7 @@ fn spin_then_block(cq: &Cq) -> Res<Completion> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(check(cq.next_completion(T)?)?)
+    check(cq.next_completion(T)?)
 }
 
 fn peer(addr: &str, kind: ContextType) -> Res<Peer> {
@@ -301,7 +301,7 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     let c = Client::connect(&peer, addr, port)?;
     let block: fn(&Cq) -> Res<Completion> = |cq| {
         cq.wait()?;
-        Ok(check(cq.get_completion()?)?)
+        check(cq.get_completion()?)
     };
     for _ in 0..iters {
         c.once(case, 8, block)?;
