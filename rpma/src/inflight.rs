@@ -123,7 +123,6 @@ pub(crate) struct RecvTracker {
 struct Slots {
     entries: Vec<Option<Entry>>,
     free: Vec<usize>,
-    pending: usize,
 }
 
 impl RecvTracker {
@@ -131,6 +130,7 @@ impl RecvTracker {
         RecvTracker { m: Mutex::new(Slots::default()), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } }
     }
 
+    /// Posts a receive through `post` (given the wr_id) and records it.
     pub(crate) fn post_with(
         &self,
         ctx: u64,
@@ -150,7 +150,6 @@ impl RecvTracker {
             Some(slot) => *slot = entry,
             None => g.entries.push(entry),
         }
-        g.pending += 1;
         Ok(())
     }
 
@@ -159,15 +158,16 @@ impl RecvTracker {
         let idx = usize::try_from(wr_id & (SRQ_BIT - 1)).ok()?;
         let e = g.entries.get_mut(idx)?.take()?;
         g.free.push(idx);
-        g.pending -= 1;
         Some((e.ctx, e.kind))
     }
 
     pub(crate) fn pending(&self) -> usize {
-        lock(&self.m).pending
+        let g = lock(&self.m);
+        g.entries.len() - g.free.len()
     }
 }
 
+/// Which tracker a completion's wr_id belongs to.
 pub(crate) enum Source {
     Send,
     Recv,
@@ -239,9 +239,14 @@ mod tests {
             .unwrap();
         }
         assert!(matches!(source(ids[0]), Source::SrqRecv));
+        assert_eq!(t.pending(), 2);
         assert_eq!(t.complete(ids[1]), Some((2, OpKind::Recv)));
         assert_eq!(t.complete(ids[0]), Some((1, OpKind::Recv)));
         assert_eq!(t.complete(ids[0]), None);
+        assert_eq!(t.pending(), 0, "a repeated completion retires nothing twice");
+        let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM))).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOMEM));
+        assert_eq!(t.pending(), 0, "a failed post leaves no entry");
         let q = RecvTracker::new(false);
         let mut id = 0;
         q.post_with(3, None, |i| {
