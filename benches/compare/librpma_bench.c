@@ -53,21 +53,25 @@ static void check_wc(const struct ibv_wc *wc)
 	}
 }
 
+/* one completion if there is one (checked): 1, else 0 */
+static int try_get(struct rpma_cq *cq, struct ibv_wc *wc)
+{
+	int r = rpma_cq_get_wc(cq, 1, wc, NULL);
+	if (r == RPMA_E_NO_COMPLETION)
+		return 0;
+	CHECK(r);
+	check_wc(wc);
+	return 1;
+}
+
 /* busy-polls one completion (perftest's default), for at most T_NS */
 static void spin(struct rpma_cq *cq, struct ibv_wc *wc)
 {
 	uint64_t t0 = now_ns();
 	for (;;) {
-		for (int i = 0; i < 1024; i++) {
-			int got = 0;
-			int r = rpma_cq_get_wc(cq, 1, wc, &got);
-			if (r == 0) {
-				check_wc(wc);
+		for (int i = 0; i < 1024; i++)
+			if (try_get(cq, wc))
 				return;
-			}
-			if (r != RPMA_E_NO_COMPLETION)
-				CHECK(r);
-		}
 		if (now_ns() - t0 > T_NS) {
 			fprintf(stderr, "no completion within 60 s\n");
 			exit(1);
@@ -87,25 +91,11 @@ static void block(struct rpma_cq *cq, struct ibv_wc *wc)
 static void spin_then_block(struct rpma_cq *cq, struct ibv_wc *wc)
 {
 	uint64_t t0 = now_ns();
-	while (now_ns() - t0 < 1000000) {
-		int r = rpma_cq_get_wc(cq, 1, wc, NULL);
-		if (r == 0) {
-			check_wc(wc);
+	while (now_ns() - t0 < 1000000)
+		if (try_get(cq, wc))
 			return;
-		}
-		if (r != RPMA_E_NO_COMPLETION)
-			CHECK(r);
-	}
-	for (;;) {
-		int r = rpma_cq_get_wc(cq, 1, wc, NULL);
-		if (r == 0) {
-			check_wc(wc);
-			return;
-		}
-		if (r != RPMA_E_NO_COMPLETION)
-			CHECK(r);
+	while (!try_get(cq, wc))
 		CHECK(rpma_cq_wait(cq));
-	}
 }
 
 static struct rpma_peer *new_peer(const char *addr, enum rpma_util_ibv_context_type type)

@@ -205,8 +205,7 @@ fn measure() -> Res<()> {
                 pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), c)?;
                 callgrind_total(&f)
             };
-            let per_op = (ir(2 * ir_iters)? - ir(ir_iters)?) / ir_iters as f64;
-            println!("RESULT ir {imp} {case} {per_op:.1}");
+            println!("RESULT ir {imp} {case} {:.1}", per_op(ir_iters, ir)?);
         }
     }
     // perftest's event mode (-e) exists for ib_read_lat, not for write tests
@@ -221,8 +220,7 @@ fn measure() -> Res<()> {
         pair(s, None, c)?;
         callgrind_total(&f)
     };
-    let per_op = (ir(2 * ir_iters)? - ir(ir_iters)?) / ir_iters as f64;
-    println!("RESULT ir verbs read {per_op:.1}");
+    println!("RESULT ir verbs read {:.1}", per_op(ir_iters, ir)?);
 
     eprintln!("compare: connection set-up and tear-down, registration");
     for prog in [&exe, &cbin] {
@@ -240,6 +238,12 @@ fn measure() -> Res<()> {
     }
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
+}
+
+/// Instructions per operation: the count for `2n` operations minus the count
+/// for `n`, over `n`, so that start-up and tear-down cancel out.
+fn per_op(n: usize, count: impl Fn(usize) -> Res<f64>) -> Res<f64> {
+    Ok((count(2 * n)? - count(n)?) / n as f64)
 }
 
 fn callgrind(out: &std::path::Path) -> Command {
@@ -267,20 +271,16 @@ fn perftest_row(out: &str) -> Res<Vec<f64>> {
 }
 
 fn perftest_pair(bin: &str, args: &[String], addr: &str) -> Res<Vec<f64>> {
-    let p = next_port().to_string();
-    let mut s = Command::new(bin);
-    s.args(args).args(["-p", &p]);
-    let mut c = Command::new(bin);
-    c.args(args).args(["-p", &p, addr]);
-    // perftest's server is started blind; one retry covers a slow start
-    let out = pair(s, None, c).or_else(|_| {
+    let attempt = || {
         let p = next_port().to_string();
         let mut s = Command::new(bin);
         s.args(args).args(["-p", &p]);
         let mut c = Command::new(bin);
         c.args(args).args(["-p", &p, addr]);
         pair(s, None, c)
-    })?;
+    };
+    // perftest's server is started blind; one retry covers a slow start
+    let out = attempt().or_else(|_| attempt())?;
     perftest_row(&out)
 }
 

@@ -41,15 +41,22 @@ fn check(wc: Completion) -> Res<Completion> {
     Ok(wc)
 }
 
+/// One completion if there is one, checked.
+fn try_get(cq: &Cq) -> Res<Option<Completion>> {
+    match cq.get_completion() {
+        Ok(wc) => check(wc).map(Some),
+        Err(Error::NoCompletion) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Busy-polls `cq` for one completion (perftest's default), for at most `T`.
 fn spin(cq: &Cq) -> Res<Completion> {
     let t0 = Instant::now();
     loop {
         for _ in 0..1024 {
-            match cq.get_completion() {
-                Ok(wc) => return check(wc),
-                Err(Error::NoCompletion) => {}
-                Err(e) => return Err(e.into()),
+            if let Some(wc) = try_get(cq)? {
+                return Ok(wc);
             }
         }
         if t0.elapsed() > T {
@@ -64,10 +71,8 @@ fn spin(cq: &Cq) -> Res<Completion> {
 fn spin_then_block(cq: &Cq) -> Res<Completion> {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_millis(1) {
-        match cq.get_completion() {
-            Ok(wc) => return check(wc),
-            Err(Error::NoCompletion) => {}
-            Err(e) => return Err(e.into()),
+        if let Some(wc) = try_get(cq)? {
+            return Ok(wc);
         }
     }
     check(cq.next_completion(T)?)
