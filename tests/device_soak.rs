@@ -35,7 +35,7 @@ use common::Rng;
 fn verify(path: &str, acked: &[(u64, u64)]) -> u64 {
     let bytes = std::fs::read(path).unwrap();
     let used = u64::from_le_bytes(bytes[..8].try_into().unwrap());
-    assert!((HDR..=LOG).contains(&used) && (used - HDR) % REC as u64 == 0, "commit pointer {used}");
+    assert!((HDR..=LOG).contains(&used) && (used - HDR).is_multiple_of(REC as u64), "commit pointer {used}");
     for (i, off) in (HDR..used).step_by(REC).enumerate() {
         let got = &bytes[off as usize..off as usize + REC];
         assert_eq!(got, &record(i as u64)[..], "record {i} at {off} below the commit pointer {used} is torn");
@@ -95,7 +95,7 @@ fn soak_kill_and_restart() {
             conn.flush(&log, used, REC as u64, FlushType::Visibility, on_err, 2).unwrap();
             conn.atomic_write(&log, 0, (used + REC as u64).to_le_bytes(), on_err, 3).unwrap();
             conn.flush(&log, 0, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 4).unwrap();
-            if last && rng.next() % 2 == 0 {
+            if last && rng.next().is_multiple_of(2) {
                 // Kill with the record in flight: it may or may not land.
                 child.kill().unwrap();
             }

@@ -33,7 +33,7 @@ fn mr_descriptor_decodes_exactly_its_bytes() {
     let mut ok = 0;
     for _ in 0..CASES {
         let mut b = r.bytes(40);
-        if b.len() > 20 && r.next() % 4 == 0 {
+        if b.len() > 20 && r.next().is_multiple_of(4) {
             b[20] = 0; // usage 0 often enough
         }
         match MrRemote::from_descriptor(&b) {
@@ -77,7 +77,7 @@ fn common_data_accepts_exactly_the_consistent_layouts() {
     let mut ok = 0;
     for _ in 0..CASES {
         let mut b = r.bytes(64);
-        if b.len() >= 28 && r.next() % 2 == 0 {
+        if b.len() >= 28 && r.next().is_multiple_of(2) {
             b[2] = 21; // a plausible MR descriptor size
             b[3] = (r.next() % 4) as u8;
         }

@@ -108,6 +108,8 @@ pub const WC_WITH_IMM: u32 = 1 << 1;
 pub const WC_WITH_INV: u32 = 1 << 3;
 
 impl Wc {
+    // bindgen's enum representations differ between rdma-core versions.
+    #[allow(clippy::unnecessary_cast)]
     fn from_raw(w: &ffi::ibv_wc) -> Wc {
         // SAFETY: both union members are u32; reading either is defined.
         let raw_imm = unsafe { w.imm_data_invalidated_rkey_union.imm_data };

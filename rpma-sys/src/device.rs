@@ -251,6 +251,8 @@ impl Context {
     }
 }
 
+// bindgen's enum representations differ between rdma-core versions.
+#[allow(clippy::unnecessary_cast)]
 fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
     let general = ffi::ibv_odp_general_caps::IBV_ODP_SUPPORT.0 as u64;
     let rc_rw = (ffi::ibv_odp_transport_cap_bits::IBV_ODP_SUPPORT_WRITE.0

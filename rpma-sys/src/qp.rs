@@ -164,6 +164,28 @@ impl Qp {
         Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
     }
 
+    /// The reliable-connection retry settings the connection manager gave
+    /// this QP, `(timeout, retry_cnt, rnr_retry)`, read back with
+    /// `ibv_query_qp`: the local ACK timeout exponent (4.096 us x 2^timeout;
+    /// 0 means wait forever), the transport retry count and the RNR retry
+    /// count (7 means retry forever).
+    ///
+    /// # Errors
+    /// The errno of `ibv_query_qp`.
+    pub fn retry(&self) -> io::Result<(u8, u8, u8)> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        let mask = ffi::ibv_qp_attr_mask::IBV_QP_TIMEOUT.0
+            | ffi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT.0
+            | ffi::ibv_qp_attr_mask::IBV_QP_RNR_RETRY.0;
+        // SAFETY: live QP, valid out-pointers.
+        let rc = unsafe { ffi::ibv_query_qp(self.qp, &mut attr, mask as i32, &mut init) };
+        from_errno_ret(rc, "ibv_query_qp")?;
+        Ok((attr.timeout, attr.retry_cnt, attr.rnr_retry))
+    }
+
     /// The extended work-request interface, when the QP was created with
     /// `send_ops_flags`.
     pub fn ex(&self) -> Option<QpEx<'_>> {

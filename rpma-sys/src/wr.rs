@@ -136,6 +136,7 @@ impl Qp {
     /// # Errors
     /// `EOPNOTSUPP` when the provider cannot bind type 1 windows; the errno
     /// of `ibv_bind_mw` (`EINVAL` for a bad range or access).
+    #[allow(clippy::too_many_arguments)] // the fields of ibv_mw_bind, one by one
     pub fn bind_mw_type1(
         &self,
         mw: &Mw,

@@ -360,6 +360,20 @@ impl Conn {
         self.parts.id.qp().map_or(0, |q| q.qp_num())
     }
 
+    /// The transport's retry settings for this connection, as the connection
+    /// manager set them on the QP (not in librpma): how long an unacknowledged
+    /// operation is retried before it completes with
+    /// [`WcStatus::RETRY_EXC_ERR`](crate::WcStatus::RETRY_EXC_ERR).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the connection has no QP; [`Error::Provider`]
+    /// when `ibv_query_qp` fails.
+    pub fn retry_budget(&self) -> Result<RetryBudget> {
+        let qp = self.parts.id.qp().ok_or_else(|| Error::Inval("the connection has no QP".into()))?;
+        let (ack_timeout, retry_cnt, rnr_retry) = qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
+        Ok(RetryBudget { ack_timeout, retry_cnt, rnr_retry })
+    }
+
     /// The main completion queue (`rpma_conn_get_cq`).
     pub fn cq(&self) -> &Cq {
         &self.parts.cq
@@ -605,7 +619,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         let signaled = signaled(flags)?;
-        if dst_offset % ATOMIC_WRITE_ALIGNMENT != 0 {
+        if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
             return Err(Error::inval(format!(
                 "atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"
             )));
@@ -979,5 +993,54 @@ impl Conn {
     /// signaled one's) has not been reaped yet.
     pub fn pending_sends(&self) -> usize {
         self.parts.send.pending()
+    }
+}
+
+/// A connection's reliable-connection retry settings, from
+/// [`Conn::retry_budget`].
+///
+/// When the peer stops acknowledging (it died, or the link is cut) the
+/// requester retransmits after the local ACK timeout, `retry_cnt` times,
+/// then fails the operation with `RETRY_EXC_ERR`.
+/// [`transport_timeout`](RetryBudget::transport_timeout) is that bound as the
+/// standard defines it. A provider may take longer, or never report the
+/// failure at all (Soft-RoCE on Linux 6.1 does not: see "Faults" in the
+/// README), so wait for completions with a bound, such as
+/// [`Cq::next_completion`], and tear the connection down on a timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryBudget {
+    /// The local ACK timeout exponent: 4.096 us x 2^`ack_timeout`; 0 means
+    /// the transport never times out.
+    pub ack_timeout: u8,
+    /// Transport retries after a timeout (0..=7).
+    pub retry_cnt: u8,
+    /// Retries after a receiver-not-ready NAK; 7 means forever.
+    pub rnr_retry: u8,
+}
+
+impl RetryBudget {
+    /// The local ACK timeout, or `None` when it is infinite.
+    pub fn ack_timeout_duration(&self) -> Option<Duration> {
+        (self.ack_timeout != 0).then(|| Duration::from_nanos(4096u64 << self.ack_timeout.min(31)))
+    }
+
+    /// How long an unacknowledged operation is retried before it fails:
+    /// the ACK timeout times (1 + `retry_cnt`), or `None` when infinite.
+    pub fn transport_timeout(&self) -> Option<Duration> {
+        self.ack_timeout_duration().map(|t| t * (1 + u32::from(self.retry_cnt)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_budget_durations() {
+        let b = RetryBudget { ack_timeout: 14, retry_cnt: 7, rnr_retry: 7 };
+        assert_eq!(b.ack_timeout_duration(), Some(Duration::from_nanos(4096 << 14)));
+        assert_eq!(b.transport_timeout(), Some(Duration::from_nanos((4096 << 14) * 8)));
+        let never = RetryBudget { ack_timeout: 0, ..b };
+        assert_eq!(never.transport_timeout(), None);
     }
 }

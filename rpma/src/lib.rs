@@ -27,7 +27,7 @@ pub mod utils;
 mod wire;
 
 pub use common_data::CommonData;
-pub use conn::{Conn, Flags, FlushType};
+pub use conn::{Conn, Flags, FlushType, RetryBudget};
 pub use conn_cfg::ConnCfg;
 pub use conn_req::ConnReq;
 pub use cq::{Completion, CompletionOp, Cq, WcStatus};
