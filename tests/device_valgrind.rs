@@ -1,28 +1,33 @@
-//! valgrind memcheck on the examples (both sides, on a real RDMA device):
-//! no invalid access and no leak attributable to rpma. The only
-//! suppressions are for rdma-core internals, each explained in
+//! valgrind memcheck on the examples (both sides) and on the device test
+//! binaries themselves, on a real RDMA device: no invalid access and no leak
+//! attributable to rpma. The only suppressions are for rdma-core internals
+//! and one Rust standard library block, each explained in
 //! tests/valgrind/rdma-core.supp.
 
 use rpma_harness::{addr, device_tests, port};
 use std::process::Command;
 
+const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
+
+fn valgrind() -> Command {
+    let mut c = Command::new("valgrind");
+    c.args([
+        "-q",
+        "--leak-check=full",
+        "--show-leak-kinds=definite,possible",
+        "--errors-for-leak-kinds=definite,possible",
+    ])
+    .arg(format!("--suppressions={SUPP}"))
+    .arg("--error-exitcode=97");
+    c
+}
+
 fn memcheck(name: &str, p: u16, client_args: &[&str]) {
     let exe = std::env::current_exe().unwrap();
     let ex = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join(name);
-    let supp = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
     let vg = |role: &str, extra: &[&str]| {
-        let mut c = Command::new("valgrind");
-        c.args([
-            "-q",
-            "--leak-check=full",
-            "--show-leak-kinds=definite,possible",
-            "--errors-for-leak-kinds=definite,possible",
-        ])
-        .arg(format!("--suppressions={supp}"))
-        .arg("--error-exitcode=97")
-        .arg(&ex)
-        .args([role, &addr(), &port(p).to_string()])
-        .args(extra);
+        let mut c = valgrind();
+        c.arg(&ex).args([role, &addr(), &port(p).to_string()]).args(extra);
         c
     };
     let srv = vg("server", &[]).spawn().expect("valgrind (harness/install-deps installs it)");
@@ -53,9 +58,66 @@ fn memcheck_11_write_with_imm() {
     memcheck("11-write-with-imm", 203, &["4321"]);
 }
 
+/// Runs the newest build of the device test binary `name` (a sibling of
+/// this one in target/.../deps) under memcheck, in this process's device
+/// environment, restricted to the tests matching `filters` (all when empty).
+fn memcheck_test_binary(name: &str, filters: &[&str]) {
+    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    let prefix = format!("{name}-");
+    let bin = std::fs::read_dir(&deps)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&prefix) && !n.contains('.')
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| panic!("no {name}-* test binary in {}: build the tests first", deps.display()))
+        .path();
+    let out = valgrind().arg(&bin).args(filters).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() != Some(97), "{name}: memcheck errors:\n{err}");
+    assert!(
+        out.status.success(),
+        "{name} failed under memcheck: {}\n{}\n{err}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let summary =
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("test result")).collect::<String>();
+    println!("  {name} {filters:?} clean under memcheck: {summary}");
+}
+
+fn memcheck_device_conn() {
+    memcheck_test_binary("device_conn", &[]);
+}
+
+fn memcheck_device_mr() {
+    memcheck_test_binary("device_mr", &[]);
+}
+
+fn memcheck_device_beyond() {
+    memcheck_test_binary("device_beyond", &[]);
+}
+
+fn memcheck_device_security() {
+    memcheck_test_binary("device_security", &[]);
+}
+
+/// The concurrency and killed-peer tests; the 10,000- and 1,000-cycle ones
+/// are left out (hours under memcheck on TCG).
+fn memcheck_device_faults() {
+    memcheck_test_binary("device_faults", &["threads", "connections_on_shared", "peer_killed"]);
+}
+
 device_tests!(
     memcheck_02_read_to_volatile,
     memcheck_07_atomic_write,
     memcheck_08_messages_ping_pong,
     memcheck_11_write_with_imm,
+    memcheck_device_conn,
+    memcheck_device_mr,
+    memcheck_device_beyond,
+    memcheck_device_security,
+    memcheck_device_faults,
 );

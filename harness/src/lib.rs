@@ -137,14 +137,18 @@ pub fn run(tests: &[Test]) -> ! {
         let t0 = Instant::now();
         let (tx, rx) = mpsc::channel();
         let f = t.run;
-        std::thread::Builder::new()
+        let h = std::thread::Builder::new()
             .name(t.name.to_string())
             .spawn(move || {
                 let r = panic::catch_unwind(AssertUnwindSafe(f));
                 let _ = tx.send(r.is_ok());
             })
             .expect("spawn test thread");
-        match rx.recv_timeout(timeout) {
+        let r = rx.recv_timeout(timeout);
+        if r.is_ok() {
+            let _ = h.join(); // it has finished; joining frees its stack (memcheck)
+        }
+        match r {
             Ok(true) => println!("ok ({:.2}s)", t0.elapsed().as_secs_f64()),
             Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 println!("FAILED");
