@@ -265,20 +265,26 @@ fn peer_killed_mid_stream() {
         }
     };
     let remote = CommonData::decode(conn.private_data()).unwrap().mr;
-    let local = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
-    // Stream writes; after 20 completed ones the server is SIGKILLed and one
-    // more write is posted. The survivor waits on its CQ *and* its event fd.
+    let local =
+        MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND).unwrap();
+    // Stream writes, reads and sends; after 20 rounds the server is
+    // SIGKILLed and one more of each is posted. The survivor waits on its CQ
+    // *and* its event fd.
     for i in 0..20 {
         conn.write(&remote, 1024, &local, 0, 16, Flags::COMPLETION_ALWAYS, i).unwrap();
+        assert!(conn.cq().next_completion(T).unwrap().status.is_success());
+        conn.read(&local, 32, &remote, 1024, 16, Flags::COMPLETION_ALWAYS, i).unwrap();
         assert!(conn.cq().next_completion(T).unwrap().status.is_success());
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let t0 = Instant::now();
     conn.write(&remote, 1024, &local, 0, 16, Flags::COMPLETION_ALWAYS, 99).unwrap();
+    conn.read(&local, 32, &remote, 1024, 16, Flags::COMPLETION_ALWAYS, 98).unwrap();
+    conn.send(&local, 0, 16, Flags::COMPLETION_ALWAYS, 97).unwrap();
     let mut event = None;
-    let mut outstanding = None;
-    while t0.elapsed() < Duration::from_secs(60) && (event.is_none() || outstanding.is_none()) {
+    let mut outstanding = std::collections::BTreeMap::new();
+    while t0.elapsed() < Duration::from_secs(60) && (event.is_none() || outstanding.len() < 3) {
         let ready = rpma::utils::poll_fds(&[conn.event_fd(), conn.cq().fd()], Some(Duration::from_secs(5))).unwrap();
         if ready[0] && event.is_none() {
             let ev = conn.next_event().unwrap();
@@ -293,15 +299,15 @@ fn peer_killed_mid_stream() {
             let _ = conn.cq().wait();
         }
         while let Ok(wc) = conn.cq().get_completion() {
-            println!("  completion of write {} after {:?}: {}", wc.op_context, t0.elapsed(), wc.status);
-            if wc.op_context == 99 {
-                outstanding = Some(wc.status);
+            println!("  completion of {:?} {} after {:?}: {}", wc.op, wc.op_context, t0.elapsed(), wc.status);
+            if wc.op_context >= 97 {
+                outstanding.insert(wc.op_context, wc.status);
             }
         }
     }
     let took = t0.elapsed();
     assert!(event.is_some(), "no closing event within {took:?}");
-    assert!(outstanding.is_some(), "the outstanding write was never reported ({took:?})");
+    assert_eq!(outstanding.len(), 3, "the outstanding write, read and send were not all reported ({took:?})");
     assert!(took < Duration::from_secs(60), "took {took:?}");
     let e = conn.write(&remote, 1024, &local, 0, 16, Flags::COMPLETION_ALWAYS, 100).unwrap_err();
     assert_eq!(e.code(), rpma::error::RPMA_E_INVAL, "posting after the peer died: {e}");
