@@ -348,6 +348,43 @@ fn unchecked_read_into_borrowed_memory() {
     close(c, s);
 }
 
+/// The unchecked fast paths record nothing: their op_context (up to 56
+/// bits) and kind come back from the work request ID, interleaved with
+/// tracked operations (signaled and not), and the tracked ones still retire
+/// in order.
+fn unchecked_operations_mixed_with_tracked_ones() {
+    let sp = peer();
+    let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+    let (c, s) = pair_on(&sp, 38, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let local = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+    let big = (1u64 << 56) - 1;
+    // SAFETY: `local` is neither dropped nor touched until every completion
+    // below has been reaped.
+    #[allow(unsafe_code)]
+    unsafe {
+        c.write(&remote, 512, &local, 0, 16, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+        c.read_unchecked(&local, 64, &remote, 0, 16, Flags::COMPLETION_ALWAYS, big).unwrap();
+        c.write_unchecked(&remote, 600, &local, 0, 16, Flags::COMPLETION_ON_ERROR, 3).unwrap();
+        c.read(&local, 128, &remote, 16, 16, Flags::COMPLETION_ALWAYS, 4).unwrap();
+        c.write_unchecked(&remote, 700, &local, 0, 16, Flags::COMPLETION_ALWAYS, 0).unwrap();
+        let e = c.read_unchecked(&local, 64, &remote, 0, 16, Flags::COMPLETION_ALWAYS, big + 1).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+        assert!(e.to_string().contains("56 bits"), "{e}");
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!(wc.status, WcStatus::SUCCESS);
+        got.push((wc.op_context, wc.op));
+    }
+    assert_eq!(got, [(big, CompletionOp::Read), (4, CompletionOp::Read), (0, CompletionOp::Write)]);
+    assert_eq!(c.pending_sends(), 0, "the tracked read retired the unsignaled tracked write before it");
+    assert_eq!(local.in_flight(), 0);
+    assert!(c.cq().get_completion().is_err(), "nothing else completes");
+    close(c, s);
+}
+
 device_tests!(
     connect_exchange_private_data_and_close,
     private_data_limits,
@@ -365,4 +402,5 @@ device_tests!(
     srq_of_another_peer_is_refused,
     nonblocking_fds_report_no_event_and_no_completion,
     unchecked_read_into_borrowed_memory,
+    unchecked_operations_mixed_with_tracked_ones,
 );

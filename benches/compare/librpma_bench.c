@@ -255,11 +255,25 @@ static void free_regions(struct client *c)
 	free(c->rbuf_buf);
 }
 
-static void post(struct client *c, const char *cs, size_t size)
+/* The case, resolved once from its name so that the measured loops do not
+ * compare strings (the Rust side does the same). */
+enum op { OP_READ, OP_WRITE, OP_SEND, OP_WRITE_FLUSH, OP_ATOMIC_WRITE, OP_PINGPONG };
+
+static enum op op_of(const char *cs)
 {
-	if (!strcmp(cs, "read"))
+	static const char *names[] = {"read", "write", "send", "write_flush", "atomic_write", "pingpong"};
+	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (!strcmp(cs, names[i]))
+			return (enum op)i;
+	fprintf(stderr, "unknown case %s\n", cs);
+	exit(2);
+}
+
+static void post(struct client *c, enum op op, size_t size)
+{
+	if (op == OP_READ)
 		CHECK(rpma_read(c->conn, c->local, 0, c->remote, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
-	else if (!strcmp(cs, "write"))
+	else if (op == OP_WRITE)
 		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
 	else
 		CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
@@ -267,25 +281,25 @@ static void post(struct client *c, const char *cs, size_t size)
 
 typedef void (*wait_fn)(struct rpma_cq *, struct ibv_wc *);
 
-static void once(struct client *c, const char *cs, size_t size, wait_fn wait)
+static void once(struct client *c, enum op op, size_t size, wait_fn wait)
 {
 	struct ibv_wc wc;
-	if (!strcmp(cs, "write_flush")) {
+	if (op == OP_WRITE_FLUSH) {
 		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, RPMA_F_COMPLETION_ON_ERROR, NULL));
 		CHECK(rpma_flush(c->conn, c->remote, 0, size, RPMA_FLUSH_TYPE_VISIBILITY,
 			RPMA_F_COMPLETION_ALWAYS, NULL));
 		wait(c->cq, &wc);
-	} else if (!strcmp(cs, "atomic_write")) {
+	} else if (op == OP_ATOMIC_WRITE) {
 		const char v[8] = {7, 7, 7, 7, 7, 7, 7, 7};
 		CHECK(rpma_atomic_write(c->conn, c->remote, 0, v, RPMA_F_COMPLETION_ALWAYS, NULL));
 		wait(c->cq, &wc);
-	} else if (!strcmp(cs, "pingpong")) {
+	} else if (op == OP_PINGPONG) {
 		CHECK(rpma_recv(c->conn, c->rbuf, 0, 8, NULL));
 		CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
 		wait(c->cq, &wc);
 		wait(c->cq, &wc);
 	} else {
-		post(c, cs, size);
+		post(c, op, size);
 		wait(c->cq, &wc);
 	}
 }
@@ -299,15 +313,16 @@ static int cmp(const void *a, const void *b)
 static void latency(struct client *c, const char *cs, size_t size, int iters)
 {
 	double *t = malloc(sizeof(double) * iters), sum = 0;
-	if (!strcmp(cs, "pingpong"))
+	enum op op = op_of(cs);
+	if (op == OP_PINGPONG)
 		c->msg_buf[0] = PING;
 	for (int i = 0; i < iters / 10; i++)
-		once(c, cs, size, spin);
+		once(c, op, size, spin);
 	for (int i = 0; i < iters; i++) {
 		uint64_t t0 = now_ns();
-		once(c, cs, size, spin);
+		once(c, op, size, spin);
 		t[i] = (double)(now_ns() - t0) / 1000.0;
-		if (!strcmp(cs, "pingpong"))
+		if (op == OP_PINGPONG)
 			t[i] /= 2; /* perftest reports half the round trip */
 		sum += t[i];
 	}
@@ -323,12 +338,13 @@ static double stream(struct client *c, const char *cs, size_t size, int qd, int 
 {
 	struct ibv_wc wc[64];
 	int posted = 0, done = 0;
-	if (!strcmp(cs, "send"))
+	enum op op = op_of(cs);
+	if (op == OP_SEND)
 		c->msg_buf[0] = STREAM;
 	uint64_t t0 = now_ns();
 	while (done < iters) {
 		while (posted < iters && posted - done < qd) {
-			post(c, cs, size);
+			post(c, op, size);
 			posted++;
 		}
 		int got = 0;
@@ -399,8 +415,9 @@ static int client_ir(const char *addr, const char *port, const char *cs, int ite
 	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	connect_client(&c, addr, port);
 	client_regions(&c);
+	enum op op = op_of(cs);
 	for (int i = 0; i < iters; i++)
-		once(&c, cs, 8, block);
+		once(&c, op, 8, block);
 	close_client(&c);
 	free_regions(&c);
 	CHECK(rpma_peer_delete(&c.peer));

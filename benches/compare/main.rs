@@ -196,12 +196,15 @@ fn measure() -> Res<()> {
 
     eprintln!("compare: instructions per operation (callgrind)");
     for case in ["read", "write"] {
-        for (imp, prog) in [("rpma", &exe), ("librpma", &cbin)] {
+        let unchecked = format!("{case}_unchecked");
+        for (imp, prog, arg) in
+            [("rpma", &exe, case), ("rpma-unchecked", &exe, unchecked.as_str()), ("librpma", &cbin, case)]
+        {
             let ir = |n: usize| -> Res<f64> {
                 let p = next_port().to_string();
                 let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
                 let mut c = callgrind(&f);
-                c.arg(prog).args(["ir", &addr, &p, case, &n.to_string()]);
+                c.arg(prog).args(["ir", &addr, &p, arg, &n.to_string()]);
                 pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), c)?;
                 callgrind_total(&f)
             };

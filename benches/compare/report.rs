@@ -121,18 +121,23 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     }
 
     writeln!(md, "\n### User-space instructions per operation (callgrind; 8 bytes, post + blocking wait + poll)\n")?;
-    writeln!(md, "| operation | verbs (perftest -e) | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
-    writeln!(md, "|---|---|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| operation | verbs (perftest -e) | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|")?;
     for case in ["read", "write"] {
         let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
         writeln!(
             md,
-            "| {case} | {} | {} | {} | {} | {} |",
+            "| {case} | {} | {} | {} | {} | {} | {} | {} |",
             num(get("verbs"), 0),
             num(get("librpma"), 0),
             num(get("rpma"), 0),
+            num(get("rpma-unchecked"), 0),
             ratio(get("rpma"), get("verbs")),
-            ratio(get("rpma"), get("librpma"))
+            ratio(get("rpma"), get("librpma")),
+            ratio(get("rpma-unchecked"), get("librpma"))
         )?;
     }
 

@@ -175,39 +175,43 @@ impl Client {
         Ok(self.msg.write_at(0, &[kind])?)
     }
 
-    /// Posts one operation of `case` (signaled).
-    fn post(&self, case: &str, size: usize) -> Res<()> {
+    /// Posts one operation of `op` (signaled).
+    fn post(&self, op: Op, size: usize) -> Res<()> {
         let (c, f) = (&self.conn, Flags::COMPLETION_ALWAYS);
-        match case {
-            "read" => c.read(&self.local, 0, &self.remote, 0, size, f, 0)?,
-            "write" => c.write(&self.remote, 0, &self.local, 0, size, f, 0)?,
-            "send" => c.send(&self.msg, 0, 8, f, 0)?,
-            _ => unreachable!("case {case}"),
+        match op {
+            Op::Read => c.read(&self.local, 0, &self.remote, 0, size, f, 0)?,
+            Op::Write => c.write(&self.remote, 0, &self.local, 0, size, f, 0)?,
+            Op::Send => c.send(&self.msg, 0, 8, f, 0)?,
+            // SAFETY: `local` lives as long as the client, and every
+            // operation is waited for before the next one is posted.
+            Op::ReadUnchecked => unsafe { c.read_unchecked(&self.local, 0, &self.remote, 0, size, f, 0)? },
+            Op::WriteUnchecked => unsafe { c.write_unchecked(&self.remote, 0, &self.local, 0, size, f, 0)? },
+            Op::WriteFlush | Op::AtomicWrite | Op::PingPong => unreachable!("{op:?} is not a single post"),
         }
         Ok(())
     }
 
-    /// One operation of `case`, waited for with `wait`.
-    fn once(&self, case: &str, size: usize, wait: fn(&Cq) -> Res<Completion>) -> Res<()> {
+    /// One operation of `op`, waited for with `wait`.
+    fn once(&self, op: Op, size: usize, wait: fn(&Cq) -> Res<Completion>) -> Res<()> {
         let (c, cq) = (&self.conn, self.conn.cq());
-        match case {
-            "write_flush" => {
+        match op {
+            Op::WriteFlush => {
                 c.write(&self.remote, 0, &self.local, 0, size, Flags::COMPLETION_ON_ERROR, 0)?;
                 c.flush(&self.remote, 0, size as u64, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 0)?;
                 wait(cq)?;
             }
-            "atomic_write" => {
+            Op::AtomicWrite => {
                 c.atomic_write(&self.remote, 0, [7; 8], Flags::COMPLETION_ALWAYS, 0)?;
                 wait(cq)?;
             }
-            "pingpong" => {
+            Op::PingPong => {
                 c.recv(&self.rbuf, 0, 8, 0)?;
                 c.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
                 wait(cq)?;
                 wait(cq)?;
             }
             _ => {
-                self.post(case, size)?;
+                self.post(op, size)?;
                 wait(cq)?;
             }
         }
@@ -215,19 +219,20 @@ impl Client {
     }
 
     fn latency(&mut self, case: &str, size: usize, iters: usize) -> Res<Lat> {
-        if case == "pingpong" {
+        let op = Op::of(case)?;
+        if op == Op::PingPong {
             self.set_kind(PING)?;
         }
         for _ in 0..iters / 10 {
-            self.once(case, size, spin)?; // warm-up
+            self.once(op, size, spin)?; // warm-up
         }
         let mut t = Vec::with_capacity(iters);
         for _ in 0..iters {
             let t0 = Instant::now();
-            self.once(case, size, spin)?;
+            self.once(op, size, spin)?;
             t.push(t0.elapsed().as_secs_f64() * 1e6);
         }
-        if case == "pingpong" {
+        if op == Op::PingPong {
             t.iter_mut().for_each(|x| *x /= 2.0); // perftest reports half the round trip
         }
         Ok(stats::lat(t))
@@ -235,7 +240,8 @@ impl Client {
 
     /// `iters` operations with at most `qd` in flight; returns seconds.
     fn stream(&mut self, case: &str, size: usize, qd: usize, iters: usize) -> Res<f64> {
-        if case == "send" {
+        let op = Op::of(case)?;
+        if op == Op::Send {
             self.set_kind(STREAM)?;
         }
         let cq = self.conn.cq();
@@ -244,7 +250,7 @@ impl Client {
         let t0 = Instant::now();
         while done < iters {
             while posted < iters && posted - done < qd {
-                self.post(case, size)?;
+                self.post(op, size)?;
                 posted += 1;
             }
             match cq.get_wc(&mut wc) {
@@ -264,6 +270,36 @@ impl Client {
     fn close(mut self) -> Res<()> {
         self.set_kind(DONE)?;
         close(self.conn, &self.msg)
+    }
+}
+
+/// A case, resolved once from its name so that the measured loops do not
+/// compare strings (the C program does the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+    Send,
+    WriteFlush,
+    AtomicWrite,
+    PingPong,
+    ReadUnchecked,
+    WriteUnchecked,
+}
+
+impl Op {
+    fn of(case: &str) -> Res<Op> {
+        Ok(match case {
+            "read" => Op::Read,
+            "write" => Op::Write,
+            "send" => Op::Send,
+            "write_flush" => Op::WriteFlush,
+            "atomic_write" => Op::AtomicWrite,
+            "pingpong" => Op::PingPong,
+            "read_unchecked" => Op::ReadUnchecked,
+            "write_unchecked" => Op::WriteUnchecked,
+            other => return Err(format!("unknown case {other}").into()),
+        })
     }
 }
 
@@ -308,8 +344,9 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
         cq.wait()?;
         check(cq.get_completion()?)
     };
+    let op = Op::of(case)?;
     for _ in 0..iters {
-        c.once(case, 8, block)?;
+        c.once(op, 8, block)?;
     }
     c.close()
 }

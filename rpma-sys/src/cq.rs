@@ -110,6 +110,7 @@ pub const WC_WITH_INV: u32 = 1 << 3;
 impl Wc {
     // bindgen's enum representations differ between rdma-core versions.
     #[allow(clippy::unnecessary_cast)]
+    #[inline]
     fn from_raw(w: &ffi::ibv_wc) -> Wc {
         // SAFETY: both union members are u32; reading either is defined.
         let raw_imm = unsafe { w.imm_data_invalidated_rkey_union.imm_data };
@@ -268,6 +269,25 @@ impl Cq {
             }
         }
         Ok(got)
+    }
+
+    /// Polls one completion (`ibv_poll_cq` with room for one): the
+    /// shortest path for callers that reap completions one at a time.
+    ///
+    /// # Errors
+    /// A provider failure of `ibv_poll_cq`.
+    #[inline]
+    pub fn poll_one(&self) -> io::Result<Option<Wc>> {
+        let mut raw = MaybeUninit::<ffi::ibv_wc>::uninit();
+        // SAFETY: live CQ; `raw` has room for one entry, which the provider
+        // initialises when it returns 1.
+        let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, 1, raw.as_mut_ptr()) };
+        match n {
+            // SAFETY: the provider returned 1: the entry is initialised.
+            1 => Ok(Some(Wc::from_raw(unsafe { raw.assume_init_ref() }))),
+            0 => Ok(None),
+            _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
+        }
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_cq {

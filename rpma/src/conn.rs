@@ -2,7 +2,7 @@
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, OpKind, RecvTracker, SendTracker};
+use crate::inflight::{untracked_wr_id, Hold, OpKind, RecvTracker, SendTracker, UNTRACKED_CTX_MAX};
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{Access, MrLocal, MrRemote, Usage};
 use crate::mw::{Mw, MwAccess, MwType};
@@ -75,6 +75,23 @@ pub(crate) fn check_local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str
 #[inline(never)]
 fn bad_usage(what: &str, which: &str, has: Usage, need: Usage) -> Error {
     Error::inval(format!("{what}: {which} was registered for {has:?}, not {need:?}"))
+}
+
+#[inline]
+fn untracked_id(kind: OpKind, op_context: u64) -> Result<u64> {
+    if op_context > UNTRACKED_CTX_MAX {
+        return Err(ctx_too_big(op_context));
+    }
+    Ok(untracked_wr_id(kind, op_context))
+}
+
+#[cold]
+#[inline(never)]
+fn ctx_too_big(op_context: u64) -> Error {
+    Error::inval(format!(
+        "op_context {op_context:#x} of an unchecked operation exceeds {UNTRACKED_CTX_MAX:#x} (56 bits): \
+         the fast path carries it in the work request ID"
+    ))
 }
 
 #[cold]
@@ -197,6 +214,13 @@ impl ConnParts {
         }
         let qp = self.qp()?;
         let sge = (len > 0).then(|| dst.sge(offset, len32));
+        if hold.is_none() {
+            // The unchecked fast path: nothing recorded.
+            let wr_id = untracked_id(OpKind::Recv, op_context)?;
+            // SAFETY: the caller of `recv_unchecked` keeps the region alive.
+            #[allow(unsafe_code)]
+            return unsafe { qp.post_recv(wr_id, sge) }.map_err(|e| Error::provider_raw("ibv_post_recv", e));
+        }
         self.recv.post_with(op_context, hold, |wr_id| {
             // SAFETY: the region is held by the tracker entry until the
             // receive completes or the QP is destroyed.
@@ -205,6 +229,18 @@ impl ConnParts {
                 qp.post_recv(wr_id, sge)
             }
         })
+    }
+
+    /// Posts without recording anything (the unchecked fast paths): the
+    /// wr_id carries the kind and `ctx`.
+    #[inline]
+    fn post_untracked(&self, kind: OpKind, ctx: u64, wr: SendWr) -> Result<()> {
+        let wr_id = untracked_id(kind, ctx)?;
+        let qp = self.qp()?;
+        // SAFETY: the caller of the `*_unchecked` operation keeps the local
+        // memory in `wr` alive until the operation completes.
+        #[allow(unsafe_code)]
+        unsafe { qp.post_send(&SendWr { wr_id, ..wr }) }.map_err(|e| Error::provider_raw("ibv_post_send", e))
     }
 
     fn post(&self, kind: OpKind, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
@@ -475,6 +511,24 @@ impl Conn {
     /// usages and the remote range are left to the devices, which refuse
     /// what the registrations do not allow.
     ///
+    /// Nothing is recorded, as in librpma: `op_context` travels in the work
+    /// request ID and comes back in the completion. The operation is not
+    /// counted in [`pending_sends`](Conn::pending_sends), so posting beyond
+    /// the send queue's size fails with the provider's `ENOMEM`
+    /// ([`Error::Provider`]) rather than [`Error::Again`]. Measured cost: see
+    /// "Instructions per operation" in BENCHMARKS.md.
+    ///
+    /// ```
+    /// # #[allow(dead_code)]
+    /// fn fetch(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
+    ///     // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
+    ///     unsafe { conn.read_unchecked(dst, 0, src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 7)? };
+    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     assert_eq!(wc.op_context, 7);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
     /// # Safety
     /// `dst` (its registration and memory) must not be dropped, deregistered
     /// or accessed until this operation's completion (or that of a later
@@ -482,7 +536,8 @@ impl Conn {
     /// connection is dropped.
     ///
     /// # Errors
-    /// As [`read`](Conn::read).
+    /// As [`read`](Conn::read), and [`Error::Inval`] when `op_context`
+    /// exceeds 56 bits.
     #[allow(clippy::too_many_arguments, unsafe_code)]
     pub unsafe fn read_unchecked<M: RegMemory>(
         &self,
@@ -534,8 +589,9 @@ impl Conn {
         self.write_imm(dst, dst_offset, src, src_offset, len, flags, None, op_context, Some(src.hold()))
     }
 
-    /// [`write`](Conn::write) without keeping `src` alive and with only the
-    /// local range checked (see [`read_unchecked`](Conn::read_unchecked)).
+    /// [`write`](Conn::write) without keeping `src` alive, with only the
+    /// local range checked and nothing recorded (see
+    /// [`read_unchecked`](Conn::read_unchecked)).
     ///
     /// # Safety
     /// `src` must not be dropped, deregistered or written until this
@@ -543,7 +599,8 @@ impl Conn {
     /// connection) has been reaped, or the connection is dropped.
     ///
     /// # Errors
-    /// As [`write`](Conn::write).
+    /// As [`write`](Conn::write), and [`Error::Inval`] when `op_context`
+    /// exceeds 56 bits.
     #[allow(clippy::too_many_arguments, unsafe_code)]
     pub unsafe fn write_unchecked<M: RegMemory>(
         &self,
@@ -965,19 +1022,26 @@ impl Conn {
             fence: flags.contains(Flags::FENCE),
             inline: false,
         };
-        self.parts.post(kind, op_context, hold, wr)
+        if checked {
+            self.parts.post(kind, op_context, hold, wr)
+        } else {
+            self.parts.post_untracked(kind, op_context, wr)
+        }
     }
 
-    /// [`recv`](Conn::recv) without keeping `dst` alive and without the usage
+    /// [`recv`](Conn::recv) without keeping `dst` alive, without the usage
     /// check (the device refuses a receive into memory without local write
-    /// access); the local range is checked.
+    /// access) and with nothing recorded (`op_context` travels in the work
+    /// request ID; see [`read_unchecked`](Conn::read_unchecked)); the local
+    /// range is checked.
     ///
     /// # Safety
     /// `dst` must not be dropped, deregistered or accessed until the
     /// receive's completion has been reaped, or the connection is dropped.
     ///
     /// # Errors
-    /// As [`recv`](Conn::recv), without the usage check.
+    /// As [`recv`](Conn::recv), without the usage check, and
+    /// [`Error::Inval`] when `op_context` exceeds 56 bits.
     #[allow(unsafe_code)]
     pub unsafe fn recv_unchecked<M: RegMemory>(
         &self,
@@ -990,7 +1054,8 @@ impl Conn {
     }
 
     /// Operations posted on the send queue whose completion (or a later
-    /// signaled one's) has not been reaped yet.
+    /// signaled one's) has not been reaped yet; unchecked operations are
+    /// not counted.
     pub fn pending_sends(&self) -> usize {
         self.parts.send.pending()
     }

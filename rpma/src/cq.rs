@@ -1,7 +1,7 @@
 //! Completion queues and completions.
 
 use crate::error::{Error, Result};
-use crate::inflight::{source, OpKind, RecvTracker, SendTracker, Source};
+use crate::inflight::{source, untracked, OpKind, RecvTracker, SendTracker, Source};
 use crate::log::{rpma_log, LogLevel};
 use crate::utils::IbvContext;
 use rpma_sys::cq::{CompChannel, Wc, WC_WITH_IMM, WC_WITH_INV};
@@ -271,9 +271,11 @@ impl Cq {
     /// # Errors
     /// As [`get_wc`](Cq::get_wc).
     pub fn get_completion(&self) -> Result<Completion> {
-        let mut c = [Cq::EMPTY];
-        self.get_wc(&mut c)?;
-        Ok(c[0])
+        match self.cq.poll_one() {
+            Ok(Some(w)) => Ok(self.translate(&w)),
+            Ok(None) => Err(Error::NoCompletion),
+            Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
+        }
     }
 
     /// Waits (up to `timeout` in all) until a completion arrives and returns
@@ -305,11 +307,13 @@ impl Cq {
         }
     }
 
+    #[inline]
     fn translate(&self, w: &Wc) -> Completion {
         let found = match source(w.wr_id) {
             Source::Send => self.send.as_ref().and_then(|t| t.complete(w.wr_id)),
             Source::Recv => self.recv.as_ref().and_then(|t| t.complete(w.wr_id)),
             Source::SrqRecv => self.srq_recv.as_ref().and_then(|t| t.complete(w.wr_id)),
+            Source::Untracked => untracked(w.wr_id),
         };
         let (op_context, kind) = match found {
             Some(x) => x,

@@ -22,6 +22,7 @@ pub(crate) type Hold = Arc<dyn Held>;
 
 /// What kind of operation an entry is, reported in its completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum OpKind {
     Read,
     Write,
@@ -38,6 +39,41 @@ pub(crate) enum OpKind {
 
 const RECV_BIT: u64 = 1 << 63;
 const SRQ_BIT: u64 = 1 << 62;
+/// An untracked operation (the `*_unchecked` fast paths): the wr_id carries
+/// the kind in bits 56..61 and the user's op_context below them.
+const UNTRACKED_BIT: u64 = 1 << 61;
+const KIND_SHIFT: u32 = 56;
+/// The largest op_context an untracked operation can carry.
+pub(crate) const UNTRACKED_CTX_MAX: u64 = (1 << KIND_SHIFT) - 1;
+
+const KINDS: [OpKind; 11] = [
+    OpKind::Read,
+    OpKind::Write,
+    OpKind::WriteImm,
+    OpKind::AtomicWrite,
+    OpKind::Flush,
+    OpKind::Send,
+    OpKind::SendImm,
+    OpKind::SendInv,
+    OpKind::BindMw,
+    OpKind::LocalInv,
+    OpKind::Recv,
+];
+
+/// The wr_id of an untracked operation; `ctx` must be at most
+/// [`UNTRACKED_CTX_MAX`].
+#[inline]
+pub(crate) fn untracked_wr_id(kind: OpKind, ctx: u64) -> u64 {
+    debug_assert!(ctx <= UNTRACKED_CTX_MAX);
+    UNTRACKED_BIT | (kind as u64) << KIND_SHIFT | ctx
+}
+
+/// The op_context and kind an untracked operation's wr_id carries.
+#[inline]
+pub(crate) fn untracked(wr_id: u64) -> Option<(u64, OpKind)> {
+    let kind = *KINDS.get(((wr_id >> KIND_SHIFT) & 0x1f) as usize)?;
+    Some((wr_id & UNTRACKED_CTX_MAX, kind))
+}
 
 pub(crate) struct Entry {
     seq: u64,
@@ -85,7 +121,7 @@ impl SendTracker {
         }
         let seq = g.0;
         post(seq).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
-        g.0 = (g.0 + 1) & (SRQ_BIT - 1);
+        g.0 = (g.0 + 1) & (UNTRACKED_BIT - 1);
         g.1.push_back(Entry { seq, ctx, kind, _hold: hold });
         Ok(())
     }
@@ -172,10 +208,13 @@ pub(crate) enum Source {
     Send,
     Recv,
     SrqRecv,
+    Untracked,
 }
 
+#[inline]
 pub(crate) fn source(wr_id: u64) -> Source {
     match (wr_id & RECV_BIT != 0, wr_id & SRQ_BIT != 0) {
+        (false, false) if wr_id & UNTRACKED_BIT != 0 => Source::Untracked,
         (false, _) => Source::Send,
         (true, false) => Source::Recv,
         (true, true) => Source::SrqRecv,
@@ -185,6 +224,22 @@ pub(crate) fn source(wr_id: u64) -> Source {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn untracked_wr_ids_carry_kind_and_context() {
+        for kind in KINDS {
+            for ctx in [0, 1, 0xdead_beef, UNTRACKED_CTX_MAX] {
+                let id = untracked_wr_id(kind, ctx);
+                assert!(matches!(source(id), Source::Untracked));
+                assert_eq!(untracked(id), Some((ctx, kind)));
+            }
+        }
+        // Tracked wr_ids never look untracked.
+        assert!(matches!(source(5), Source::Send));
+        assert!(matches!(source(RECV_BIT | 5), Source::Recv));
+        assert!(matches!(source(RECV_BIT | SRQ_BIT | 5), Source::SrqRecv));
+        assert_eq!(untracked(UNTRACKED_BIT | 31 << KIND_SHIFT), None);
+    }
 
     fn ok(_: u64) -> std::io::Result<()> {
         Ok(())
