@@ -190,7 +190,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         None
     };
     let send = Arc::new(SendTracker::new(cfg.sq_size()));
-    let recv = Arc::new(RecvTracker::new(false));
+    let recv = Arc::new(RecvTracker::new(false, cfg.rq_size()));
     let srq_recv = srq.as_ref().map(|s| s.tracker().clone());
     let cq = Cq::new(ctx, cfg.cq_size(), shared.as_ref(), Some(send.clone()), Some(recv.clone()), srq_recv.clone())?;
     let rcq = if cfg.rcq_size() > 0 && srq.as_ref().is_none_or(|s| s.rcq().is_none()) {

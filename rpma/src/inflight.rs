@@ -162,8 +162,12 @@ struct Slots {
 }
 
 impl RecvTracker {
-    pub(crate) fn new(srq: bool) -> RecvTracker {
-        RecvTracker { m: Mutex::new(Slots::default()), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } }
+    /// A tracker for a receive queue of `depth` entries (slots are
+    /// allocated up front, so posting does not reallocate).
+    pub(crate) fn new(srq: bool, depth: u32) -> RecvTracker {
+        let n = depth as usize;
+        let slots = Slots { entries: Vec::with_capacity(n), free: Vec::with_capacity(n) };
+        RecvTracker { m: Mutex::new(slots), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } }
     }
 
     /// Posts a receive through `post` (given the wr_id) and records it.
@@ -284,7 +288,7 @@ mod tests {
 
     #[test]
     fn receives_complete_in_any_order() {
-        let t = RecvTracker::new(true);
+        let t = RecvTracker::new(true, 4);
         let mut ids = Vec::new();
         for ctx in [1, 2] {
             t.post_with(ctx, None, |id| {
@@ -302,7 +306,7 @@ mod tests {
         let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM))).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
         assert_eq!(t.pending(), 0, "a failed post leaves no entry");
-        let q = RecvTracker::new(false);
+        let q = RecvTracker::new(false, 4);
         let mut id = 0;
         q.post_with(3, None, |i| {
             id = i;

@@ -109,7 +109,7 @@ impl Srq {
         let cfg = cfg.copied().unwrap_or_default();
         let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, 1)
             .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
-        let tracker = Arc::new(RecvTracker::new(true));
+        let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size));
         let rcq = if cfg.rcq_size > 0 {
             Some(Cq::new(peer.context(), cfg.rcq_size, None, None, None, Some(tracker.clone()))?)
         } else {
