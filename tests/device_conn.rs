@@ -385,6 +385,38 @@ fn unchecked_operations_mixed_with_tracked_ones() {
     close(c, s);
 }
 
+/// A send that finds no receive posted waits the receiver's RNR NAK timer
+/// before it is retried: rpma's default (0.64 ms) against rdma_cm's and
+/// librpma's 655 ms.
+fn rnr_timer_bounds_the_stall_of_a_late_receive() {
+    for (code, port_off) in [(12u8, 39u16), (0, 40)] {
+        let sp = peer();
+        let mut scfg = ConnCfg::new();
+        scfg.set_min_rnr_timer(code).unwrap();
+        let (c, s) = pair_on(&sp, port_off, None, Some(scfg), &[], vec![]);
+        assert_eq!(s.retry_budget().unwrap().min_rnr_timer, code);
+        assert_eq!(c.retry_budget().unwrap().min_rnr_timer, 12, "the client's default");
+        let msg = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+        let rcv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
+        c.send(&msg, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
+        thread::sleep(Duration::from_millis(50)); // the send meets an empty receive queue
+        let t0 = std::time::Instant::now();
+        s.recv(&rcv, 0, 8, 2).unwrap();
+        let wc = c.cq().next_completion(T).unwrap();
+        let took = t0.elapsed();
+        assert_eq!(wc.status, WcStatus::SUCCESS);
+        assert_eq!(s.cq().next_completion(T).unwrap().op_context, 2);
+        println!("  RNR timer code {code}: the send completed {took:.1?} after the receive was posted");
+        if code == 12 {
+            assert!(took < Duration::from_millis(300), "{took:?}");
+        } else {
+            assert!(took > Duration::from_millis(300), "{took:?}: rdma_cm's 655 ms timer did not show");
+        }
+        drop((msg, rcv));
+        close(c, s);
+    }
+}
+
 device_tests!(
     connect_exchange_private_data_and_close,
     private_data_limits,
@@ -403,4 +435,5 @@ device_tests!(
     nonblocking_fds_report_no_event_and_no_completion,
     unchecked_read_into_borrowed_memory,
     unchecked_operations_mixed_with_tracked_ones,
+    rnr_timer_bounds_the_stall_of_a_late_receive,
 );

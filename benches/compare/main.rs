@@ -43,6 +43,7 @@ fn main() {
         "client" => rpma_side::client(&a[1], arg(&a, 2), arg(&a, 3)),
         "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
+        "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "reg" => rpma_side::registration(&a[1]),
         "--measure" => measure(),
         _ => orchestrate(),

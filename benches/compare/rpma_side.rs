@@ -335,6 +335,18 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
     c.close()
 }
 
+/// The send message rate alone, `rounds` times (`compare sendrate`), to
+/// look at its spread.
+pub fn client_sendrate(addr: &str, port: u16, n: usize, rounds: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut c = Client::connect(&peer, addr, port)?;
+    for _ in 0..rounds {
+        let secs = c.stream("send", 8, 16, n)?;
+        stats::print_bw("rpma", "send", 8, 16, n, secs);
+    }
+    c.close()
+}
+
 /// `iters` operations of `case` with blocking waits: the workload whose
 /// instructions callgrind counts.
 pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {

@@ -164,26 +164,44 @@ impl Qp {
         Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
     }
 
-    /// The reliable-connection retry settings the connection manager gave
-    /// this QP, `(timeout, retry_cnt, rnr_retry)`, read back with
+    /// The reliable-connection retry settings of this QP,
+    /// `(timeout, retry_cnt, rnr_retry, min_rnr_timer)`, read back with
     /// `ibv_query_qp`: the local ACK timeout exponent (4.096 us x 2^timeout;
-    /// 0 means wait forever), the transport retry count and the RNR retry
-    /// count (7 means retry forever).
+    /// 0 means wait forever), the transport retry count, the RNR retry count
+    /// (7 means retry forever) and the RNR NAK timer code this QP sends.
     ///
     /// # Errors
     /// The errno of `ibv_query_qp`.
-    pub fn retry(&self) -> io::Result<(u8, u8, u8)> {
+    pub fn retry(&self) -> io::Result<(u8, u8, u8, u8)> {
         // SAFETY: plain data, all-zero is valid.
         let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         let mask = ffi::ibv_qp_attr_mask::IBV_QP_TIMEOUT.0
             | ffi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT.0
-            | ffi::ibv_qp_attr_mask::IBV_QP_RNR_RETRY.0;
+            | ffi::ibv_qp_attr_mask::IBV_QP_RNR_RETRY.0
+            | ffi::ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER.0;
         // SAFETY: live QP, valid out-pointers.
         let rc = unsafe { ffi::ibv_query_qp(self.qp, &mut attr, mask as i32, &mut init) };
         from_errno_ret(rc, "ibv_query_qp")?;
-        Ok((attr.timeout, attr.retry_cnt, attr.rnr_retry))
+        Ok((attr.timeout, attr.retry_cnt, attr.rnr_retry, attr.min_rnr_timer))
+    }
+
+    /// Sets the RNR NAK timer code (0..=31, IBA table 45: 0 = 655.36 ms,
+    /// 1 = 0.01 ms ... 12 = 0.64 ms ... 31 = 491.52 ms) this QP asks a sender
+    /// to wait when a message finds no receive posted (`ibv_modify_qp` with
+    /// `IBV_QP_MIN_RNR_TIMER`, allowed in RTR and RTS).
+    ///
+    /// # Errors
+    /// The errno of `ibv_modify_qp` (`EINVAL` in another state).
+    pub fn set_min_rnr_timer(&self, code: u8) -> io::Result<()> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.min_rnr_timer = code;
+        let mask = ffi::ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER.0;
+        // SAFETY: live QP, valid attribute struct.
+        let rc = unsafe { ffi::ibv_modify_qp(self.qp, &mut attr, mask as i32) };
+        from_errno_ret(rc, "ibv_modify_qp")
     }
 
     /// The extended work-request interface, when the QP was created with

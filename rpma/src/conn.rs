@@ -163,6 +163,8 @@ pub(crate) struct ConnParts {
     pub(crate) peer: Peer,
     /// Set by `disconnect` and by a closing event: posting is refused then.
     pub(crate) closed: AtomicBool,
+    /// Applied to the QP when the connection is established.
+    pub(crate) min_rnr_timer: u8,
 }
 
 impl Drop for ConnParts {
@@ -327,12 +329,15 @@ impl Conn {
     /// mapping: ESTABLISHED → `Established`; DISCONNECTED, TIMEWAIT_EXIT →
     /// `Closed`; CONNECT_ERROR, DEVICE_REMOVAL → `Lost`; REJECTED →
     /// `Rejected`; UNREACHABLE → `Unreachable`. Blocks unless the event fd is
-    /// non-blocking.
+    /// non-blocking. On `Established` the configured RNR NAK timer
+    /// ([`ConnCfg::set_min_rnr_timer`](crate::ConnCfg::set_min_rnr_timer)) is
+    /// applied to the QP.
     ///
     /// # Errors
     /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
     /// [`Error::Unknown`] for an event librpma does not map (named in the
-    /// message); [`Error::Provider`] when getting the event fails.
+    /// message); [`Error::Provider`] when getting the event, or applying the
+    /// RNR NAK timer, fails.
     pub fn next_event(&self) -> Result<ConnEvent> {
         let ev = self.channel.get_event().map_err(|e| match e.raw_os_error() {
             Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
@@ -341,6 +346,11 @@ impl Conn {
         let ev = Ok(match ev.kind {
             event::ESTABLISHED => {
                 let _ = self.private_data.set(ev.private_data);
+                if let Some(qp) = self.parts.id.qp() {
+                    qp.set_min_rnr_timer(self.parts.min_rnr_timer).map_err(|e| {
+                        Error::provider_raw(format!("ibv_modify_qp(min_rnr_timer {})", self.parts.min_rnr_timer), e)
+                    })?;
+                }
                 ConnEvent::Established
             }
             event::CONNECT_ERROR | event::DEVICE_REMOVAL => ConnEvent::Lost,
@@ -406,8 +416,9 @@ impl Conn {
     /// when `ibv_query_qp` fails.
     pub fn retry_budget(&self) -> Result<RetryBudget> {
         let qp = self.parts.id.qp().ok_or_else(|| Error::Inval("the connection has no QP".into()))?;
-        let (ack_timeout, retry_cnt, rnr_retry) = qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
-        Ok(RetryBudget { ack_timeout, retry_cnt, rnr_retry })
+        let (ack_timeout, retry_cnt, rnr_retry, min_rnr_timer) =
+            qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
+        Ok(RetryBudget { ack_timeout, retry_cnt, rnr_retry, min_rnr_timer })
     }
 
     /// The main completion queue (`rpma_conn_get_cq`).
@@ -1081,6 +1092,9 @@ pub struct RetryBudget {
     pub retry_cnt: u8,
     /// Retries after a receiver-not-ready NAK; 7 means forever.
     pub rnr_retry: u8,
+    /// The RNR NAK timer code this side sends (see
+    /// [`ConnCfg::set_min_rnr_timer`](crate::ConnCfg::set_min_rnr_timer)).
+    pub min_rnr_timer: u8,
 }
 
 impl RetryBudget {
@@ -1102,7 +1116,7 @@ mod tests {
 
     #[test]
     fn retry_budget_durations() {
-        let b = RetryBudget { ack_timeout: 14, retry_cnt: 7, rnr_retry: 7 };
+        let b = RetryBudget { ack_timeout: 14, retry_cnt: 7, rnr_retry: 7, min_rnr_timer: 12 };
         assert_eq!(b.ack_timeout_duration(), Some(Duration::from_nanos(4096 << 14)));
         assert_eq!(b.transport_timeout(), Some(Duration::from_nanos((4096 << 14) * 8)));
         let never = RetryBudget { ack_timeout: 0, ..b };

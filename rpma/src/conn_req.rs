@@ -229,5 +229,17 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         Error::provider_raw(format!("rdma_create_qp_ex(sq {}, rq {})", cfg.sq_size(), cfg.rq_size()), e)
     })?;
     let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;
-    Ok(ConnParts { rcq, cq, id, shared, srq, send, recv, flush_mr, peer: peer.clone(), closed: Default::default() })
+    Ok(ConnParts {
+        rcq,
+        cq,
+        id,
+        shared,
+        srq,
+        send,
+        recv,
+        flush_mr,
+        peer: peer.clone(),
+        closed: Default::default(),
+        min_rnr_timer: cfg.min_rnr_timer(),
+    })
 }
