@@ -10,6 +10,8 @@
  *   librpma_bench client ADDR PORT ITERS
  *   librpma_bench ir ADDR PORT CASE ITERS
  *   librpma_bench conns ADDR PORT N
+ *   librpma_bench mserver ADDR PORT N   (N connections at once, passive)
+ *   librpma_bench scch ADDR PORT N M    (N connections on shared channels, one epoll loop, M reads each)
  *   librpma_bench reg ADDR        (rpma_mr_reg, then raw ibv_reg_mr: "verbs")
  */
 #include <librpma.h>
@@ -20,6 +22,8 @@
 #include <stdint.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #define REGION (64 * 1024)
 #define SLOTS 64
@@ -207,9 +211,17 @@ struct client {
 	char *local_buf, *msg_buf, *rbuf_buf;
 };
 
+static void connect_client_cfg(struct client *c, const char *addr, const char *port, struct rpma_conn_cfg *cfg);
+
 static void connect_client(struct client *c, const char *addr, const char *port)
 {
 	struct rpma_conn_cfg *cfg = new_cfg();
+	connect_client_cfg(c, addr, port, cfg);
+	CHECK(rpma_conn_cfg_delete(&cfg));
+}
+
+static void connect_client_cfg(struct client *c, const char *addr, const char *port, struct rpma_conn_cfg *cfg)
+{
 	uint64_t t0 = now_ns();
 	for (;;) {
 		struct rpma_conn_req *req;
@@ -227,7 +239,6 @@ static void connect_client(struct client *c, const char *addr, const char *port)
 		struct timespec ts = {0, 50000000};
 		nanosleep(&ts, NULL);
 	}
-	CHECK(rpma_conn_cfg_delete(&cfg));
 	struct rpma_conn_private_data pdata;
 	CHECK(rpma_conn_get_private_data(c->conn, &pdata));
 	CHECK(rpma_mr_remote_from_descriptor(pdata.ptr, pdata.len, &c->remote));
@@ -500,6 +511,117 @@ static int registration(const char *addr)
 	return 0;
 }
 
+/* Accepts n connections at once (each given the region), then waits for all
+ * of them to close: the passive side of the shared-channel scale case. */
+static int server_multi(const char *addr, const char *port, int n)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
+	char *region = alloc(REGION);
+	struct rpma_mr_local *mr;
+	CHECK(rpma_mr_reg(peer, region, REGION, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST, &mr));
+	size_t dsize;
+	CHECK(rpma_mr_get_descriptor_size(mr, &dsize));
+	char desc[64];
+	CHECK(rpma_mr_get_descriptor(mr, desc));
+	struct rpma_conn_private_data pdata = {desc, (uint8_t)dsize};
+	struct rpma_ep *ep;
+	CHECK(rpma_ep_listen(peer, addr, port, &ep));
+	printf("READY\n");
+	fflush(stdout);
+	struct rpma_conn_cfg *cfg = new_cfg();
+	struct rpma_conn **conns = calloc(n, sizeof(*conns));
+	for (int i = 0; i < n; i++) {
+		struct rpma_conn_req *req;
+		CHECK(rpma_ep_next_conn_req(ep, cfg, &req));
+		CHECK(rpma_conn_req_connect(&req, &pdata, &conns[i]));
+		expect(conns[i], RPMA_CONN_ESTABLISHED);
+	}
+	for (int i = 0; i < n; i++) {
+		expect(conns[i], RPMA_CONN_CLOSED);
+		CHECK(rpma_conn_disconnect(conns[i]));
+		CHECK(rpma_conn_delete(&conns[i]));
+	}
+	free(conns);
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_mr_dereg(&mr));
+	CHECK(rpma_peer_delete(&peer));
+	free(region);
+	return 0;
+}
+
+/* n connections, each with its CQ on a shared completion channel, driven by
+ * one epoll loop: every connection keeps one 8-byte read in flight until it
+ * has done m; prints the total rate. */
+static int client_scch(const char *addr, const char *port, int n, int m)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	struct rpma_conn_cfg *cfg = new_cfg();
+	CHECK(rpma_conn_cfg_set_compl_channel(cfg, true));
+	struct client *cs = calloc(n, sizeof(*cs));
+	char *buf = alloc(8 * n);
+	struct rpma_mr_local *local;
+	CHECK(rpma_mr_reg(peer, buf, 8 * n, RPMA_MR_USAGE_READ_DST, &local));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	int *posted = calloc(n, sizeof(int));
+	for (int i = 0; i < n; i++) {
+		cs[i].peer = peer;
+		connect_client_cfg(&cs[i], addr, port, cfg);
+		int fd;
+		CHECK(rpma_conn_get_compl_fd(cs[i].conn, &fd));
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) {
+			perror("epoll_ctl");
+			exit(1);
+		}
+	}
+	long done = 0, total = (long)n * m;
+	uint64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		CHECK(rpma_read(cs[i].conn, local, 8 * i, cs[i].remote, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+		posted[i] = 1;
+	}
+	struct epoll_event evs[64];
+	while (done < total) {
+		int k = epoll_wait(ep, evs, 64, 60000);
+		if (k <= 0) {
+			fprintf(stderr, "epoll_wait: %d\n", k);
+			exit(1);
+		}
+		for (int e = 0; e < k; e++) {
+			int i = (int)evs[e].data.u32;
+			struct rpma_cq *cq;
+			CHECK(rpma_conn_wait(cs[i].conn, 0, &cq, NULL));
+			struct ibv_wc wc;
+			while (try_get(cq, &wc)) {
+				done++;
+				if (posted[i] < m) {
+					CHECK(rpma_read(cs[i].conn, local, 8 * i, cs[i].remote, 0, 8,
+						RPMA_F_COMPLETION_ALWAYS, NULL));
+					posted[i]++;
+				}
+			}
+		}
+	}
+	printf("RESULT rate librpma scch%d %ld %.6f\n", n, total, (double)(now_ns() - t0) / 1e9);
+	fflush(stdout);
+	for (int i = 0; i < n; i++)
+		CHECK(rpma_conn_disconnect(cs[i].conn));
+	for (int i = 0; i < n; i++) {
+		expect(cs[i].conn, RPMA_CONN_CLOSED);
+		CHECK(rpma_mr_remote_delete(&cs[i].remote));
+		CHECK(rpma_conn_delete(&cs[i].conn));
+	}
+	close(ep);
+	CHECK(rpma_mr_dereg(&local));
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	CHECK(rpma_peer_delete(&peer));
+	free(buf);
+	free(posted);
+	free(cs);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && !strcmp(argv[1], "server"))
@@ -508,6 +630,10 @@ int main(int argc, char **argv)
 		return client(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 6 && !strcmp(argv[1], "ir"))
 		return client_ir(argv[2], argv[3], argv[4], atoi(argv[5]));
+	if (argc >= 5 && !strcmp(argv[1], "mserver"))
+		return server_multi(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 6 && !strcmp(argv[1], "scch"))
+		return client_scch(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
 	if (argc >= 5 && !strcmp(argv[1], "conns"))
 		return client_conns(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 3 && !strcmp(argv[1], "reg"))

@@ -43,6 +43,8 @@ fn main() {
         "client" => rpma_side::client(&a[1], arg(&a, 2), arg(&a, 3)),
         "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
+        "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
+        "scch" => rpma_side::client_scch(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "reg" => rpma_side::registration(&a[1]),
         "--measure" => measure(),
@@ -239,6 +241,19 @@ fn measure() -> Res<()> {
             return Err(format!("{} reg failed", prog.display()).into());
         }
         forward(&String::from_utf8_lossy(&r.stdout));
+    }
+    eprintln!("compare: connections on shared completion channels, one epoll loop");
+    for n in [1usize, 4, 16, 64] {
+        let each = (iters * 4 / n).max(1).to_string();
+        for prog in [&exe, &cbin] {
+            let p = next_port().to_string();
+            let ns = n.to_string();
+            forward(&pair(
+                cmd(prog, &["mserver", &addr, &p, &ns]),
+                Some("READY"),
+                cmd(prog, &["scch", &addr, &p, &ns, &each]),
+            )?);
+        }
     }
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())

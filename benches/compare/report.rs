@@ -148,6 +148,10 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         ("conn", "connection set-up + tear-down (200 in a row)", "conn/s", 1.0),
         ("reg_2m", "register + deregister 1 GiB as 512 x 2 MiB", "GiB/s", 2.0 / 1024.0),
         ("reg_1g", "register + deregister one 1 GiB region", "GiB/s", 1.0),
+        ("scch1", "1 connection on a shared completion channel, epoll loop, 8 B reads", "kops/s", 1e-3),
+        ("scch4", "4 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
+        ("scch16", "16 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
+        ("scch64", "64 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
     ] {
         // a rate: things (or GiB) per second, higher is better
         let get = |imp: &str| {

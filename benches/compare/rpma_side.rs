@@ -131,11 +131,97 @@ pub fn server(addr: &str, port: u16, conns: usize) -> Res<()> {
     Ok(())
 }
 
+/// Accepts `n` connections at once (each given the region), then waits for
+/// all of them to close: the passive side of the shared-channel scale case.
+pub fn server_multi(addr: &str, port: u16, n: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Local)?;
+    let region = MrLocal::reg(&peer, AlignedBuf::new(REGION)?, Usage::READ_SRC | Usage::WRITE_DST)?;
+    let ep = Ep::listen(&peer, addr, port)?;
+    println!("READY");
+    let cfg = cfg();
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let conn = ep.next_conn_req_timeout(Some(&cfg), T)?.connect(&region.descriptor())?;
+        expect(&conn, ConnEvent::Established)?;
+        conns.push(conn);
+    }
+    for conn in &conns {
+        expect(conn, ConnEvent::Closed)?;
+        conn.disconnect()?;
+    }
+    Ok(())
+}
+
+/// `n` connections, each with its CQ on a shared completion channel, driven
+/// by one epoll loop: every connection keeps one 8-byte read in flight until
+/// it has done `m`; prints the total rate.
+pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    cfg.set_compl_channel(true);
+    let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
+    let mut conns = Vec::with_capacity(n);
+    // SAFETY (all libc calls below): plain syscalls on an epoll fd this
+    // function owns and closes, with a live events array.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    for i in 0..n {
+        let conn = connect_cfg(&peer, addr, port, &cfg)?;
+        let remote = MrRemote::from_descriptor(conn.private_data())?;
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: i as u64 };
+        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, conn.compl_fd()?, &mut ev) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        conns.push((conn, remote));
+    }
+    let f = Flags::COMPLETION_ALWAYS;
+    let mut posted = vec![1usize; n];
+    let (mut done, total) = (0, n * m);
+    let t0 = Instant::now();
+    for (i, (c, r)) in conns.iter().enumerate() {
+        c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+    }
+    let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    while done < total {
+        let k = unsafe { libc::epoll_wait(ep, evs.as_mut_ptr(), evs.len() as i32, 60_000) };
+        if k <= 0 {
+            return Err(format!("epoll_wait gave {k}: {}", std::io::Error::last_os_error()).into());
+        }
+        for e in &evs[..k as usize] {
+            let i = e.u64 as usize;
+            let (c, r) = &conns[i];
+            let (cq, _) = c.wait()?;
+            while try_get(cq)?.is_some() {
+                done += 1;
+                if posted[i] < m {
+                    c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+                    posted[i] += 1;
+                }
+            }
+        }
+    }
+    stats::print_rate("rpma", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
+    unsafe { libc::close(ep) };
+    for (c, _) in &conns {
+        c.disconnect()?;
+    }
+    for (c, _) in &conns {
+        expect(c, ConnEvent::Closed)?;
+    }
+    Ok(())
+}
+
 /// Connects to the server (retrying while it is not listening yet).
 fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Conn> {
+    connect_cfg(peer, addr, port, &cfg())
+}
+
+fn connect_cfg(peer: &Peer, addr: &str, port: u16, cfg: &ConnCfg) -> Res<Conn> {
     let t0 = Instant::now();
     loop {
-        let conn = ConnReq::new(peer, addr, port, Some(&cfg()))?.connect(&[])?;
+        let conn = ConnReq::new(peer, addr, port, Some(cfg))?.connect(&[])?;
         match conn.next_event_timeout(T)? {
             ConnEvent::Established => return Ok(conn),
             ConnEvent::Rejected if t0.elapsed() < T => std::thread::sleep(Duration::from_millis(50)),
