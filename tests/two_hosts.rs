@@ -225,6 +225,23 @@ impl Client {
         }
     }
 
+    /// Gives up on the connection: disconnect, a bounded wait for the event,
+    /// and a teardown that must take less than a minute. Returns the
+    /// acknowledged records.
+    fn abandon(self, when: &str) -> Vec<usize> {
+        let t1 = Instant::now();
+        self.conn.disconnect().unwrap();
+        let ev = self.conn.next_event_timeout(T);
+        println!("b: disconnect{when} -> {ev:?} after {:.1?}", t1.elapsed());
+        let Client { conn, acked, .. } = self;
+        let t2 = Instant::now();
+        drop(conn);
+        let td = t2.elapsed();
+        println!("b: teardown{when} took {td:.1?}");
+        assert!(td < Duration::from_secs(60), "teardown took {td:?}");
+        acked
+    }
+
     /// Reads every acknowledged record back from the server and compares.
     fn verify(&mut self) {
         let dst = MrLocal::reg(self.conn.peer(), AlignedBuf::new(REC * RECORDS).unwrap(), Usage::READ_DST).unwrap();
@@ -308,16 +325,7 @@ fn client() {
         }
     }
     // Either way the application gives up on this connection: bounded teardown.
-    let t1 = Instant::now();
-    c.conn.disconnect().unwrap();
-    let ev = c.conn.next_event_timeout(T);
-    println!("b: disconnect -> {ev:?} after {:.1?}", t1.elapsed());
-    let Client { conn, acked, .. } = c;
-    let t2 = Instant::now();
-    drop(conn);
-    let td = t2.elapsed();
-    println!("b: teardown took {td:.1?}");
-    assert!(td < Duration::from_secs(60), "teardown took {td:?}");
+    let acked = c.abandon("");
 
     // A new connection over the restored link: the acknowledged records are
     // all there, and the stream goes on.
@@ -338,16 +346,7 @@ fn client() {
     let r = c.wait(200, BOUND);
     println!("b: giving up on the connection after {:.1?}: {r:?}", cut_at.elapsed());
     assert!(r.is_err(), "record 200 completed with the link cut");
-    let t1 = Instant::now();
-    c.conn.disconnect().unwrap();
-    let ev = c.conn.next_event_timeout(T);
-    println!("b: disconnect during the cut -> {ev:?} after {:.1?}", t1.elapsed());
-    let Client { conn, acked, .. } = c;
-    let t2 = Instant::now();
-    drop(conn);
-    let td = t2.elapsed();
-    println!("b: teardown during the cut took {td:.1?}");
-    assert!(td < Duration::from_secs(60), "teardown took {td:?}");
+    let acked = c.abandon(" during the cut");
     let t3 = Instant::now();
     let peer_addr = std::env::var("RPMA_PEER_ADDR").unwrap();
     match ConnReq::new(&p, &peer_addr, port(300), None) {

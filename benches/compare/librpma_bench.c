@@ -144,6 +144,26 @@ static void *alloc(size_t len)
 	return p;
 }
 
+/* the region's descriptor (written into desc) as private data */
+static struct rpma_conn_private_data descriptor(struct rpma_mr_local *mr, char desc[64])
+{
+	size_t dsize;
+	CHECK(rpma_mr_get_descriptor_size(mr, &dsize));
+	CHECK(rpma_mr_get_descriptor(mr, desc));
+	struct rpma_conn_private_data pdata = {desc, (uint8_t)dsize};
+	return pdata;
+}
+
+/* listens, then tells the orchestrator it is ready */
+static struct rpma_ep *listen_ready(struct rpma_peer *peer, const char *addr, const char *port)
+{
+	struct rpma_ep *ep;
+	CHECK(rpma_ep_listen(peer, addr, port, &ep));
+	printf("READY\n");
+	fflush(stdout);
+	return ep;
+}
+
 static int server(const char *addr, const char *port, int conns)
 {
 	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
@@ -153,15 +173,9 @@ static int server(const char *addr, const char *port, int conns)
 		RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY, &mr));
 	CHECK(rpma_mr_reg(peer, slots, SLOTS * 8, RPMA_MR_USAGE_RECV, &slots_mr));
 	CHECK(rpma_mr_reg(peer, reply, 8, RPMA_MR_USAGE_SEND, &reply_mr));
-	size_t dsize;
-	CHECK(rpma_mr_get_descriptor_size(mr, &dsize));
 	char desc[64];
-	CHECK(rpma_mr_get_descriptor(mr, desc));
-	struct rpma_conn_private_data pdata = {desc, (uint8_t)dsize};
-	struct rpma_ep *ep;
-	CHECK(rpma_ep_listen(peer, addr, port, &ep));
-	printf("READY\n");
-	fflush(stdout);
+	struct rpma_conn_private_data pdata = descriptor(mr, desc);
+	struct rpma_ep *ep = listen_ready(peer, addr, port);
 	struct rpma_conn_cfg *cfg = new_cfg();
 	for (int c = 0; c < conns; c++) {
 		struct rpma_conn_req *req;
@@ -519,15 +533,9 @@ static int server_multi(const char *addr, const char *port, int n)
 	char *region = alloc(REGION);
 	struct rpma_mr_local *mr;
 	CHECK(rpma_mr_reg(peer, region, REGION, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST, &mr));
-	size_t dsize;
-	CHECK(rpma_mr_get_descriptor_size(mr, &dsize));
 	char desc[64];
-	CHECK(rpma_mr_get_descriptor(mr, desc));
-	struct rpma_conn_private_data pdata = {desc, (uint8_t)dsize};
-	struct rpma_ep *ep;
-	CHECK(rpma_ep_listen(peer, addr, port, &ep));
-	printf("READY\n");
-	fflush(stdout);
+	struct rpma_conn_private_data pdata = descriptor(mr, desc);
+	struct rpma_ep *ep = listen_ready(peer, addr, port);
 	struct rpma_conn_cfg *cfg = new_cfg();
 	struct rpma_conn **conns = calloc(n, sizeof(*conns));
 	for (int i = 0; i < n; i++) {
