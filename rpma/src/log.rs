@@ -2,7 +2,7 @@
 //!
 //! Every message the library emits has a [`LogLevel`]. It is handed to the
 //! log function when its level is at or below the **main** threshold. The
-//! default function forwards it to the [`log`](::log) facade (target `rpma`),
+//! default function forwards it to the [`log`] facade (target `rpma`),
 //! so `env_logger` or any other logger shows it; it also writes it to stderr in
 //! librpma's format when its level is at or below the **aux** threshold.
 //! [`set_function`] replaces the default function (librpma's

@@ -166,7 +166,7 @@ pub(crate) struct CommonDataWire {
     pub descriptors: [u8; 24],
 }
 
-/// Size of [`CommonDataWire`].
+/// Size of the encoded `CommonData` (librpma examples' `struct common_data`): 28 bytes.
 pub const COMMON_DATA_SIZE: usize = 28;
 
 pub(crate) fn encode_common(d: &CommonDataWire) -> [u8; COMMON_DATA_SIZE] {
