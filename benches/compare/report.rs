@@ -26,9 +26,10 @@ fn ratio(a: f64, b: f64) -> String {
 }
 
 /// Latency cases in report order, with their labels.
-const LAT_CASES: [(&str, &str); 5] = [
+const LAT_CASES: [(&str, &str); 6] = [
     ("read", "read"),
     ("write", "write + completion"),
+    ("write_pingpong", "write ping-pong (ib_write_lat, half round trip; raw verbs only)"),
     ("write_flush", "write + flush (APM), waited"),
     ("atomic_write", "atomic_write"),
     ("pingpong", "send/recv ping-pong (half round trip)"),
