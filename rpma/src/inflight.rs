@@ -10,7 +10,6 @@
 //! after that, when the device can no longer touch the memory.
 
 use crate::error::{Error, Result};
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Anything kept alive by a reference.
@@ -76,7 +75,6 @@ pub(crate) fn untracked(wr_id: u64) -> Option<(u64, OpKind)> {
 }
 
 pub(crate) struct Entry {
-    seq: u64,
     pub(crate) ctx: u64,
     pub(crate) kind: OpKind,
     _hold: Option<Hold>,
@@ -86,20 +84,36 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The send queue of one QP.
+/// The send queue of one QP: a ring of `depth` slots in posting order. The
+/// work request ID of an entry is its sequence number, so a completion finds
+/// its entry by offset from the oldest one, without a search.
 pub(crate) struct SendTracker {
-    q: Mutex<(u64, VecDeque<Entry>)>,
+    q: Mutex<Ring>,
     depth: usize,
 }
 
+struct Ring {
+    /// Sequence number of the oldest entry (the next one to retire).
+    head: u64,
+    /// Entries posted and not yet retired.
+    len: usize,
+    /// `slots[seq & mask]`; the length is a power of two at least `depth`.
+    slots: Box<[Option<Entry>]>,
+}
+
+const SEQ_MASK: u64 = UNTRACKED_BIT - 1;
+
 impl SendTracker {
     pub(crate) fn new(depth: u32) -> SendTracker {
-        SendTracker { q: Mutex::new((0, VecDeque::new())), depth: depth.max(1) as usize }
+        let depth = depth.max(1) as usize;
+        let slots = (0..depth.next_power_of_two()).map(|_| None).collect();
+        SendTracker { q: Mutex::new(Ring { head: 0, len: 0, slots }), depth }
     }
 
     /// Posts an operation through `post` (given the wr_id) while holding the
     /// queue's lock, so entries are in the order the device sees them, and
     /// records it on success.
+    #[inline]
     pub(crate) fn post_with(
         &self,
         ctx: u64,
@@ -108,43 +122,53 @@ impl SendTracker {
         post: impl FnOnce(u64) -> std::io::Result<()>,
     ) -> Result<()> {
         let mut g = lock(&self.q);
-        if g.1.len() >= self.depth {
-            return Err(Error::Again(
-                format!(
-                    "the send queue is full: {} operations posted since the last completed signaled one (sq_size {}); \
-                     post operations with Flags::COMPLETION_ALWAYS and reap their completions",
-                    g.1.len(),
-                    self.depth
-                )
-                .into(),
-            ));
+        if g.len >= self.depth {
+            return Err(queue_full(g.len, self.depth));
         }
-        let seq = g.0;
+        let seq = (g.head + g.len as u64) & SEQ_MASK;
         post(seq).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
-        g.0 = (g.0 + 1) & (UNTRACKED_BIT - 1);
-        g.1.push_back(Entry { seq, ctx, kind, _hold: hold });
+        let mask = g.slots.len() - 1;
+        g.slots[seq as usize & mask] = Some(Entry { ctx, kind, _hold: hold });
+        g.len += 1;
         Ok(())
     }
 
-    /// A completion for `wr_id` arrived: retire it and everything before it.
+    /// A completion for `wr_id` arrived: retire it and everything before it
+    /// (unsignaled operations complete with the next signaled one).
+    #[inline]
     pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
         let mut g = lock(&self.q);
-        if g.1.front().is_some_and(|e| e.seq == wr_id) {
-            // the common case: every operation signaled
-            return g.1.pop_front().map(|e| (e.ctx, e.kind));
+        let ahead = (wr_id.wrapping_sub(g.head) & SEQ_MASK) as usize;
+        if ahead >= g.len {
+            return None; // not posted here, or already retired
         }
-        let pos = g.1.iter().position(|e| e.seq == wr_id)?;
-        if pos > 0 {
-            // entries before `pos` were unsignaled: this completion retires them
-            g.1.drain(..pos);
+        let mask = g.slots.len() - 1;
+        let head = g.head as usize;
+        for k in 0..ahead {
+            g.slots[(head + k) & mask] = None;
         }
-        g.1.pop_front().map(|e| (e.ctx, e.kind))
+        let e = g.slots[(head + ahead) & mask].take()?;
+        g.head = (wr_id + 1) & SEQ_MASK;
+        g.len -= ahead + 1;
+        Some((e.ctx, e.kind))
     }
 
     /// Operations posted and not yet retired.
     pub(crate) fn pending(&self) -> usize {
-        lock(&self.q).1.len()
+        lock(&self.q).len
     }
+}
+
+#[cold]
+#[inline(never)]
+fn queue_full(len: usize, depth: usize) -> Error {
+    Error::Again(
+        format!(
+            "the send queue is full: {len} operations posted since the last completed signaled one (sq_size {depth}); \
+             post operations with Flags::COMPLETION_ALWAYS and reap their completions"
+        )
+        .into(),
+    )
 }
 
 /// Receives posted to a QP or an SRQ.
@@ -185,7 +209,7 @@ impl RecvTracker {
             }
             return Err(Error::provider_raw("ibv_post_recv", e));
         }
-        let entry = Some(Entry { seq: idx as u64, ctx, kind: OpKind::Recv, _hold: hold });
+        let entry = Some(Entry { ctx, kind: OpKind::Recv, _hold: hold });
         match g.entries.get_mut(idx) {
             Some(slot) => *slot = entry,
             None => g.entries.push(entry),
@@ -228,6 +252,29 @@ pub(crate) fn source(wr_id: u64) -> Source {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn send_ring_wraps_and_ignores_unknown_ids() {
+        let t = SendTracker::new(3); // 4 slots
+        let mut ids = Vec::new();
+        for round in 0..10u64 {
+            // two unsignaled, one signaled: the signaled completion retires all three
+            for k in 0..3 {
+                t.post_with(round * 10 + k, OpKind::Write, None, |id| {
+                    ids.push(id);
+                    Ok(())
+                })
+                .unwrap();
+            }
+            assert!(t.post_with(99, OpKind::Write, None, ok).is_err(), "full at depth 3");
+            let last = *ids.last().unwrap();
+            assert_eq!(t.complete(last + 1), None, "not posted yet");
+            assert_eq!(t.complete(last), Some((round * 10 + 2, OpKind::Write)));
+            assert_eq!(t.pending(), 0);
+            assert_eq!(t.complete(last), None, "already retired");
+        }
+        assert_eq!(ids, (0..30).collect::<Vec<u64>>());
+    }
 
     #[test]
     fn untracked_wr_ids_carry_kind_and_context() {
