@@ -3,6 +3,7 @@
 use crate::cq::Cq;
 use crate::error::{Error, Result};
 use crate::inflight::{untracked_wr_id, Hold, OpKind, RecvTracker, SendTracker, UNTRACKED_CTX_MAX};
+use crate::log::{rpma_log, LogLevel};
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{Access, MrLocal, MrRemote, Usage};
 use crate::mw::{Mw, MwAccess, MwType};
@@ -331,13 +332,13 @@ impl Conn {
     /// `Rejected`; UNREACHABLE → `Unreachable`. Blocks unless the event fd is
     /// non-blocking. On `Established` the configured RNR NAK timer
     /// ([`ConnCfg::set_min_rnr_timer`](crate::ConnCfg::set_min_rnr_timer)) is
-    /// applied to the QP.
+    /// applied to the QP; a provider that refuses it keeps its own, with a
+    /// warning in the log.
     ///
     /// # Errors
     /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
     /// [`Error::Unknown`] for an event librpma does not map (named in the
-    /// message); [`Error::Provider`] when getting the event, or applying the
-    /// RNR NAK timer, fails.
+    /// message); [`Error::Provider`] when getting the event fails.
     pub fn next_event(&self) -> Result<ConnEvent> {
         let ev = self.channel.get_event().map_err(|e| match e.raw_os_error() {
             Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
@@ -347,9 +348,15 @@ impl Conn {
             event::ESTABLISHED => {
                 let _ = self.private_data.set(ev.private_data);
                 if let Some(qp) = self.parts.id.qp() {
-                    qp.set_min_rnr_timer(self.parts.min_rnr_timer).map_err(|e| {
-                        Error::provider_raw(format!("ibv_modify_qp(min_rnr_timer {})", self.parts.min_rnr_timer), e)
-                    })?;
+                    // A tuning attribute: a provider that refuses it keeps
+                    // rdma_cm's value, and the connection is still good.
+                    if let Err(e) = qp.set_min_rnr_timer(self.parts.min_rnr_timer) {
+                        rpma_log!(
+                            LogLevel::Warning,
+                            "ibv_modify_qp(min_rnr_timer {}) failed ({e}): the provider's RNR timer stays",
+                            self.parts.min_rnr_timer
+                        );
+                    }
                 }
                 ConnEvent::Established
             }
@@ -1084,6 +1091,7 @@ impl Conn {
 /// README), so wait for completions with a bound, such as
 /// [`Cq::next_completion`], and tear the connection down on a timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryBudget {
     /// The local ACK timeout exponent: 4.096 us x 2^`ack_timeout`; 0 means
     /// the transport never times out.
