@@ -260,9 +260,17 @@ fn measure() -> Res<()> {
 }
 
 /// Instructions per operation: the count for `2n` operations minus the count
-/// for `n`, over `n`, so that start-up and tear-down cancel out.
+/// for `n`, over `n`, so that start-up and tear-down cancel out. A result
+/// that is not positive (a program whose fixed cost is not fixed, as
+/// perftest's event mode at small `n`) is reported as NaN, not as a number.
 fn per_op(n: usize, count: impl Fn(usize) -> Res<f64>) -> Res<f64> {
-    Ok((count(2 * n)? - count(n)?) / n as f64)
+    let x = (count(2 * n)? - count(n)?) / n as f64;
+    if x > 0.0 {
+        Ok(x)
+    } else {
+        eprintln!("compare: instructions per operation came out {x:.1} at n = {n}: not linear, reported as n/a");
+        Ok(f64::NAN)
+    }
 }
 
 fn callgrind(out: &std::path::Path) -> Command {
