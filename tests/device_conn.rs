@@ -417,6 +417,34 @@ fn rnr_timer_bounds_the_stall_of_a_late_receive() {
     }
 }
 
+/// The server polls its region with `read_volatile_at` until the client's
+/// RDMA write lands (no message, no completion on the server side), then
+/// writes back: a write ping-pong, every byte checked.
+fn polling_for_a_remote_write() {
+    let sp = peer();
+    let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+    let (c, s) = pair_on(&sp, 41, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    for k in 1..=20u8 {
+        let rec = [k; 64];
+        src.write_at(0, &rec).unwrap();
+        c.write(&remote, 4096, &src, 0, 64, Flags::COMPLETION_ALWAYS, k as u64).unwrap();
+        let t0 = std::time::Instant::now();
+        let mut last = [0u8];
+        while last[0] != k {
+            assert!(t0.elapsed() < T, "write {k} never landed");
+            smr.read_volatile_at(4096 + 63, &mut last).unwrap();
+        }
+        let mut got = [0u8; 64];
+        smr.read_volatile_at(4096, &mut got).unwrap();
+        assert_eq!(got, rec, "write {k}");
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+    }
+    assert_eq!(smr.read_volatile_at(8190, &mut [0u8; 3]).unwrap_err().code(), RPMA_E_INVAL);
+    close(c, s);
+}
+
 device_tests!(
     connect_exchange_private_data_and_close,
     private_data_limits,
@@ -436,4 +464,5 @@ device_tests!(
     unchecked_read_into_borrowed_memory,
     unchecked_operations_mixed_with_tracked_ones,
     rnr_timer_bounds_the_stall_of_a_late_receive,
+    polling_for_a_remote_write,
 );

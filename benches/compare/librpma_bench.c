@@ -30,6 +30,7 @@
 #define PING 1
 #define STREAM 2
 #define DONE 3
+#define WPP 4 /* a write ping-pong: size in bytes 1..5, count in 5..7 */
 #define T_NS (60ull * 1000000000ull)
 
 #define CHECK(x)                                                                \
@@ -100,6 +101,36 @@ static void spin_then_block(struct rpma_cq *cq, struct ibv_wc *wc)
 			return;
 	while (!try_get(cq, wc))
 		CHECK(rpma_cq_wait(cq));
+}
+
+/* busy-polls until a completion of opcode op (others are skipped) */
+static void spin_for(struct rpma_cq *cq, enum ibv_wc_opcode op)
+{
+	struct ibv_wc wc;
+	do
+		spin(cq, &wc);
+	while (wc.opcode != op);
+}
+
+/* the byte that marks write k of a ping-pong (never 0, the initial value) */
+static unsigned char marker(int k)
+{
+	return (unsigned char)(k % 255 + 1);
+}
+
+/* busy-polls a byte the other side writes until it is want, for at most T_NS */
+static void wait_for_byte(const char *p, unsigned char want)
+{
+	uint64_t t0 = now_ns();
+	for (;;) {
+		for (int i = 0; i < 1024; i++)
+			if (*(volatile const unsigned char *)p == want)
+				return;
+		if (now_ns() - t0 > T_NS) {
+			fprintf(stderr, "the ping-pong write %d did not arrive within 60 s\n", want);
+			exit(1);
+		}
+	}
 }
 
 static struct rpma_peer *new_peer(const char *addr, enum rpma_util_ibv_context_type type)
@@ -173,6 +204,9 @@ static int server(const char *addr, const char *port, int conns)
 		RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY, &mr));
 	CHECK(rpma_mr_reg(peer, slots, SLOTS * 8, RPMA_MR_USAGE_RECV, &slots_mr));
 	CHECK(rpma_mr_reg(peer, reply, 8, RPMA_MR_USAGE_SEND, &reply_mr));
+	char *wsrc = alloc(REGION);
+	struct rpma_mr_local *wsrc_mr;
+	CHECK(rpma_mr_reg(peer, wsrc, REGION, RPMA_MR_USAGE_WRITE_SRC, &wsrc_mr));
 	char desc[64];
 	struct rpma_conn_private_data pdata = descriptor(mr, desc);
 	struct rpma_ep *ep = listen_ready(peer, addr, port);
@@ -182,6 +216,11 @@ static int server(const char *addr, const char *port, int conns)
 		struct rpma_conn *conn;
 		struct rpma_cq *cq;
 		CHECK(rpma_ep_next_conn_req(ep, cfg, &req));
+		struct rpma_conn_private_data cpd;
+		struct rpma_mr_remote *target = NULL;
+		CHECK(rpma_conn_req_get_private_data(req, &cpd));
+		if (cpd.len >= 21 && rpma_mr_remote_from_descriptor(cpd.ptr, cpd.len, &target))
+			target = NULL;
 		for (uintptr_t i = 0; i < SLOTS; i++)
 			CHECK(rpma_conn_req_recv(req, slots_mr, i * 8, 8, (void *)i));
 		CHECK(rpma_conn_req_connect(&req, &pdata, &conn));
@@ -199,13 +238,34 @@ static int server(const char *addr, const char *port, int conns)
 			CHECK(rpma_recv(conn, slots_mr, i * 8, 8, (void *)i));
 			if (kind == PING)
 				CHECK(rpma_send(conn, reply_mr, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+			if (kind == WPP) {
+				uint32_t size;
+				uint16_t n;
+				memcpy(&size, slots + i * 8 + 1, 4);
+				memcpy(&n, slots + i * 8 + 5, 2);
+				if (!target) {
+					fprintf(stderr, "a write ping-pong needs the client's descriptor\n");
+					exit(1);
+				}
+				for (int k = 1; k <= n; k++) {
+					wait_for_byte(region + size - 1, marker(k));
+					wsrc[size - 1] = (char)marker(k);
+					CHECK(rpma_write(conn, target, 0, wsrc_mr, 0, size, RPMA_F_COMPLETION_ALWAYS,
+						NULL));
+					spin_for(cq, IBV_WC_RDMA_WRITE);
+				}
+			}
 		}
 		expect(conn, RPMA_CONN_CLOSED);
 		CHECK(rpma_conn_disconnect(conn));
 		CHECK(rpma_conn_delete(&conn));
+		if (target)
+			CHECK(rpma_mr_remote_delete(&target));
 	}
 	CHECK(rpma_conn_cfg_delete(&cfg));
 	CHECK(rpma_ep_shutdown(&ep));
+	CHECK(rpma_mr_dereg(&wsrc_mr));
+	free(wsrc);
 	CHECK(rpma_mr_dereg(&reply_mr));
 	CHECK(rpma_mr_dereg(&slots_mr));
 	CHECK(rpma_mr_dereg(&mr));
@@ -223,6 +283,11 @@ struct client {
 	struct rpma_mr_remote *remote;
 	struct rpma_mr_local *local, *msg, *rbuf;
 	char *local_buf, *msg_buf, *rbuf_buf;
+	/* where the server's ping-pong writes land; its descriptor is sent */
+	struct rpma_mr_local *wdst;
+	char *wdst_buf;
+	struct rpma_conn_private_data wdst_pd;
+	char wdst_desc[64];
 };
 
 static void connect_client_cfg(struct client *c, const char *addr, const char *port, struct rpma_conn_cfg *cfg);
@@ -241,7 +306,7 @@ static void connect_client_cfg(struct client *c, const char *addr, const char *p
 		struct rpma_conn_req *req;
 		enum rpma_conn_event ev;
 		CHECK(rpma_conn_req_new(c->peer, addr, port, cfg, &req));
-		CHECK(rpma_conn_req_connect(&req, NULL, &c->conn));
+		CHECK(rpma_conn_req_connect(&req, c->wdst ? &c->wdst_pd : NULL, &c->conn));
 		CHECK(rpma_conn_next_event(c->conn, &ev));
 		if (ev == RPMA_CONN_ESTABLISHED)
 			break;
@@ -335,6 +400,17 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* prints (and frees) iters latencies in µs */
+static void print_lat(const char *cs, size_t size, double *t, int iters, double sum)
+{
+	qsort(t, iters, sizeof(double), cmp);
+#define AT(q) t[(size_t)(iters * (q)) < (size_t)iters ? (size_t)(iters * (q)) : (size_t)iters - 1]
+	printf("RESULT lat librpma %s %zu %d %.3f %.3f %.3f %.3f %.3f %.3f\n", cs, size, iters, t[0], t[iters / 2],
+		sum / iters, AT(0.99), AT(0.999), t[iters - 1]);
+	fflush(stdout);
+	free(t);
+}
+
 static void latency(struct client *c, const char *cs, size_t size, int iters)
 {
 	double *t = malloc(sizeof(double) * iters), sum = 0;
@@ -351,12 +427,37 @@ static void latency(struct client *c, const char *cs, size_t size, int iters)
 			t[i] /= 2; /* perftest reports half the round trip */
 		sum += t[i];
 	}
-	qsort(t, iters, sizeof(double), cmp);
-#define AT(q) t[(size_t)(iters * (q)) < (size_t)iters ? (size_t)(iters * (q)) : (size_t)iters - 1]
-	printf("RESULT lat librpma %s %zu %d %.3f %.3f %.3f %.3f %.3f %.3f\n", cs, size, iters, t[0], t[iters / 2],
-		sum / iters, AT(0.99), AT(0.999), t[iters - 1]);
-	fflush(stdout);
-	free(t);
+	print_lat(cs, size, t, iters, sum);
+}
+
+/* A ping-pong of size-byte writes (perftest's ib_write_lat): the client
+ * writes, the server sees the last byte change and writes back. Half the
+ * round trip, as perftest reports it. */
+static void write_pingpong(struct client *c, size_t size, int iters)
+{
+	int n = iters + iters / 10;
+	double *t = malloc(sizeof(double) * iters), sum = 0;
+	uint32_t sz = (uint32_t)size;
+	uint16_t cnt = (uint16_t)n;
+	c->msg_buf[0] = WPP;
+	memcpy(c->msg_buf + 1, &sz, 4);
+	memcpy(c->msg_buf + 5, &cnt, 2);
+	struct ibv_wc wc;
+	CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+	spin(c->cq, &wc);
+	for (int k = 1; k <= n; k++) {
+		c->local_buf[size - 1] = (char)marker(k);
+		uint64_t t0 = now_ns();
+		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
+		wait_for_byte(c->wdst_buf + size - 1, marker(k));
+		double rtt = (double)(now_ns() - t0) / 1000.0;
+		spin_for(c->cq, IBV_WC_RDMA_WRITE); /* as the Rust side, before local is rewritten */
+		if (k > n - iters) {
+			t[k - 1 - (n - iters)] = rtt / 2;
+			sum += rtt / 2;
+		}
+	}
+	print_lat("write_pingpong", size, t, iters, sum);
 }
 
 static double stream(struct client *c, const char *cs, size_t size, int qd, int iters)
@@ -410,6 +511,9 @@ static int client(const char *addr, const char *port, int iters)
 	static const char *eight[] = {"write_flush", "atomic_write", "pingpong"};
 	struct client c = {0};
 	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	c.wdst_buf = alloc(REGION);
+	CHECK(rpma_mr_reg(c.peer, c.wdst_buf, REGION, RPMA_MR_USAGE_WRITE_DST, &c.wdst));
+	c.wdst_pd = descriptor(c.wdst, c.wdst_desc);
 	connect_client(&c, addr, port);
 	client_regions(&c);
 	for (int k = 0; k < 2; k++)
@@ -417,6 +521,8 @@ static int client(const char *addr, const char *port, int iters)
 			latency(&c, rw[k], lat_sizes[s], iters);
 	for (int k = 0; k < 3; k++)
 		latency(&c, eight[k], 8, iters);
+	for (size_t s = 0; s < sizeof(lat_sizes) / sizeof(*lat_sizes); s++)
+		write_pingpong(&c, lat_sizes[s], iters);
 	for (int k = 0; k < 2; k++)
 		for (int s = 0; s < 2; s++)
 			for (int q = 0; q < 4; q++) {
@@ -430,6 +536,8 @@ static int client(const char *addr, const char *port, int iters)
 	printf("RESULT bw librpma send 8 16 %d %.6f\n", iters * 4, iters * 4 / secs / 1e6);
 	close_client(&c);
 	free_regions(&c);
+	CHECK(rpma_mr_dereg(&c.wdst));
+	free(c.wdst_buf);
 	CHECK(rpma_peer_delete(&c.peer));
 	return 0;
 }

@@ -336,7 +336,8 @@ fn perftest(addr: &str, dev: &str, iters: usize) -> Res<()> {
         let r = perftest_pair("ib_write_bw", &base(size, iters, &["-t", "1", "-Q", "1"]), addr)?;
         let avg = 1.0 / r[4];
         println!("RESULT lat verbs write {size} {iters} NaN NaN {avg:.3} NaN NaN NaN");
-        // ib_write_lat itself, for reference (a row of its own).
+        // ib_write_lat: the write ping-pong, which both library programs
+        // also run (their `write_pingpong` case).
         lat("write_pingpong", size, &perftest_pair("ib_write_lat", &base(size, iters, &[]), addr)?);
     }
     lat("pingpong", 8, &perftest_pair("ib_send_lat", &base(8, iters, &[]), addr)?);

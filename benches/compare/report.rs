@@ -29,7 +29,7 @@ fn ratio(a: f64, b: f64) -> String {
 const LAT_CASES: [(&str, &str); 6] = [
     ("read", "read"),
     ("write", "write + completion"),
-    ("write_pingpong", "write ping-pong (ib_write_lat, half round trip; raw verbs only)"),
+    ("write_pingpong", "write ping-pong (as ib_write_lat; half round trip)"),
     ("write_flush", "write + flush (APM), waited"),
     ("atomic_write", "atomic_write"),
     ("pingpong", "send/recv ping-pong (half round trip)"),

@@ -6,7 +6,10 @@
 //! region and sends its librpma MR descriptor as the connection's private
 //! data. It keeps [`SLOTS`] 8-byte receives posted. A message's first byte is
 //! its kind: [`PING`] is answered with an 8-byte send, [`STREAM`] is only
-//! counted, [`DONE`] ends the connection.
+//! counted, [`DONE`] ends the connection. [`WPP`] starts a ping-pong of
+//! writes (perftest's `ib_write_lat`): bytes 1..5 give the size and 5..7 the
+//! count; the client sends the descriptor of its write target as the
+//! connection's private data.
 
 use crate::stats::{self, Lat};
 use rpma::utils::{get_ibv_context, ContextType};
@@ -21,6 +24,7 @@ pub const SLOTS: usize = 64;
 pub const PING: u8 = 1;
 pub const STREAM: u8 = 2;
 pub const DONE: u8 = 3;
+pub const WPP: u8 = 4;
 const T: Duration = Duration::from_secs(60);
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -78,6 +82,39 @@ fn spin_then_block(cq: &Cq) -> Res<Completion> {
     check(cq.next_completion(T)?)
 }
 
+/// Busy-polls `cq` until a completion of kind `op` (others are skipped).
+fn spin_for(cq: &Cq, op: CompletionOp) -> Res<Completion> {
+    loop {
+        let wc = spin(cq)?;
+        if wc.op == op {
+            return Ok(wc);
+        }
+    }
+}
+
+/// The byte that marks write `k` of a ping-pong (never 0, the initial value).
+fn marker(k: usize) -> u8 {
+    (k % 255 + 1) as u8
+}
+
+/// Busy-polls `mr` until the byte at `offset` is `want` (the other side's
+/// write has landed), for at most `T`.
+fn wait_for_byte(mr: &MrLocal<AlignedBuf>, offset: usize, want: u8) -> Res<()> {
+    let t0 = Instant::now();
+    let mut b = [0u8];
+    loop {
+        for _ in 0..1024 {
+            mr.read_volatile_at(offset, &mut b)?;
+            if b[0] == want {
+                return Ok(());
+            }
+        }
+        if t0.elapsed() > T {
+            return Err(format!("the ping-pong write {want} did not arrive within 60 s").into());
+        }
+    }
+}
+
 fn peer(addr: &str, kind: ContextType) -> Res<Peer> {
     Ok(Peer::new(&get_ibv_context(addr, kind)?)?)
 }
@@ -99,11 +136,13 @@ pub fn server(addr: &str, port: u16, conns: usize) -> Res<()> {
     )?;
     let slots = MrLocal::reg(&peer, AlignedBuf::new(SLOTS * 8)?, Usage::RECV)?;
     let reply = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?;
+    let mut wsrc = MrLocal::reg(&peer, AlignedBuf::new(REGION)?, Usage::WRITE_SRC)?;
     let ep = Ep::listen(&peer, addr, port)?;
     println!("READY");
     let cfg = cfg();
     for _ in 0..conns {
         let req = ep.next_conn_req_timeout(Some(&cfg), T)?;
+        let target = MrRemote::from_descriptor(req.private_data()).ok();
         for i in 0..SLOTS {
             req.recv(&slots, i * 8, 8, i as u64)?;
         }
@@ -115,14 +154,25 @@ pub fn server(addr: &str, port: u16, conns: usize) -> Res<()> {
                 continue;
             }
             let i = wc.op_context as usize;
-            let mut kind = [0u8; 1];
-            slots.read_at(i * 8, &mut kind)?;
-            if kind[0] == DONE {
+            let mut m = [0u8; 8];
+            slots.read_at(i * 8, &mut m)?;
+            if m[0] == DONE {
                 break;
             }
             conn.recv(&slots, i * 8, 8, i as u64)?;
-            if kind[0] == PING {
+            if m[0] == PING {
                 conn.send(&reply, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+            } else if m[0] == WPP {
+                let size = u32::from_le_bytes([m[1], m[2], m[3], m[4]]) as usize;
+                let n = u16::from_le_bytes([m[5], m[6]]) as usize;
+                let target = target.as_ref().ok_or("a write ping-pong needs the client's descriptor")?;
+                for k in 1..=n {
+                    // wait for the client's write, then answer with one
+                    wait_for_byte(&region, size - 1, marker(k))?;
+                    wsrc.write_at(size - 1, &[marker(k)])?;
+                    conn.write(target, 0, &wsrc, 0, size, Flags::COMPLETION_ALWAYS, 0)?;
+                    spin_for(conn.cq(), CompletionOp::Write)?;
+                }
             }
         }
         expect(&conn, ConnEvent::Closed)?;
@@ -168,7 +218,7 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
         return Err(std::io::Error::last_os_error().into());
     }
     for i in 0..n {
-        let conn = connect_cfg(&peer, addr, port, &cfg)?;
+        let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
         let remote = MrRemote::from_descriptor(conn.private_data())?;
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: i as u64 };
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, conn.compl_fd()?, &mut ev) } != 0 {
@@ -215,13 +265,13 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
 
 /// Connects to the server (retrying while it is not listening yet).
 fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Conn> {
-    connect_cfg(peer, addr, port, &cfg())
+    connect_cfg(peer, addr, port, &cfg(), &[])
 }
 
-fn connect_cfg(peer: &Peer, addr: &str, port: u16, cfg: &ConnCfg) -> Res<Conn> {
+fn connect_cfg(peer: &Peer, addr: &str, port: u16, cfg: &ConnCfg, pdata: &[u8]) -> Res<Conn> {
     let t0 = Instant::now();
     loop {
-        let conn = ConnReq::new(peer, addr, port, Some(cfg))?.connect(&[])?;
+        let conn = ConnReq::new(peer, addr, port, Some(cfg))?.connect(pdata)?;
         match conn.next_event_timeout(T)? {
             ConnEvent::Established => return Ok(conn),
             ConnEvent::Rejected if t0.elapsed() < T => std::thread::sleep(Duration::from_millis(50)),
@@ -245,16 +295,45 @@ struct Client {
     local: MrLocal<AlignedBuf>,
     msg: MrLocal<AlignedBuf>,
     rbuf: MrLocal<AlignedBuf>,
+    /// Where the server's ping-pong writes land.
+    wdst: MrLocal<AlignedBuf>,
 }
 
 impl Client {
     fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Client> {
-        let conn = connect(peer, addr, port)?;
+        let wdst = MrLocal::reg(peer, AlignedBuf::new(REGION)?, Usage::WRITE_DST)?;
+        let conn = connect_cfg(peer, addr, port, &cfg(), &wdst.descriptor())?;
         let remote = MrRemote::from_descriptor(conn.private_data())?;
         let local = MrLocal::reg(peer, AlignedBuf::new(REGION)?, Usage::READ_DST | Usage::WRITE_SRC)?;
         let msg = MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?;
         let rbuf = MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::RECV)?;
-        Ok(Client { conn, remote, local, msg, rbuf })
+        Ok(Client { conn, remote, local, msg, rbuf, wdst })
+    }
+
+    /// A ping-pong of `size`-byte writes (perftest's `ib_write_lat`): the
+    /// client writes, the server sees the last byte change and writes back.
+    /// Half the round trip, as perftest reports it.
+    fn write_pingpong(&mut self, size: usize, iters: usize) -> Res<Lat> {
+        let n = iters + iters / 10;
+        let mut m = [WPP, 0, 0, 0, 0, 0, 0, 0];
+        m[1..5].copy_from_slice(&(size as u32).to_le_bytes());
+        m[5..7].copy_from_slice(&u16::try_from(n)?.to_le_bytes());
+        self.msg.write_at(0, &m)?;
+        self.conn.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+        spin(self.conn.cq())?;
+        let mut t = Vec::with_capacity(iters);
+        for k in 1..=n {
+            self.local.write_at(size - 1, &[marker(k)])?;
+            let t0 = Instant::now();
+            self.conn.write(&self.remote, 0, &self.local, 0, size, Flags::COMPLETION_ALWAYS, 0)?;
+            wait_for_byte(&self.wdst, size - 1, marker(k))?;
+            let rtt = t0.elapsed().as_secs_f64() * 1e6;
+            spin_for(self.conn.cq(), CompletionOp::Write)?; // before `local` is rewritten
+            if k > n - iters {
+                t.push(rtt / 2.0);
+            }
+        }
+        Ok(stats::lat(t))
     }
 
     fn set_kind(&mut self, kind: u8) -> Res<()> {
@@ -405,6 +484,9 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
     }
     for case in ["write_flush", "atomic_write", "pingpong"] {
         stats::print_lat("rpma", case, 8, iters, &c.latency(case, 8, iters)?);
+    }
+    for size in LAT_SIZES {
+        stats::print_lat("rpma", "write_pingpong", size, iters, &c.write_pingpong(size, iters)?);
     }
     for case in ["read", "write"] {
         for size in BW_SIZES {

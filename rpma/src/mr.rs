@@ -495,6 +495,38 @@ impl<M: RegMemory> MrLocal<M> {
         Ok(())
     }
 
+    /// [`read_at`](Self::read_at) with volatile loads: every call reads the
+    /// memory again, so a loop can poll for bytes the remote side writes into
+    /// the region (an RDMA write, as in perftest's `ib_write_lat`), which a
+    /// plain copy in a loop does not guarantee. The device gives no order
+    /// among the bytes of one write: poll the last byte, or a flag written by
+    /// a later operation, then read the rest.
+    ///
+    /// ```no_run
+    /// # fn f(mr: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+    /// let mut flag = [0u8];
+    /// while flag[0] == 0 {
+    ///     mr.read_volatile_at(63, &mut flag)?; // the last byte of a 64-byte record
+    ///     std::hint::spin_loop();
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
+    pub fn read_volatile_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check_range("read_volatile_at", offset, dst.len())?;
+        for (i, d) in dst.iter_mut().enumerate() {
+            // SAFETY: inside the owned, live memory (checked above); a raw
+            // volatile load creates no reference to memory the device may write.
+            #[allow(unsafe_code)]
+            {
+                *d = unsafe { std::ptr::read_volatile(self.inner.ptr.add(offset + i)) };
+            }
+        }
+        Ok(())
+    }
+
     /// Copies `src` into the region at `offset`.
     ///
     /// # Errors
