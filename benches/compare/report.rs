@@ -71,8 +71,11 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     let mut md = String::new();
     writeln!(md, "Measured {info}; the whole run took {:.0} s.\n", took.as_secs_f64())?;
     writeln!(md, "### Latency (µs): t_typical (median) / t_avg / p99; ratios of t_avg\n")?;
-    writeln!(md, "| operation | size | verbs (perftest) | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
-    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| operation | size | verbs (perftest) | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
     for (case, label) in LAT_CASES {
         let mut sizes: Vec<usize> = lat.keys().filter(|k| k.0 == case).map(|k| k.1).collect();
         sizes.dedup();
@@ -85,20 +88,25 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
             let avg = |imp: &str| get(imp).map_or(f64::NAN, |l| l.avg);
             writeln!(
                 md,
-                "| {label} | {} | {} | {} | {} | {} | {} |",
+                "| {label} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 size_label(size),
                 cell("verbs"),
                 cell("librpma"),
                 cell("rpma"),
+                cell("rpma-unchecked"),
                 ratio(avg("rpma"), avg("verbs")),
-                ratio(avg("rpma"), avg("librpma"))
+                ratio(avg("rpma"), avg("librpma")),
+                ratio(avg("rpma-unchecked"), avg("librpma"))
             )?;
         }
     }
 
     writeln!(md, "\n### Bandwidth and message rate (every operation signaled)\n")?;
-    writeln!(md, "| operation | size | queue depth | verbs | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
-    writeln!(md, "|---|---|---|---|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| operation | size | queue depth | verbs | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
     for (case, size, qd) in bw.keys().map(|k| (k.0.clone(), k.1, k.2)).collect::<std::collections::BTreeSet<_>>() {
         let get = |imp: &str| bw.get(&(case.clone(), size, qd, imp.to_string())).copied().unwrap_or(f64::NAN);
         let cell = |imp: &str| {
@@ -111,13 +119,15 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         };
         writeln!(
             md,
-            "| {case} | {} | {qd} | {} | {} | {} | {} | {} |",
+            "| {case} | {} | {qd} | {} | {} | {} | {} | {} | {} | {} |",
             size_label(size),
             cell("verbs"),
             cell("librpma"),
             cell("rpma"),
+            cell("rpma-unchecked"),
             ratio(get("rpma"), get("verbs")),
-            ratio(get("rpma"), get("librpma"))
+            ratio(get("rpma"), get("librpma")),
+            ratio(get("rpma-unchecked"), get("librpma"))
         )?;
     }
 

@@ -480,6 +480,8 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
     for case in ["read", "write"] {
         for size in LAT_SIZES {
             stats::print_lat("rpma", case, size, iters, &c.latency(case, size, iters)?);
+            let fast = format!("{case}_unchecked");
+            stats::print_lat("rpma-unchecked", case, size, iters, &c.latency(&fast, size, iters)?);
         }
     }
     for case in ["write_flush", "atomic_write", "pingpong"] {
@@ -494,6 +496,9 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
                 c.stream(case, size, qd, iters / 10)?;
                 let secs = c.stream(case, size, qd, iters)?;
                 stats::print_bw("rpma", case, size, qd, iters, secs);
+                let fast = format!("{case}_unchecked");
+                let secs = c.stream(&fast, size, qd, iters)?;
+                stats::print_bw("rpma-unchecked", case, size, qd, iters, secs);
             }
         }
     }
