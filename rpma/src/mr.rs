@@ -503,6 +503,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// a later operation, then read the rest.
     ///
     /// ```no_run
+    /// # #[allow(dead_code)]
     /// # fn f(mr: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
     /// let mut flag = [0u8];
     /// while flag[0] == 0 {
