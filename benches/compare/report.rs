@@ -25,6 +25,22 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// The columns the latency, bandwidth and instruction tables share: the four
+/// implementations' cells, then rpma/verbs, rpma/librpma and
+/// unchecked/librpma of `value`.
+fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> f64) -> String {
+    format!(
+        "{} | {} | {} | {} | {} | {} | {}",
+        cell("verbs"),
+        cell("librpma"),
+        cell("rpma"),
+        cell("rpma-unchecked"),
+        ratio(value("rpma"), value("verbs")),
+        ratio(value("rpma"), value("librpma")),
+        ratio(value("rpma-unchecked"), value("librpma"))
+    )
+}
+
 /// Latency cases in report order, with their labels.
 const LAT_CASES: [(&str, &str); 6] = [
     ("read", "read"),
@@ -86,18 +102,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
                 None => "n/a".into(),
             };
             let avg = |imp: &str| get(imp).map_or(f64::NAN, |l| l.avg);
-            writeln!(
-                md,
-                "| {label} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                size_label(size),
-                cell("verbs"),
-                cell("librpma"),
-                cell("rpma"),
-                cell("rpma-unchecked"),
-                ratio(avg("rpma"), avg("verbs")),
-                ratio(avg("rpma"), avg("librpma")),
-                ratio(avg("rpma-unchecked"), avg("librpma"))
-            )?;
+            writeln!(md, "| {label} | {} | {} |", size_label(size), imp_columns(cell, avg))?;
         }
     }
 
@@ -117,18 +122,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
                 format!("{} MiB/s", num(m * 1e6 * size as f64 / (1 << 20) as f64, 1))
             }
         };
-        writeln!(
-            md,
-            "| {case} | {} | {qd} | {} | {} | {} | {} | {} | {} | {} |",
-            size_label(size),
-            cell("verbs"),
-            cell("librpma"),
-            cell("rpma"),
-            cell("rpma-unchecked"),
-            ratio(get("rpma"), get("verbs")),
-            ratio(get("rpma"), get("librpma")),
-            ratio(get("rpma-unchecked"), get("librpma"))
-        )?;
+        writeln!(md, "| {case} | {} | {qd} | {} |", size_label(size), imp_columns(cell, get))?;
     }
 
     writeln!(md, "\n### User-space instructions per operation (callgrind; 8 bytes, post + blocking wait + poll)\n")?;
@@ -139,17 +133,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     writeln!(md, "|---|---|---|---|---|---|---|---|")?;
     for case in ["read", "write"] {
         let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
-        writeln!(
-            md,
-            "| {case} | {} | {} | {} | {} | {} | {} | {} |",
-            num(get("verbs"), 0),
-            num(get("librpma"), 0),
-            num(get("rpma"), 0),
-            num(get("rpma-unchecked"), 0),
-            ratio(get("rpma"), get("verbs")),
-            ratio(get("rpma"), get("librpma")),
-            ratio(get("rpma-unchecked"), get("librpma"))
-        )?;
+        writeln!(md, "| {case} | {} |", imp_columns(|imp| num(get(imp), 0), get))?;
     }
 
     writeln!(md, "\n### Scale\n")?;
