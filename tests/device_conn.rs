@@ -334,7 +334,11 @@ fn unchecked_read_into_borrowed_memory() {
     let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
     let mut backing = vec![0u8; 128];
     {
-        let local = MrLocal::reg(c.peer(), &mut backing[..], Usage::READ_DST).unwrap();
+        // SAFETY: `backing` outlives the region, which is deregistered (and
+        // checked to succeed) below before `backing` is read or dropped.
+        #[allow(unsafe_code)]
+        let raw = unsafe { rpma::RawMemory::new(backing.as_mut_ptr(), backing.len()) };
+        let local = MrLocal::reg(c.peer(), raw, Usage::READ_DST).unwrap();
         // SAFETY: `local` and `backing` outlive the read: its completion is
         // reaped below, before both go out of scope.
         #[allow(unsafe_code)]
@@ -342,6 +346,7 @@ fn unchecked_read_into_borrowed_memory() {
         assert_eq!(local.in_flight(), 0, "the fast path holds nothing");
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.status), (5, WcStatus::SUCCESS));
+        local.dereg().unwrap();
     }
     let want: Vec<u8> = (64..192u32).map(|i| (i * 7 % 251) as u8).collect();
     assert_eq!(backing, want);

@@ -148,11 +148,16 @@ fn reg_all_memory_kinds_and_dereg_returns_them() {
 
     let mut backing = [0u8; 256];
     {
-        let mut mr = MrLocal::reg(&p, &mut backing[..], Usage::RECV).unwrap();
+        // SAFETY: the region is deregistered (checked) before `backing` is
+        // read again or goes out of scope.
+        #[allow(unsafe_code)]
+        let raw = unsafe { rpma::RawMemory::new(backing.as_mut_ptr(), backing.len()) };
+        let mut mr = MrLocal::reg(&p, raw, Usage::RECV).unwrap();
         mr.write_at(250, b"abcdef").unwrap();
         let mut out = [0u8; 6];
         mr.read_at(250, &mut out).unwrap();
         assert_eq!(&out, b"abcdef");
+        mr.dereg().unwrap();
     }
     assert_eq!(&backing[250..], b"abcdef");
 }
@@ -266,9 +271,9 @@ fn zero_based_descriptor_hides_the_address() {
     let r = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
     assert_eq!((r.addr(), r.size(), r.rkey()), (0, 8192, mr.rkey()));
     // Unaligned memory keeps its offset within the page, nothing more.
-    let mut v = vec![0u8; 5000];
+    let v = vec![0u8; 5000];
     let off = v.as_ptr() as u64 % AlignedBuf::page_size() as u64;
-    let mr = MrLocal::reg_zero_based(&p, &mut v[..], Usage::READ_SRC).unwrap();
+    let mr = MrLocal::reg_zero_based(&p, v, Usage::READ_SRC).unwrap();
     assert_eq!(MrRemote::from_descriptor(&mr.descriptor()).unwrap().addr(), off);
 }
 

@@ -14,7 +14,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<PeerCfg>();
     send_sync::<MrLocal<AlignedBuf>>();
     send_sync::<MrLocal<Vec<u8>>>();
-    send_sync::<MrLocal<&'static mut [u8]>>();
+    send_sync::<MrLocal<rpma::RawMemory>>();
     send_sync::<MrLocal<MappedFile>>();
     send_sync::<MrRemote>();
     send_sync::<Ep>();

@@ -15,7 +15,7 @@ use crate::stats::{self, Lat};
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{
     AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
-    MrRemote, Peer, Usage,
+    MrRemote, Peer, RawMemory, Usage,
 };
 use std::time::{Duration, Instant};
 
@@ -560,18 +560,31 @@ pub fn registration(addr: &str) -> Res<()> {
         p[0] = 1; // fault every page in before timing
     }
     let usage = Usage::READ_SRC | Usage::WRITE_DST;
+    // Slices of `buf` registered as RawMemory: each region is deregistered
+    // before `buf` goes, and `buf` is leaked if any deregistration fails.
+    let raw = |c: &mut [u8]| {
+        // SAFETY: see above.
+        unsafe { RawMemory::new(c.as_mut_ptr(), c.len()) }
+    };
+    let dereg_all = |mrs: Vec<MrLocal<RawMemory>>| -> Res<()> {
+        for mr in mrs {
+            mr.dereg().map_err(|e| e.error)?;
+        }
+        Ok(())
+    };
     let t0 = Instant::now();
-    {
-        let mrs = buf
-            .as_mut_slice()
-            .chunks_mut(CHUNK)
-            .map(|c| MrLocal::reg(&peer, c, usage))
-            .collect::<rpma::Result<Vec<_>>>()?;
-        drop(mrs);
-    }
+    let mrs = buf
+        .as_mut_slice()
+        .chunks_mut(CHUNK)
+        .map(|c| MrLocal::reg(&peer, raw(c), usage))
+        .collect::<rpma::Result<Vec<_>>>();
+    let r = mrs.map_err(Into::into).and_then(dereg_all);
     stats::print_rate("rpma", "reg_2m", GIB / CHUNK, t0.elapsed().as_secs_f64());
     let t0 = Instant::now();
-    drop(MrLocal::reg(&peer, buf.as_mut_slice(), usage)?);
+    let r = r.and_then(|()| dereg_all(vec![MrLocal::reg(&peer, raw(buf.as_mut_slice()), usage)?]));
     stats::print_rate("rpma", "reg_1g", 1, t0.elapsed().as_secs_f64());
-    Ok(())
+    if r.is_err() {
+        std::mem::forget(buf); // a region may still cover it
+    }
+    r
 }

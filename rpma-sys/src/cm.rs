@@ -374,10 +374,22 @@ impl CmId {
         self.id as usize
     }
 
-    /// Destroys the ID's QP now (`rdma_destroy_qp`); dropping the ID does
-    /// it too.
-    pub fn destroy_qp(&mut self) {
-        drop(self.qp.take());
+    /// Destroys the ID's QP now (as `rdma_destroy_qp` does, reporting the
+    /// result); dropping the ID does it too, logging a failure.
+    ///
+    /// # Errors
+    /// The errno of `ibv_destroy_qp`. The QP is then leaked, never
+    /// destroyed nor freed (with its CQs and SRQ): the device may still
+    /// process the work requests posted on it, so the caller must keep the
+    /// memory they use for ever.
+    pub fn destroy_qp(&mut self) -> io::Result<()> {
+        match self.qp.take().map(Qp::destroy) {
+            None | Some(Ok(())) => Ok(()),
+            Some(Err((qp, e))) => {
+                std::mem::forget(qp);
+                Err(e)
+            }
+        }
     }
 
     /// The QP created on this ID.

@@ -17,6 +17,7 @@
 pub mod cm;
 pub mod cq;
 pub mod device;
+pub mod fault;
 pub mod mmap;
 pub mod mr;
 pub mod mw;
@@ -86,7 +87,8 @@ pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration
 /// # Errors
 /// The errno of `poll` (`EINTR` is retried).
 pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration>) -> io::Result<Vec<bool>> {
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    // A timeout too long to represent as an instant is no limit.
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     let mut p: Vec<libc::pollfd> =
         fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     loop {

@@ -68,9 +68,10 @@ impl Mr {
     ///
     /// # Safety
     /// `addr..addr+len` must be memory of this process that stays allocated,
-    /// at the same address, until the returned `Mr` is dropped or
-    /// deregistered; while remote or local access flags allow it, the device
-    /// may read or write it at any time in that span.
+    /// at the same address, until the returned `Mr` is deregistered
+    /// successfully ([`Mr::dereg`] returns `Ok`); if deregistration fails,
+    /// for ever (leak it). While remote or local access flags allow it, the
+    /// device may read or write it at any time in that span.
     ///
     /// # Errors
     /// The errno of `ibv_reg_mr` (`EINVAL`, `ENOMEM`, `EOPNOTSUPP`, `EFAULT`...).
@@ -229,6 +230,9 @@ impl Mr {
     /// # Errors
     /// The errno of `ibv_dereg_mr`, with the untouched region.
     pub fn dereg(self) -> Result<(), (Mr, io::Error)> {
+        if crate::fault::take(crate::fault::Teardown::DeregMr) {
+            return Err((self, crate::fault::injected("ibv_dereg_mr")));
+        }
         // SAFETY: live MR, deregistered at most once (Drop is skipped on success).
         let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
         match from_errno_ret(rc, "ibv_dereg_mr") {
@@ -243,12 +247,15 @@ impl Mr {
     }
 }
 
+/// Dropping deregisters and can only log a failure, after which the device
+/// may still reach the memory: owners of the memory call [`Mr::dereg`] and
+/// keep (leak) the memory when it fails, as `rpma` does.
 impl Drop for Mr {
     fn drop(&mut self) {
         // SAFETY: live MR, deregistered once.
         let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
         if let Err(e) = from_errno_ret(rc, "ibv_dereg_mr") {
-            log::error!("ibv_dereg_mr: {e}");
+            log::error!("ibv_dereg_mr: {e}; the memory it covers must not be freed");
         }
     }
 }

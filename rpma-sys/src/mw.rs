@@ -66,6 +66,33 @@ impl Mw {
     }
 }
 
+impl Mw {
+    /// Deallocates the window now (`ibv_dealloc_mw`), reporting failure; on
+    /// failure the window is handed back, still allocated (and possibly
+    /// bound: the region under it stays reachable).
+    ///
+    /// # Errors
+    /// The errno of `ibv_dealloc_mw`, with the untouched window.
+    pub fn dealloc(self) -> Result<(), (Mw, io::Error)> {
+        if crate::fault::take(crate::fault::Teardown::DeallocMw) {
+            return Err((self, crate::fault::injected("ibv_dealloc_mw")));
+        }
+        // SAFETY: live MW, deallocated at most once (Drop is skipped on success).
+        let rc = unsafe { ffi::ibv_dealloc_mw(self.mw) };
+        match from_errno_ret(rc, "ibv_dealloc_mw") {
+            Ok(()) => {
+                let this = std::mem::ManuallyDrop::new(self);
+                // SAFETY: `_pd` is read out exactly once and `this` is never dropped.
+                drop(unsafe { std::ptr::read(&this._pd) });
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+/// Dropping deallocates and can only log a failure: owners of a region under
+/// a bound window call [`Mw::dealloc`] and keep the region when it fails.
 impl Drop for Mw {
     fn drop(&mut self) {
         // SAFETY: live MW, deallocated once; rdma-sys's helper calls the

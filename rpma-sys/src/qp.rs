@@ -66,6 +66,8 @@ pub(crate) enum QpOwner {
 pub struct Qp {
     qp: *mut ffi::ibv_qp,
     owner: QpOwner,
+    /// Set once `ibv_destroy_qp` succeeded (Drop then has nothing to do).
+    destroyed: bool,
     ex: bool,
     _pd: Pd,
     _send_cq: Cq,
@@ -133,6 +135,7 @@ impl Qp {
         Qp {
             qp,
             owner,
+            destroyed: false,
             ex: init.send_ops_flags != 0,
             _pd: pd.clone(),
             _send_cq: init.send_cq.clone(),
@@ -220,19 +223,50 @@ impl Qp {
     }
 }
 
+impl Qp {
+    /// `ibv_destroy_qp`, once. For a QP made on a CM ID this is what
+    /// `rdma_destroy_qp` does (the CQs are the caller's), but with the
+    /// result, which `rdma_destroy_qp` drops.
+    fn destroy_once(&mut self) -> io::Result<()> {
+        if self.destroyed {
+            return Ok(());
+        }
+        if crate::fault::take(crate::fault::Teardown::DestroyQp) {
+            return Err(crate::fault::injected("ibv_destroy_qp"));
+        }
+        // SAFETY: live QP (not destroyed yet); the owning CmId destroys its
+        // Qp before rdma_destroy_id, so for QpOwner::Cm the id is live too.
+        let rc = unsafe { ffi::ibv_destroy_qp(self.qp) };
+        from_errno_ret(rc, "ibv_destroy_qp")?;
+        self.destroyed = true;
+        if let QpOwner::Cm(id) = self.owner {
+            // SAFETY: live id; librdmacm must not see the destroyed QP again.
+            unsafe { (*id).qp = std::ptr::null_mut() };
+        }
+        Ok(())
+    }
+
+    /// Destroys the QP now, reporting failure. On failure the QP is handed
+    /// back, still alive: the device may still process its posted work
+    /// requests, so the memory they use must be kept (leak the `Qp` with
+    /// `std::mem::forget`, which also keeps its CQs and SRQ alive).
+    ///
+    /// # Errors
+    /// The errno of `ibv_destroy_qp`, with the untouched QP.
+    pub fn destroy(mut self) -> Result<(), (Qp, io::Error)> {
+        match self.destroy_once() {
+            Ok(()) => Ok(()),
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+/// Dropping destroys and can only log a failure: owners of memory posted
+/// on the QP call [`Qp::destroy`] and keep that memory when it fails.
 impl Drop for Qp {
     fn drop(&mut self) {
-        match self.owner {
-            // SAFETY: the owning CmId drops its Qp before rdma_destroy_id, so
-            // the id is live here; the QP is destroyed once.
-            QpOwner::Cm(id) => unsafe { ffi::rdma_destroy_qp(id) },
-            QpOwner::Verbs => {
-                // SAFETY: live QP, destroyed once.
-                let rc = unsafe { ffi::ibv_destroy_qp(self.qp) };
-                if let Err(e) = from_errno_ret(rc, "ibv_destroy_qp") {
-                    log::error!("ibv_destroy_qp: {e}");
-                }
-            }
+        if let Err(e) = self.destroy_once() {
+            log::error!("ibv_destroy_qp: {e}; memory its work requests use must not be freed");
         }
     }
 }

@@ -50,6 +50,35 @@ impl Srq {
         Ok(Srq { inner: Arc::new(SrqInner { srq, _pd: pd.clone() }) })
     }
 
+    /// Destroys the SRQ now (`ibv_destroy_srq`), reporting failure. It must
+    /// be the last handle: queue pairs using the SRQ hold one each.
+    ///
+    /// # Errors
+    /// `EBUSY` while other handles (queue pairs) use it; the errno of
+    /// `ibv_destroy_srq`. Either way the SRQ is handed back, still alive:
+    /// the device may still write into receives posted to it.
+    pub fn destroy(self) -> Result<(), (Srq, io::Error)> {
+        let inner = match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner,
+            Err(inner) => return Err((Srq { inner }, io::Error::from_raw_os_error(libc::EBUSY))),
+        };
+        if crate::fault::take(crate::fault::Teardown::DestroySrq) {
+            return Err((Srq { inner: Arc::new(inner) }, crate::fault::injected("ibv_destroy_srq")));
+        }
+        // SAFETY: live SRQ, no other handle, destroyed at most once (Drop is
+        // skipped on success).
+        let rc = unsafe { ffi::ibv_destroy_srq(inner.srq) };
+        match from_errno_ret(rc, "ibv_destroy_srq") {
+            Ok(()) => {
+                let this = std::mem::ManuallyDrop::new(inner);
+                // SAFETY: `_pd` is read out exactly once and `this` is never dropped.
+                drop(unsafe { std::ptr::read(&this._pd) });
+                Ok(())
+            }
+            Err(e) => Err((Srq { inner: Arc::new(inner) }, e)),
+        }
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
         self.inner.srq
     }

@@ -2,11 +2,11 @@
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};
-use crate::inflight::{untracked_wr_id, Hold, OpKind, RecvTracker, SendTracker, UNTRACKED_CTX_MAX};
+use crate::inflight::{untracked_wr_id, Hold, OpKind, RecvTracker, SendOpRec, SendTracker, UNTRACKED_CTX_MAX};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{Access, MrLocal, MrRemote, Usage};
-use crate::mw::{Mw, MwAccess, MwType};
+use crate::mw::{Binding, Mw, MwAccess, MwType};
 use crate::peer::Peer;
 use crate::peer_cfg::PeerCfg;
 use crate::srq::Srq;
@@ -46,6 +46,9 @@ pub enum FlushType {
     /// registered with [`Usage::FLUSH_TYPE_PERSISTENT`].
     Persistent,
 }
+
+/// Most completions reaped from one CQ when a connection is dropped.
+const DRAIN_MAX: usize = 1 << 16;
 
 /// librpma's `RPMA_ATOMIC_WRITE_ALIGNMENT`.
 pub const ATOMIC_WRITE_ALIGNMENT: u64 = 8;
@@ -174,11 +177,42 @@ impl Drop for ConnParts {
         // the CM ID. Like librpma, no disconnect here: measured on rxe, an
         // implicit disconnect makes the passive side of a pair dropped at
         // once wait ~50 s in the CM's timewait; tear down with `disconnect`.
-        self.id.destroy_qp();
+        //
+        // Completions still queued are reaped first, before and after the
+        // QP goes, so the entries they name (receives taken from a shared
+        // receive queue among them) are retired, not kept until the SRQ goes.
+        self.drain_cqs();
+        match self.id.destroy_qp() {
+            Ok(()) => self.drain_cqs(),
+            Err(e) => {
+                // The device may still process the posted work requests:
+                // keep what they use (the trackers' holds) for ever.
+                rpma_log!(
+                    LogLevel::Error,
+                    "ibv_destroy_qp: {e}; leaking the memory of {} posted send(s) and {} receive(s)",
+                    self.send.pending(),
+                    self.recv.pending()
+                );
+                std::mem::forget(self.send.clone());
+                std::mem::forget(self.recv.clone());
+            }
+        }
     }
 }
 
 impl ConnParts {
+    /// Polls the connection's CQs empty (bounded), retiring what each
+    /// completion names; the completions are dropped.
+    fn drain_cqs(&self) {
+        for cq in std::iter::once(&self.cq).chain(self.rcq.as_ref()) {
+            for _ in 0..DRAIN_MAX {
+                if cq.get_completion().is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
     fn qp(&self) -> Result<&rpma_sys::qp::Qp> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Error::inval(
@@ -248,7 +282,8 @@ impl ConnParts {
 
     fn post(&self, kind: OpKind, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
         let qp = self.qp()?;
-        self.send.post_with(ctx, kind, hold, |wr_id| {
+        let rec = SendOpRec { ctx, kind, signaled: wr.signaled, hold, confirm: None };
+        self.send.post_with(rec, |wr_id| {
             // SAFETY: any local memory in `wr` belongs to a region held by
             // the tracker entry (or to the connection's own flush region, or
             // is inline and copied during the call) until the operation
@@ -703,15 +738,16 @@ impl Conn {
         check_remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
         let qp = self.parts.qp()?;
         if let Some(mut ex) = qp.ex().filter(|ex| ex.has_atomic_write()) {
-            return self.parts.send.post_with(op_context, OpKind::AtomicWrite, None, |wr_id| {
-                ex.post_atomic_write(wr_id, signaled, dst.rkey(), dst.addr() + dst_offset, &value)
+            let rec = SendOpRec { ctx: op_context, kind: OpKind::AtomicWrite, signaled, hold: None, confirm: None };
+            return self.parts.send.post_with(rec, |wr_id| {
+                ex.post_atomic_write(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), &value)
             });
         }
         let wr = SendWr {
             wr_id: 0,
             op: SendOp::Write,
             sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
-            remote_addr: dst.addr() + dst_offset,
+            remote_addr: dst.addr().wrapping_add(dst_offset),
             rkey: dst.rkey(),
             signaled,
             fence: true,
@@ -770,8 +806,9 @@ impl Conn {
                 FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
             };
             let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
-            return self.parts.send.post_with(op_context, OpKind::Flush, None, |wr_id| {
-                ex.post_flush(wr_id, signaled, dst.rkey(), dst.addr() + dst_offset, len, t)
+            let rec = SendOpRec { ctx: op_context, kind: OpKind::Flush, signaled, hold: None, confirm: None };
+            return self.parts.send.post_with(rec, |wr_id| {
+                ex.post_flush(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), len, t)
             });
         }
         dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
@@ -779,7 +816,7 @@ impl Conn {
             wr_id: 0,
             op: SendOp::Read,
             sge: Some(self.parts.flush_mr.sge(0, 8)),
-            remote_addr: dst.addr() + dst_offset,
+            remote_addr: dst.addr().wrapping_add(dst_offset),
             rkey: dst.rkey(),
             signaled,
             fence: flags.contains(Flags::FENCE),
@@ -908,9 +945,10 @@ impl Conn {
         let qp = self.parts.qp()?;
         let addr = mr.sys().device_addr() + offset as u64;
         let mut new_rkey = mw.rkey();
+        let rec = SendOpRec { ctx: op_context, kind: OpKind::BindMw, signaled, hold: Some(mr.hold()), confirm: None };
         self.parts
             .send
-            .post_with(op_context, OpKind::BindMw, Some(mr.hold()), |wr_id| match mw.mw_type() {
+            .post_with(rec, |wr_id| match mw.mw_type() {
                 MwType::Type1 => {
                     new_rkey =
                         qp.bind_mw_type1(mw.sys(), mr.sys(), addr, len as u64, access.bits(), wr_id, signaled, fence)?;
@@ -935,46 +973,89 @@ impl Conn {
                 Some(libc::EOPNOTSUPP) => Error::nosupp("bind_mw: the provider cannot bind type 1 memory windows"),
                 _ => e,
             })?;
-        mw.set_rkey(new_rkey);
-        mw.binding = Some(crate::mw::Binding { addr, len: len as u64, access, region: mr.region_hold() });
+        // The window holds the region from the post on, whether or not the
+        // bind succeeds on the device: only a confirmed invalidation or a
+        // successful deallocation ends the hold.
+        let mut st = mw.shared().lock();
+        st.rkey = new_rkey;
+        st.binding = Some(Binding::new(addr, len as u64, access, new_rkey, qp.qp_num(), mr.region_hold()));
         Ok(())
     }
 
     /// Revokes `mw`'s binding: a local invalidate (`IBV_WR_LOCAL_INV`) for a
     /// type 2 window, a zero-length bind for type 1. Once its completion has
-    /// been reaped, remote access through the old rkey fails; the region is
-    /// released then.
+    /// been reaped, remote access through the old rkey fails; if that
+    /// completion is successful the window releases its region then (a
+    /// failed one leaves the window bound, holding the region).
     ///
     /// # Errors
-    /// [`Error::Inval`] when `flags` are empty or the window is not bound;
-    /// [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    /// [`Error::Inval`] when `flags` lack [`Flags::COMPLETION_ALWAYS`] (the
+    /// release needs the invalidation's own completion), the window is not
+    /// bound, an invalidation of it is already posted, a type 2 window was
+    /// bound on another connection, or the connection is closed (the window
+    /// stays bound in every case); [`Error::Again`], [`Error::Provider`]: as
+    /// [`write`](Conn::write).
     pub fn invalidate_mw(&self, mw: &mut Mw, flags: Flags, op_context: u64) -> Result<()> {
-        let signaled = signaled(flags)?;
+        if !signaled(flags)? {
+            return Err(Error::inval(
+                "invalidate_mw: flags need Flags::COMPLETION_ALWAYS: the window releases its region only when \
+                 the invalidation's own completion confirms it",
+            ));
+        }
         let fence = flags.contains(Flags::FENCE);
-        let Some(b) = mw.binding.take() else {
-            return Err(Error::inval("invalidate_mw: the window is not bound"));
-        };
         let qp = self.parts.qp()?;
-        let rkey = mw.rkey();
         let ty = mw.mw_type();
-        let hold: Hold = Arc::new(b.region.clone());
-        let r = self.parts.send.post_with(op_context, OpKind::LocalInv, Some(hold), |wr_id| match ty {
-            MwType::Type2 => qp.post_local_inv(wr_id, signaled, fence, rkey),
+        let shared = mw.shared().clone();
+        let (rkey, region) = {
+            let mut st = shared.lock();
+            let Some(b) = st.binding.as_ref() else {
+                return Err(Error::inval("invalidate_mw: the window is not bound"));
+            };
+            if st.invalidating.is_some() {
+                return Err(Error::inval(
+                    "invalidate_mw: an invalidation of this window is already posted; reap its completion",
+                ));
+            }
+            if ty == MwType::Type2 && b.qp_num != qp.qp_num() {
+                return Err(Error::inval(format!(
+                    "invalidate_mw: the type 2 window was bound on another connection (QP {}), not this one (QP {}); \
+                     invalidate it there",
+                    b.qp_num,
+                    qp.qp_num()
+                )));
+            }
+            let r = (b.rkey, b.region.clone());
+            // Set before posting: the completion may be translated (by a
+            // thread polling the CQ) as soon as the post returns.
+            st.invalidating = Some(r.0);
+            r
+        };
+        let hold: Hold = Arc::new(region.clone());
+        let rec = SendOpRec {
+            ctx: op_context,
+            kind: OpKind::LocalInv,
+            signaled: true,
+            hold: Some(hold),
+            confirm: Some(shared.clone()),
+        };
+        let r = self.parts.send.post_with(rec, |wr_id| match ty {
+            MwType::Type2 => qp.post_local_inv(wr_id, true, fence, rkey),
             MwType::Type1 => {
                 // A zero-length bind over its region unbinds a type 1 window.
-                let mr = b.region.mr();
-                qp.bind_mw_type1(mw.sys(), mr, mr.device_addr(), 0, 0, wr_id, signaled, fence).map(|_| ())
+                let mr = region.mr();
+                qp.bind_mw_type1(mw.sys(), mr, mr.device_addr(), 0, 0, wr_id, true, fence).map(|_| ())
             }
         });
+        let mut st = shared.lock();
         match r {
             Ok(()) => {
                 if ty == MwType::Type1 {
-                    mw.set_rkey(mw.sys().rkey());
+                    st.rkey = mw.sys().rkey();
                 }
                 Ok(())
             }
             Err(e) => {
-                mw.binding = Some(b);
+                st.invalidating = None;
                 Err(e)
             }
         }

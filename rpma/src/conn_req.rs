@@ -8,7 +8,7 @@ use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, Usage};
-use crate::peer::Peer;
+use crate::peer::{Capabilities, Peer};
 use rpma_sys::cm::{AddrInfo, CmId, EventChannel};
 use rpma_sys::cq::CompChannel;
 use rpma_sys::qp::{QpInit, QP_EX_WITH_ATOMIC_WRITE, QP_EX_WITH_FLUSH, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
@@ -183,14 +183,19 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
             "a shared completion channel cannot be combined with an SRQ that has its own receive CQ",
         ));
     }
+    let caps = peer.capabilities();
+    Capabilities::check_size("ConnCfg sq_size", cfg.sq_size(), caps.max_qp_wr, "max_qp_wr")?;
+    Capabilities::check_size("ConnCfg rq_size", cfg.rq_size(), caps.max_qp_wr, "max_qp_wr")?;
+    Capabilities::check_size("ConnCfg cq_size", cfg.cq_size(), caps.max_cqe, "max_cqe")?;
+    Capabilities::check_size("ConnCfg rcq_size", cfg.rcq_size(), caps.max_cqe, "max_cqe")?;
     let ctx = peer.context();
     let shared = if cfg.compl_channel() {
         Some(CompChannel::new(&ctx.0).map_err(|e| Error::provider_raw("ibv_create_comp_channel", e))?)
     } else {
         None
     };
-    let send = Arc::new(SendTracker::new(cfg.sq_size()));
-    let recv = Arc::new(RecvTracker::new(false, cfg.rq_size()));
+    let send = Arc::new(SendTracker::new(cfg.sq_size())?);
+    let recv = Arc::new(RecvTracker::new(false, cfg.rq_size())?);
     let srq_recv = srq.as_ref().map(|s| s.tracker().clone());
     let cq = Cq::new(ctx, cfg.cq_size(), shared.as_ref(), Some(send.clone()), Some(recv.clone()), srq_recv.clone())?;
     let rcq = if cfg.rcq_size() > 0 && srq.as_ref().is_none_or(|s| s.rcq().is_none()) {
@@ -198,7 +203,6 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     } else {
         None
     };
-    let caps = peer.capabilities();
     let mut ops = 0;
     if caps.native_atomic_write {
         ops |= QP_EX_WITH_ATOMIC_WRITE;

@@ -285,13 +285,15 @@ impl Cq {
     /// [`Error::NoCompletion`] when `timeout` passes first; as
     /// [`wait`](Cq::wait) and [`get_wc`](Cq::get_wc) otherwise.
     pub fn next_completion(&self, timeout: Duration) -> Result<Completion> {
-        let deadline = std::time::Instant::now() + timeout;
+        // A timeout too long to represent as an instant (Duration::MAX) is
+        // no limit.
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
             match self.get_completion() {
                 Err(Error::NoCompletion) => {}
                 other => return other,
             }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
             if left.is_zero() {
                 return Err(Error::NoCompletion);
             }
@@ -310,7 +312,7 @@ impl Cq {
     #[inline]
     fn translate(&self, w: &Wc) -> Completion {
         let found = match source(w.wr_id) {
-            Source::Send => self.send.as_ref().and_then(|t| t.complete(w.wr_id)),
+            Source::Send => self.send.as_ref().and_then(|t| t.complete(w.wr_id, w.status == 0)),
             Source::Recv => self.recv.as_ref().and_then(|t| t.complete(w.wr_id)),
             Source::SrqRecv => self.srq_recv.as_ref().and_then(|t| t.complete(w.wr_id)),
             Source::Untracked => untracked(w.wr_id),

@@ -33,7 +33,7 @@ pub use conn_req::ConnReq;
 pub use cq::{Completion, CompletionOp, Cq, WcStatus};
 pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
-pub use memory::{AlignedBuf, MappedFile, RegMemory};
+pub use memory::{AlignedBuf, MappedFile, RawMemory, RegMemory};
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
 pub use mw::{Mw, MwAccess, MwType};
 pub use peer::{Capabilities, Peer};

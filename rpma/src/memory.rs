@@ -10,18 +10,25 @@ use std::ptr::NonNull;
 /// The region takes the memory by value, so safe code cannot free, move out
 /// of, reallocate or touch it while the device may access it: the memory is
 /// handed back only by [`MrLocal::dereg`](crate::MrLocal::dereg), after the
-/// registration is gone. Borrowed memory (`&mut [u8]`) works the same way,
-/// with the borrow checker keeping the owner from freeing it:
+/// registration is gone, and is leaked (never freed) when deregistration
+/// fails.
 ///
-/// ```compile_fail,E0505
+/// Borrowed memory cannot be registered from safe code: safe code may leak
+/// the region (`std::mem::forget`), which would end the borrow while the
+/// registration, and the remote side's access, live on.
+///
+/// ```compile_fail,E0277
 /// # #[allow(dead_code)]
 /// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
 /// let mut buf = vec![0u8; 4096];
-/// let mr = rpma::MrLocal::reg(peer, &mut buf[..], rpma::Usage::READ_SRC)?;
-/// drop(buf); // error: `buf` is still borrowed by the registration
-/// drop(mr);
+/// let mr = rpma::MrLocal::reg(peer, &mut buf[..], rpma::Usage::WRITE_DST)?; // error: `&mut [u8]` is not RegMemory
+/// std::mem::forget(mr);
+/// drop(buf); // would free memory the peer can still write
 /// # Ok(()) }
 /// ```
+///
+/// To register memory the region does not own, use the `unsafe`
+/// [`RawMemory::new`] and keep its contract.
 ///
 /// # Safety
 /// An implementation must return the same pointer and length every time while
@@ -29,7 +36,9 @@ use std::ptr::NonNull;
 /// initialised bytes, valid for reads and writes, that stays at the same
 /// address for as long as the value lives (moving the value itself, e.g. a
 /// `Vec`, must not move the bytes), and nothing else may access it while the
-/// value is owned by a registration.
+/// value is owned by a registration. Dropping the value may free the memory
+/// (rpma drops it only after a successful deregistration); if the value is
+/// leaked instead, the memory must stay valid for ever.
 pub unsafe trait RegMemory {
     /// Start and length in bytes of the memory to register.
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize);
@@ -50,11 +59,55 @@ unsafe impl RegMemory for Box<[u8]> {
     }
 }
 
-// SAFETY: the exclusive borrow keeps the owner from touching or freeing the
-// bytes for the borrow's lifetime, which bounds the registration's.
-unsafe impl RegMemory for &mut [u8] {
+/// Memory the region does not own (a borrowed buffer, a static, memory from
+/// another allocator), registered under a contract the caller keeps.
+///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+/// let mut buf = vec![0u8; 4096];
+/// // SAFETY: `buf` outlives the region, which is deregistered (successfully,
+/// // checked) before `buf` is touched or dropped, and is never leaked.
+/// let raw = unsafe { rpma::RawMemory::new(buf.as_mut_ptr(), buf.len()) };
+/// let mr = rpma::MrLocal::reg(peer, raw, rpma::Usage::WRITE_DST)?;
+/// // ... use the region ...
+/// mr.dereg().map_err(|e| e.error)?; // on failure the memory must be leaked
+/// drop(buf);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct RawMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: RawMemory is an address range; its user promised exclusive use.
+unsafe impl Send for RawMemory {}
+// SAFETY: as above; shared access only hands out the address.
+unsafe impl Sync for RawMemory {}
+
+impl RawMemory {
+    /// The `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// Until a region registered over this value has been deregistered
+    /// successfully ([`MrLocal::dereg`](crate::MrLocal::dereg) returned the
+    /// value back, or the region was dropped while nothing else held it and
+    /// deregistration did not fail): `ptr..ptr + len` must stay allocated,
+    /// initialised and valid for reads and writes, and nothing but the region
+    /// may access it (the device and the remote side may write it at any
+    /// time). If the region is leaked, or its deregistration fails (rpma then
+    /// logs it and leaks the value instead of dropping it), that holds for
+    /// ever. `ptr` must be non-null.
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> RawMemory {
+        RawMemory { ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()), len: if ptr.is_null() { 0 } else { len } }
+    }
+}
+
+// SAFETY: RawMemory::new's contract.
+unsafe impl RegMemory for RawMemory {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
-        (self.as_mut_ptr(), self.len())
+        (self.ptr.as_ptr(), self.len)
     }
 }
 
@@ -150,11 +203,32 @@ unsafe impl RegMemory for AlignedBuf {
 /// registration fails with [`Error::Provider`] (`EOPNOTSUPP`), as librpma's
 /// does.
 ///
+/// The bytes of a shared mapping can change under the program (another
+/// mapping of the file, another process, the device), so the safe accessors
+/// copy ([`read_at`](Self::read_at), [`write_at`](Self::write_at)) and never
+/// hand out a reference; [`as_slice`](Self::as_slice) and
+/// [`as_mut_slice`](Self::as_mut_slice) do, under an `unsafe` contract (as
+/// memmap2's `Mmap::map`). Another process truncating the file makes access
+/// to the lost pages raise `SIGBUS`, as with any shared mapping.
+///
 /// ```no_run
 /// let mut f = rpma::MappedFile::open("/mnt/pmem/log", 1 << 20)?;
-/// f.as_mut_slice()[..5].copy_from_slice(b"hello");
+/// f.write_at(0, b"hello")?;
 /// f.persist()?;
 /// # Ok::<(), rpma::Error>(())
+/// ```
+///
+/// Opening a file twice gives two mappings of the same bytes, so a
+/// reference into one would alias writes through the other: safe code
+/// cannot get one.
+///
+/// ```compile_fail,E0133
+/// # fn f() -> rpma::Result<()> {
+/// let a = rpma::MappedFile::open("/tmp/x", 4096)?;
+/// let mut b = rpma::MappedFile::open("/tmp/x", 4096)?;
+/// let r: &[u8] = a.as_slice(); // error: as_slice is unsafe
+/// b.write_at(0, b"changes r's bytes")?;
+/// # let _ = r; Ok(()) }
 /// ```
 #[derive(Debug)]
 pub struct MappedFile {
@@ -208,15 +282,68 @@ impl MappedFile {
         &self.path
     }
 
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: the live mapping of `len` initialised (file-backed) bytes.
+    fn check(&self, what: &str, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => Ok(()),
+            _ => Err(Error::inval(format!(
+                "{what}: offset {offset} + length {len} exceeds the mapping's length {}",
+                self.len()
+            ))),
+        }
+    }
+
+    /// Copies `dst.len()` bytes from `offset` of the mapping into `dst`.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + dst.len()` exceeds [`len`](Self::len).
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check("MappedFile::read_at", offset, dst.len())?;
+        // SAFETY: inside the live mapping (checked); a raw copy creates no
+        // reference to bytes others may change.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `src` into the mapping at `offset`.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + src.len()` exceeds [`len`](Self::len).
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
+        self.check("MappedFile::write_at", offset, src.len())?;
+        // SAFETY: as in read_at.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// The bytes, as a reference.
+    ///
+    /// # Safety
+    /// For the reference's lifetime nothing may change the mapped bytes or
+    /// shrink the file: no other mapping of the file (in this process or
+    /// another) is written, no other process truncates the file, and the
+    /// value is not registered with remote or local write access (a region
+    /// owns it then anyway).
+    #[allow(unsafe_code)]
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: the live mapping of `len` initialised (file-backed) bytes;
+        // the caller guarantees nothing changes them.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.map.len()) }
     }
 
-    /// The bytes, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above; `&mut self` makes the access exclusive.
+    /// The bytes, as a mutable reference.
+    ///
+    /// # Safety
+    /// As for [`as_slice`](Self::as_slice); in addition nothing else may read
+    /// the bytes through another mapping while the reference lives.
+    #[allow(unsafe_code)]
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above; `&mut self` excludes access through this value.
         unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.map.len()) }
     }
 
@@ -230,7 +357,7 @@ impl MappedFile {
 }
 
 // SAFETY: the mapping stays at its address until the value is dropped; only
-// the owner reaches it.
+// the owner reaches it through this value.
 unsafe impl RegMemory for MappedFile {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.map.as_ptr(), self.map.len())

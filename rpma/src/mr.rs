@@ -8,6 +8,8 @@ use crate::peer::Peer;
 use crate::wire::{self, MrDesc};
 use bitflags::bitflags;
 use rpma_sys::mr::Mr;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 bitflags! {
@@ -190,9 +192,26 @@ pub struct MrLocal<M: RegMemory = Vec<u8>> {
     inner: Arc<MrInner<M>>,
 }
 
-/// The registration and its memory, shared with in-flight operations.
+/// The registration and its memory, shared with in-flight operations and
+/// bound memory windows.
+///
+/// Dropping it deregisters and frees the memory only once `ibv_dereg_mr`
+/// succeeded; when it fails the device may still reach the memory, so the
+/// memory (and the registration) are leaked and the failure logged.
 pub(crate) struct MrInner<M: RegMemory> {
-    // Field order is drop order: the registration goes before the memory.
+    mr: ManuallyDrop<Mr>,
+    mem: ManuallyDrop<M>,
+    pub(crate) peer: Peer,
+    pub(crate) usage: Usage,
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) odp: bool,
+    /// Memory windows bound over the region (each also holds a reference).
+    windows: AtomicUsize,
+}
+
+/// The parts of a region, for deregistration and re-registration.
+pub(crate) struct MrParts<M: RegMemory> {
     pub(crate) mr: Mr,
     pub(crate) peer: Peer,
     pub(crate) usage: Usage,
@@ -200,6 +219,63 @@ pub(crate) struct MrInner<M: RegMemory> {
     pub(crate) len: usize,
     pub(crate) odp: bool,
     pub(crate) mem: M,
+}
+
+impl<M: RegMemory> MrInner<M> {
+    fn new(p: MrParts<M>) -> MrInner<M> {
+        MrInner {
+            mr: ManuallyDrop::new(p.mr),
+            mem: ManuallyDrop::new(p.mem),
+            peer: p.peer,
+            usage: p.usage,
+            ptr: p.ptr,
+            len: p.len,
+            odp: p.odp,
+            windows: AtomicUsize::new(0),
+        }
+    }
+
+    fn into_parts(self) -> MrParts<M> {
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so each field is moved out exactly
+        // once and the Drop below does not run.
+        #[allow(unsafe_code)]
+        unsafe {
+            MrParts {
+                mr: ManuallyDrop::take(&mut me.mr),
+                mem: ManuallyDrop::take(&mut me.mem),
+                peer: std::ptr::read(&me.peer),
+                usage: me.usage,
+                ptr: me.ptr,
+                len: me.len,
+                odp: me.odp,
+            }
+        }
+    }
+}
+
+impl<M: RegMemory> Drop for MrInner<M> {
+    fn drop(&mut self) {
+        // SAFETY: `mr` is taken once, here (into_parts skips this Drop).
+        #[allow(unsafe_code)]
+        let mr = unsafe { ManuallyDrop::take(&mut self.mr) };
+        match mr.dereg() {
+            // SAFETY: the registration is gone, so the device can no longer
+            // reach the memory; `mem` is dropped once, here.
+            #[allow(unsafe_code)]
+            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.mem) },
+            Err((mr, e)) => {
+                rpma_log!(
+                    LogLevel::Error,
+                    "ibv_dereg_mr: {e}; the device may still reach the region's {} bytes at {:p}: \
+                     leaking them (and the registration) instead of freeing",
+                    self.len,
+                    self.ptr
+                );
+                std::mem::forget(mr);
+            }
+        }
+    }
 }
 
 // SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
@@ -354,7 +430,7 @@ impl<M: RegMemory> MrLocal<M> {
     pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
         let (ptr, len) = mem.as_mut_ptr_len();
         let (mr, odp) = register(peer, ptr, len, usage, None)?;
-        Ok(MrLocal { inner: Arc::new(MrInner { mr, peer: peer.clone(), usage, ptr, len, odp, mem }) })
+        Ok(MrLocal::from_parts(MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
     }
 
     /// Registers `mem` as [`reg`](Self::reg) does, but zero-based: the
@@ -378,7 +454,7 @@ impl<M: RegMemory> MrLocal<M> {
         let (ptr, len) = mem.as_mut_ptr_len();
         let iova = ptr as u64 & (rpma_sys::page_size() as u64 - 1);
         let (mr, odp) = register(peer, ptr, len, usage, Some(iova))?;
-        Ok(MrLocal { inner: Arc::new(MrInner { mr, peer: peer.clone(), usage, ptr, len, odp, mem }) })
+        Ok(MrLocal::from_parts(MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
     }
 
     /// Whether the region was registered zero-based.
@@ -453,23 +529,57 @@ impl<M: RegMemory> MrLocal<M> {
         &self.inner.mr
     }
 
-    /// The registration and memory, when no operation holds them; else the
-    /// region back with the number of holders.
-    pub(crate) fn into_inner(self) -> std::result::Result<MrInner<M>, (MrLocal<M>, usize)> {
-        Arc::try_unwrap(self.inner).map_err(|inner| {
-            let n = Arc::strong_count(&inner) - 1;
-            (MrLocal { inner }, n)
-        })
+    /// The registration and memory, when nothing holds them; else the
+    /// region back with the error saying what holds it.
+    pub(crate) fn into_parts(self, what: &str) -> std::result::Result<MrParts<M>, (MrLocal<M>, Error)> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => Ok(inner.into_parts()),
+            Err(inner) => {
+                let mr = MrLocal { inner };
+                let e = mr.held_error(what);
+                Err((mr, e))
+            }
+        }
     }
 
-    pub(crate) fn from_inner(inner: MrInner<M>) -> MrLocal<M> {
-        MrLocal { inner: Arc::new(inner) }
+    pub(crate) fn from_parts(parts: MrParts<M>) -> MrLocal<M> {
+        MrLocal { inner: Arc::new(MrInner::new(parts)) }
     }
 
     /// Number of posted operations using this region that have not completed
     /// yet (0 when it is idle).
     pub fn in_flight(&self) -> usize {
-        Arc::strong_count(&self.inner) - 1
+        (Arc::strong_count(&self.inner) - 1).saturating_sub(self.bound_windows())
+    }
+
+    /// Number of memory windows bound over this region (as far as this side
+    /// knows: a window's hold ends when the device confirmed its
+    /// invalidation, or when it was deallocated).
+    pub fn bound_windows(&self) -> usize {
+        self.inner.windows.load(Ordering::Relaxed)
+    }
+
+    /// `Error::Again` naming what holds the region: operations in flight
+    /// and/or bound windows, and how to release each.
+    #[cold]
+    #[inline(never)]
+    fn held_error(&self, what: &str) -> Error {
+        let ops = self.in_flight();
+        let mws = self.bound_windows();
+        let mut parts = Vec::new();
+        if ops > 0 {
+            parts.push(format!("{ops} operation(s) using it are in flight (reap their completions)"));
+        }
+        if mws > 0 {
+            parts.push(format!(
+                "{mws} memory window(s) are bound over it (invalidate them with Conn::invalidate_mw and reap the \
+                 completion, or drop them)"
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("another reference holds it; retry".into());
+        }
+        Error::Again(format!("{what}: the region is busy: {}", parts.join("; ")).into())
     }
 
     /// The device address of `offset` in the region, for an SGE.
@@ -536,12 +646,8 @@ impl<M: RegMemory> MrLocal<M> {
     /// device may be reading or writing it).
     pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
         self.check_range("write_at", offset, src.len())?;
-        if self.in_flight() > 0 {
-            let n = self.in_flight();
-            return Err(Error::Again(
-                format!("write_at: {n} operation(s) using this region are in flight; wait for their completions")
-                    .into(),
-            ));
+        if Arc::strong_count(&self.inner) > 1 {
+            return Err(self.held_error("write_at"));
         }
         // SAFETY: as in read_at; `&mut self` excludes local concurrent access.
         #[allow(unsafe_code)]
@@ -593,24 +699,13 @@ impl<M: RegMemory> MrLocal<M> {
     /// [`Error::Provider`] when `ibv_dereg_mr` fails (e.g. `EBUSY` while a
     /// memory window is bound).
     pub fn dereg(self) -> std::result::Result<M, DeregError<M>> {
-        let inner = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner,
-            Err(inner) => {
-                let n = Arc::strong_count(&inner) - 1;
-                return Err(DeregError {
-                    error: Error::Again(
-                        format!("{n} operation(s) using the region are in flight; wait for their completions").into(),
-                    ),
-                    mr: MrLocal { inner },
-                });
-            }
-        };
-        let MrInner { mr, peer, usage, ptr, len, odp, mem } = inner;
+        let parts = self.into_parts("dereg").map_err(|(mr, error)| DeregError { mr, error })?;
+        let MrParts { mr, peer, usage, ptr, len, odp, mem } = parts;
         match mr.dereg() {
             Ok(()) => Ok(mem),
             Err((mr, e)) => Err(DeregError {
                 error: Error::provider_raw("ibv_dereg_mr", e),
-                mr: MrLocal { inner: Arc::new(MrInner { mr, peer, usage, ptr, len, odp, mem }) },
+                mr: MrLocal::from_parts(MrParts { mr, peer, usage, ptr, len, odp, mem }),
             }),
         }
     }
@@ -619,11 +714,16 @@ impl<M: RegMemory> MrLocal<M> {
 /// A registration kept alive by a memory window bound over it.
 pub(crate) trait RegionHold: Send + Sync {
     fn mr(&self) -> &Mr;
+    /// The count of windows bound over the region.
+    fn windows(&self) -> &AtomicUsize;
 }
 
 impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
     fn mr(&self) -> &Mr {
         &self.mr
+    }
+    fn windows(&self) -> &AtomicUsize {
+        &self.windows
     }
 }
 

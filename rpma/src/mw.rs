@@ -3,12 +3,16 @@
 //! `ibv_bind_mw`, invalidation).
 
 use crate::error::{Error, Result};
+use crate::inflight::Confirm;
+use crate::log::{rpma_log, LogLevel};
 use crate::mr::RegionHold;
 use crate::mr::Usage;
 use crate::peer::Peer;
 use crate::wire::{self, MrDesc};
 use bitflags::bitflags;
-use std::sync::Arc;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use rpma_sys::mw::MwType;
 
@@ -28,11 +32,67 @@ bitflags! {
     }
 }
 
+/// A window's hold on the region it is bound over.
 pub(crate) struct Binding {
     pub(crate) addr: u64,
     pub(crate) len: u64,
     pub(crate) access: MwAccess,
+    /// The rkey the bind gave the window.
+    pub(crate) rkey: u32,
+    /// The QP the bind was posted on (a type 2 window is tied to it).
+    pub(crate) qp_num: u32,
     pub(crate) region: Arc<dyn RegionHold>,
+}
+
+impl Binding {
+    pub(crate) fn new(
+        addr: u64,
+        len: u64,
+        access: MwAccess,
+        rkey: u32,
+        qp_num: u32,
+        region: Arc<dyn RegionHold>,
+    ) -> Binding {
+        region.windows().fetch_add(1, Ordering::Relaxed);
+        Binding { addr, len, access, rkey, qp_num, region }
+    }
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        self.region.windows().fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a window knows of itself, shared with the tracker entry of a posted
+/// invalidation (which releases the binding when the device confirms it).
+pub(crate) struct MwState {
+    /// The window's current rkey.
+    pub(crate) rkey: u32,
+    pub(crate) binding: Option<Binding>,
+    /// The rkey of a binding whose invalidation is posted and not completed.
+    pub(crate) invalidating: Option<u32>,
+}
+
+pub(crate) struct MwShared(Mutex<MwState>);
+
+impl MwShared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, MwState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Confirm for MwShared {
+    /// The invalidation's own completion: only a successful one ends the
+    /// binding (and its hold on the region), and only the binding it named.
+    fn completed(&self, success: bool) {
+        let mut st = self.lock();
+        if let Some(rkey) = st.invalidating.take() {
+            if success && st.binding.as_ref().is_some_and(|b| b.rkey == rkey) {
+                st.binding = None;
+            }
+        }
+    }
 }
 
 /// A memory window (`ibv_mw`), allocated on a peer's protection domain and
@@ -40,9 +100,15 @@ pub(crate) struct Binding {
 ///
 /// While bound, the window keeps its region alive (the region cannot be
 /// deregistered: [`MrLocal::dereg`](crate::MrLocal::dereg) reports
-/// [`Error::Again`]); dropping the window deallocates it, which revokes it.
-/// Its [`descriptor`](Mw::descriptor) has the 21-byte format of a region's,
-/// so the remote side uses it as any [`MrRemote`](crate::MrRemote).
+/// [`Error::Again`] naming the window). The hold ends only when the device
+/// confirms the window no longer reaches the region: the successful
+/// completion of its [`Conn::invalidate_mw`](crate::Conn::invalidate_mw), a
+/// successful receive completion that names its rkey as invalidated
+/// ([`Mw::remote_invalidated`]), or a successful `ibv_dealloc_mw` when the
+/// window is dropped. If deallocation fails, the window and its region are
+/// leaked, never freed. Its [`descriptor`](Mw::descriptor) has the 21-byte
+/// format of a region's, so the remote side uses it as any
+/// [`MrRemote`](crate::MrRemote).
 ///
 /// ```no_run
 /// use rpma::{AlignedBuf, Flags, MrLocal, Mw, MwAccess, MwType, Usage};
@@ -55,20 +121,26 @@ pub(crate) struct Binding {
 /// let desc = mw.descriptor()?; // for the peer: read access to 4 KiB only
 /// // ... later, revoke it:
 /// conn.invalidate_mw(&mut mw, Flags::COMPLETION_ALWAYS, 2)?;
+/// let wc = conn.cq().next_completion(std::time::Duration::from_secs(5))?;
+/// assert!(wc.status.is_success() && !mw.is_bound()); // the region is free again
 /// # let _ = desc; Ok(()) }
 /// ```
 pub struct Mw {
-    // Drop order: the window goes (revoked) before the region it holds.
-    mw: rpma_sys::mw::Mw,
-    rkey: u32,
-    pub(crate) binding: Option<Binding>,
+    mw: ManuallyDrop<rpma_sys::mw::Mw>,
+    shared: Arc<MwShared>,
     peer: Peer,
 }
 
 impl std::fmt::Debug for Mw {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let b = self.binding.as_ref().map(|b| (b.addr, b.len, b.access));
-        f.debug_struct("Mw").field("type", &self.mw.mw_type()).field("rkey", &self.rkey).field("binding", &b).finish()
+        let st = self.shared.lock();
+        let b = st.binding.as_ref().map(|b| (b.addr, b.len, b.access));
+        f.debug_struct("Mw")
+            .field("type", &self.mw.mw_type())
+            .field("rkey", &st.rkey)
+            .field("binding", &b)
+            .field("invalidating", &st.invalidating.is_some())
+            .finish()
     }
 }
 
@@ -88,7 +160,8 @@ impl Mw {
             return Err(Error::nosupp(format!("{} does not support memory windows of {ty:?}", peer.device_name())));
         }
         let mw = rpma_sys::mw::Mw::alloc(peer.pd(), ty).map_err(|e| Error::provider_raw("ibv_alloc_mw", e))?;
-        Ok(Mw { rkey: mw.rkey(), mw, binding: None, peer: peer.clone() })
+        let st = MwState { rkey: mw.rkey(), binding: None, invalidating: None };
+        Ok(Mw { mw: ManuallyDrop::new(mw), shared: Arc::new(MwShared(Mutex::new(st))), peer: peer.clone() })
     }
 
     /// The window's type.
@@ -98,13 +171,13 @@ impl Mw {
 
     /// The rkey the window has (after its latest bind).
     pub fn rkey(&self) -> u32 {
-        self.rkey
+        self.shared.lock().rkey
     }
 
-    /// Whether the window is bound (as far as this side knows: a remote
-    /// invalidation is seen through [`Mw::remote_invalidated`]).
+    /// Whether the window is bound (as far as this side knows): true from
+    /// a bind until the device confirmed an invalidation.
     pub fn is_bound(&self) -> bool {
-        self.binding.is_some()
+        self.shared.lock().binding.is_some()
     }
 
     /// The peer the window belongs to.
@@ -119,7 +192,8 @@ impl Mw {
     /// # Errors
     /// [`Error::Inval`] when the window is not bound.
     pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
-        let b = self.binding.as_ref().ok_or_else(|| Error::inval("the memory window is not bound"))?;
+        let st = self.shared.lock();
+        let b = st.binding.as_ref().ok_or_else(|| Error::inval("the memory window is not bound"))?;
         let mut usage = Usage::empty();
         if b.access.contains(MwAccess::REMOTE_READ) {
             usage |= Usage::READ_SRC;
@@ -128,30 +202,50 @@ impl Mw {
             usage |= Usage::WRITE_DST;
         }
         let addr = if b.access.contains(MwAccess::ZERO_BASED) { 0 } else { b.addr };
-        Ok(wire::encode_mr(&MrDesc { addr, size: b.len, rkey: self.rkey, usage: usage.bits() as u8 }))
+        Ok(wire::encode_mr(&MrDesc { addr, size: b.len, rkey: b.rkey, usage: usage.bits() as u8 }))
     }
 
     /// Records that the remote side invalidated this window with a
-    /// send-with-invalidate, whose receive is `completion`; releases the
-    /// region.
+    /// send-with-invalidate, whose receive is `completion`, and releases the
+    /// region: only when the completion is a successful receive that names
+    /// this window's rkey as invalidated, which is the device's confirmation.
     ///
     /// Some providers (rxe on Linux 6.1, measured) invalidate the window but
-    /// do not report the invalidated rkey in the completion; such a
-    /// completion is taken as this window's invalidation. Were the window
-    /// still bound, deregistering its region would fail on the device
-    /// (the seed's rule), so no window can outlive its region.
+    /// do not report the invalidated rkey; then nothing confirms it and this
+    /// call fails: drop the window (`ibv_dealloc_mw`) to release the region.
     ///
     /// # Errors
-    /// [`Error::Inval`] when the completion reports another rkey.
+    /// [`Error::Inval`] when the window is not bound, or the completion is
+    /// not a successful receive naming this window's rkey (it names another
+    /// rkey, none, or is another operation's); the window stays bound and
+    /// keeps its region.
     pub fn remote_invalidated(&mut self, completion: &crate::Completion) -> Result<()> {
+        let mut st = self.shared.lock();
+        let Some(b) = st.binding.as_ref() else {
+            return Err(Error::inval("remote_invalidated: the memory window is not bound"));
+        };
+        if !completion.status.is_success() || completion.op != crate::CompletionOp::Recv {
+            return Err(Error::inval(format!(
+                "remote_invalidated: the completion is a {:?} with status \"{}\", not a successful receive; \
+                 the window stays bound",
+                completion.op, completion.status
+            )));
+        }
         match completion.invalidated_rkey {
-            Some(k) if k != self.rkey => {
-                Err(Error::inval(format!("the completion invalidated rkey {k:#x}, not this window's {:#x}", self.rkey)))
-            }
-            _ => {
-                self.binding = None;
+            Some(k) if k == b.rkey => {
+                st.binding = None;
+                st.invalidating = None;
                 Ok(())
             }
+            Some(k) => Err(Error::inval(format!(
+                "remote_invalidated: the completion invalidated rkey {k:#x}, not this window's {:#x}; the window \
+                 stays bound",
+                b.rkey
+            ))),
+            None => Err(Error::inval(
+                "remote_invalidated: the completion names no invalidated rkey (the provider does not report it, \
+                 or the send carried no invalidation); the window stays bound: drop it to release the region",
+            )),
         }
     }
 
@@ -159,7 +253,27 @@ impl Mw {
         &self.mw
     }
 
-    pub(crate) fn set_rkey(&mut self, rkey: u32) {
-        self.rkey = rkey;
+    pub(crate) fn shared(&self) -> &Arc<MwShared> {
+        &self.shared
+    }
+}
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here.
+        #[allow(unsafe_code)]
+        let mw = unsafe { ManuallyDrop::take(&mut self.mw) };
+        let binding = self.shared.lock().binding.take();
+        match mw.dealloc() {
+            Ok(()) => drop(binding), // the window is gone: the region is free
+            Err((mw, e)) => {
+                rpma_log!(
+                    LogLevel::Error,
+                    "ibv_dealloc_mw: {e}; the window may still reach its region: leaking both instead of freeing"
+                );
+                std::mem::forget(mw);
+                std::mem::forget(binding);
+            }
+        }
     }
 }

@@ -29,9 +29,24 @@ pub struct Capabilities {
     pub iwarp: bool,
     /// Largest memory region the device registers, in bytes.
     pub max_mr_size: u64,
+    /// Deepest send or receive queue of a queue pair (`max_qp_wr`).
+    pub max_qp_wr: u32,
+    /// Most entries in a completion queue (`max_cqe`).
+    pub max_cqe: u32,
+    /// Deepest shared receive queue (`max_srq_wr`).
+    pub max_srq_wr: u32,
 }
 
 impl Capabilities {
+    /// `size` of `what` must not exceed the device's `max` (0: unknown, not
+    /// checked), so sizes are refused before anything is allocated for them.
+    pub(crate) fn check_size(what: &str, size: u32, max: u32, limit: &str) -> crate::Result<()> {
+        if max != 0 && size > max {
+            return Err(crate::Error::inval(format!("{what} {size} exceeds the device's {limit} {max}")));
+        }
+        Ok(())
+    }
+
     fn from_device(c: &DeviceCaps, t: Transport) -> Capabilities {
         Capabilities {
             odp: c.odp,
@@ -41,6 +56,9 @@ impl Capabilities {
             mw_type2: c.mw_type2(),
             iwarp: t == Transport::Iwarp,
             max_mr_size: c.max_mr_size,
+            max_qp_wr: c.max_qp_wr,
+            max_cqe: c.max_cqe,
+            max_srq_wr: c.max_srq_wr,
         }
     }
 }

@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
-use crate::mr::{check_usage, register, MrInner, MrLocal, Usage};
+use crate::mr::{check_usage, register, Access, MrLocal, MrParts, Usage};
 use crate::peer::Peer;
 use rpma_sys::mr::ReregClass;
 
@@ -43,6 +43,7 @@ pub struct Reregistered<M: RegMemory> {
 ///     Ok(r) => println!("now on the other peer ({:?})", r.how),
 ///     Err(ReregError::Unchanged { mr, error, .. }) => println!("still usable: {mr:?} ({error})"),
 ///     Err(ReregError::Lost { memory, error, .. }) => println!("{} bytes back, unregistered: {error}", memory.len()),
+///     Err(e @ ReregError::Leaked { .. }) => println!("{e}"),
 /// }
 /// # }
 /// ```
@@ -58,6 +59,16 @@ pub enum ReregError<M: RegMemory, N = M> {
         new_memory: Option<N>,
         /// Why.
         error: Error,
+    },
+    /// The registration could not be released after a failure (its
+    /// `ibv_dereg_mr` failed too), so the device may still reach the
+    /// memory: rpma leaked the memory (old and new) instead of handing it
+    /// back or freeing it, and logged it.
+    Leaked {
+        /// Why the re-registration failed.
+        error: Error,
+        /// Why the registration could not be released.
+        dereg_error: Error,
     },
     /// The provider failed in a way that leaves the registration unusable
     /// (the CMD classes): rpma deregistered it, as the man page requires,
@@ -76,7 +87,9 @@ impl<M: RegMemory, N> ReregError<M, N> {
     /// The error, whichever the case.
     pub fn error(&self) -> &Error {
         match self {
-            ReregError::Unchanged { error, .. } | ReregError::Lost { error, .. } => error,
+            ReregError::Unchanged { error, .. } | ReregError::Lost { error, .. } | ReregError::Leaked { error, .. } => {
+                error
+            }
         }
     }
 }
@@ -90,6 +103,11 @@ impl<M: RegMemory, N> std::fmt::Display for ReregError<M, N> {
             ReregError::Lost { error, .. } => {
                 write!(f, "re-registration failed and the region was deregistered: {error}")
             }
+            ReregError::Leaked { error, dereg_error } => write!(
+                f,
+                "re-registration failed ({error}) and the registration could not be released ({dereg_error}): \
+                 the memory is leaked"
+            ),
         }
     }
 }
@@ -116,6 +134,7 @@ impl<M: RegMemory> MrLocal<M> {
     ///     Ok(r) => println!("{:?}, rkey now {:#x}", r.how, r.mr.rkey()),
     ///     Err(ReregError::Unchanged { mr, error, .. }) => println!("kept {mr:?}: {error}"),
     ///     Err(ReregError::Lost { error, .. }) => println!("registration lost: {error}"),
+    ///     Err(e @ ReregError::Leaked { .. }) => println!("{e}"),
     /// }
     /// # }
     /// ```
@@ -125,8 +144,11 @@ impl<M: RegMemory> MrLocal<M> {
     /// change, the usage is invalid, or the new peer is on another device;
     /// [`Error::Again`] while operations using the region are in flight;
     /// [`Error::Provider`] for the INPUT / DONT_FORK_NEW classes or a failed
-    /// emulation. [`ReregError::Lost`] with [`Error::Provider`] for the CMD
-    /// classes.
+    /// emulation, including an old registration that could not be
+    /// deregistered after the new one was made (the new one is dropped).
+    /// [`ReregError::Lost`] with [`Error::Provider`] for the CMD classes.
+    /// [`ReregError::Leaked`] when a registration that had to go could not
+    /// be deregistered: the memory is leaked, never freed.
     pub fn rereg(
         self,
         peer: Option<&Peer>,
@@ -139,26 +161,30 @@ impl<M: RegMemory> MrLocal<M> {
             Ok(p) => p,
             Err(e) => return Err(unchanged(self, None, e)),
         };
-        let inner = match self.into_inner() {
+        let inner = match self.into_parts("rereg") {
             Ok(i) => i,
-            Err((mr, n)) => return Err(unchanged(mr, None, in_flight(n))),
+            Err((mr, e)) => return Err(unchanged(mr, None, e)),
         };
-        let MrInner { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem } = inner;
+        let MrParts { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem } = inner;
         if !plan.pd_change && !plan.access_change {
-            let mr = MrLocal::from_inner(MrInner { mr: sys, peer: plan.peer, usage: plan.usage, ptr, len, odp, mem });
+            let mr = MrLocal::from_parts(MrParts { mr: sys, peer: plan.peer, usage: plan.usage, ptr, len, odp, mem });
             return Ok(Reregistered { mr, how: ReregHow::UsageOnly, keys_changed: false });
         }
-        match plan.run(sys, None, (ptr, len)) {
+        match plan.run(sys, odp, None, (ptr, len)) {
             Step::Done { sys, how, odp, keys_changed } => {
                 let mr =
-                    MrLocal::from_inner(MrInner { mr: sys, peer: plan.peer, usage: plan.usage, ptr, len, odp, mem });
+                    MrLocal::from_parts(MrParts { mr: sys, peer: plan.peer, usage: plan.usage, ptr, len, odp, mem });
                 Ok(Reregistered { mr, how, keys_changed })
             }
             Step::Unchanged(sys, error) => {
-                let mr = MrLocal::from_inner(MrInner { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem });
+                let mr = MrLocal::from_parts(MrParts { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem });
                 Err(ReregError::Unchanged { mr, new_memory: None, error })
             }
             Step::Lost(error) => Err(ReregError::Lost { memory: mem, new_memory: None, error }),
+            Step::Leaked { error, dereg_error } => {
+                std::mem::forget(mem);
+                Err(ReregError::Leaked { error, dereg_error })
+            }
         }
     }
 
@@ -184,14 +210,14 @@ impl<M: RegMemory> MrLocal<M> {
             Ok(p) => p,
             Err(e) => return Err(unchanged(self, Some(mem), e)),
         };
-        let inner = match self.into_inner() {
+        let inner = match self.into_parts("rereg_memory") {
             Ok(i) => i,
-            Err((mr, n)) => return Err(unchanged(mr, Some(mem), in_flight(n))),
+            Err((mr, e)) => return Err(unchanged(mr, Some(mem), e)),
         };
-        let MrInner { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem: old_mem } = inner;
-        match plan.run(sys, Some((nptr, nlen)), (nptr, nlen)) {
+        let MrParts { mr: sys, peer: old_peer, usage: old_usage, ptr, len, odp, mem: old_mem } = inner;
+        match plan.run(sys, odp, Some((nptr, nlen)), (nptr, nlen)) {
             Step::Done { sys, how, odp, keys_changed } => {
-                let mr = MrLocal::from_inner(MrInner {
+                let mr = MrLocal::from_parts(MrParts {
                     mr: sys,
                     peer: plan.peer,
                     usage: plan.usage,
@@ -203,7 +229,7 @@ impl<M: RegMemory> MrLocal<M> {
                 Ok((Reregistered { mr, how, keys_changed }, old_mem))
             }
             Step::Unchanged(sys, error) => {
-                let mr = MrLocal::from_inner(MrInner {
+                let mr = MrLocal::from_parts(MrParts {
                     mr: sys,
                     peer: old_peer,
                     usage: old_usage,
@@ -215,16 +241,17 @@ impl<M: RegMemory> MrLocal<M> {
                 Err(ReregError::Unchanged { mr, new_memory: Some(mem), error })
             }
             Step::Lost(error) => Err(ReregError::Lost { memory: old_mem, new_memory: Some(mem), error }),
+            Step::Leaked { error, dereg_error } => {
+                std::mem::forget(old_mem);
+                std::mem::forget(mem);
+                Err(ReregError::Leaked { error, dereg_error })
+            }
         }
     }
 }
 
 fn unchanged<M: RegMemory, N>(mr: MrLocal<M>, new_memory: Option<N>, error: Error) -> ReregError<M, N> {
     ReregError::Unchanged { mr, new_memory, error }
-}
-
-fn in_flight(n: usize) -> Error {
-    Error::Again(format!("rereg: {n} operation(s) using the region are in flight; wait for their completions").into())
 }
 
 /// What a re-registration changes, validated before anything is touched.
@@ -238,9 +265,29 @@ struct Plan {
 
 /// The outcome for the registration handle.
 enum Step {
-    Done { sys: rpma_sys::mr::Mr, how: ReregHow, odp: bool, keys_changed: bool },
+    Done {
+        sys: rpma_sys::mr::Mr,
+        how: ReregHow,
+        odp: bool,
+        keys_changed: bool,
+    },
     Unchanged(rpma_sys::mr::Mr, Error),
     Lost(Error),
+    /// A registration could not be deregistered: leak all memory involved.
+    Leaked {
+        error: Error,
+        dereg_error: Error,
+    },
+}
+
+/// Deregisters `sys`; on failure leaks it (the device may still reach its
+/// memory) and returns the error.
+fn dereg_or_leak(sys: rpma_sys::mr::Mr) -> Result<()> {
+    sys.dereg().map_err(|(sys, e)| {
+        rpma_log!(LogLevel::Error, "ibv_dereg_mr: {e}; leaking the registration and its memory");
+        std::mem::forget(sys);
+        Error::provider_raw("ibv_dereg_mr", e)
+    })
 }
 
 impl Plan {
@@ -253,30 +300,35 @@ impl Plan {
         }
         let access = peer.usage_to_access(usage).bits();
         let pd_change = !peer.same_pd(mr.peer());
-        let access_change = access != mr.sys().access();
+        // ON_DEMAND comes from the ODP fallback, not from the usage.
+        let access_change = access != mr.sys().access() & !Access::ON_DEMAND.bits();
         Ok(Plan { peer, usage, access, pd_change, access_change })
     }
 
     /// Re-registers natively, or emulates where the provider lacks it.
     /// `translation` is new memory for the native call; `reg` is what an
     /// emulation registers (the new memory, or the region's own).
-    fn run(&self, mut sys: rpma_sys::mr::Mr, translation: Option<(*mut u8, usize)>, reg: (*mut u8, usize)) -> Step {
+    fn run(
+        &self,
+        mut sys: rpma_sys::mr::Mr,
+        odp: bool,
+        translation: Option<(*mut u8, usize)>,
+        reg: (*mut u8, usize),
+    ) -> Step {
         let keys = (sys.lkey(), sys.rkey());
         if !self.peer.native_rereg_missing() {
+            // A region registered through the ODP fallback stays on demand.
+            let access = if odp { self.access | Access::ON_DEMAND.bits() } else { self.access };
             // SAFETY: new memory, if any, is owned by the caller's new
             // region for the registration's life; old memory is released
             // only after success.
             #[allow(unsafe_code)]
             let r = unsafe {
-                sys.rereg(
-                    self.pd_change.then(|| self.peer.pd()),
-                    translation,
-                    self.access_change.then_some(self.access),
-                )
+                sys.rereg(self.pd_change.then(|| self.peer.pd()), translation, self.access_change.then_some(access))
             };
             let done = |sys: rpma_sys::mr::Mr| {
                 let keys_changed = (sys.lkey(), sys.rkey()) != keys;
-                Step::Done { sys, how: ReregHow::Native, odp: false, keys_changed }
+                Step::Done { sys, how: ReregHow::Native, odp, keys_changed }
             };
             match r {
                 Ok(()) => return done(sys),
@@ -294,8 +346,11 @@ impl Plan {
                             self.peer.set_native_rereg_missing();
                         }
                         _ => {
-                            drop(sys); // unusable: deregister, as the man page requires
-                            return Step::Lost(e);
+                            // Unusable: deregister, as the man page requires.
+                            return match dereg_or_leak(sys) {
+                                Ok(()) => Step::Lost(e),
+                                Err(dereg_error) => Step::Leaked { error: e, dereg_error },
+                            };
                         }
                     }
                 }
@@ -304,8 +359,22 @@ impl Plan {
         match register(&self.peer, reg.0, reg.1, self.usage, None) {
             Ok((nsys, odp)) => {
                 let keys_changed = (nsys.lkey(), nsys.rkey()) != keys;
-                drop(sys); // the old registration, once the new one exists
-                Step::Done { sys: nsys, how: ReregHow::Emulated, odp, keys_changed }
+                // The old registration goes once the new one exists. If it
+                // cannot, it stays (still registered, usable) and the new one
+                // goes instead; if that fails too, everything is leaked.
+                match sys.dereg() {
+                    Ok(()) => Step::Done { sys: nsys, how: ReregHow::Emulated, odp, keys_changed },
+                    Err((sys, e)) => {
+                        let e = Error::provider_raw("ibv_dereg_mr (old registration, emulated rereg)", e);
+                        match dereg_or_leak(nsys) {
+                            Ok(()) => Step::Unchanged(sys, e),
+                            Err(dereg_error) => {
+                                std::mem::forget(sys);
+                                Step::Leaked { error: e, dereg_error }
+                            }
+                        }
+                    }
+                }
             }
             Err(e) => Step::Unchanged(sys, e),
         }

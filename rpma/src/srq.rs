@@ -3,9 +3,11 @@
 use crate::cq::Cq;
 use crate::error::{Error, Result};
 use crate::inflight::RecvTracker;
+use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, Usage};
-use crate::peer::Peer;
+use crate::peer::{Capabilities, Peer};
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// librpma's SRQ default size (its code uses 20; its documentation says 100).
@@ -58,10 +60,30 @@ impl SrqCfg {
 struct SrqInner {
     // Drop order: the SRQ (once no QP uses it), its CQ, then the receives'
     // holds, when the device can no longer write into them.
-    srq: rpma_sys::srq::Srq,
+    srq: ManuallyDrop<rpma_sys::srq::Srq>,
     rcq: Option<Cq>,
     tracker: Arc<RecvTracker>,
     peer: Peer,
+}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here.
+        #[allow(unsafe_code)]
+        let srq = unsafe { ManuallyDrop::take(&mut self.srq) };
+        if let Err((srq, e)) = srq.destroy() {
+            // Still alive (or still used by a queue pair whose destruction
+            // failed): the device may write into the posted receives, so
+            // their regions are kept for ever.
+            rpma_log!(
+                LogLevel::Error,
+                "ibv_destroy_srq: {e}; leaking the SRQ and the regions of its {} posted receive(s)",
+                self.tracker.pending()
+            );
+            std::mem::forget(srq);
+            std::mem::forget(self.tracker.clone());
+        }
+    }
 }
 
 /// A shared receive queue (librpma's `rpma_srq`): receives posted here are
@@ -107,15 +129,18 @@ impl Srq {
     /// [`Error::Provider`] when `ibv_create_srq` or the RCQ creation fails.
     pub fn new(peer: &Peer, cfg: Option<&SrqCfg>) -> Result<Srq> {
         let cfg = cfg.copied().unwrap_or_default();
+        let caps = peer.capabilities();
+        Capabilities::check_size("SrqCfg rq_size", cfg.rq_size, caps.max_srq_wr, "max_srq_wr")?;
+        Capabilities::check_size("SrqCfg rcq_size", cfg.rcq_size, caps.max_cqe, "max_cqe")?;
         let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, 1)
             .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
-        let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size));
+        let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size)?);
         let rcq = if cfg.rcq_size > 0 {
             Some(Cq::new(peer.context(), cfg.rcq_size, None, None, None, Some(tracker.clone()))?)
         } else {
             None
         };
-        Ok(Srq { inner: Arc::new(SrqInner { srq, rcq, tracker, peer: peer.clone() }) })
+        Ok(Srq { inner: Arc::new(SrqInner { srq: ManuallyDrop::new(srq), rcq, tracker, peer: peer.clone() }) })
     }
 
     /// The SRQ's receive CQ, if it has one (`rpma_srq_get_rcq`).
