@@ -363,3 +363,32 @@ unsafe impl RegMemory for MappedFile {
         (self.map.as_ptr(), self.map.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13 hole 3: two mappings of one file see each other's writes
+    /// through copies; safe code never holds a reference into either.
+    #[test]
+    fn two_mappings_of_one_file_share_bytes_through_copies() {
+        let path = std::env::temp_dir().join(format!("rpma-mapped-{}", std::process::id()));
+        let a = MappedFile::open(&path, 4096).unwrap();
+        let mut b = MappedFile::open(&path, 4096).unwrap();
+        b.write_at(100, b"through b").unwrap();
+        let mut got = [0u8; 9];
+        a.read_at(100, &mut got).unwrap();
+        assert_eq!(&got, b"through b");
+        assert_eq!(a.read_at(4090, &mut got).unwrap_err().code(), crate::error::RPMA_E_INVAL);
+        assert_eq!(b.write_at(usize::MAX, b"x").unwrap_err().code(), crate::error::RPMA_E_INVAL);
+        drop((a, b));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn raw_memory_from_null_is_empty() {
+        // SAFETY: a null pointer registers nothing (registration of 0 bytes fails).
+        let mut r = unsafe { RawMemory::new(std::ptr::null_mut(), 10) };
+        assert_eq!(r.as_mut_ptr_len().1, 0);
+    }
+}

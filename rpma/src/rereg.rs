@@ -280,6 +280,23 @@ enum Step {
     },
 }
 
+/// Whether a region registered with `current` access changes when asked
+/// for `wanted` (from its usage): `ON_DEMAND` comes from the ODP fallback,
+/// not from the usage, so it is not a change.
+fn access_changes(current: u32, wanted: u32) -> bool {
+    wanted != current & !Access::ON_DEMAND.bits()
+}
+
+/// The access a native re-registration asks for: a region registered
+/// through the ODP fallback stays on demand.
+fn native_access(wanted: u32, odp: bool) -> u32 {
+    if odp {
+        wanted | Access::ON_DEMAND.bits()
+    } else {
+        wanted
+    }
+}
+
 /// Deregisters `sys`; on failure leaks it (the device may still reach its
 /// memory) and returns the error.
 fn dereg_or_leak(sys: rpma_sys::mr::Mr) -> Result<()> {
@@ -300,8 +317,7 @@ impl Plan {
         }
         let access = peer.usage_to_access(usage).bits();
         let pd_change = !peer.same_pd(mr.peer());
-        // ON_DEMAND comes from the ODP fallback, not from the usage.
-        let access_change = access != mr.sys().access() & !Access::ON_DEMAND.bits();
+        let access_change = access_changes(mr.sys().access(), access);
         Ok(Plan { peer, usage, access, pd_change, access_change })
     }
 
@@ -317,8 +333,7 @@ impl Plan {
     ) -> Step {
         let keys = (sys.lkey(), sys.rkey());
         if !self.peer.native_rereg_missing() {
-            // A region registered through the ODP fallback stays on demand.
-            let access = if odp { self.access | Access::ON_DEMAND.bits() } else { self.access };
+            let access = native_access(self.access, odp);
             // SAFETY: new memory, if any, is owned by the caller's new
             // region for the registration's life; old memory is released
             // only after success.
@@ -378,5 +393,23 @@ impl Plan {
             }
             Err(e) => Step::Unchanged(sys, e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13 item 9: an ODP region is not "changed" by its own usage, and
+    /// a native re-registration keeps it on demand (and reports it so).
+    #[test]
+    fn odp_regions_keep_on_demand_and_report_no_spurious_change() {
+        let rw = (Access::REMOTE_WRITE | Access::LOCAL_WRITE).bits();
+        let odp = rw | Access::ON_DEMAND.bits();
+        assert!(!access_changes(odp, rw), "the ODP fallback's own bit is not a change");
+        assert!(!access_changes(rw, rw));
+        assert!(access_changes(odp, Access::REMOTE_READ.bits()));
+        assert_eq!(native_access(Access::REMOTE_READ.bits(), true), (Access::REMOTE_READ | Access::ON_DEMAND).bits());
+        assert_eq!(native_access(Access::REMOTE_READ.bits(), false), Access::REMOTE_READ.bits());
     }
 }
