@@ -195,6 +195,7 @@ impl Drop for ConnParts {
                 );
                 std::mem::forget(self.send.clone());
                 std::mem::forget(self.recv.clone());
+                std::mem::forget(self.flush_mr.hold()); // APM flush reads land here
             }
         }
     }

@@ -342,8 +342,9 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
     let access = peer.usage_to_access(usage);
     let reg = |access: Access| {
         // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory
-        // value, alive and unmoved for as long as the returned Mr lives
-        // (MrInner's field order, dereg and rereg release it only after).
+        // value, alive and unmoved until the returned Mr is deregistered
+        // successfully, and leaks it otherwise (MrInner's Drop, dereg and
+        // rereg release it only after `Mr::dereg` returned Ok).
         #[allow(unsafe_code)]
         unsafe {
             match iova {
