@@ -245,11 +245,19 @@ fn send_queue_overflow_is_reported() {
     let (c, s) = pair_on(&sp, 31, Some(&cfg), None, &[], pdata);
     let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
     let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
-    for i in 0..4 {
+    for i in 0..3 {
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ON_ERROR, i).unwrap();
     }
+    // The last slot is kept for a signaled operation, which retires the rest.
     let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ON_ERROR, 9).unwrap_err();
     assert_eq!(e.code(), RPMA_E_AGAIN, "{e}");
+    assert!(e.to_string().contains("kept for a signaled operation"), "{e}");
+    c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
+    let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 9).unwrap_err();
+    assert_eq!(e.code(), RPMA_E_AGAIN, "{e}");
+    assert!(e.to_string().contains("the send queue is full"), "{e}");
+    assert_eq!(c.cq().next_completion(T).unwrap().op_context, 3);
+    assert_eq!(c.pending_sends(), 0);
     drop(smr);
     close(c, s);
 }

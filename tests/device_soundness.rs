@@ -9,6 +9,7 @@
 mod common;
 use common::{close, pair_on, peer, server_region, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NO_COMPLETION};
+use rpma::rereg::ReregError;
 use rpma::{
     AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
     MwAccess, MwType, RegMemory, Srq, SrqCfg, Usage, WcStatus,
@@ -194,6 +195,37 @@ fn srq_receive_completed_on_a_dropped_connection_is_retired() {
     assert_eq!(r.in_flight(), 0);
 }
 
+/// Re-registration emulated (rxe has no native `ibv_rereg_mr`): when the
+/// old registration cannot be deregistered, the new one is dropped and the
+/// region comes back unchanged; when that fails too, the memory is leaked.
+fn failed_dereg_during_emulated_rereg() {
+    let sp = peer();
+    let (mem, freed) = Watched::new(4096);
+    let mr = MrLocal::reg(&sp, mem, Usage::READ_SRC).unwrap();
+    let rkey = mr.rkey();
+    fail_next(Teardown::DeregMr);
+    let mr = match mr.rereg(None, Some(Usage::READ_SRC | Usage::WRITE_DST)) {
+        Err(ReregError::Unchanged { mr, error, .. }) => {
+            assert!(error.to_string().contains("old registration"), "{error}");
+            mr
+        }
+        Err(e) => panic!("expected Unchanged, got {e}"),
+        Ok(r) => panic!("expected a failure, got {:?}", r.how),
+    };
+    assert_eq!((mr.rkey(), mr.usage()), (rkey, Usage::READ_SRC), "the old registration, unchanged");
+    fail_next(Teardown::DeregMr);
+    fail_next(Teardown::DeregMr);
+    match mr.rereg(None, Some(Usage::READ_SRC | Usage::WRITE_DST)) {
+        Err(ReregError::Leaked { error, dereg_error }) => {
+            assert_eq!(error.errno(), Some(libc::EBUSY));
+            assert_eq!(dereg_error.errno(), Some(libc::EBUSY));
+        }
+        Err(e) => panic!("expected Leaked, got {e}"),
+        Ok(r) => panic!("expected a failure, got {:?}", r.how),
+    }
+    assert!(!freed.load(Ordering::SeqCst), "both registrations may be alive: the memory is leaked");
+}
+
 /// Item 7: two threads polling one CQ get every completion with its own
 /// context and kind, also when a later completion (retiring an earlier
 /// signaled one) is translated first.
@@ -307,7 +339,31 @@ fn extreme_sizes_and_timeouts() {
             }
         }
     }
-    println!("  81 size combinations: {} connection requests, {} errors", outcomes[0], outcomes[1]);
+    // And random sizes, around the device's limits and anywhere.
+    let mut rng = common::Rng(0x5eed_1234);
+    for _ in 0..40 {
+        let mut pick = |max: u32| match rng.next() % 3 {
+            0 => max.saturating_add((rng.next() % 3) as u32).saturating_sub(1),
+            1 => (rng.next() % 64) as u32,
+            _ => rng.next() as u32,
+        };
+        let mut cfg = ConnCfg::new();
+        cfg.set_sq_size(pick(caps.max_qp_wr));
+        cfg.set_rq_size(pick(caps.max_qp_wr));
+        cfg.set_cq_size(pick(caps.max_cqe));
+        cfg.set_rcq_size(pick(caps.max_cqe));
+        match ConnReq::new(&cp, &addr(), port(177), Some(&cfg)) {
+            Ok(_) => outcomes[0] += 1,
+            Err(e) => {
+                outcomes[1] += 1;
+                assert!(
+                    [RPMA_E_INVAL, rpma::error::RPMA_E_PROVIDER, rpma::error::RPMA_E_NOMEM].contains(&e.code()),
+                    "{e}"
+                );
+            }
+        }
+    }
+    println!("  121 size combinations: {} connection requests, {} errors", outcomes[0], outcomes[1]);
     assert!(outcomes[0] > 0);
     for (rq, rcq) in [(0, 0), (1, 1), (u32::MAX, 1), (1, u32::MAX), (caps.max_srq_wr, 0)] {
         let mut scfg = SrqCfg::new();
@@ -369,6 +425,7 @@ device_tests!(
     failed_mw_dealloc_keeps_the_region,
     failed_qp_destroy_keeps_posted_regions,
     failed_srq_destroy_keeps_posted_regions,
+    failed_dereg_during_emulated_rereg,
     srq_receive_completed_on_a_dropped_connection_is_retired,
     concurrent_pollers_get_every_context,
     unsignaled_operations_leave_a_slot_for_a_signaled_one,

@@ -25,25 +25,33 @@ pub enum Teardown {
 
 #[cfg(feature = "fault-injection")]
 thread_local! {
-    static ARMED: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+    /// Armed failures per kind, indexed by `Teardown as usize`.
+    static ARMED: std::cell::Cell<[u8; 4]> = const { std::cell::Cell::new([0; 4]) };
 }
 
-/// Makes the next `t` on this thread fail with `EBUSY` (feature
-/// `fault-injection` only).
+/// Makes the next `t` on this thread fail with `EBUSY`; called twice, the
+/// next two (feature `fault-injection` only).
 #[cfg(feature = "fault-injection")]
 pub fn fail_next(t: Teardown) {
-    ARMED.with(|a| a.set(a.get() | 1 << t as u8));
+    ARMED.with(|a| {
+        let mut v = a.get();
+        v[t as usize] = v[t as usize].saturating_add(1);
+        a.set(v);
+    });
 }
 
-/// Whether a failure of `t` is armed on this thread; disarms it.
+/// Whether a failure of `t` is armed on this thread; uses it up.
 #[inline]
 pub(crate) fn take(t: Teardown) -> bool {
     #[cfg(feature = "fault-injection")]
     {
         ARMED.with(|a| {
-            let bit = 1 << t as u8;
-            let armed = a.get() & bit != 0;
-            a.set(a.get() & !bit);
+            let mut v = a.get();
+            let armed = v[t as usize] > 0;
+            if armed {
+                v[t as usize] -= 1;
+                a.set(v);
+            }
             armed
         })
     }
