@@ -11,7 +11,7 @@ use common::{close, pair_on, peer, server_region, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NO_COMPLETION};
 use rpma::rereg::ReregError;
 use rpma::{
-    AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
+    AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
     MwAccess, MwType, RegMemory, Srq, SrqCfg, Usage, WcStatus,
 };
 use rpma_harness::{addr, device_tests, port};
@@ -57,6 +57,25 @@ fn untouched(live: &[Vec<u8>]) -> bool {
     live.iter().all(|v| v.iter().all(|&b| b == 0xa5))
 }
 
+/// The remote side writes `msg` through `dst`; it lands at `ptr` (memory
+/// that was leaked instead of freed), and allocations made just before do
+/// not change.
+fn write_lands_in_leaked_memory(c: &Conn, dst: &MrRemote, ptr: *const u8, msg: &[u8]) {
+    let live = live_allocations();
+    let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    src.write_at(0, msg).unwrap();
+    c.write(dst, 0, &src, 0, msg.len(), Flags::COMPLETION_ALWAYS, 1).unwrap();
+    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "the device still reaches it");
+    let mut got = vec![0u8; msg.len()];
+    // SAFETY: the caller's memory was leaked: allocated for the process's life.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::ptr::copy_nonoverlapping(ptr, got.as_mut_ptr(), msg.len())
+    };
+    assert_eq!(got, msg, "the write landed in the leaked buffer");
+    assert!(untouched(&live), "no live allocation changed");
+}
+
 /// A failed `ibv_dereg_mr`: `dereg` hands the region back usable; a drop
 /// leaks the memory, which the remote side can still write (the
 /// registration is alive), and no allocation made afterwards changes.
@@ -75,21 +94,9 @@ fn failed_dereg_leaks_the_memory() {
     fail_next(Teardown::DeregMr);
     drop(mr);
     assert!(!freed.load(Ordering::SeqCst), "a failed deregistration on drop must leak, not free");
-    let live = live_allocations();
     let (c, s) = pair_on(&sp, 172, None, None, &[], desc.to_vec());
     let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-    let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
-    src.write_at(0, b"still reachable").unwrap();
-    c.write(&remote, 0, &src, 0, 15, Flags::COMPLETION_ALWAYS, 1).unwrap();
-    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "the registration is alive");
-    let mut got = [0u8; 15];
-    // SAFETY: the leaked buffer stays allocated for the process's life.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::ptr::copy_nonoverlapping(ptr, got.as_mut_ptr(), 15)
-    };
-    assert_eq!(&got, b"still reachable", "the write landed in the leaked buffer");
-    assert!(untouched(&live), "no live allocation changed");
+    write_lands_in_leaked_memory(&c, &remote, ptr, b"still reachable");
     close(c, s);
 }
 
@@ -113,19 +120,7 @@ fn failed_mw_dealloc_keeps_the_region() {
     let ptr = mr.ptr();
     drop(mr);
     assert!(!freed.load(Ordering::SeqCst), "the region under a live window must not be freed");
-    let live = live_allocations();
-    let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
-    src.write_at(0, b"via the window").unwrap();
-    c.write(&window, 0, &src, 0, 14, Flags::COMPLETION_ALWAYS, 2).unwrap();
-    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "the window is alive");
-    let mut got = [0u8; 14];
-    // SAFETY: the region is leaked with the window: allocated for ever.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::ptr::copy_nonoverlapping(ptr, got.as_mut_ptr(), 14)
-    };
-    assert_eq!(&got, b"via the window");
-    assert!(untouched(&live), "no live allocation changed");
+    write_lands_in_leaked_memory(&c, &window, ptr, b"via the window");
     // The window is still bound to the server's QP; rxe's CM teardown then
     // stalls for ~50 s, so the pair is left to the process's exit.
     std::mem::forget((c, s));

@@ -42,6 +42,16 @@ pub(crate) fn last_error(op: &str) -> io::Error {
     }
 }
 
+/// After a successful destroy of `this`'s verbs object: drops only the
+/// parent handle `parent` picks out (a PD, say), without running `this`'s
+/// `Drop` (which would destroy the object again).
+pub(crate) fn drop_parent_only<T, P>(this: T, parent: fn(&T) -> &P) {
+    let this = std::mem::ManuallyDrop::new(this);
+    // SAFETY: the parent is read out exactly once and `this` is never
+    // dropped, so it is dropped exactly once.
+    drop(unsafe { std::ptr::read(parent(&this)) });
+}
+
 /// For verbs that return 0 or an errno value (`ibv_dealloc_pd`, `ibv_dereg_mr`, ...).
 pub(crate) fn from_errno_ret(rc: c_int, op: &str) -> io::Result<()> {
     match rc {

@@ -237,9 +237,7 @@ impl Mr {
         let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
         match from_errno_ret(rc, "ibv_dereg_mr") {
             Ok(()) => {
-                let this = std::mem::ManuallyDrop::new(self);
-                // SAFETY: `pd` is read out exactly once and `this` is never dropped.
-                drop(unsafe { std::ptr::read(&this.pd) });
+                crate::drop_parent_only(self, |m| &m.pd);
                 Ok(())
             }
             Err(e) => Err((self, e)),

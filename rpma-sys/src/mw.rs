@@ -81,9 +81,7 @@ impl Mw {
         let rc = unsafe { ffi::ibv_dealloc_mw(self.mw) };
         match from_errno_ret(rc, "ibv_dealloc_mw") {
             Ok(()) => {
-                let this = std::mem::ManuallyDrop::new(self);
-                // SAFETY: `_pd` is read out exactly once and `this` is never dropped.
-                drop(unsafe { std::ptr::read(&this._pd) });
+                crate::drop_parent_only(self, |m| &m._pd);
                 Ok(())
             }
             Err(e) => Err((self, e)),

@@ -70,9 +70,7 @@ impl Srq {
         let rc = unsafe { ffi::ibv_destroy_srq(inner.srq) };
         match from_errno_ret(rc, "ibv_destroy_srq") {
             Ok(()) => {
-                let this = std::mem::ManuallyDrop::new(inner);
-                // SAFETY: `_pd` is read out exactly once and `this` is never dropped.
-                drop(unsafe { std::ptr::read(&this._pd) });
+                crate::drop_parent_only(inner, |i| &i._pd);
                 Ok(())
             }
             Err(e) => Err((Srq { inner: Arc::new(inner) }, e)),
