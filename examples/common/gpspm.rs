@@ -74,8 +74,13 @@ pub fn client(a: &Args, shared: bool) -> Res<()> {
     let req = FlushRequest { offset: cd.data_offset as u64, length: msg.len() as u64, op_context: 0xf1 };
     snd.write_at(0, &req.encode())?;
     conn.send(&snd, 0, GPSPM_REQUEST_SIZE, Flags::COMPLETION_ALWAYS, 2)?;
-    wait(&conn, shared, CompletionOp::Send)?;
-    wait(&conn, shared, CompletionOp::Recv)?;
+    if shared {
+        wait(&conn, shared, CompletionOp::Send)?;
+        wait(&conn, shared, CompletionOp::Recv)?;
+    } else {
+        // both on the one CQ, in no fixed order (see common::wait_all)
+        super::wait_all(conn.cq(), &[CompletionOp::Send, CompletionOp::Recv])?;
+    }
     let mut b = [0u8; GPSPM_RESPONSE_SIZE];
     rcv.read_at(0, &mut b)?;
     let resp = FlushResponse::decode(&b)?;

@@ -160,14 +160,39 @@ pub fn cstr(buf: &[u8]) -> String {
 }
 
 /// Waits for the next completion of operation kind `op` on `cq`, checking
-/// every completion seen on the way succeeded.
+/// every completion seen on the way succeeded. Other send-side completions
+/// on the way are reaped; a receive on the way is an error, never dropped
+/// (see [`wait_all`]).
 pub fn wait_for(cq: &Cq, op: rpma::CompletionOp) -> Res<Completion> {
-    loop {
+    Ok(wait_all(cq, &[op])?.remove(0))
+}
+
+/// Waits until a completion of each kind in `ops` arrived on `cq`, in
+/// whatever order they come, and returns them in the order of `ops`. A CQ
+/// that gets both send and receive completions does not order them: the
+/// receive of the peer's answer can complete before the send that asked
+/// for it (rxe does it), so a sender waiting for both must take them in
+/// any order, as librpma's examples do. Other send-side completions on the
+/// way are reaped; a receive that nobody waits for is an error (dropping it
+/// would leave a later wait for it to time out).
+pub fn wait_all(cq: &Cq, ops: &[rpma::CompletionOp]) -> Res<Vec<Completion>> {
+    use rpma::CompletionOp::{Recv, RecvRdmaWithImm};
+    let mut got: Vec<Option<Completion>> = vec![None; ops.len()];
+    while got.iter().any(Option::is_none) {
         let wc = wait_ok(cq)?;
-        if wc.op == op {
-            return Ok(wc);
+        match ops.iter().zip(got.iter_mut()).find(|(op, g)| **op == wc.op && g.is_none()) {
+            Some((_, g)) => *g = Some(wc),
+            None if matches!(wc.op, Recv | RecvRdmaWithImm) => {
+                return Err(format!(
+                    "a receive ({:?}, context {}) completed while waiting for {ops:?}",
+                    wc.op, wc.op_context
+                )
+                .into())
+            }
+            None => {}
         }
     }
+    Ok(got.into_iter().flatten().collect())
 }
 
 /// A registered region of `len` bytes: a file mapping when `path` is given

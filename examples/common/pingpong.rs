@@ -63,10 +63,20 @@ fn get(m: &MrLocal<AlignedBuf>) -> Res<u64> {
     Ok(u64::from_le_bytes(b))
 }
 
-fn send(conn: &Conn, m: &mut MrLocal<AlignedBuf>, srq: Option<&Srq>, mode: Mode, v: u64) -> Res<()> {
+/// Sends `v` and waits for its completion and, with `answer`, for the
+/// receive posted for the answer: in whichever order they come when both
+/// complete on one CQ (see [`super::wait_all`]).
+fn send(conn: &Conn, m: &mut MrLocal<AlignedBuf>, srq: Option<&Srq>, mode: Mode, v: u64, answer: bool) -> Res<()> {
     m.write_at(0, &v.to_le_bytes())?;
     conn.send(m, 0, 8, Flags::COMPLETION_ALWAYS, 2)?;
+    if answer && mode == Mode::Cq {
+        super::wait_all(conn.cq(), &[CompletionOp::Send, CompletionOp::Recv])?;
+        return Ok(());
+    }
     wait(conn, srq, mode, CompletionOp::Send)?;
+    if answer {
+        wait(conn, srq, mode, CompletionOp::Recv)?;
+    }
     Ok(())
 }
 
@@ -100,7 +110,7 @@ pub fn server(a: &Args, mode: Mode) -> Res<()> {
             break;
         }
         post(&r, None, Some(&conn))?;
-        send(&conn, &mut m, srq.as_ref(), mode, v + 1)?;
+        send(&conn, &mut m, srq.as_ref(), mode, v + 1, false)?;
         rounds += 1;
     }
     println!("server: answered {rounds} messages");
@@ -116,8 +126,7 @@ pub fn client(a: &Args, mode: Mode) -> Res<()> {
     let mut v = seed;
     for _ in 0..rounds {
         conn.recv(&r, 0, 8, 1)?;
-        send(&conn, &mut m, None, mode, v)?;
-        wait(&conn, None, mode, CompletionOp::Recv)?;
+        send(&conn, &mut m, None, mode, v, true)?;
         let got = get(&r)?;
         if got != v + 1 {
             return Err(format!("sent {v}, got {got} back").into());
@@ -125,6 +134,6 @@ pub fn client(a: &Args, mode: Mode) -> Res<()> {
         println!("client: {v} -> {got}");
         v = got;
     }
-    send(&conn, &mut m, None, mode, DONE)?;
+    send(&conn, &mut m, None, mode, DONE, false)?;
     super::close_first(conn)
 }
