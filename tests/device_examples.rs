@@ -52,10 +52,10 @@ fn ex_07_atomic_write() {
     run("07-atomic-write", &["used value: 16", "1st_word\n2nd_word\n3rd_word\n"]);
 }
 fn ex_08_messages_ping_pong() {
-    run("08-messages-ping-pong", &["client: 7 -> 8", "client: 9 -> 10", "server: answered 3 messages"]);
+    run("08-messages-ping-pong", &["Value sent: 7", "Value received: 8", "Value sent: 8", "Value received: 9"]);
 }
 fn ex_08srq_simple_messages_ping_pong_with_srq() {
-    run("08srq-simple-messages-ping-pong-with-srq", &["client: 9 -> 10", "server: answered 3 messages"]);
+    run("08srq-simple-messages-ping-pong-with-srq", &["Value sent: 9", "Value received: 10"]);
 }
 fn ex_10_send_with_imm() {
     run(
@@ -76,10 +76,16 @@ fn ex_11_write_with_imm() {
     );
 }
 fn ex_12_receive_completion_queue() {
-    run("12-receive-completion-queue", &["client: 9 -> 10", "server: answered 3 messages"]);
+    run(
+        "12-receive-completion-queue",
+        &["CLIENT: Value sent: 8", "SERVER: Value received: 8", "CLIENT: Value received: 9"],
+    );
 }
 fn ex_12scch_receive_completion_queue() {
-    run("12scch-receive-completion-queue", &["client: 9 -> 10", "server: answered 3 messages"]);
+    run(
+        "12scch-receive-completion-queue",
+        &["CLIENT: Value sent: 8", "SERVER: Value sent: 9", "CLIENT: Value received: 9"],
+    );
 }
 fn ex_06_multiple_connections() {
     run(
