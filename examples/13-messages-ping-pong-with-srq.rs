@@ -6,7 +6,7 @@
 //! `cargo run --example 13-messages-ping-pong-with-srq [-- server ADDR PORT [timeout-s] | client ADDR PORT seed rounds]`
 
 mod common;
-use common::pingpong::{client, Mode, DONE};
+use common::pingpong::{client, Example, Mode, DONE};
 use common::{Args, Res};
 use rpma::utils::poll_fds;
 use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, Ep, Flags, MrLocal, Srq, SrqCfg, Usage};
@@ -83,5 +83,5 @@ fn server(a: &Args) -> Res<()> {
 }
 
 fn main() {
-    common::main_multi(server, |a| client(a, Mode::Cq), &["2"], &[&["10", "3"], &["100", "3"]]);
+    common::main_multi(server, |a| client(a, Mode::Cq, Example::E13), &["2"], &[&["10", "3"], &["100", "3"]]);
 }

@@ -6,6 +6,31 @@ use rpma::{AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, Cq, Ep, Flags, M
 
 pub const DONE: u64 = u64::MAX;
 
+/// Which librpma example's contract a side follows: how many exchanges
+/// `rounds` means, the lines it prints, and who closes first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Example {
+    /// 08srq: `rounds` exchanges, `Value sent/received` lines; the server
+    /// closes first, the client second.
+    E08srq,
+    /// 12 and 12scch: `rounds - 1` exchanges, `CLIENT:`/`SERVER:` lines;
+    /// both sides close first.
+    E12,
+    /// 13's client: `rounds` exchanges, `client: a -> b` lines, closes first
+    /// (13's server closes a connection after seeing it closed).
+    E13,
+}
+
+impl Example {
+    fn prefix(self, server: bool) -> &'static str {
+        match (self, server) {
+            (Example::E12, true) => "SERVER: ",
+            (Example::E12, false) => "CLIENT: ",
+            _ => "",
+        }
+    }
+}
+
 /// Where receives complete.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -86,7 +111,7 @@ fn regions(peer: &rpma::Peer) -> Res<(MrLocal<AlignedBuf>, MrLocal<AlignedBuf>)>
     Ok((MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::RECV)?, MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?))
 }
 
-pub fn server(a: &Args, mode: Mode) -> Res<()> {
+pub fn server(a: &Args, mode: Mode, ex: Example) -> Res<()> {
     let peer = super::peer(&a.addr, true)?;
     let (r, mut m) = regions(&peer)?;
     let srq = if mode == Mode::Srq { Some(Srq::new(&peer, Some(&SrqCfg::new()))?) } else { None };
@@ -102,38 +127,57 @@ pub fn server(a: &Args, mode: Mode) -> Res<()> {
         }
     };
     let conn = super::server_accept(&ep, Some(&c), &[], &|req| post(&r, Some(req), None))?;
-    let mut rounds = 0;
+    let p = ex.prefix(true);
     loop {
         wait(&conn, srq.as_ref(), mode, CompletionOp::Recv)?;
         let v = get(&r)?;
         if v == DONE {
             break;
         }
+        println!("{p}Value received: {v}");
         post(&r, None, Some(&conn))?;
+        println!("{p}Value sent: {}", v + 1);
         send(&conn, &mut m, srq.as_ref(), mode, v + 1, false)?;
-        rounds += 1;
     }
-    println!("server: answered {rounds} messages");
-    super::close_second(conn)
+    // librpma's 08srq and 12 servers disconnect first once the client is done.
+    super::close_first(conn)
 }
 
-pub fn client(a: &Args, mode: Mode) -> Res<()> {
+pub fn client(a: &Args, mode: Mode, ex: Example) -> Res<()> {
     let peer = super::peer(&a.addr, false)?;
     let seed: u64 = a.rest.first().map_or(Ok(7), |s| s.parse())?;
     let rounds: u32 = a.rest.get(1).map_or(Ok(3), |s| s.parse())?;
+    // An optional pause after each exchange, in microseconds (as librpma's).
+    let sleep: u64 = a.rest.get(2).map_or(Ok(0), |s| s.parse())?;
+    // librpma's 12 counts the final DONE as a round: `rounds - 1` exchanges.
+    let exchanges = if ex == Example::E12 { rounds.saturating_sub(1) } else { rounds };
+    let p = ex.prefix(false);
     let (r, mut m) = regions(&peer)?;
     let conn = super::client_connect(&peer, a, Some(&cfg(mode)), &[], &|_| Ok(()))?;
     let mut v = seed;
-    for _ in 0..rounds {
+    for _ in 0..exchanges {
         conn.recv(&r, 0, 8, 1)?;
+        if ex != Example::E13 {
+            println!("{p}Value sent: {v}");
+        }
         send(&conn, &mut m, None, mode, v, true)?;
         let got = get(&r)?;
         if got != v + 1 {
             return Err(format!("sent {v}, got {got} back").into());
         }
-        println!("client: {v} -> {got}");
+        match ex {
+            Example::E13 => println!("client: {v} -> {got}"),
+            _ => println!("{p}Value received: {got}"),
+        }
         v = got;
+        if sleep > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(sleep));
+        }
     }
     send(&conn, &mut m, None, mode, DONE, false)?;
-    super::close_first(conn)
+    match ex {
+        // librpma's 08srq client waits for the server's disconnect.
+        Example::E08srq => super::close_second(conn),
+        _ => super::close_first(conn),
+    }
 }
