@@ -113,7 +113,7 @@ impl Wc {
     #[inline]
     fn from_raw(w: &ffi::ibv_wc) -> Wc {
         // SAFETY: both union members are u32; reading either is defined.
-        let raw_imm = unsafe { w.imm_data_invalidated_rkey_union.imm_data };
+        let raw_imm = unsafe { w.__bindgen_anon_1.imm_data };
         Wc {
             wr_id: w.wr_id,
             status: w.status as u32,
@@ -189,12 +189,12 @@ impl Cq {
         attr.channel = channel.map_or(std::ptr::null_mut(), |c| c.as_ptr());
         attr.wc_flags = wc_flags;
         // SAFETY: live context, valid attributes.
-        let cqx = unsafe { crate::shim::create_cq_ex(ctx.as_ptr(), &mut attr) };
+        let cqx = unsafe { ffi::ibv_create_cq_ex(ctx.as_ptr(), &mut attr) };
         if cqx.is_null() {
             return Err(last_error("ibv_create_cq_ex"));
         }
-        // SAFETY: a live extended CQ converts to its ibv_cq.
-        let cq = unsafe { ffi::ibv_cq_ex_to_cq(cqx) };
+        // An extended CQ begins with its ibv_cq.
+        let cq = ffi::ibv_cq_ex_to_cq(cqx);
         Ok(Cq { inner: Arc::new(CqInner { cq, ex: true, channel: channel.cloned(), _ctx: ctx.clone() }) })
     }
 

@@ -245,7 +245,7 @@ impl Context {
         // SAFETY: ibv_device_attr_ex is plain data for which all-zero is valid.
         let mut attr: ffi::ibv_device_attr_ex = unsafe { std::mem::zeroed() };
         // SAFETY: live context, valid out-pointer, NULL input is allowed.
-        let rc = unsafe { crate::shim::query_device_ex(self.inner.ctx, &mut attr) };
+        let rc = unsafe { ffi::ibv_query_device_ex(self.inner.ctx, &mut attr) };
         from_errno_ret(rc, "ibv_query_device_ex")?;
         Ok(caps_from_attr(&attr))
     }

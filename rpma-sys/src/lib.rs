@@ -1,5 +1,5 @@
 //! The verbs boundary of `rpma`: owned libibverbs and librdmacm handles over
-//! the [`rdma_sys`] bindings, and the few shims `rdma-sys` 0.3 lacks.
+//! the crate's own checked-in bindings (no bindgen or libclang at build time).
 //!
 //! Every FFI call of the project lives in this crate. Each `unsafe` block
 //! carries a `// SAFETY:` line saying why the call is sound. Handles own the
@@ -18,16 +18,15 @@ pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod fault;
+mod ffi;
 pub mod mmap;
 pub mod mr;
 pub mod mw;
 pub mod pd;
 pub mod qp;
-mod shim;
 pub mod srq;
 pub mod wr;
 
-pub use rdma_sys as ffi;
 
 use std::io;
 use std::os::raw::c_int;

@@ -220,7 +220,7 @@ impl Mr {
         let mut sge = ffi::ibv_sge { addr: local_addr.wrapping_add(offset), length: len, lkey: self.lkey() };
         // SAFETY: live PD and a valid one-element SGE list; the provider
         // validates the range against the MR.
-        let rc = unsafe { crate::shim::advise_mr(self.pd.as_ptr(), advice, flags, &mut sge, 1) };
+        let rc = unsafe { ffi::ibv_advise_mr(self.pd.as_ptr(), advice, flags, &mut sge, 1) };
         from_errno_ret(rc, "ibv_advise_mr")
     }
 

@@ -36,13 +36,12 @@ impl Mw {
             MwType::Type1 => ffi::ibv_mw_type::IBV_MW_TYPE_1,
             MwType::Type2 => ffi::ibv_mw_type::IBV_MW_TYPE_2,
         };
-        // SAFETY: live PD; rdma-sys checks the provider op exists.
+        // SAFETY: live PD; the shim checks the provider op exists.
         let mw = unsafe { ffi::ibv_alloc_mw(pd.as_ptr(), t) };
-        match mw {
-            None => Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
-            Some(p) if p.is_null() => Err(last_error("ibv_alloc_mw")),
-            Some(mw) => Ok(Mw { mw, _pd: pd.clone() }),
+        if mw.is_null() {
+            return Err(last_error("ibv_alloc_mw"));
         }
+        Ok(Mw { mw, _pd: pd.clone() })
     }
 
     /// The window's current remote key.

@@ -1,6 +1,7 @@
-//! Queue pair and its extended work-request interface (`ibv_qp_ex`), with the
-//! shims `rdma-sys` lacks: `ibv_wr_atomic_write` and (where the headers have
-//! it) `ibv_wr_flush`.
+//! Queue pair and its extended work-request interface (`ibv_qp_ex`):
+//! `ibv_wr_atomic_write` and `ibv_wr_flush`, used only on a QP the installed
+//! libibverbs accepted with those send ops (so a member newer than the
+//! library, like `wr_flush` under rdma-core 44, is never read).
 
 use crate::cq::Cq;
 use crate::ffi;
@@ -13,8 +14,8 @@ use ffi::ibv_qp_create_send_ops_flags as ops;
 
 /// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
 pub const QP_EX_WITH_ATOMIC_WRITE: u64 = ops::IBV_QP_EX_WITH_ATOMIC_WRITE.0 as u64;
-/// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+).
-pub const QP_EX_WITH_FLUSH: u64 = 1 << 11;
+/// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+; older libraries refuse it).
+pub const QP_EX_WITH_FLUSH: u64 = ops::IBV_QP_EX_WITH_FLUSH.0 as u64;
 /// `IBV_QP_EX_WITH_RDMA_WRITE`.
 pub const QP_EX_WITH_RDMA_WRITE: u64 = ops::IBV_QP_EX_WITH_RDMA_WRITE.0 as u64;
 /// `IBV_QP_EX_WITH_RDMA_READ`.
@@ -68,7 +69,8 @@ pub struct Qp {
     owner: QpOwner,
     /// Set once `ibv_destroy_qp` succeeded (Drop then has nothing to do).
     destroyed: bool,
-    ex: bool,
+    /// The `send_ops_flags` the library accepted (0: no extended interface).
+    send_ops: u64,
     _pd: Pd,
     _send_cq: Cq,
     _recv_cq: Cq,
@@ -112,7 +114,7 @@ impl Qp {
     pub fn new(pd: &Pd, init: &QpInit<'_>) -> io::Result<Qp> {
         let mut attr = init_attr(pd, init);
         // SAFETY: live context/PD/CQs/SRQ referenced by `attr`.
-        let qp = unsafe { crate::shim::create_qp_ex(pd.context().as_ptr(), &mut attr) };
+        let qp = unsafe { ffi::ibv_create_qp_ex(pd.context().as_ptr(), &mut attr) };
         if qp.is_null() {
             return Err(last_error("ibv_create_qp_ex"));
         }
@@ -136,7 +138,7 @@ impl Qp {
             qp,
             owner,
             destroyed: false,
-            ex: init.send_ops_flags != 0,
+            send_ops: init.send_ops_flags,
             _pd: pd.clone(),
             _send_cq: init.send_cq.clone(),
             _recv_cq: init.recv_cq.clone(),
@@ -210,12 +212,12 @@ impl Qp {
     /// The extended work-request interface, when the QP was created with
     /// `send_ops_flags`.
     pub fn ex(&self) -> Option<QpEx<'_>> {
-        if !self.ex {
+        if self.send_ops == 0 {
             return None;
         }
         // SAFETY: live QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
         let qpx = unsafe { ffi::ibv_qp_to_qp_ex(self.qp) };
-        (!qpx.is_null()).then_some(QpEx { qpx, _qp: self })
+        (!qpx.is_null()).then_some(QpEx { qpx, send_ops: self.send_ops, _qp: self })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_qp {
@@ -275,6 +277,7 @@ impl Drop for Qp {
 #[derive(Debug)]
 pub struct QpEx<'a> {
     qpx: *mut ffi::ibv_qp_ex,
+    send_ops: u64,
     _qp: &'a Qp,
 }
 
@@ -282,19 +285,14 @@ impl QpEx<'_> {
     /// Whether the provider implements `ibv_wr_atomic_write` for this QP
     /// (it was created with [`QP_EX_WITH_ATOMIC_WRITE`] on a capable device).
     pub fn has_atomic_write(&self) -> bool {
-        // SAFETY: live qp_ex.
-        unsafe { (*self.qpx).wr_atomic_write.is_some() }
+        // SAFETY: live qp_ex, created with the op, so the library has the member.
+        self.send_ops & QP_EX_WITH_ATOMIC_WRITE != 0 && unsafe { (*self.qpx).wr_atomic_write.is_some() }
     }
 
     /// Whether the provider implements `ibv_wr_flush` for this QP.
     pub fn has_flush(&self) -> bool {
-        #[cfg(rpma_has_wr_flush)]
-        {
-            // SAFETY: live qp_ex.
-            unsafe { (*self.qpx).wr_flush.is_some() }
-        }
-        #[cfg(not(rpma_has_wr_flush))]
-        false
+        // SAFETY: live qp_ex, created with the op, so the library has the member.
+        self.send_ops & QP_EX_WITH_FLUSH != 0 && unsafe { (*self.qpx).wr_flush.is_some() }
     }
 
     /// Posts an 8-byte native atomic write of `value` to `remote_addr`
@@ -311,7 +309,10 @@ impl QpEx<'_> {
         remote_addr: u64,
         value: &[u8; 8],
     ) -> io::Result<()> {
-        // SAFETY: live qp_ex.
+        if !self.has_atomic_write() {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
+        // SAFETY: live qp_ex that has the member (checked above).
         let Some(f) = (unsafe { (*self.qpx).wr_atomic_write }) else {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         };
@@ -340,23 +341,18 @@ impl QpEx<'_> {
         len: usize,
         ptype: u8,
     ) -> io::Result<()> {
-        #[cfg(rpma_has_wr_flush)]
-        {
-            // SAFETY: live qp_ex.
-            let Some(f) = (unsafe { (*self.qpx).wr_flush }) else {
-                return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
-            };
-            // SAFETY: live qp_ex with the op; no local memory is referenced.
-            unsafe {
-                self.start(wr_id, signaled);
-                f(self.qpx, rkey, remote_addr, len, ptype, FLUSH_RANGE);
-                self.complete()
-            }
+        if !self.has_flush() {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
-        #[cfg(not(rpma_has_wr_flush))]
-        {
-            let _ = (wr_id, signaled, rkey, remote_addr, len, ptype);
-            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        // SAFETY: live qp_ex that has the member (checked above).
+        let Some(f) = (unsafe { (*self.qpx).wr_flush }) else {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        };
+        // SAFETY: live qp_ex with the op; no local memory is referenced.
+        unsafe {
+            self.start(wr_id, signaled);
+            f(self.qpx, rkey, remote_addr, len, ptype, FLUSH_RANGE);
+            self.complete()
         }
     }
 

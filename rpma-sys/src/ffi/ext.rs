@@ -1,12 +1,10 @@
-//! Correct replacements for `rdma-sys` 0.3's extended-context verbs.
+//! The extended-context verbs, `static inline` in `infiniband/verbs.h`:
+//! each looks its provider op up in the `verbs_context` that precedes an
+//! extended `ibv_context` (`verbs_get_ctx_op`).
 //!
-//! rdma-sys's `verbs_get_ctx` compares `ibv_context.abi_compat` with
-//! `u32::MAX`, but rdma-core marks extended contexts with `UINTPTR_MAX`
-//! (`__VERBS_ABI_IS_EXTENDED`), so on 64-bit hosts every lookup fails:
-//! `ibv_query_device_ex` silently falls back to `ibv_query_device` (no ODP or
-//! IBA 1.5 capabilities), and `ibv_create_cq_ex`, `ibv_create_qp_ex` (with
-//! send ops) and `ibv_advise_mr` always report `EOPNOTSUPP`. Measured on rxe;
-//! the functions below do what the C inlines in `infiniband/verbs.h` do.
+//! rdma-core marks an extended context with `abi_compat == UINTPTR_MAX`
+//! (`__VERBS_ABI_IS_EXTENDED`). (rdma-sys 0.3, which rpma used before, compared
+//! it with `u32::MAX`, so on 64-bit hosts every lookup failed; measured on rxe.)
 
 use crate::ffi;
 use std::mem::{offset_of, size_of};
@@ -34,7 +32,7 @@ macro_rules! ctx_op {
 ///
 /// # Safety
 /// `ctx` is a live context; `attr` is valid for writes.
-pub(crate) unsafe fn query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_device_attr_ex) -> c_int {
+pub(crate) unsafe fn ibv_query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_device_attr_ex) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
         if let Some(f) = ctx_op!(ctx, query_device_ex) {
@@ -52,7 +50,7 @@ pub(crate) unsafe fn query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi:
 ///
 /// # Safety
 /// `ctx` is a live context; `attr` is valid.
-pub(crate) unsafe fn create_cq_ex(
+pub(crate) unsafe fn ibv_create_cq_ex(
     ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_cq_init_attr_ex,
 ) -> *mut ffi::ibv_cq_ex {
@@ -73,7 +71,7 @@ pub(crate) unsafe fn create_cq_ex(
 ///
 /// # Safety
 /// `ctx` is a live context; `attr` is valid and references live objects.
-pub(crate) unsafe fn create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_qp_init_attr_ex) -> *mut ffi::ibv_qp {
+pub(crate) unsafe fn ibv_create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_qp_init_attr_ex) -> *mut ffi::ibv_qp {
     // SAFETY: per the function contract; ibv_qp_init_attr is a prefix of
     // ibv_qp_init_attr_ex, as the C inline relies on.
     unsafe {
@@ -94,7 +92,7 @@ pub(crate) unsafe fn create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ib
 ///
 /// # Safety
 /// `pd` is live; `sge` points to `n` valid entries.
-pub(crate) unsafe fn advise_mr(pd: *mut ffi::ibv_pd, advice: u32, flags: u32, sge: *mut ffi::ibv_sge, n: u32) -> c_int {
+pub(crate) unsafe fn ibv_advise_mr(pd: *mut ffi::ibv_pd, advice: u32, flags: u32, sge: *mut ffi::ibv_sge, n: u32) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
         match ctx_op!((*pd).context, advise_mr) {
