@@ -10,22 +10,22 @@ use crate::srq::Srq;
 use crate::{from_errno_ret, last_error};
 use std::io;
 
-use ffi::ibv_qp_create_send_ops_flags as ops;
+use ffi::ibv_qp_create_send_ops_flags as send_ops;
 
 /// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
-pub const QP_EX_WITH_ATOMIC_WRITE: u64 = ops::IBV_QP_EX_WITH_ATOMIC_WRITE.0 as u64;
+pub const QP_EX_WITH_ATOMIC_WRITE: u64 = send_ops::IBV_QP_EX_WITH_ATOMIC_WRITE.0 as u64;
 /// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+; older libraries refuse it).
-pub const QP_EX_WITH_FLUSH: u64 = ops::IBV_QP_EX_WITH_FLUSH.0 as u64;
+pub const QP_EX_WITH_FLUSH: u64 = send_ops::IBV_QP_EX_WITH_FLUSH.0 as u64;
 /// `IBV_QP_EX_WITH_RDMA_WRITE`.
-pub const QP_EX_WITH_RDMA_WRITE: u64 = ops::IBV_QP_EX_WITH_RDMA_WRITE.0 as u64;
+pub const QP_EX_WITH_RDMA_WRITE: u64 = send_ops::IBV_QP_EX_WITH_RDMA_WRITE.0 as u64;
 /// `IBV_QP_EX_WITH_RDMA_READ`.
-pub const QP_EX_WITH_RDMA_READ: u64 = ops::IBV_QP_EX_WITH_RDMA_READ.0 as u64;
+pub const QP_EX_WITH_RDMA_READ: u64 = send_ops::IBV_QP_EX_WITH_RDMA_READ.0 as u64;
 /// `IBV_QP_EX_WITH_SEND`.
-pub const QP_EX_WITH_SEND: u64 = ops::IBV_QP_EX_WITH_SEND.0 as u64;
+pub const QP_EX_WITH_SEND: u64 = send_ops::IBV_QP_EX_WITH_SEND.0 as u64;
 /// `IBV_QP_EX_WITH_BIND_MW`.
-pub const QP_EX_WITH_BIND_MW: u64 = ops::IBV_QP_EX_WITH_BIND_MW.0 as u64;
+pub const QP_EX_WITH_BIND_MW: u64 = send_ops::IBV_QP_EX_WITH_BIND_MW.0 as u64;
 /// `IBV_QP_EX_WITH_LOCAL_INV`.
-pub const QP_EX_WITH_LOCAL_INV: u64 = ops::IBV_QP_EX_WITH_LOCAL_INV.0 as u64;
+pub const QP_EX_WITH_LOCAL_INV: u64 = send_ops::IBV_QP_EX_WITH_LOCAL_INV.0 as u64;
 
 /// `IBV_FLUSH_GLOBAL`: flush to global visibility.
 pub const FLUSH_GLOBAL: u8 = 1;
@@ -33,6 +33,76 @@ pub const FLUSH_GLOBAL: u8 = 1;
 pub const FLUSH_PERSISTENT: u8 = 2;
 /// `IBV_FLUSH_RANGE`: flush the given range only.
 pub const FLUSH_RANGE: u8 = 0;
+
+/// The native IBA 1.5 operations the installed libibverbs and the device's
+/// provider accept on an RC QP. The device's capability bits alone do not
+/// say this: a kernel with RDMA FLUSH under an older libibverbs (e.g.
+/// Debian 12's rdma-core 44 with a 6.12 kernel) reports the capability,
+/// yet the library refuses a QP with `IBV_QP_EX_WITH_FLUSH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendOps {
+    /// `ibv_wr_atomic_write` is available.
+    pub atomic_write: bool,
+    /// `ibv_wr_flush` is available.
+    pub flush: bool,
+}
+
+impl SendOps {
+    /// Asks the library: for each operation wanted, creates a throw-away RC
+    /// QP (one-entry CQ and queues) on `pd` with that send op and checks
+    /// the provider filled in the operation. An operation not wanted, or
+    /// refused (any error), is reported unavailable.
+    pub fn probe(pd: &Pd, atomic_write: bool, flush: bool) -> SendOps {
+        let accepts = |op: u64, has: for<'a, 'q> fn(&'a QpEx<'q>) -> bool| -> bool {
+            let cq = match Cq::new(pd.context(), 1, None) {
+                Ok(cq) => cq,
+                Err(e) => {
+                    log::debug!("send-op probe: ibv_create_cq: {e}");
+                    return false;
+                }
+            };
+            let init = QpInit {
+                send_cq: &cq,
+                recv_cq: &cq,
+                srq: None,
+                max_send_wr: 1,
+                max_recv_wr: 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+                send_ops_flags: op | QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_READ,
+            };
+            match Qp::new(pd, &init) {
+                Ok(qp) => qp.ex().is_some_and(|ex| has(&ex)),
+                Err(e) => {
+                    log::debug!("send-op probe: ibv_create_qp_ex(send_ops_flags {op:#x}): {e}");
+                    false
+                }
+            }
+        };
+        SendOps {
+            atomic_write: atomic_write && accepts(QP_EX_WITH_ATOMIC_WRITE, |ex: &QpEx<'_>| ex.has_atomic_write()),
+            flush: flush && accepts(QP_EX_WITH_FLUSH, |ex: &QpEx<'_>| ex.has_flush()),
+        }
+    }
+
+    /// The `send_ops_flags` a connection's QP asks for: the native
+    /// operations plus the RDMA write and read the extended interface then
+    /// also carries; 0 (the plain interface) when there is none.
+    pub fn qp_flags(self) -> u64 {
+        let mut ops = 0;
+        if self.atomic_write {
+            ops |= QP_EX_WITH_ATOMIC_WRITE;
+        }
+        if self.flush {
+            ops |= QP_EX_WITH_FLUSH;
+        }
+        if ops != 0 {
+            ops |= QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_READ;
+        }
+        ops
+    }
+}
 
 /// What a reliable-connected QP is created with.
 #[derive(Clone, Debug)]
@@ -379,5 +449,19 @@ impl QpEx<'_> {
 impl std::fmt::Debug for Qp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Qp").field("qp_num", &self.qp_num()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qp_flags_carry_exactly_the_native_ops() {
+        assert_eq!(SendOps::default().qp_flags(), 0, "no native op: the plain interface");
+        let both = SendOps { atomic_write: true, flush: true }.qp_flags();
+        assert_eq!(both, QP_EX_WITH_ATOMIC_WRITE | QP_EX_WITH_FLUSH | QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_READ);
+        assert_eq!(SendOps { atomic_write: false, flush: true }.qp_flags() & QP_EX_WITH_ATOMIC_WRITE, 0);
+        assert_eq!(SendOps { atomic_write: true, flush: false }.qp_flags() & QP_EX_WITH_FLUSH, 0);
     }
 }

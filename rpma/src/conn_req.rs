@@ -11,7 +11,7 @@ use crate::mr::{MrLocal, Usage};
 use crate::peer::{Capabilities, Peer};
 use rpma_sys::cm::{AddrInfo, CmId, EventChannel};
 use rpma_sys::cq::CompChannel;
-use rpma_sys::qp::{QpInit, QP_EX_WITH_ATOMIC_WRITE, QP_EX_WITH_FLUSH, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
+use rpma_sys::qp::{QpInit, SendOps};
 use std::sync::Arc;
 
 /// Largest private data `rdma_connect` carries over IB/RoCE (IB CM REQ: 92
@@ -203,16 +203,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     } else {
         None
     };
-    let mut ops = 0;
-    if caps.native_atomic_write {
-        ops |= QP_EX_WITH_ATOMIC_WRITE;
-    }
-    if caps.native_flush {
-        ops |= QP_EX_WITH_FLUSH;
-    }
-    if ops != 0 {
-        ops |= QP_EX_WITH_RDMA_WRITE | QP_EX_WITH_RDMA_READ;
-    }
+    let ops = SendOps { atomic_write: caps.native_atomic_write, flush: caps.native_flush }.qp_flags();
     let recv_cq = match (srq.as_ref().and_then(|s| s.rcq()), &rcq) {
         (Some(c), _) => c.sys(),
         (None, Some(c)) => c.sys(),
@@ -229,7 +220,21 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         max_inline_data: 8,
         send_ops_flags: ops,
     };
-    id.create_qp(peer.pd(), &init).map_err(|e| {
+    let created = match id.create_qp(peer.pd(), &init) {
+        // The peer's probe accepted these ops; should the library refuse
+        // them here all the same, connect with the plain interface: the
+        // data path then emulates (its post path checks the QP, not the
+        // peer).
+        Err(e) if ops != 0 && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => {
+            rpma_log!(
+                LogLevel::Warning,
+                "rdma_create_qp_ex with native send ops {ops:#x} failed ({e}); using emulated atomic write and flush"
+            );
+            id.create_qp(peer.pd(), &QpInit { send_ops_flags: 0, ..init })
+        }
+        r => r,
+    };
+    created.map_err(|e| {
         Error::provider_raw(format!("rdma_create_qp_ex(sq {}, rq {})", cfg.sq_size(), cfg.rq_size()), e)
     })?;
     let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;

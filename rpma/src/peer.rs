@@ -6,19 +6,27 @@ use crate::mr::{usage_to_access, Access, Usage};
 use crate::utils::IbvContext;
 use rpma_sys::device::{DeviceCaps, Transport};
 use rpma_sys::pd::Pd;
+use rpma_sys::qp::SendOps;
 use std::sync::Arc;
 
 /// What a peer's device can do, as probed by [`Peer::new`] through
 /// `ibv_query_device_ex` (librpma's probe, plus the limits rpma validates
-/// against).
+/// against), with the native operations confirmed by the installed
+/// libibverbs (see [`native_flush`](Self::native_flush)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Capabilities {
     /// On-Demand Paging for RC RDMA read and write.
     pub odp: bool,
-    /// Native 8-byte RDMA ATOMIC WRITE (IBA 1.5).
+    /// Native 8-byte RDMA ATOMIC WRITE (IBA 1.5): the device reports it and
+    /// the installed libibverbs accepts a QP with `IBV_QP_EX_WITH_ATOMIC_WRITE`.
     pub native_atomic_write: bool,
-    /// Native RDMA FLUSH, both global visibility and persistence (IBA 1.5).
+    /// Native RDMA FLUSH, both global visibility and persistence (IBA 1.5):
+    /// the device reports both and the installed libibverbs accepts a QP with
+    /// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45+). When the kernel has it and the
+    /// library does not, rpma uses the emulated path, as it does on a device
+    /// without it, and registers memory the same way (see
+    /// [`Peer::usage_to_access`]).
     pub native_flush: bool,
     /// Type 1 memory windows.
     pub mw_type1: bool,
@@ -47,11 +55,14 @@ impl Capabilities {
         Ok(())
     }
 
-    fn from_device(c: &DeviceCaps, t: Transport) -> Capabilities {
+    /// The decision: a native operation is used only when the device
+    /// reports it *and* the library accepts it (`lib`, probed only for what
+    /// the device reports).
+    fn from_device(c: &DeviceCaps, t: Transport, lib: SendOps) -> Capabilities {
         Capabilities {
             odp: c.odp,
-            native_atomic_write: c.native_atomic_write,
-            native_flush: c.native_flush,
+            native_atomic_write: c.native_atomic_write && lib.atomic_write,
+            native_flush: c.native_flush && lib.flush,
             mw_type1: c.mw_type1(),
             mw_type2: c.mw_type2(),
             iwarp: t == Transport::Iwarp,
@@ -102,7 +113,9 @@ impl std::fmt::Debug for Peer {
 
 impl Peer {
     /// Probes the device and allocates a protection domain on it
-    /// (`rpma_peer_new`).
+    /// (`rpma_peer_new`). When the device reports native atomic write or
+    /// flush, a throw-away queue pair per operation asks the installed
+    /// libibverbs whether it can post it.
     ///
     /// # Errors
     /// [`Error::Provider`] when the probe (`ibv_query_device_ex`) or
@@ -110,16 +123,21 @@ impl Peer {
     /// `ENOMEM`; [`Error::Unknown`] when it fails without errno.
     pub fn new(ctx: &IbvContext) -> Result<Peer> {
         let dev = ctx.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
-        let caps = Capabilities::from_device(&dev, ctx.0.transport());
+        let pd = Pd::alloc(&ctx.0).map_err(|e| Error::provider("ibv_alloc_pd", e))?;
+        let lib = SendOps::probe(&pd, dev.native_atomic_write, dev.native_flush);
+        let caps = Capabilities::from_device(&dev, ctx.0.transport(), lib);
         rpma_log!(
             LogLevel::Info,
-            "peer on {}: odp={} native_atomic_write={} native_flush={}",
+            "peer on {}: odp={} native_atomic_write={} native_flush={} (device: {}/{}, libibverbs: {}/{})",
             ctx.device_name(),
             caps.odp,
             caps.native_atomic_write,
-            caps.native_flush
+            caps.native_flush,
+            dev.native_atomic_write,
+            dev.native_flush,
+            lib.atomic_write,
+            lib.flush
         );
-        let pd = Pd::alloc(&ctx.0).map_err(|e| Error::provider("ibv_alloc_pd", e))?;
         Ok(Peer { inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps, no_native_rereg: Default::default() }) })
     }
 
@@ -176,5 +194,35 @@ impl Peer {
 
     pub(crate) fn pd(&self) -> &Pd {
         &self.inner.pd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpma_sys::qp::QP_EX_WITH_FLUSH;
+
+    /// {old/new libibverbs} x {device with/without native flush and atomic
+    /// write}: the capability, the access translation and the QP's send ops
+    /// agree in every combination.
+    #[test]
+    fn native_ops_need_the_device_and_the_library() {
+        for bits in 0..16u8 {
+            let (dev_aw, dev_fl, lib_aw, lib_fl) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
+            let dev = DeviceCaps { native_atomic_write: dev_aw, native_flush: dev_fl, ..Default::default() };
+            let lib = SendOps { atomic_write: lib_aw, flush: lib_fl };
+            let caps = Capabilities::from_device(&dev, Transport::Ib, lib);
+            let case = format!("device aw={dev_aw} flush={dev_fl}, libibverbs aw={lib_aw} flush={lib_fl}");
+            assert_eq!(caps.native_atomic_write, dev_aw && lib_aw, "{case}");
+            assert_eq!(caps.native_flush, dev_fl && lib_fl, "{case}");
+            let access = usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, caps.iwarp, caps.native_flush);
+            if caps.native_flush {
+                assert_eq!(access, Access::FLUSH_GLOBAL, "{case}: native flush needs FLUSH_GLOBAL");
+            } else {
+                assert_eq!(access, Access::REMOTE_READ, "{case}: the emulated flush reads");
+            }
+            let ops = SendOps { atomic_write: caps.native_atomic_write, flush: caps.native_flush }.qp_flags();
+            assert_eq!(ops & QP_EX_WITH_FLUSH != 0, caps.native_flush, "{case}: the QP asks for what is used");
+        }
     }
 }
