@@ -8,7 +8,7 @@ use rpma_sys::device::{Context, DeviceList};
 use rpma_sys::mr::Mr;
 use rpma_sys::mw::{Mw, MwType};
 use rpma_sys::pd::Pd;
-use rpma_sys::qp::{Qp, QpInit, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE, QP_EX_WITH_SEND};
+use rpma_sys::qp::{Qp, QpInit, SendOps, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE, QP_EX_WITH_SEND};
 use rpma_sys::srq::Srq;
 
 fn open() -> Context {
@@ -142,6 +142,55 @@ fn qp_srq_and_qp_ex() {
     assert!(e.raw_os_error().is_some(), "{e}");
 }
 
+/// rdma-core's release (44 in "1.14.44.0") from libibverbs' pkg-config file.
+fn rdma_core_release() -> Option<u32> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "cat /usr/lib/*/pkgconfig/libibverbs.pc /usr/lib64/pkgconfig/libibverbs.pc 2>/dev/null"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v = text.lines().find_map(|l| l.strip_prefix("Version: "))?;
+    v.trim().split('.').nth(2)?.parse().ok()
+}
+
+/// The send-op probe asks the library, whatever the device says: rdma-core
+/// before 45 has no IBV_QP_EX_WITH_FLUSH and must refuse it (the case of a
+/// 6.12 kernel under Debian 12's userland), and a probed op is one a QP
+/// created with it really has.
+fn send_op_probe_asks_the_library() {
+    let ctx = open();
+    let pd = Pd::alloc(&ctx).unwrap();
+    let lib = SendOps::probe(&pd, true, true);
+    let release = rdma_core_release();
+    println!("  rdma-core {release:?}: libibverbs + provider accept atomic write {}, flush {}", lib.atomic_write, lib.flush);
+    if release.is_some_and(|r| r < 45) {
+        assert!(!lib.flush, "libibverbs before rdma-core 45 cannot post RDMA FLUSH");
+    }
+    assert_eq!(SendOps::probe(&pd, false, false), SendOps::default(), "nothing asked, nothing probed");
+    let cq = Cq::new(&ctx, 4, None).unwrap();
+    let init = QpInit {
+        send_cq: &cq,
+        recv_cq: &cq,
+        srq: None,
+        max_send_wr: 2,
+        max_recv_wr: 2,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 8,
+        send_ops_flags: lib.qp_flags(),
+    };
+    if lib.qp_flags() != 0 {
+        let qp = Qp::new(&pd, &init).expect("a probed op creates");
+        let ex = qp.ex().expect("qp_ex");
+        assert_eq!((ex.has_atomic_write(), ex.has_flush()), (lib.atomic_write, lib.flush));
+    }
+    // The flag the library refused makes the QP fail, as the probe said.
+    if !lib.flush {
+        let e = Qp::new(&pd, &QpInit { send_ops_flags: SendOps { atomic_write: false, flush: true }.qp_flags(), ..init });
+        assert!(e.is_err() || !e.unwrap().ex().is_some_and(|x| x.has_flush()));
+    }
+}
+
 fn memory_windows() {
     let ctx = open();
     let caps = ctx.query_caps().unwrap();
@@ -212,6 +261,7 @@ device_tests!(
     comp_channel_and_cq,
     extended_cq,
     qp_srq_and_qp_ex,
+    send_op_probe_asks_the_library,
     memory_windows,
     cm_id_listen_and_qp_on_id,
     addr_info_rejects_bad_input,
