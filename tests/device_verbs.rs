@@ -34,10 +34,12 @@ fn device_list_and_context() {
         assert_eq!(
             caps.device_cap_flags & 0xffff_ffff,
             0x0122_3c76,
-            "rxe 6.1 device_cap_flags: {:#x}",
+            "rxe device_cap_flags: {:#x}",
             caps.device_cap_flags
         );
-        assert!(!caps.odp && !caps.native_flush && !caps.native_atomic_write);
+        // rxe: no ODP; IBA 1.5 flush and atomic write from Linux 6.2 on.
+        let iba15 = rpma_harness::rxe_iba15();
+        assert_eq!((caps.odp, caps.native_flush, caps.native_atomic_write), (false, iba15, iba15), "{caps:?}");
     }
 }
 
@@ -142,17 +144,6 @@ fn qp_srq_and_qp_ex() {
     assert!(e.raw_os_error().is_some(), "{e}");
 }
 
-/// rdma-core's release (44 in "1.14.44.0") from libibverbs' pkg-config file.
-fn rdma_core_release() -> Option<u32> {
-    let out = std::process::Command::new("sh")
-        .args(["-c", "cat /usr/lib/*/pkgconfig/libibverbs.pc /usr/lib64/pkgconfig/libibverbs.pc 2>/dev/null"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let v = text.lines().find_map(|l| l.strip_prefix("Version: "))?;
-    v.trim().split('.').nth(2)?.parse().ok()
-}
-
 /// The send-op probe asks the library, whatever the device says: rdma-core
 /// before 45 has no IBV_QP_EX_WITH_FLUSH and must refuse it (the case of a
 /// 6.12 kernel under Debian 12's userland), and a probed op is one a QP
@@ -161,7 +152,7 @@ fn send_op_probe_asks_the_library() {
     let ctx = open();
     let pd = Pd::alloc(&ctx).unwrap();
     let lib = SendOps::probe(&pd, true, true);
-    let release = rdma_core_release();
+    let release = rpma_harness::rdma_core_release();
     println!("  rdma-core {release:?}: libibverbs + provider accept atomic write {}, flush {}", lib.atomic_write, lib.flush);
     if release.is_some_and(|r| r < 45) {
         assert!(!lib.flush, "libibverbs before rdma-core 45 cannot post RDMA FLUSH");

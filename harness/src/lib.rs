@@ -46,10 +46,33 @@ pub fn addr() -> String {
         .unwrap_or_else(|_| panic!("RPMA_TEST_ADDR is not set: this needs an RDMA device; run it through {RDMA_RUN}"))
 }
 
-/// Whether the device is the harness's Soft-RoCE VM (rxe on Debian's 6.1
-/// kernel), whose capabilities are known exactly.
+/// Whether the device is the harness's Soft-RoCE VM (rxe on a Debian
+/// kernel), whose capabilities are known exactly (see [`rxe_iba15`]).
 pub fn in_vm() -> bool {
     std::env::var("RPMA_TEST_ENV").as_deref() == Ok("vm")
+}
+
+/// The running kernel's `(major, minor)` version, from `uname -r`.
+pub fn kernel_version() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = r.trim().split(['.', '-', '+']).map(|x| x.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// Whether the harness VM's rxe implements IBA 1.5's RDMA FLUSH and ATOMIC
+/// WRITE (Linux 6.2 and newer: the bookworm-backports and trixie kernels;
+/// not Debian 12's 6.1).
+pub fn rxe_iba15() -> bool {
+    kernel_version() >= (6, 2)
+}
+
+/// rdma-core's release (44 in libibverbs' "1.14.44.0") from its pkg-config
+/// file, `None` when it cannot be read.
+pub fn rdma_core_release() -> Option<u32> {
+    let dirs = ["/usr/lib/x86_64-linux-gnu/pkgconfig", "/usr/lib64/pkgconfig", "/usr/lib/pkgconfig"];
+    let text = dirs.iter().find_map(|d| std::fs::read_to_string(format!("{d}/libibverbs.pc")).ok())?;
+    let v = text.lines().find_map(|l| l.strip_prefix("Version: "))?;
+    v.trim().split('.').nth(2)?.parse().ok()
 }
 
 /// A TCP port for tests: `RPMA_TEST_PORT` or 7204, plus `offset`.

@@ -357,7 +357,15 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
         Ok(mr) => (mr, false),
         Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
             OdpFallback::Fail => {
-                return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?})"), e))
+                // rxe (and the IBA 1.5 rule it follows) grants persistent
+                // flush only on memory the kernel knows as persistent.
+                let hint = if access.contains(Access::FLUSH_PERSISTENT) && e.raw_os_error() == Some(libc::EINVAL) {
+                    " (the device refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory; \
+                     with native RDMA FLUSH, register DRAM without Usage::FLUSH_TYPE_PERSISTENT)"
+                } else {
+                    ""
+                };
+                return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?}){hint}"), e));
             }
             OdpFallback::Refuse => {
                 rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
