@@ -89,7 +89,10 @@ fn peer_reports_probed_capabilities() {
         // on, native flush only where libibverbs can post it (rdma-core 45+).
         let iba15 = rpma_harness::rxe_iba15();
         let lib_flush = rpma_harness::rdma_core_release().is_some_and(|r| r >= 45);
-        assert!(!c.odp && !c.iwarp, "{c:?}");
+        assert!(!c.iwarp, "{c:?}");
+        if let Some(odp) = rpma_harness::rxe_odp() {
+            assert_eq!(c.odp, odp, "{c:?}");
+        }
         assert_eq!((c.native_flush, c.native_atomic_write), (iba15 && lib_flush, iba15), "{c:?}");
         assert!(c.mw_type1 && c.mw_type2, "{c:?}");
     }
@@ -265,6 +268,7 @@ fn odp_fallback_per_capability_on_fsdax() {
     if p.is_odp_capable() {
         let mr = r.expect("ODP retry succeeds on an ODP-capable device");
         assert!(mr.is_odp() && mr.access().contains(Access::ON_DEMAND));
+        println!("  FS-DAX registered with On-Demand Paging: access {:?}", mr.access());
     } else {
         let e = r.expect_err("no ODP: FS-DAX registration is refused");
         assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");

@@ -66,6 +66,17 @@ pub fn rxe_iba15() -> bool {
     kernel_version() >= (6, 2)
 }
 
+/// Whether the harness VM's rxe has On-Demand Paging, as measured: not on
+/// Linux 6.1 or 6.12, yes on 7.3 (trixie-backports); `None` for kernels in
+/// between, which were not measured.
+pub fn rxe_odp() -> Option<bool> {
+    match kernel_version() {
+        v if v <= (6, 12) => Some(false),
+        v if v >= (7, 3) => Some(true),
+        _ => None,
+    }
+}
+
 /// rdma-core's release (44 in libibverbs' "1.14.44.0") from its pkg-config
 /// file, `None` when it cannot be read.
 pub fn rdma_core_release() -> Option<u32> {
