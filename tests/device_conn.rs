@@ -110,6 +110,10 @@ fn read_write_flush_atomic_write_bytes_land() {
     c.flush(&remote, 4000, 21, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 3).unwrap();
     let wc = cp.next_completion(T).unwrap();
     assert_eq!((wc.op_context, wc.op, wc.status), (3, CompletionOp::Flush, WcStatus::SUCCESS));
+    // The device's opcode proves the path: IBV_WC_FLUSH (8) or the APM's RDMA READ (2).
+    let native_flush = c.peer().is_native_flush_supported();
+    assert_eq!(wc.wc_opcode, if native_flush { 8 } else { 2 }, "flush path (native: {native_flush})");
+    println!("  flush ran {} (wc opcode {})", if native_flush { "natively" } else { "as APM read" }, wc.wc_opcode);
     let mut at = [0u8; 21];
     smr.read_at(4000, &mut at).unwrap();
     assert_eq!(&at, b"written by the client");
@@ -117,6 +121,10 @@ fn read_write_flush_atomic_write_bytes_land() {
     c.atomic_write(&remote, 8184, 0x1122_3344_5566_7788u64.to_le_bytes(), Flags::COMPLETION_ALWAYS, 4).unwrap();
     let wc = cp.next_completion(T).unwrap();
     assert_eq!((wc.op_context, wc.op, wc.status), (4, CompletionOp::AtomicWrite, WcStatus::SUCCESS));
+    // IBV_WC_ATOMIC_WRITE (9) or the emulation's fenced RDMA WRITE (1).
+    let native_aw = c.peer().is_native_atomic_write_supported();
+    assert_eq!(wc.wc_opcode, if native_aw { 9 } else { 1 }, "atomic write path (native: {native_aw})");
+    println!("  atomic write ran {} (wc opcode {})", if native_aw { "natively" } else { "as a fenced write" }, wc.wc_opcode);
     let mut v = [0u8; 8];
     smr.read_at(8184, &mut v).unwrap();
     assert_eq!(u64::from_le_bytes(v), 0x1122_3344_5566_7788);

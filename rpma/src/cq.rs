@@ -131,6 +131,12 @@ pub struct Completion {
     pub invalidated_rkey: Option<u32>,
     /// The local QP number.
     pub qp_num: u32,
+    /// The device's own `ibv_wc_opcode`, which tells how an operation was
+    /// carried out: a `flush` completes as `IBV_WC_FLUSH` (8) when native
+    /// and as `IBV_WC_RDMA_READ` (2) when emulated (APM); an `atomic_write`
+    /// as `IBV_WC_ATOMIC_WRITE` (9) or `IBV_WC_RDMA_WRITE` (1). Meaningful
+    /// only when `status` is a success.
+    pub wc_opcode: u32,
 }
 
 /// A completion queue (librpma's `rpma_cq`): the main CQ or the receive CQ
@@ -198,6 +204,7 @@ impl Cq {
         imm: None,
         invalidated_rkey: None,
         qp_num: 0,
+        wc_opcode: 0,
     };
 
     pub(crate) fn sys(&self) -> &rpma_sys::cq::Cq {
@@ -347,6 +354,7 @@ impl Cq {
             imm: (w.wc_flags & WC_WITH_IMM != 0).then_some(w.imm_data),
             invalidated_rkey: (w.wc_flags & WC_WITH_INV != 0).then_some(w.imm_data),
             qp_num: w.qp_num,
+            wc_opcode: w.opcode,
         }
     }
 }

@@ -198,6 +198,7 @@ mod tests {
             byte_len: 0,
             imm: None,
             invalidated_rkey: None,
+            wc_opcode: 0,
             qp_num: 0,
         };
         assert_eq!(m.slot(&wc(7)), None, "not a message completion");
