@@ -131,6 +131,33 @@ fn read_write_flush_atomic_write_bytes_land() {
     close(c, s);
 }
 
+/// `ConnCfg::set_native_ops(false)` takes the emulations (APM read, fenced
+/// write) wherever native operations exist, and their bytes land the same.
+fn native_ops_off_uses_the_emulations() {
+    let sp = peer();
+    let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
+    let mut cfg = ConnCfg::new();
+    cfg.set_native_ops(false);
+    let (c, s) = pair_on(&sp, 190, Some(&cfg), None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    local.write_at(0, b"emulated").unwrap();
+    c.write(&remote, 64, &local, 0, 8, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+    c.flush(&remote, 64, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 2).unwrap();
+    let wc = c.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.op, wc.status, wc.wc_opcode), (2, CompletionOp::Flush, WcStatus::SUCCESS, 2));
+    c.atomic_write(&remote, 128, 42u64.to_le_bytes(), Flags::COMPLETION_ALWAYS, 3).unwrap();
+    let wc = c.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.status, wc.wc_opcode), (3, WcStatus::SUCCESS, 1), "a fenced RDMA WRITE");
+    let mut b = [0u8; 8];
+    smr.read_at(64, &mut b).unwrap();
+    assert_eq!(&b, b"emulated");
+    smr.read_at(128, &mut b).unwrap();
+    assert_eq!(u64::from_le_bytes(b), 42);
+    println!("  native ops available: flush {}, atomic write {}; emulations used", c.peer().is_native_flush_supported(), c.peer().is_native_atomic_write_supported());
+    close(c, s);
+}
+
 fn send_recv_and_immediates() {
     let (c, s) = pair(27, None, None, &[], vec![]);
     assert!(!c.peer().same_pd(s.peer()));
@@ -481,6 +508,7 @@ device_tests!(
     connect_to_nobody_is_rejected_in_time,
     dropped_incoming_request_is_rejected,
     read_write_flush_atomic_write_bytes_land,
+    native_ops_off_uses_the_emulations,
     send_recv_and_immediates,
     write_with_imm_consumes_a_receive,
     operations_validate_before_posting,

@@ -41,6 +41,7 @@ fn main() {
         "--list" => return, // `cargo test --benches` lists tests: there are none
         "server" => rpma_side::server(&a[1], arg(&a, 2), arg(&a, 3)),
         "client" => rpma_side::client(&a[1], arg(&a, 2), arg(&a, 3)),
+        "emulated" => rpma_side::client_emulated(&a[1], arg(&a, 2), arg(&a, 3)),
         "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
@@ -194,6 +195,10 @@ fn measure() -> Res<()> {
         forward(&pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), cmd(prog, &["client", &addr, &p, &it]))?);
     }
 
+    eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
+    let p = next_port().to_string();
+    forward(&pair(cmd(&exe, &["server", &addr, &p, "1"]), Some("READY"), cmd(&exe, &["emulated", &addr, &p, &it]))?);
+
     eprintln!("compare: perftest");
     perftest(&addr, &dev, iters)?;
 
@@ -202,6 +207,24 @@ fn measure() -> Res<()> {
         let unchecked = format!("{case}_unchecked");
         for (imp, prog, arg) in
             [("rpma", &exe, case), ("rpma-unchecked", &exe, unchecked.as_str()), ("librpma", &cbin, case)]
+        {
+            let ir = |n: usize| -> Res<f64> {
+                let p = next_port().to_string();
+                let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
+                let mut c = callgrind(&f);
+                c.arg(prog).args(["ir", &addr, &p, arg, &n.to_string()]);
+                pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), c)?;
+                callgrind_total(&f)
+            };
+            println!("RESULT ir {imp} {case} {:.1}", per_op(ir_iters, ir)?);
+        }
+    }
+    // Flush and atomic write: librpma, rpma (native where the device and
+    // libibverbs have them) and rpma with them off.
+    for case in ["write_flush", "atomic_write"] {
+        let emulated = format!("{case}_emulated");
+        for (imp, prog, arg) in
+            [("rpma", &exe, case), ("rpma-emulated", &exe, emulated.as_str()), ("librpma", &cbin, case)]
         {
             let ir = |n: usize| -> Res<f64> {
                 let p = next_port().to_string();

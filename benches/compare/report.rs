@@ -46,7 +46,7 @@ const LAT_CASES: [(&str, &str); 6] = [
     ("read", "read"),
     ("write", "write + completion"),
     ("write_pingpong", "write ping-pong (as ib_write_lat; half round trip)"),
-    ("write_flush", "write + flush (APM), waited"),
+    ("write_flush", "write + flush, waited"),
     ("atomic_write", "atomic_write"),
     ("pingpong", "send/recv ping-pong (half round trip)"),
 ];
@@ -134,6 +134,34 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     for case in ["read", "write"] {
         let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
         writeln!(md, "| {case} | {} |", imp_columns(|imp| num(get(imp), 0), get))?;
+    }
+
+    writeln!(md, "\n### Native against emulated flush and atomic write (8 B; native where the device and libibverbs have them)\n")?;
+    writeln!(md, "| operation | C librpma | rpma | rpma, native off | rpma/librpma | native off/rpma |")?;
+    writeln!(md, "|---|---|---|---|---|---|")?;
+    for case in ["write_flush", "atomic_write"] {
+        let l = |imp: &str| lat.get(&(case.to_string(), 8, imp.to_string())).copied();
+        let cell = |imp: &str| l(imp).map_or("n/a".into(), |l| format!("{} µs", num(l.typical, 1)));
+        let med = |imp: &str| l(imp).map_or(f64::NAN, |l| l.typical);
+        let i = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
+        writeln!(
+            md,
+            "| {case} latency (median) | {} | {} | {} | {} | {} |",
+            cell("librpma"),
+            cell("rpma"),
+            cell("rpma-emulated"),
+            ratio(med("rpma"), med("librpma")),
+            ratio(med("rpma-emulated"), med("rpma"))
+        )?;
+        writeln!(
+            md,
+            "| {case} instructions | {} | {} | {} | {} | {} |",
+            num(i("librpma"), 0),
+            num(i("rpma"), 0),
+            num(i("rpma-emulated"), 0),
+            ratio(i("rpma"), i("librpma")),
+            ratio(i("rpma-emulated"), i("rpma"))
+        )?;
     }
 
     writeln!(md, "\n### Scale\n")?;

@@ -301,8 +301,12 @@ struct Client {
 
 impl Client {
     fn connect(peer: &Peer, addr: &str, port: u16) -> Res<Client> {
+        Self::connect_with(peer, addr, port, &cfg())
+    }
+
+    fn connect_with(peer: &Peer, addr: &str, port: u16, cfg: &ConnCfg) -> Res<Client> {
         let wdst = MrLocal::reg(peer, AlignedBuf::new(REGION)?, Usage::WRITE_DST)?;
-        let conn = connect_cfg(peer, addr, port, &cfg(), &wdst.descriptor())?;
+        let conn = connect_cfg(peer, addr, port, cfg, &wdst.descriptor())?;
         let remote = MrRemote::from_descriptor(conn.private_data())?;
         let local = MrLocal::reg(peer, AlignedBuf::new(REGION)?, Usage::READ_DST | Usage::WRITE_SRC)?;
         let msg = MrLocal::reg(peer, AlignedBuf::new(8)?, Usage::SEND)?;
@@ -508,6 +512,20 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
     c.close()
 }
 
+/// Flush and atomic write with the native operations turned off
+/// (`ConnCfg::set_native_ops(false)`: APM read, fenced write), labelled
+/// `rpma-emulated`: beside `client`'s native ones where the device has them.
+pub fn client_emulated(addr: &str, port: u16, iters: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    cfg.set_native_ops(false);
+    let mut c = Client::connect_with(&peer, addr, port, &cfg)?;
+    for case in ["write_flush", "atomic_write"] {
+        stats::print_lat("rpma-emulated", case, 8, iters, &c.latency(case, 8, iters)?);
+    }
+    c.close()
+}
+
 /// The send message rate alone, `rounds` times (`compare sendrate`), to
 /// look at its spread.
 pub fn client_sendrate(addr: &str, port: u16, n: usize, rounds: usize) -> Res<()> {
@@ -522,9 +540,18 @@ pub fn client_sendrate(addr: &str, port: u16, n: usize, rounds: usize) -> Res<()
 
 /// `iters` operations of `case` with blocking waits: the workload whose
 /// instructions callgrind counts.
+/// A case name ending in `_emulated` runs with the native operations off.
 pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     let peer = peer(addr, ContextType::Remote)?;
-    let c = Client::connect(&peer, addr, port)?;
+    let mut cfg = cfg();
+    let case = match case.strip_suffix("_emulated") {
+        Some(base) => {
+            cfg.set_native_ops(false);
+            base
+        }
+        None => case,
+    };
+    let c = Client::connect_with(&peer, addr, port, &cfg)?;
     let block: fn(&Cq) -> Res<Completion> = |cq| {
         cq.wait()?;
         check(cq.get_completion()?)

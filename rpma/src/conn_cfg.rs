@@ -42,6 +42,7 @@ pub struct ConnCfg {
     compl_channel: bool,
     srq: Option<Srq>,
     min_rnr_timer: u8,
+    native_ops: bool,
 }
 
 impl Default for ConnCfg {
@@ -54,6 +55,7 @@ impl Default for ConnCfg {
             rq_size: 10,
             compl_channel: false,
             srq: None,
+            native_ops: true,
             min_rnr_timer: DEFAULT_MIN_RNR_TIMER,
         }
     }
@@ -177,5 +179,29 @@ impl ConnCfg {
     /// The RNR NAK timer code.
     pub fn min_rnr_timer(&self) -> u8 {
         self.min_rnr_timer
+    }
+
+    /// Whether the connection may use the native RDMA FLUSH and ATOMIC WRITE
+    /// (IBA 1.5) where this side's peer supports them (the default). Off,
+    /// `flush` is an 8-byte RDMA READ (APM) and `atomic_write` a fenced
+    /// inline write, as on a device without them: for a responder whose
+    /// device lacks IBA 1.5 (native requests to it fail), or to measure one
+    /// against the other. The emulated flush reads the remote region, so
+    /// that region needs remote read access (`READ_SRC`, or any flush usage
+    /// registered by a peer without native flush).
+    ///
+    /// ```
+    /// let mut cfg = rpma::ConnCfg::new();
+    /// assert!(cfg.native_ops());
+    /// cfg.set_native_ops(false);
+    /// assert!(!cfg.native_ops());
+    /// ```
+    pub fn set_native_ops(&mut self, on: bool) {
+        self.native_ops = on;
+    }
+
+    /// Whether native flush and atomic write may be used.
+    pub fn native_ops(&self) -> bool {
+        self.native_ops
     }
 }

@@ -203,7 +203,11 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     } else {
         None
     };
-    let ops = SendOps { atomic_write: caps.native_atomic_write, flush: caps.native_flush }.qp_flags();
+    let ops = if cfg.native_ops() {
+        SendOps { atomic_write: caps.native_atomic_write, flush: caps.native_flush }.qp_flags()
+    } else {
+        0
+    };
     let recv_cq = match (srq.as_ref().and_then(|s| s.rcq()), &rcq) {
         (Some(c), _) => c.sys(),
         (None, Some(c)) => c.sys(),
