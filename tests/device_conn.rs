@@ -158,6 +158,48 @@ fn native_ops_off_uses_the_emulations() {
     close(c, s);
 }
 
+/// `flush(Persistent)` on the native path: needs native flush and memory
+/// rxe grants `FLUSH_PERSISTENT` on, which in the harness's worlds is only
+/// FS-DAX pmem registered through the ODP fallback (rxe on Linux 7.3, the
+/// trixie-backports world; docs/worlds.md). Elsewhere it says why it did
+/// not run.
+fn native_persistent_flush_on_pmem() {
+    let sp = peer();
+    let dir = std::env::var("RPMA_TEST_PMEM_DIR").ok();
+    let Some(dir) = dir.filter(|_| sp.is_native_flush_supported() && sp.is_odp_capable()) else {
+        println!(
+            "  not run here: needs native flush ({}), ODP ({}) and pmem (RPMA_TEST_PMEM_DIR); it runs in the trixie-backports world",
+            sp.is_native_flush_supported(),
+            sp.is_odp_capable()
+        );
+        return;
+    };
+    let path = format!("{dir}/native-persistent-flush");
+    let f = rpma::MappedFile::open(&path, 1 << 20).unwrap();
+    let usage = Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
+    let smr = MrLocal::reg(&sp, f, usage).unwrap();
+    assert!(smr.is_odp(), "FS-DAX registers through the ODP fallback");
+    let mut pcfg = PeerCfg::new();
+    pcfg.set_direct_write_to_pmem(true);
+    let mut pdata = smr.descriptor().to_vec();
+    pdata.extend_from_slice(&pcfg.descriptor());
+    let (c, s) = pair_on(&sp, 191, None, None, &[], pdata);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    c.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&c.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).unwrap());
+    let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    local.write_at(0, b"durable!").unwrap();
+    c.write(&remote, 4096, &local, 0, 8, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+    c.flush(&remote, 4096, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();
+    let wc = c.cq().next_completion(T).unwrap();
+    assert_eq!((wc.op_context, wc.status, wc.wc_opcode), (2, WcStatus::SUCCESS, 8), "a native persistent flush");
+    let mut b = [0u8; 8];
+    smr.read_at(4096, &mut b).unwrap();
+    assert_eq!(&b, b"durable!");
+    println!("  flush(Persistent) ran natively (wc opcode 8) on FS-DAX pmem registered with ODP");
+    close(c, s);
+    let _ = std::fs::remove_file(&path);
+}
+
 fn send_recv_and_immediates() {
     let (c, s) = pair(27, None, None, &[], vec![]);
     assert!(!c.peer().same_pd(s.peer()));
@@ -509,6 +551,7 @@ device_tests!(
     dropped_incoming_request_is_rejected,
     read_write_flush_atomic_write_bytes_land,
     native_ops_off_uses_the_emulations,
+    native_persistent_flush_on_pmem,
     send_recv_and_immediates,
     write_with_imm_consumes_a_receive,
     operations_validate_before_posting,

@@ -200,7 +200,12 @@ fn measure() -> Res<()> {
     forward(&pair(cmd(&exe, &["server", &addr, &p, "1"]), Some("READY"), cmd(&exe, &["emulated", &addr, &p, &it]))?);
 
     eprintln!("compare: perftest");
-    perftest(&addr, &dev, iters)?;
+    // perftest's own connection set-up fails now and then on a loaded TCG
+    // guest ("Unexpected CM event"); its cells then say n/a, the rest stands.
+    if let Err(e) = perftest(&addr, &dev, iters) {
+        eprintln!("compare: perftest failed, its cells stay n/a: {e}");
+        println!("INFO-NOTE perftest failed: {}", e.to_string().lines().next().unwrap_or(""));
+    }
 
     eprintln!("compare: instructions per operation (callgrind)");
     for case in ["read", "write"] {

@@ -86,6 +86,9 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
 
     let mut md = String::new();
     writeln!(md, "Measured {info}; the whole run took {:.0} s.\n", took.as_secs_f64())?;
+    for note in lines.iter().filter_map(|l| l.strip_prefix("INFO-NOTE ")) {
+        writeln!(md, "Note: {note}.\n")?;
+    }
     writeln!(md, "### Latency (µs): t_typical (median) / t_avg / p99; ratios of t_avg\n")?;
     writeln!(
         md,
