@@ -49,7 +49,7 @@ fn ex_05_flush_to_persistent() {
     );
 }
 fn ex_07_atomic_write() {
-    run("07-atomic-write", &["client: appended 3 words, used = 24", "server: the log (16 bytes): Hello,remotelog!"]);
+    run("07-atomic-write", &["used value: 16", "1st_word\n2nd_word\n3rd_word\n"]);
 }
 fn ex_08_messages_ping_pong() {
     run("08-messages-ping-pong", &["Value sent: 7", "Value received: 8", "Value sent: 8", "Value received: 9"]);
