@@ -40,7 +40,10 @@ fn ex_03_read_to_persistent() {
     );
 }
 fn ex_04_write_to_persistent() {
-    run("04-write-to-persistent", &["server: the message written: Hello world!"]);
+    run(
+        "04-write-to-persistent",
+        &["Next value: Hello world!", "translating...", "Translation: ¡Hola Mundo!", "New value: Hello world!"],
+    );
 }
 fn ex_05_flush_to_persistent() {
     run(
