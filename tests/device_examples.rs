@@ -48,7 +48,13 @@ fn ex_04_write_to_persistent() {
 fn ex_05_flush_to_persistent() {
     run(
         "05-flush-to-persistent",
-        &["client: wrote \"Hello world!\", flushed (Visibility)", "server: the message flushed: Hello world!"],
+        &[
+            "Next value: Hello world!",
+            "RPMA_FLUSH_TYPE_PERSISTENT is NOT supported, RPMA_FLUSH_TYPE_VISIBILITY is used instead",
+            "translating...",
+            "Translation: ¡Hola Mundo!",
+            "New value: Hello world!",
+        ],
     );
 }
 fn ex_07_atomic_write() {
