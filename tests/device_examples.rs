@@ -100,9 +100,13 @@ fn ex_06_multiple_connections() {
     run(
         "06-multiple-connections",
         &[
-            "server: a client says: hello from client 1",
-            "server: a client says: hello from client 2",
-            "server: served 2 clients",
+            "Today I have got in touch with:",
+            "My names is: Chet",
+            "My names is: Piotr",
+            "My names is: Lukasz",
+            "- Chet\n",
+            "- Piotr\n",
+            "- Lukasz\n",
         ],
     );
 }
@@ -110,9 +114,13 @@ fn ex_06scch_multiple_connections() {
     run(
         "06scch-multiple-connections",
         &[
-            "server: a client says: hello from client 1",
-            "server: a client says: hello from client 2",
-            "server: served 2 clients",
+            "Today I have got in touch with:",
+            "My names is: Chet",
+            "My names is: Piotr",
+            "My names is: Lukasz",
+            "- Chet\n",
+            "- Piotr\n",
+            "- Lukasz\n",
         ],
     );
 }
