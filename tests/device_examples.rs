@@ -128,15 +128,26 @@ fn ex_09_flush_to_persistent_gpspm() {
     run(
         "09-flush-to-persistent-GPSPM",
         &[
-            "server: persisted 13 bytes at 0: Hello GPSPM!",
-            "client: \"Hello GPSPM!\" written and persisted by the server",
+            "Next value: Hello world!",
+            "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+            "At this point, persist function should be called if persistent memory will be in use",
+            "translating...",
+            "Translation: ¡Hola Mundo!",
+            "New value: Hello world!",
         ],
     );
 }
 fn ex_09scch_flush_to_persistent_gpspm() {
     run(
         "09scch-flush-to-persistent-GPSPM",
-        &["server: persisted 13 bytes at 0: Hello GPSPM!", "written and persisted by the server"],
+        &[
+            "Next value: Hello world!",
+            "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+            "At this point, persistent function should be called if persistent memory will be in use",
+            "translating...",
+            "Translation: ¡Hola Mundo!",
+            "New value: Hello world!",
+        ],
     );
 }
 fn ex_13_messages_ping_pong_with_srq() {

@@ -212,6 +212,13 @@ impl Memory {
     pub fn is_file(&self) -> bool {
         matches!(self, Memory::File(_))
     }
+    /// The registered size in bytes.
+    pub fn size(&self) -> usize {
+        match self {
+            Memory::Dram(m) => m.size(),
+            Memory::File(m) => m.size(),
+        }
+    }
     pub fn read_at(&self, off: usize, dst: &mut [u8]) -> rpma::Result<()> {
         match self {
             Memory::Dram(m) => m.read_at(off, dst),
