@@ -151,7 +151,21 @@ fn ex_09scch_flush_to_persistent_gpspm() {
     );
 }
 fn ex_13_messages_ping_pong_with_srq() {
-    run("13-messages-ping-pong-with-srq", &["server: answered 6 messages from 2 clients"]);
+    run(
+        "13-messages-ping-pong-with-srq",
+        &[
+            "The client #3 has been connected.",
+            "Server ended listening.",
+            "] value sent: 1\n",
+            "] value received: 2\n",
+            "] value sent: 3\n",
+            "] value received: 4\n",
+            "] value sent: 10\n",
+            "] value received: 13\n",
+            "[server] value received: 12 from the connection [qp#",
+            "[server] value sent: 13 from the connection [qp#",
+        ],
+    );
 }
 fn ex_log() {
     run("log", &["custom log function: [Error]", "some info"]);
