@@ -104,7 +104,8 @@ fn server(a: &Args) -> Res<()> {
     let mut send = MrLocal::reg(&peer, AlignedBuf::new(CLIENT_MAX * MSG_SIZE)?, Usage::SEND)?;
     let conns = listen(&ep, &srq, &recv, Duration::from_secs(timeout as u64))?;
     println!("Server ended listening.");
-    let res = serve(&srq, &conns, &recv, &mut send).map_err(|e| format!("{e}; Unable to receive data from all connections"));
+    let res =
+        serve(&srq, &conns, &recv, &mut send).map_err(|e| format!("{e}; Unable to receive data from all connections"));
     // Disconnect every client, whatever happened.
     let disconnected: rpma::Result<Vec<()>> = conns.iter().map(Conn::disconnect).collect();
     res?;

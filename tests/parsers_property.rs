@@ -122,7 +122,7 @@ fn field(r: &mut Rng) -> Field {
         n => (n % 3) + 1,
     };
     // mostly fixed64, else any of the 8 wire types
-    let wire = if r.next() % 3 > 0 { 1 } else { r.next() % 8 };
+    let wire = if r.next().is_multiple_of(3) { r.next() % 8 } else { 1 };
     let mut bytes = Vec::new();
     varint((number << 3) | wire, &mut bytes);
     if r.next().is_multiple_of(8) && bytes.len() < 5 {

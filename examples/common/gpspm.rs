@@ -98,7 +98,8 @@ pub fn server(a: &Args, shared: bool) -> Res<()> {
         req.recv(&msg, RECV_OFFSET, MSG_SIZE_MAX, 0)
     })?;
     let wc = wait(&conn, shared, CompletionOp::Recv)?;
-    let req = FlushRequest::decode(&received(&msg, &wc)?).map_err(|e| format!("Cannot unpack the flush request: {e}"))?;
+    let req =
+        FlushRequest::decode(&received(&msg, &wc)?).map_err(|e| format!("Cannot unpack the flush request: {e}"))?;
     println!(
         "Flush request received: {{offset: 0x{:X}, length: 0x{:X}, op_context: 0x{:X}}}",
         req.offset, req.length, req.op_context
@@ -160,7 +161,9 @@ pub fn client(a: &Args, shared: bool) -> Res<()> {
     let resp =
         FlushResponse::decode(&received(&msg, &wc)?).map_err(|e| format!("Cannot unpack the flush response: {e}"))?;
     if resp.op_context != FLUSH_ID {
-        return Err(format!("unexpected flush_resp->op_context value (0x{:X} != 0x{FLUSH_ID:X})", resp.op_context).into());
+        return Err(
+            format!("unexpected flush_resp->op_context value (0x{:X} != 0x{FLUSH_ID:X})", resp.op_context).into()
+        );
     }
     // Translate the greeting, so the next run's is surprising (librpma's
     // prints the translation only when its hello_t is not persistent).

@@ -109,11 +109,7 @@ fn handle_event(i: usize, conn: &Conn, dst: &MrLocal<AlignedBuf>) -> Res<bool> {
 /// A completion of client `i`: prints its name. No matter what, the client
 /// is then disconnected.
 fn handle_completion(i: usize, conn: &Conn, dst: &MrLocal<AlignedBuf>, shared: bool) -> Res<()> {
-    let cq = if shared {
-        conn.wait().map(|(cq, _)| cq)
-    } else {
-        conn.cq().wait().map(|_| conn.cq())
-    };
+    let cq = if shared { conn.wait().map(|(cq, _)| cq) } else { conn.cq().wait().map(|_| conn.cq()) };
     match cq.and_then(|cq| cq.get_completion()) {
         Err(Error::NoCompletion) => return Ok(()), // woken up with nothing: go on
         Err(e) => eprintln!("[{i}] waiting for the completion failed: {e}"),

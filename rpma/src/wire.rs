@@ -371,7 +371,12 @@ fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str;
     let mut out = [0u64; N];
     for (i, v) in values.iter().enumerate() {
         out[i] = v.ok_or_else(|| {
-            Error::inval(format!("{what}: the required field {} ({}) is missing ({} bytes)", i + 1, names[i], bytes.len()))
+            Error::inval(format!(
+                "{what}: the required field {} ({}) is missing ({} bytes)",
+                i + 1,
+                names[i],
+                bytes.len()
+            ))
         })?;
     }
     Ok(out)
