@@ -1,4 +1,9 @@
-//! 06scch-multiple-connections: a poll loop over many connections, each with one completion channel for its CQs (librpma's example 06scch).
+//! 06scch-multiple-connections: a poll loop over many connections, each connection with one completion channel for its CQs (librpma's example 06scch).
+//!
+//! Each client offers a name picked with its seed; the server reads it,
+//! prints it and disconnects the client. As librpma's, the server ends
+//! after 15 s without an event; the optional `clients` argument (a Rust
+//! extension) ends it once that many clients have come and gone.
 //!
 //! `cargo run --example 06scch-multiple-connections [-- server ADDR PORT [clients] | client ADDR PORT seed]`
 
@@ -6,5 +11,5 @@ mod common;
 use common::multi::{client, server};
 
 fn main() {
-    common::main_multi(|a| server(a, true), client, &["2"], &[&["1"], &["2"]]);
+    common::main_multi(|a| server(a, true), client, &["4"], &[&["8"], &["9"], &["11"], &["12"]]);
 }

@@ -63,7 +63,7 @@ fn client(a: &Args) -> Res<()> {
         println!("Value sent: {v}");
         msgs.send(&conn, i % 2, &v.to_le_bytes(), Flags::COMPLETION_ALWAYS)?;
         let (got, _) = next_message(&conn, &msgs)?;
-        if got != v + 1 {
+        if got != v.wrapping_add(1) {
             return Err(format!("sent {v}, got {got} back").into());
         }
         println!("Value received: {got}");

@@ -1,87 +1,122 @@
 //! 13-messages-ping-pong-with-srq: one server answering the ping-pong of
-//! example 08 for several clients at once, all receives going through one
-//! shared receive queue; the server exits after a time with no activity
-//! (librpma's example 13).
+//! example 08 for several clients, all receives going through one shared
+//! receive queue (librpma's example 13).
 //!
-//! `cargo run --example 13-messages-ping-pong-with-srq [-- server ADDR PORT [timeout-s] | client ADDR PORT seed rounds]`
+//! As librpma's, the server first takes connections, posting one 8-byte
+//! receive to the SRQ for each (slot i of a 10-slot region), until none
+//! comes for `timeout` seconds (default 5); only then does it answer, each
+//! value with value + 1 from the same slot of its send region, until every
+//! client has sent DONE. It then disconnects every client; the clients,
+//! which make `rounds` exchanges, close second.
+//!
+//! `cargo run --example 13-messages-ping-pong-with-srq [-- server ADDR PORT [timeout-s] | client ADDR PORT seed rounds [sleep-us]]`
 
 mod common;
 use common::pingpong::{client, Example, Mode, DONE};
 use common::{Args, Res};
-use rpma::utils::poll_fds;
-use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, Ep, Flags, MrLocal, Srq, SrqCfg, Usage};
+use rpma::{AlignedBuf, CompletionOp, Conn, ConnEvent, Ep, Error, Flags, MrLocal, Srq, Usage};
 use std::time::Duration;
 
-const SLOTS: usize = 8;
+/// Clients served (`CLIENT_MAX`).
+const CLIENT_MAX: usize = 10;
+/// A message: a u64 (`MSG_SIZE`).
+const MSG_SIZE: usize = 8;
 
-fn server(a: &Args) -> Res<()> {
-    let idle: u64 = a.rest.first().map_or(Ok(3), |s| s.parse())?;
-    let peer = common::peer(&a.addr, true)?;
-    let mut scfg = SrqCfg::new();
-    scfg.set_rq_size(SLOTS as u32);
-    scfg.set_rcq_size(SLOTS as u32 * 2);
-    let srq = Srq::new(&peer, Some(&scfg))?;
-    let rcq = srq.rcq().ok_or("the SRQ has no receive CQ")?;
-    let rcv = MrLocal::reg(&peer, AlignedBuf::new(8 * SLOTS)?, Usage::RECV)?;
-    for i in 0..SLOTS {
-        srq.recv(&rcv, 8 * i, 8, i as u64)?;
-    }
-    let mut cfg = ConnCfg::new();
-    cfg.set_srq(Some(&srq));
-    let ep = Ep::listen(&peer, &a.addr, a.port)?;
-    let mut conns: Vec<(Conn, MrLocal<AlignedBuf>)> = Vec::new();
-    let (mut answered, mut finished) = (0, 0);
+/// Takes connections until none comes within `timeout`; each gets a receive
+/// posted to the SRQ before it is accepted.
+fn listen(ep: &Ep, srq: &Srq, recv: &MrLocal<AlignedBuf>, timeout: Duration) -> Res<Vec<Conn>> {
+    let mut cfg = rpma::ConnCfg::new();
+    cfg.set_srq(Some(srq));
+    let mut conns: Vec<Conn> = Vec::new();
     loop {
-        let mut fds = vec![ep.fd(), rcq.fd()];
-        fds.extend(conns.iter().map(|(c, _)| c.event_fd()));
-        let polled = conns.len();
-        let ready = poll_fds(&fds, Some(Duration::from_secs(idle)))?;
-        if !ready.iter().any(|&r| r) {
-            break; // idle for `idle` seconds
+        let req = match ep.next_conn_req_timeout(Some(&cfg), timeout) {
+            Err(Error::NoEvent) => return Ok(conns),
+            other => other?,
+        };
+        let slot = conns.len();
+        if slot == CLIENT_MAX {
+            eprintln!("No free slot for a new connection request.");
+            continue; // the request is dropped: rejected
         }
-        if ready[0] {
-            let conn = ep.next_conn_req(Some(&cfg))?.connect(&[])?;
-            conns.push((conn, MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?));
+        srq.recv(recv, MSG_SIZE * slot, MSG_SIZE, slot as u64)?;
+        let conn = req.connect(&[])?;
+        match conn.next_event_timeout(common::TIMEOUT)? {
+            ConnEvent::Established => conns.push(conn),
+            ev => return Err(format!("accepting failed: {ev}").into()),
         }
-        if ready[1] {
-            rcq.wait()?;
-            while let Ok(wc) = rcq.get_completion() {
-                if !wc.status.is_success() {
-                    return Err(format!("receive failed: {}", wc.status).into());
-                }
-                let slot = wc.op_context as usize;
-                let mut b = [0u8; 8];
-                rcv.read_at(8 * slot, &mut b)?;
-                srq.recv(&rcv, 8 * slot, 8, slot as u64)?;
-                let v = u64::from_le_bytes(b);
-                if v == DONE {
-                    finished += 1;
-                    continue;
-                }
-                let (conn, snd) = conns
-                    .iter_mut()
-                    .find(|(c, _)| c.qp_num() == wc.qp_num)
-                    .ok_or("a message from no known connection")?;
-                snd.write_at(0, &(v + 1).to_le_bytes())?;
-                conn.send(snd, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
-                common::wait_for(conn.cq(), CompletionOp::Send)?;
-                answered += 1;
-            }
-        }
-        // Connections in `fds` order; one accepted above is not among them.
-        for i in (0..polled).rev() {
-            if ready[2 + i] {
-                if let ConnEvent::Closed = conns[i].0.next_event()? {
-                    let (c, _) = conns.remove(i);
-                    c.disconnect()?;
-                }
-            }
-        }
+        println!("The client #{} has been connected.", conns.len());
     }
-    println!("server: answered {answered} messages from {finished} clients, idle for {idle} s: exiting");
+}
+
+/// Answers every value the SRQ receives until each client sent DONE.
+fn serve(srq: &Srq, conns: &[Conn], recv: &MrLocal<AlignedBuf>, send: &mut MrLocal<AlignedBuf>) -> Res<()> {
+    let rcq = srq.rcq().ok_or("the SRQ has no receive CQ")?;
+    let mut done = 0;
+    while done < conns.len() {
+        let wc = rcq.next_completion(common::TIMEOUT)?;
+        if !wc.status.is_success() {
+            return Err(format!("rpma_srq_recv() failed: {}", wc.status).into());
+        }
+        if wc.op != CompletionOp::Recv {
+            return Err(format!("received unexpected wc.opcode value ({:?} != Recv)", wc.op).into());
+        }
+        let conn = conns
+            .iter()
+            .find(|c| c.qp_num() == wc.qp_num)
+            .ok_or_else(|| format!("Unable to find the connection [qp#{}]", wc.qp_num))?;
+        // The slot of the receive buffer that got the message; its answer
+        // goes from the same slot of the send region.
+        let slot = usize::try_from(wc.op_context).ok().filter(|&s| s < CLIENT_MAX).ok_or("a receive of no slot")?;
+        let mut b = [0u8; MSG_SIZE];
+        recv.read_at(MSG_SIZE * slot, &mut b)?;
+        let v = u64::from_le_bytes(b);
+        if v == DONE {
+            done += 1;
+            continue;
+        }
+        let qp = conn.qp_num();
+        println!("[server] value received: {v} from the connection [qp#{qp}]");
+        srq.recv(recv, MSG_SIZE * slot, MSG_SIZE, slot as u64)?;
+        let answer = v.wrapping_add(1);
+        send.write_at(MSG_SIZE * slot, &answer.to_le_bytes())?;
+        println!("[server] value sent: {answer} from the connection [qp#{qp}]");
+        // librpma's sends without a completion; waiting for one here lets the
+        // send region be rewritten safely (the wire sees no difference).
+        conn.send(send, MSG_SIZE * slot, MSG_SIZE, Flags::COMPLETION_ALWAYS, 0)?;
+        common::wait_for(conn.cq(), CompletionOp::Send)?;
+    }
     Ok(())
 }
 
+fn server(a: &Args) -> Res<()> {
+    let timeout: i64 = match a.rest.first() {
+        Some(s) => s.parse().unwrap_or(0),
+        None => 5,
+    };
+    if timeout <= 0 {
+        let given = a.rest.first().map_or("", String::as_str);
+        return Err(format!("<timeout> should be a positive number of seconds ({given} given)").into());
+    }
+    let peer = common::peer(&a.addr, true)?;
+    let srq = Srq::new(&peer, None)?;
+    let ep = Ep::listen(&peer, &a.addr, a.port)?;
+    let recv = MrLocal::reg(&peer, AlignedBuf::new(CLIENT_MAX * MSG_SIZE)?, Usage::RECV)?;
+    let mut send = MrLocal::reg(&peer, AlignedBuf::new(CLIENT_MAX * MSG_SIZE)?, Usage::SEND)?;
+    let conns = listen(&ep, &srq, &recv, Duration::from_secs(timeout as u64))?;
+    println!("Server ended listening.");
+    let res =
+        serve(&srq, &conns, &recv, &mut send).map_err(|e| format!("{e}; Unable to receive data from all connections"));
+    // Disconnect every client, whatever happened.
+    let disconnected: rpma::Result<Vec<()>> = conns.iter().map(Conn::disconnect).collect();
+    res?;
+    Ok(disconnected.map(|_| ())?)
+}
+
 fn main() {
-    common::main_multi(server, |a| client(a, Mode::Cq, Example::E13), &["2"], &[&["10", "3"], &["100", "3"]]);
+    common::main_multi(
+        server,
+        |a| client(a, Mode::Cq, Example::E13),
+        &["3"],
+        &[&["1", "3"], &["5", "3"], &["10", "3"]],
+    );
 }

@@ -40,16 +40,25 @@ fn ex_03_read_to_persistent() {
     );
 }
 fn ex_04_write_to_persistent() {
-    run("04-write-to-persistent", &["server: the message written: Hello world!"]);
+    run(
+        "04-write-to-persistent",
+        &["Next value: Hello world!", "translating...", "Translation: ¡Hola Mundo!", "New value: Hello world!"],
+    );
 }
 fn ex_05_flush_to_persistent() {
     run(
         "05-flush-to-persistent",
-        &["client: wrote \"Hello world!\", flushed (Visibility)", "server: the message flushed: Hello world!"],
+        &[
+            "Next value: Hello world!",
+            "RPMA_FLUSH_TYPE_PERSISTENT is NOT supported, RPMA_FLUSH_TYPE_VISIBILITY is used instead",
+            "translating...",
+            "Translation: ¡Hola Mundo!",
+            "New value: Hello world!",
+        ],
     );
 }
 fn ex_07_atomic_write() {
-    run("07-atomic-write", &["client: appended 3 words, used = 24", "server: the log (16 bytes): Hello,remotelog!"]);
+    run("07-atomic-write", &["used value: 16", "1st_word\n2nd_word\n3rd_word\n"]);
 }
 fn ex_08_messages_ping_pong() {
     run("08-messages-ping-pong", &["Value sent: 7", "Value received: 8", "Value sent: 8", "Value received: 9"]);
@@ -91,9 +100,13 @@ fn ex_06_multiple_connections() {
     run(
         "06-multiple-connections",
         &[
-            "server: a client says: hello from client 1",
-            "server: a client says: hello from client 2",
-            "server: served 2 clients",
+            "Today I have got in touch with:",
+            "My names is: Chet",
+            "My names is: Piotr",
+            "My names is: Lukasz",
+            "- Chet\n",
+            "- Piotr\n",
+            "- Lukasz\n",
         ],
     );
 }
@@ -101,9 +114,13 @@ fn ex_06scch_multiple_connections() {
     run(
         "06scch-multiple-connections",
         &[
-            "server: a client says: hello from client 1",
-            "server: a client says: hello from client 2",
-            "server: served 2 clients",
+            "Today I have got in touch with:",
+            "My names is: Chet",
+            "My names is: Piotr",
+            "My names is: Lukasz",
+            "- Chet\n",
+            "- Piotr\n",
+            "- Lukasz\n",
         ],
     );
 }
@@ -111,19 +128,44 @@ fn ex_09_flush_to_persistent_gpspm() {
     run(
         "09-flush-to-persistent-GPSPM",
         &[
-            "server: persisted 13 bytes at 0: Hello GPSPM!",
-            "client: \"Hello GPSPM!\" written and persisted by the server",
+            "Next value: Hello world!",
+            "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+            "At this point, persist function should be called if persistent memory will be in use",
+            "translating...",
+            "Translation: ¡Hola Mundo!",
+            "New value: Hello world!",
         ],
     );
 }
 fn ex_09scch_flush_to_persistent_gpspm() {
     run(
         "09scch-flush-to-persistent-GPSPM",
-        &["server: persisted 13 bytes at 0: Hello GPSPM!", "written and persisted by the server"],
+        &[
+            "Next value: Hello world!",
+            "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+            "At this point, persistent function should be called if persistent memory will be in use",
+            "translating...",
+            "Translation: ¡Hola Mundo!",
+            "New value: Hello world!",
+        ],
     );
 }
 fn ex_13_messages_ping_pong_with_srq() {
-    run("13-messages-ping-pong-with-srq", &["server: answered 6 messages from 2 clients"]);
+    run(
+        "13-messages-ping-pong-with-srq",
+        &[
+            "The client #3 has been connected.",
+            "Server ended listening.",
+            "] value sent: 1\n",
+            "] value received: 2\n",
+            "] value sent: 3\n",
+            "] value received: 4\n",
+            "] value sent: 10\n",
+            "] value received: 13\n",
+            "[server] value received: 12 from the connection [qp#",
+            "[server] value sent: 13 from the connection [qp#",
+        ],
+    );
 }
 fn ex_log() {
     run("log", &["custom log function: [Error]", "some info"]);

@@ -13,8 +13,13 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(10);
-const LOG: u64 = 4096;
-const HDR: u64 = 8;
+// Example 07's log (librpma's layout): an 8-byte signature ("LOG" and NULs)
+// at 0, the commit pointer `used` (u64 LE) at 8 (the `data_offset` the
+// server sends), the data at 16; 1040 bytes.
+const SIGNATURE: &[u8; 8] = b"LOG\0\0\0\0\0";
+const USED_AT: u64 = 8;
+const HDR: u64 = 16;
+const LOG: u64 = HDR + 1024;
 const REC: usize = 32;
 
 fn record(seq: u64) -> [u8; REC] {
@@ -34,7 +39,9 @@ use common::Rng;
 /// Checks the log file; returns its commit pointer.
 fn verify(path: &str, acked: &[(u64, u64)]) -> u64 {
     let bytes = std::fs::read(path).unwrap();
-    let used = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    assert!(bytes.len() as u64 >= LOG, "the log file is {} bytes long", bytes.len());
+    assert_eq!(&bytes[..8], SIGNATURE, "the log's signature");
+    let used = u64::from_le_bytes(bytes[USED_AT as usize..HDR as usize].try_into().unwrap());
     assert!((HDR..=LOG).contains(&used) && (used - HDR).is_multiple_of(REC as u64), "commit pointer {used}");
     for (i, off) in (HDR..used).step_by(REC).enumerate() {
         let got = &bytes[off as usize..off as usize + REC];
@@ -57,7 +64,15 @@ fn soak_kill_and_restart() {
     let mut acked: Vec<(u64, u64)> = Vec::new();
     let mut seq = 0u64;
     let mut kills = 0;
+    let mut fresh_logs = 1;
     for round in 0..rounds {
+        if HDR + (seq + 1) * REC as u64 > LOG {
+            // The 1024-byte log is full (32 records): start a fresh one.
+            std::fs::remove_file(&path).unwrap();
+            acked.clear();
+            seq = 0;
+            fresh_logs += 1;
+        }
         let p = port(160 + (round % 16) as u16);
         let mut child = Command::new(&server)
             .args(["server", &addr(), &p.to_string(), &path])
@@ -75,9 +90,12 @@ fn soak_kill_and_restart() {
                 _ => std::thread::sleep(Duration::from_millis(100)),
             }
         };
-        let log = CommonData::decode(conn.private_data()).unwrap().mr;
+        let cd = CommonData::decode(conn.private_data()).unwrap();
+        assert_eq!(cd.data_offset as u64, USED_AT, "example 07 sends the place of `used` as data_offset");
+        assert_eq!(cd.mr.size(), LOG, "example 07's log size");
+        let log = cd.mr;
         let mut local = MrLocal::reg(&peer, AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
-        conn.read(&local, 0, &log, 0, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
+        conn.read(&local, 0, &log, USED_AT, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
         assert!(conn.cq().next_completion(T).unwrap().status.is_success());
         let mut b = [0u8; 8];
         local.read_at(0, &mut b).unwrap();
@@ -93,8 +111,8 @@ fn soak_kill_and_restart() {
             let on_err = Flags::COMPLETION_ON_ERROR;
             conn.write(&log, used, &local, 8, REC, on_err, 1).unwrap();
             conn.flush(&log, used, REC as u64, FlushType::Visibility, on_err, 2).unwrap();
-            conn.atomic_write(&log, 0, (used + REC as u64).to_le_bytes(), on_err, 3).unwrap();
-            conn.flush(&log, 0, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 4).unwrap();
+            conn.atomic_write(&log, USED_AT, (used + REC as u64).to_le_bytes(), on_err, 3).unwrap();
+            conn.flush(&log, USED_AT, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 4).unwrap();
             if last && rng.next().is_multiple_of(2) {
                 // Kill with the record in flight: it may or may not land.
                 child.kill().unwrap();
@@ -123,7 +141,10 @@ fn soak_kill_and_restart() {
         let used_now = verify_after_kill(&mut child, &path, &acked);
         seq = (used_now - HDR) / REC as u64;
     }
-    println!("  {rounds} rounds, {kills} kills, {} acknowledged records, all present and intact", acked.len());
+    println!(
+        "  {rounds} rounds, {kills} kills, {fresh_logs} log file(s), {} acknowledged records in the last, all present and intact",
+        acked.len()
+    );
     let _ = std::fs::remove_file(&path);
 }
 

@@ -97,23 +97,117 @@ fn common_data_accepts_exactly_the_consistent_layouts() {
     assert!(ok > 100, "valid layouts reached ({ok})");
 }
 
+/// A protobuf field as the GPSPM generator makes it: its number, wire type
+/// and encoded bytes; for a fixed64 (wire type 1) also its value.
+struct Field {
+    number: u64,
+    wire: u64,
+    value: u64,
+    bytes: Vec<u8>,
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn field(r: &mut Rng) -> Field {
+    // mostly the three known numbers, sometimes 0 or an unknown one
+    let number = match r.next() % 10 {
+        0 => 0,
+        1 | 2 => 4 + r.next() % 5000,
+        n => (n % 3) + 1,
+    };
+    // mostly fixed64, else any of the 8 wire types
+    let wire = if r.next().is_multiple_of(3) { r.next() % 8 } else { 1 };
+    let mut bytes = Vec::new();
+    varint((number << 3) | wire, &mut bytes);
+    if r.next().is_multiple_of(8) && bytes.len() < 5 {
+        // a non-minimal tag: one more continuation byte
+        let last = bytes.len() - 1;
+        bytes[last] |= 0x80;
+        bytes.push(0);
+    }
+    let value = r.next();
+    match wire {
+        0 => varint(value >> (r.next() % 64), &mut bytes),
+        1 => bytes.extend_from_slice(&value.to_le_bytes()),
+        2 => {
+            let n = (r.next() % 6) as usize;
+            varint(n as u64, &mut bytes);
+            bytes.extend((0..n).map(|_| r.next() as u8));
+        }
+        5 => bytes.extend_from_slice(&(value as u32).to_le_bytes()),
+        _ => {} // groups, 6, 7: refused at the tag
+    }
+    Field { number, wire, value, bytes }
+}
+
+/// What a decoder of `n` required fixed64 fields (numbered 1..=n) must
+/// give for `fields`, worked out from how they were made.
+fn expected<const N: usize>(fields: &[Field]) -> Option<[u64; N]> {
+    let mut got = [None; N];
+    for f in fields {
+        match f.number {
+            0 => return None,
+            k if k <= N as u64 => {
+                if f.wire != 1 {
+                    return None;
+                }
+                got[k as usize - 1] = Some(f.value);
+            }
+            _ if matches!(f.wire, 0 | 1 | 2 | 5) => {}
+            _ => return None,
+        }
+    }
+    let mut out = [0; N];
+    for (o, g) in out.iter_mut().zip(got) {
+        *o = g?;
+    }
+    Some(out)
+}
+
 #[test]
 fn gpspm_messages() {
     let mut r = Rng(0x5eed_0004);
+    let (mut ok_req, mut ok_resp) = (0, 0);
     for _ in 0..CASES {
-        let b = r.bytes(32);
+        let fields: Vec<Field> = (0..r.next() % 7).map(|_| field(&mut r)).collect();
+        let mut b: Vec<u8> = fields.iter().flat_map(|f| f.bytes.iter().copied()).collect();
+        // now and then cut inside the last field: never decodes
+        let cut = !b.is_empty() && fields.last().is_some_and(|f| f.bytes.len() > 1) && r.next().is_multiple_of(5);
+        if cut {
+            let last = fields.last().unwrap().bytes.len();
+            b.truncate(b.len() - 1 - (r.next() as usize % (last - 1)));
+        }
+        let want_req = if cut { None } else { expected::<3>(&fields) };
+        let want_resp = if cut { None } else { expected::<1>(&fields) };
         match FlushRequest::decode(&b) {
             Ok(q) => {
-                assert!(b.len() >= 24);
-                assert_eq!((q.offset, q.length, q.op_context), (le64(&b), le64(&b[8..]), le64(&b[16..])));
+                assert_eq!(Some([q.offset, q.length, q.op_context]), want_req, "{b:02x?}");
                 assert_eq!(FlushRequest::decode(&q.encode()).unwrap(), q);
                 let _ = q.check(r.next()); // never panics, even when offset + length overflows
+                ok_req += 1;
             }
-            Err(_) => assert!(b.len() < 24),
+            Err(e) => {
+                assert_eq!(want_req, None, "{b:02x?}: {e}");
+                assert_eq!(e.code(), rpma::error::RPMA_E_INVAL);
+            }
         }
         match FlushResponse::decode(&b) {
-            Ok(p) => assert_eq!(p.op_context, le64(&b)),
-            Err(_) => assert!(b.len() < 8),
+            Ok(p) => {
+                assert_eq!(Some([p.op_context]), want_resp, "{b:02x?}");
+                ok_resp += 1;
+            }
+            Err(e) => assert_eq!(want_resp, None, "{b:02x?}: {e}"),
         }
+        // arbitrary bytes: a value or an error, never a panic
+        let junk = r.bytes(40);
+        let _ = FlushRequest::decode(&junk);
+        let _ = FlushResponse::decode(&junk);
     }
+    assert!(ok_req > CASES / 100 && ok_resp > CASES / 20, "valid messages reached ({ok_req}, {ok_resp})");
 }

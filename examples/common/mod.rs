@@ -212,6 +212,13 @@ impl Memory {
     pub fn is_file(&self) -> bool {
         matches!(self, Memory::File(_))
     }
+    /// The registered size in bytes.
+    pub fn size(&self) -> usize {
+        match self {
+            Memory::Dram(m) => m.size(),
+            Memory::File(m) => m.size(),
+        }
+    }
     pub fn read_at(&self, off: usize, dst: &mut [u8]) -> rpma::Result<()> {
         match self {
             Memory::Dram(m) => m.read_at(off, dst),
@@ -233,6 +240,122 @@ impl Memory {
             Memory::Dram(m) => rpma::CommonData::encode(data_offset, m, cfg),
             Memory::File(m) => rpma::CommonData::encode(data_offset, m, cfg),
         }
+    }
+    /// `conn.write(dst, dst_off, <this region>, src_off, len, flags, op_context)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_to(
+        &self,
+        conn: &Conn,
+        dst: &rpma::MrRemote,
+        dst_off: u64,
+        src_off: usize,
+        len: usize,
+        flags: rpma::Flags,
+        op_context: u64,
+    ) -> rpma::Result<()> {
+        match self {
+            Memory::Dram(m) => conn.write(dst, dst_off, m, src_off, len, flags, op_context),
+            Memory::File(m) => conn.write(dst, dst_off, m, src_off, len, flags, op_context),
+        }
+    }
+    /// Makes a file's contents durable (`msync`); nothing for DRAM.
+    pub fn persist(&self) -> rpma::Result<()> {
+        match self {
+            Memory::Dram(_) => Ok(()),
+            Memory::File(m) => m.persist(),
+        }
+    }
+}
+
+/// librpma's examples' signature, with its NUL (`SIGNATURE_STR`,
+/// `SIGNATURE_LEN` 17): it marks a persistent region's contents as valid.
+pub const SIGNATURE: &[u8] = b"RPMA_EXAMPLE_SIG\0";
+
+/// The memory of librpma's examples 03, 04, 05 and 09, and where their data
+/// starts in it (`struct common_mem`).
+///
+/// With a `pmem-path` (`common_pmem_map_file_with_signature_check`): the file,
+/// mapped whole and grown to at least `offset + 17 + size` bytes, with the
+/// signature at `offset` and the data at `data_offset = offset + 17`. When
+/// the signature is missing, `init` prepares the data and the signature is
+/// written after it. Unlike librpma's, any file is taken (librpma's refuses
+/// one that is not real PMem); it is made durable with `msync`.
+///
+/// Without: `size` bytes of page-aligned DRAM, `data_offset` 0, prepared by
+/// `init`; as librpma's, this says so on stderr.
+pub fn example_memory(
+    peer: &Peer,
+    path: Option<&str>,
+    offset: usize,
+    size: usize,
+    usage: rpma::Usage,
+    init: &dyn Fn(&mut Memory, usize) -> Res<()>,
+) -> Res<(Memory, usize)> {
+    let Some(path) = path else {
+        eprintln!("No <pmem-path> provided. Using DRAM instead.");
+        let mut mem = Memory::reg(peer, None, size, usage)?;
+        init(&mut mem, 0)?;
+        return Ok((mem, 0));
+    };
+    let data_offset = offset.checked_add(SIGNATURE.len()).ok_or("the pmem-offset is too big")?;
+    let min = data_offset.checked_add(size).ok_or("the pmem-offset is too big")?;
+    let len = match std::fs::metadata(path) {
+        Ok(m) => usize::try_from(m.len()).unwrap_or(usize::MAX).max(min),
+        Err(_) => min, // created by the mapping
+    };
+    let mut mem = Memory::reg(peer, Some(path), len, usage)?;
+    let mut sig = [0u8; SIGNATURE.len()];
+    mem.read_at(offset, &mut sig)?;
+    if sig != SIGNATURE {
+        init(&mut mem, data_offset)?;
+        mem.persist()?;
+        mem.write_at(offset, SIGNATURE)?;
+        mem.persist()?;
+    }
+    Ok((mem, data_offset))
+}
+
+/// librpma's examples' `struct hello_t`: a `u32` language (0 English, 1
+/// Spanish) at 0, then a 1024-byte NUL-terminated string at 4.
+pub mod hello {
+    use super::{Memory, Res};
+
+    /// `HELLO_STR_SIZE`.
+    pub const HELLO_STR_SIZE: usize = 1024;
+    /// `HELLO_STR_OFFSET`: the string follows the language.
+    pub const HELLO_STR_OFFSET: usize = 4;
+    /// `HELLO_T_SIZE`.
+    pub const HELLO_T_SIZE: usize = HELLO_STR_OFFSET + HELLO_STR_SIZE;
+    const TEXT: [&str; 2] = ["Hello world!", "¡Hola Mundo!"];
+
+    /// `write_hello_str`: the greeting in language `lang` at `at`, the rest
+    /// of the string zeroed.
+    pub fn write(mem: &mut Memory, at: usize, lang: u32) -> Res<()> {
+        let lang = lang % TEXT.len() as u32;
+        let mut t = [0u8; HELLO_T_SIZE];
+        t[..HELLO_STR_OFFSET].copy_from_slice(&lang.to_le_bytes());
+        let s = TEXT[lang as usize].as_bytes();
+        t[HELLO_STR_OFFSET..HELLO_STR_OFFSET + s.len()].copy_from_slice(s);
+        Ok(mem.write_at(at, &t)?)
+    }
+
+    /// The language and the string of the `hello_t` at `at`.
+    pub fn read(mem: &Memory, at: usize) -> Res<(u32, String)> {
+        let mut t = [0u8; HELLO_T_SIZE];
+        mem.read_at(at, &mut t)?;
+        let lang = u32::from_le_bytes(t[..HELLO_STR_OFFSET].try_into()?);
+        Ok((lang, super::cstr(&t[HELLO_STR_OFFSET..])))
+    }
+
+    /// `translate`: says "translating...", switches the `hello_t` at `at` to
+    /// the other language (made durable when `mem` is a file) and returns
+    /// the new string.
+    pub fn translate(mem: &mut Memory, at: usize) -> Res<String> {
+        println!("translating...");
+        let (lang, _) = read(mem, at)?;
+        write(mem, at, lang.wrapping_add(1))?;
+        mem.persist()?;
+        Ok(read(mem, at)?.1)
     }
 }
 pub mod gpspm;

@@ -16,8 +16,8 @@ pub enum Example {
     /// 12 and 12scch: `rounds - 1` exchanges, `CLIENT:`/`SERVER:` lines;
     /// both sides close first.
     E12,
-    /// 13's client: `rounds` exchanges, `client: a -> b` lines, closes first
-    /// (13's server closes a connection after seeing it closed).
+    /// 13's client: `rounds` exchanges, `[client #PID] value sent/received`
+    /// lines; closes second (13's server disconnects every client at its end).
     E13,
 }
 
@@ -157,16 +157,17 @@ pub fn client(a: &Args, mode: Mode, ex: Example) -> Res<()> {
     let mut v = seed;
     for _ in 0..exchanges {
         conn.recv(&r, 0, 8, 1)?;
-        if ex != Example::E13 {
-            println!("{p}Value sent: {v}");
+        match ex {
+            Example::E13 => println!("[client #{}] value sent: {v}", std::process::id()),
+            _ => println!("{p}Value sent: {v}"),
         }
         send(&conn, &mut m, None, mode, v, true)?;
         let got = get(&r)?;
-        if got != v + 1 {
+        if got != v.wrapping_add(1) {
             return Err(format!("sent {v}, got {got} back").into());
         }
         match ex {
-            Example::E13 => println!("client: {v} -> {got}"),
+            Example::E13 => println!("[client #{}] value received: {got}", std::process::id()),
             _ => println!("{p}Value received: {got}"),
         }
         v = got;
@@ -176,8 +177,8 @@ pub fn client(a: &Args, mode: Mode, ex: Example) -> Res<()> {
     }
     send(&conn, &mut m, None, mode, DONE, false)?;
     match ex {
-        // librpma's 08srq client waits for the server's disconnect.
-        Example::E08srq => super::close_second(conn),
-        _ => super::close_first(conn),
+        // librpma's 08srq and 13 clients wait for the server's disconnect.
+        Example::E08srq | Example::E13 => super::close_second(conn),
+        Example::E12 => super::close_first(conn),
     }
 }

@@ -3,15 +3,25 @@
 //! With GPSPM the client writes, then *asks* the server to make a range
 //! persistent by sending a flush request; the server persists it (e.g.
 //! `msync`, or `pmem_persist` on PMem) and answers with a flush response
-//! (librpma's example 09). librpma encodes these messages with protobuf;
-//! rpma uses a fixed little-endian layout instead (24-byte request, 8-byte
-//! response), so rpma's GPSPM peers talk to each other, not to librpma's.
+//! (librpma's example 09).
+//!
+//! The messages are librpma's: its example 09 packs them with protobuf
+//! (proto2, every field `required fixed64`), so a request is 27 bytes
+//! (`09 <offset> 11 <length> 19 <op_context>`, each value a u64
+//! little-endian) and a response 9 (`09 <op_context>`). rpma encodes and
+//! decodes them by hand (no protobuf dependency), so an rpma peer talks to
+//! librpma's. Decode exactly the bytes received (the receive completion's
+//! `byte_len`): a protobuf message has no length of its own, and zero
+//! padding after it does not decode. Receive into buffers bigger than the
+//! message sizes (librpma's example posts 512 bytes): a protobuf peer may
+//! add fields, which the decoders skip.
 //!
 //! ```
 //! use rpma::gpspm::{FlushRequest, FlushResponse};
 //! let req = FlushRequest { offset: 4096, length: 64, op_context: 7 };
 //! assert_eq!(FlushRequest::decode(&req.encode())?, req);
 //! assert_eq!(FlushResponse::decode(&FlushResponse { op_context: 7 }.encode())?.op_context, 7);
+//! assert_eq!(FlushResponse { op_context: 0xF01D }.encode(), [0x09, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0]);
 //! # Ok::<(), rpma::Error>(())
 //! ```
 
@@ -38,7 +48,7 @@ pub struct FlushRequest {
 }
 
 impl FlushRequest {
-    /// The 24-byte encoding.
+    /// The 27-byte encoding (librpma's protobuf, fields in number order).
     pub fn encode(&self) -> [u8; GPSPM_REQUEST_SIZE] {
         wire::encode_gpspm_request(&GpspmRequestWire {
             offset: self.offset,
@@ -47,10 +57,13 @@ impl FlushRequest {
         })
     }
 
-    /// Decodes a request received from a peer.
+    /// Decodes a request received from a peer: exactly the bytes received.
     ///
     /// # Errors
-    /// [`Error::Inval`] when it is shorter than 24 bytes.
+    /// [`Error::Inval`] naming the fault when the bytes are not a protobuf
+    /// flush request: a field missing or truncated, a known field not
+    /// `fixed64`, an unsupported wire type, field number 0 (e.g. zero
+    /// padding after the message).
     pub fn decode(bytes: &[u8]) -> Result<FlushRequest> {
         let w = wire::decode_gpspm_request(bytes)?;
         Ok(FlushRequest { offset: w.offset, length: w.length, op_context: w.op_context })
@@ -85,16 +98,16 @@ pub struct FlushResponse {
 }
 
 impl FlushResponse {
-    /// The 8-byte encoding.
+    /// The 9-byte encoding (librpma's protobuf).
     pub fn encode(&self) -> [u8; GPSPM_RESPONSE_SIZE] {
-        wire::encode_u64(self.op_context)
+        wire::encode_gpspm_response(self.op_context)
     }
 
-    /// Decodes a response received from a peer.
+    /// Decodes a response received from a peer: exactly the bytes received.
     ///
     /// # Errors
-    /// [`Error::Inval`] when it is shorter than 8 bytes.
+    /// [`Error::Inval`] as for [`FlushRequest::decode`].
     pub fn decode(bytes: &[u8]) -> Result<FlushResponse> {
-        Ok(FlushResponse { op_context: wire::decode_u64(bytes, "GPSPM flush response")? })
+        Ok(FlushResponse { op_context: wire::decode_gpspm_response(bytes)? })
     }
 }

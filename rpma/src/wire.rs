@@ -1,14 +1,18 @@
 //! Wire formats exchanged with peers, byte-compatible with librpma.
 //!
 //! This is the only module that uses `bincode` (pinned `=1.3.3`, an
-//! unmaintained crate: RUSTSEC-2025-0141). Everything here is a fixed,
-//! little-endian, packed layout, pinned by golden-byte tests, so the encoder
-//! can be swapped without touching the rest of the library.
+//! unmaintained crate: RUSTSEC-2025-0141). The descriptors and the
+//! examples' private data are fixed, little-endian, packed layouts; the
+//! GPSPM messages are librpma's example 09's protobuf messages, encoded and
+//! decoded by hand. All are pinned by golden-byte tests, so the encoder can
+//! be swapped without touching the rest of the library.
 //!
-//! | descriptor | bytes | layout |
+//! | descriptor / message | bytes | layout |
 //! |---|---|---|
 //! | memory region | 21 | `addr: u64 LE`, `size: u64 LE`, `rkey: u32 LE`, `usage: u8` |
 //! | peer configuration | 1 | `direct_write_to_pmem: u8` (0 or 1; any non-zero reads as true) |
+//! | GPSPM flush request | 27 | `09 offset: u64 LE`, `11 length: u64 LE`, `19 op_context: u64 LE` (protobuf) |
+//! | GPSPM flush response | 9 | `09 op_context: u64 LE` (protobuf) |
 
 use crate::error::{Error, Result};
 use bincode::Options;
@@ -219,63 +223,257 @@ mod common_tests {
     }
 }
 
-/// GPSPM flush request: offset, length, op_context (24 bytes, little-endian).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+// GPSPM messages: librpma's example 09 packs them with protobuf-c from
+//
+//     syntax = "proto2";
+//     message GPSPM_flush_request  { required fixed64 offset = 1; required fixed64 length = 2;
+//                                    required fixed64 op_context = 3; }
+//     message GPSPM_flush_response { required fixed64 op_context = 1; }
+//
+// A `fixed64` field is its tag, the varint `(number << 3) | 1` (one byte
+// for these numbers), then 8 bytes little-endian. protobuf-c writes the
+// fields in number order, so a request is 27 bytes and a response 9:
+//
+//     09 <offset> 11 <length> 19 <op_context>      09 <op_context>
+//
+// The decoder accepts what protobuf-c's does for these messages: fields in
+// any order, a repeated field's last value winning, unknown fields of wire
+// types 0 (varint), 1 (64-bit), 2 (length-delimited) and 5 (32-bit)
+// skipped; it refuses a missing field, a known field with another wire type
+// than 1, groups (3, 4), wire types 6 and 7, field number 0 (so trailing
+// zero bytes) and anything truncated. (A differential run against
+// protobuf-c 1.4's unpack over 200,000 generated inputs agreed on all but
+// one kind: protobuf-c refuses field number 0 only in a one-byte tag and
+// skips it in a longer one, e.g. `80 00`; rpma refuses it, as the protobuf
+// encoding rules do.)
+
+/// The fields of a GPSPM flush request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GpspmRequestWire {
     pub offset: u64,
     pub length: u64,
     pub op_context: u64,
 }
 
-/// Size of an encoded GPSPM flush request.
-pub const GPSPM_REQUEST_SIZE: usize = 24;
-/// Size of an encoded GPSPM flush response.
-pub const GPSPM_RESPONSE_SIZE: usize = 8;
+/// Size of an encoded GPSPM flush request (librpma's example 09: protobuf, 27 bytes).
+pub const GPSPM_REQUEST_SIZE: usize = 27;
+/// Size of an encoded GPSPM flush response (librpma's example 09: protobuf, 9 bytes).
+pub const GPSPM_RESPONSE_SIZE: usize = 9;
+
+/// Protobuf wire types.
+const PB_VARINT: u64 = 0;
+const PB_I64: u64 = 1;
+const PB_LEN: u64 = 2;
+const PB_I32: u64 = 5;
+
+/// Writes `values` as `fixed64` fields numbered 1, 2, ... into `out`.
+fn encode_fixed64_fields(values: &[u64], out: &mut [u8]) {
+    for (i, (v, chunk)) in values.iter().zip(out.chunks_exact_mut(9)).enumerate() {
+        chunk[0] = (((i as u8) + 1) << 3) | PB_I64 as u8;
+        chunk[1..].copy_from_slice(&v.to_le_bytes());
+    }
+}
 
 pub(crate) fn encode_gpspm_request(r: &GpspmRequestWire) -> [u8; GPSPM_REQUEST_SIZE] {
     let mut out = [0u8; GPSPM_REQUEST_SIZE];
-    opts().serialize_into(&mut out[..], r).expect("fixed-layout request encodes into 24 bytes");
+    encode_fixed64_fields(&[r.offset, r.length, r.op_context], &mut out);
     out
+}
+
+pub(crate) fn encode_gpspm_response(op_context: u64) -> [u8; GPSPM_RESPONSE_SIZE] {
+    let mut out = [0u8; GPSPM_RESPONSE_SIZE];
+    encode_fixed64_fields(&[op_context], &mut out);
+    out
+}
+
+/// Reads a varint of at most `max` bytes at `*pos`, advancing `*pos`.
+fn read_varint(bytes: &[u8], pos: &mut usize, max: usize, what: &str) -> Result<u64> {
+    let mut v = 0u64;
+    for i in 0..max {
+        let Some(&b) = bytes.get(*pos) else {
+            return Err(Error::inval(format!("{what}: truncated varint at byte {}", *pos)));
+        };
+        *pos += 1;
+        // bits beyond 64 (a 10th byte above 1) are dropped, as protobuf-c does
+        v |= u64::from(b & 0x7f).checked_shl(7 * i as u32).unwrap_or(0);
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(Error::inval(format!("{what}: a varint longer than {max} bytes ends at byte {}", *pos)))
+}
+
+/// Advances `*pos` by `n` bytes, which must be there; returns where they start.
+fn take(bytes: &[u8], pos: &mut usize, n: u64, what: &str) -> Result<usize> {
+    let start = *pos;
+    let end = usize::try_from(n).ok().and_then(|n| start.checked_add(n)).filter(|&e| e <= bytes.len());
+    match end {
+        Some(e) => {
+            *pos = e;
+            Ok(start)
+        }
+        None => Err(Error::inval(format!(
+            "{what}: a field of {n} bytes at byte {start} runs past the end ({} bytes)",
+            bytes.len()
+        ))),
+    }
+}
+
+/// Decodes a proto2 message whose fields `names[i]` (numbered `i + 1`) are
+/// all `required fixed64`.
+fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str; N]) -> Result<[u64; N]> {
+    let mut values: [Option<u64>; N] = [None; N];
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let at = pos;
+        let tag = read_varint(bytes, &mut pos, 5, what)?;
+        let (number, wire) = (tag >> 3, tag & 7);
+        if number == 0 {
+            return Err(Error::inval(format!("{what}: field number 0 at byte {at}")));
+        }
+        match usize::try_from(number - 1).ok().filter(|&i| i < N) {
+            Some(i) if wire == PB_I64 => {
+                let start = take(bytes, &mut pos, 8, what)?;
+                let mut le = [0u8; 8];
+                le.copy_from_slice(&bytes[start..start + 8]);
+                values[i] = Some(u64::from_le_bytes(le));
+            }
+            Some(i) => {
+                return Err(Error::inval(format!(
+                    "{what}: field {} ({}) has wire type {wire}; a fixed64 has 1",
+                    i + 1,
+                    names[i]
+                )))
+            }
+            // an unknown field: skipped
+            None => match wire {
+                PB_VARINT => {
+                    read_varint(bytes, &mut pos, 10, what)?;
+                }
+                PB_I64 => {
+                    take(bytes, &mut pos, 8, what)?;
+                }
+                PB_LEN => {
+                    let len = read_varint(bytes, &mut pos, 10, what)?;
+                    take(bytes, &mut pos, len, what)?;
+                }
+                PB_I32 => {
+                    take(bytes, &mut pos, 4, what)?;
+                }
+                _ => {
+                    return Err(Error::inval(format!(
+                        "{what}: field {number} at byte {at} has wire type {wire}, which is not supported"
+                    )))
+                }
+            },
+        }
+    }
+    let mut out = [0u64; N];
+    for (i, v) in values.iter().enumerate() {
+        out[i] = v.ok_or_else(|| {
+            Error::inval(format!(
+                "{what}: the required field {} ({}) is missing ({} bytes)",
+                i + 1,
+                names[i],
+                bytes.len()
+            ))
+        })?;
+    }
+    Ok(out)
 }
 
 pub(crate) fn decode_gpspm_request(bytes: &[u8]) -> Result<GpspmRequestWire> {
-    if bytes.len() < GPSPM_REQUEST_SIZE {
-        return Err(Error::inval(format!(
-            "GPSPM flush request is {} bytes long; it must be {GPSPM_REQUEST_SIZE}",
-            bytes.len()
-        )));
-    }
-    opts()
-        .deserialize(&bytes[..GPSPM_REQUEST_SIZE])
-        .map_err(|e| Error::inval(format!("GPSPM flush request does not decode: {e}")))
+    let [offset, length, op_context] =
+        decode_fixed64_fields(bytes, "GPSPM flush request", ["offset", "length", "op_context"])?;
+    Ok(GpspmRequestWire { offset, length, op_context })
 }
 
-pub(crate) fn encode_u64(v: u64) -> [u8; 8] {
-    let mut out = [0u8; 8];
-    opts().serialize_into(&mut out[..], &v).expect("a u64 encodes into 8 bytes");
-    out
-}
-
-pub(crate) fn decode_u64(bytes: &[u8], what: &str) -> Result<u64> {
-    if bytes.len() < 8 {
-        return Err(Error::inval(format!("{what} is {} bytes long; it must be 8", bytes.len())));
-    }
-    opts().deserialize(&bytes[..8]).map_err(|e| Error::inval(format!("{what} does not decode: {e}")))
+pub(crate) fn decode_gpspm_response(bytes: &[u8]) -> Result<u64> {
+    let [op_context] = decode_fixed64_fields(bytes, "GPSPM flush response", ["op_context"])?;
+    Ok(op_context)
 }
 
 #[cfg(test)]
 mod gpspm_tests {
     use super::*;
 
+    /// Golden bytes: what protobuf-c 1.4 (librpma's example 09) packs for
+    /// {offset 0x10, length 0x400, op_context 0xF01D} and {op_context 0xF01D}.
+    const REQ: [u8; 27] = [
+        0x09, 0x10, 0, 0, 0, 0, 0, 0, 0, //
+        0x11, 0x00, 0x04, 0, 0, 0, 0, 0, 0, //
+        0x19, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0,
+    ];
+    const RESP: [u8; 9] = [0x09, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0];
+    const R: GpspmRequestWire = GpspmRequestWire { offset: 0x10, length: 0x400, op_context: 0xF01D };
+
+    fn req(fields: &[&[u8]]) -> Result<GpspmRequestWire> {
+        decode_gpspm_request(&fields.concat())
+    }
+    const F1: &[u8] = &[0x09, 3, 0, 0, 0, 0, 0, 0, 0];
+    const F2: &[u8] = &[0x11, 2, 0, 0, 0, 0, 0, 0, 0];
+    const F3: &[u8] = &[0x19, 1, 0, 0, 0, 0, 0, 0, 0];
+    const G: GpspmRequestWire = GpspmRequestWire { offset: 3, length: 2, op_context: 1 };
+
     #[test]
     fn gpspm_golden() {
-        let r = GpspmRequestWire { offset: 0x10, length: 0x0102, op_context: u64::MAX };
-        let b = encode_gpspm_request(&r);
-        assert_eq!(&b[..10], &[0x10, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x01]);
-        assert_eq!(&b[16..], &[0xff; 8]);
-        assert_eq!(decode_gpspm_request(&b).unwrap(), r);
-        assert!(decode_gpspm_request(&b[..23]).unwrap_err().to_string().contains("23 bytes"));
-        assert_eq!(decode_u64(&encode_u64(77), "x").unwrap(), 77);
-        assert!(decode_u64(&[1, 2], "response").is_err());
+        assert_eq!(encode_gpspm_request(&R), REQ);
+        assert_eq!(decode_gpspm_request(&REQ).unwrap(), R);
+        assert_eq!(encode_gpspm_response(0xF01D), RESP);
+        assert_eq!(decode_gpspm_response(&RESP).unwrap(), 0xF01D);
+        let max = GpspmRequestWire { offset: u64::MAX, length: 0, op_context: 1 << 63 };
+        assert_eq!(decode_gpspm_request(&encode_gpspm_request(&max)).unwrap(), max);
+    }
+
+    /// Each case as protobuf-c 1.4 decodes it (checked against
+    /// gpspm_flush_request__unpack).
+    #[test]
+    fn gpspm_decodes_as_protobuf_c() {
+        // any order; the last of a repeated field wins
+        assert_eq!(req(&[F3, F2, F1]).unwrap(), G);
+        assert_eq!(req(&[F1, F2, F3, &[0x09, 7, 0, 0, 0, 0, 0, 0, 0]]).unwrap().offset, 7);
+        // unknown fields of wire types 0, 2, 5 and 1 are skipped
+        let unknown: &[u8] = &[0x20, 0x96, 0x01, 0x2a, 2, b'h', b'i', 0x35, 1, 2, 3, 4, 0x39, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert_eq!(req(&[unknown, F1, F2, F3]).unwrap(), G);
+        // a non-minimal tag; a 5-byte tag of a big unknown field number
+        assert_eq!(req(&[&[0x89, 0x00, 3, 0, 0, 0, 0, 0, 0, 0], F2, F3]).unwrap(), G);
+        assert_eq!(req(&[&[0x80, 0x80, 0x80, 0x80, 0x10, 0x00], F1, F2, F3]).unwrap(), G);
+        // refused: a missing field, a varint for a fixed64, a group, trailing
+        // zero (field 0), wire type 6
+        let e = req(&[F1, F2]).unwrap_err().to_string();
+        assert!(e.contains("field 3 (op_context) is missing"), "{e}");
+        let e = req(&[&[0x08, 3], F2, F3]).unwrap_err().to_string();
+        assert!(e.contains("field 1 (offset) has wire type 0"), "{e}");
+        assert!(req(&[&[0x2b, 0x2c], F1, F2, F3]).unwrap_err().to_string().contains("wire type 3"));
+        assert!(req(&[F1, F2, F3, &[0]]).unwrap_err().to_string().contains("field number 0"));
+        assert!(req(&[&[0x0e], F1, F2, F3]).unwrap_err().to_string().contains("wire type 6"));
+        // truncated: everywhere
+        for n in 0..REQ.len() {
+            assert!(decode_gpspm_request(&REQ[..n]).is_err(), "{n} bytes");
+        }
+        for n in 0..RESP.len() {
+            assert!(decode_gpspm_response(&RESP[..n]).is_err(), "{n} bytes");
+        }
+        // lengths that overflow, tags too long
+        assert!(req(&[&[0x22, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01], F1, F2, F3]).is_err());
+        assert!(req(&[&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], F1, F2, F3]).unwrap_err().to_string().contains("longer"));
+        // the response's decoder skips the request's other fields
+        assert_eq!(decode_gpspm_response(&REQ).unwrap(), 0x10);
+    }
+
+    #[test]
+    fn gpspm_random_bytes_decode_or_err() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut b = x.to_le_bytes().repeat(4);
+            b[0] = [0x09, 0x11, 0x19, 0x0a, 0x22][(x % 5) as usize];
+            for n in 0..b.len() {
+                let _ = decode_gpspm_request(&b[..n]);
+                let _ = decode_gpspm_response(&b[..n]);
+            }
+        }
     }
 }
