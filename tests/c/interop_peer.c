@@ -8,14 +8,11 @@
  *       common_data {mr descriptor, peer cfg with direct_write_to_pmem on},
  *       pre-posts one 64-byte receive; after the client closes, prints what
  *       arrived: the string at 1024 and 2048, the u64 at 4088, the receive.
- *   interop_peer server ADDR PORT ex02
- *       as librpma's example 02's server: exposes exactly the 14 bytes of
- *       "Hello client!" and its NUL (READ_SRC), no peer cfg.
  *   interop_peer client ADDR PORT CASE
  *       CASE: read | write-flush-vis | write-flush-pers | atomic | send |
- *       send-imm | write-imm | ex02 (as librpma's example 02's client: reads
- *       the whole remote region from offset 0 into 1024 bytes, refusing a
- *       bigger one, and prints "Read a message: ...")
+ *       send-imm | write-imm
+ *
+ * The contracts of librpma's own examples are in example_peer.c.
  */
 #include <librpma.h>
 #include <arpa/inet.h>
@@ -76,21 +73,16 @@ static struct rpma_peer *peer_for(const char *addr, enum rpma_util_ibv_context_t
 	return peer;
 }
 
-static int server(const char *addr, const char *port, bool ex02)
+static int server(const char *addr, const char *port)
 {
 	struct rpma_peer *peer = peer_for(addr, RPMA_UTIL_IBV_CONTEXT_LOCAL);
 	char *buf = aligned_alloc(4096, SIZE), *rbuf = aligned_alloc(4096, 4096);
 	memset(buf, 0, SIZE);
 	memset(rbuf, 0, 4096);
 	struct rpma_mr_local *mr, *rmr;
-	if (ex02) {
-		strcpy(buf, "Hello client!");
-		CHECK(rpma_mr_reg(peer, buf, strlen(buf) + 1, RPMA_MR_USAGE_READ_SRC, &mr));
-	} else {
-		strcpy(buf, "Hello from C server!");
-		CHECK(rpma_mr_reg(peer, buf, SIZE, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST |
-			RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, &mr));
-	}
+	strcpy(buf, "Hello from C server!");
+	CHECK(rpma_mr_reg(peer, buf, SIZE, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST |
+		RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, &mr));
 	CHECK(rpma_mr_reg(peer, rbuf, 64, RPMA_MR_USAGE_RECV, &rmr));
 	struct common_data data = {0};
 	size_t ds;
@@ -101,7 +93,7 @@ static int server(const char *addr, const char *port, bool ex02)
 	CHECK(rpma_peer_cfg_new(&pcfg));
 	CHECK(rpma_peer_cfg_set_direct_write_to_pmem(pcfg, true));
 	CHECK(rpma_peer_cfg_get_descriptor(pcfg, &data.descriptors[ds]));
-	data.pcfg_desc_size = ex02 ? 0 : 1;
+	data.pcfg_desc_size = 1;
 	struct rpma_conn_private_data pdata = {&data, sizeof(data)};
 
 	struct rpma_ep *ep;
@@ -162,17 +154,7 @@ static int client(const char *addr, const char *port, const char *cs)
 	strcpy(buf + 512, msg);
 	size_t len = strlen(msg) + 1;
 	int f = RPMA_F_COMPLETION_ALWAYS;
-	if (!strcmp(cs, "ex02")) {
-		size_t rsize;
-		CHECK(rpma_mr_remote_get_size(rmr, &rsize));
-		if (rsize > 1024) {
-			fprintf(stderr, "Remote memory region size too big (%zu > 1024)\n", rsize);
-			return 1;
-		}
-		CHECK(rpma_read(conn, mr, 0, rmr, 0, rsize, f, NULL));
-		wait_one(conn);
-		printf("Read a message: %s\n", buf);
-	} else if (!strcmp(cs, "read")) {
+	if (!strcmp(cs, "read")) {
 		CHECK(rpma_read(conn, mr, 0, rmr, d->data_offset, 32, f, NULL));
 		wait_one(conn);
 		printf("read: \"%s\"\n", buf);
@@ -218,10 +200,10 @@ static int client(const char *addr, const char *port, const char *cs)
 
 int main(int argc, char *argv[])
 {
-	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "ex02"))) && !strcmp(argv[1], "server"))
-		return server(argv[2], argv[3], argc == 5);
+	if (argc == 4 && !strcmp(argv[1], "server"))
+		return server(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "client"))
 		return client(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: %s server ADDR PORT [ex02] | client ADDR PORT CASE\n", argv[0]);
+	fprintf(stderr, "usage: %s server ADDR PORT | client ADDR PORT CASE\n", argv[0]);
 	return 2;
 }
