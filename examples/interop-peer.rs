@@ -15,11 +15,19 @@ const SIZE: usize = 4096;
 fn server(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, true)?;
     let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT;
-    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, usage)?;
+    // With native RDMA FLUSH, Soft-RoCE grants persistent flush only on
+    // persistent memory: offer visibility only, and say so.
+    let (mut mr, persistent) = match MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, usage) {
+        Ok(mr) => (mr, true),
+        Err(e) => {
+            println!("server: persistent flush refused on DRAM: offering visibility flush only ({e})");
+            (MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, usage - Usage::FLUSH_TYPE_PERSISTENT)?, false)
+        }
+    };
     mr.write_at(0, b"Hello from Rust server!\0")?;
     let rcv = MrLocal::reg(&peer, AlignedBuf::new(64)?, Usage::RECV)?;
     let mut pcfg = PeerCfg::new();
-    pcfg.set_direct_write_to_pmem(true);
+    pcfg.set_direct_write_to_pmem(persistent);
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let pdata = CommonData::encode(0, &mr, Some(&pcfg));
     let conn = common::server_accept(&ep, None, &pdata, &|req| req.recv(&rcv, 0, 64, 1))?;
@@ -74,6 +82,15 @@ fn client(a: &Args) -> Res<()> {
             let pers = case == "write-flush-pers";
             if pers {
                 conn.apply_remote_peer_cfg(&cd.peer_cfg.ok_or("the server sent no peer configuration")?);
+                if !rmr.usage().contains(Usage::FLUSH_TYPE_PERSISTENT) {
+                    // The server could not offer it: rpma must refuse.
+                    let e = conn.flush(rmr, 1024, len as u64, FlushType::Persistent, f, 2).unwrap_err();
+                    if e.code() != rpma::error::RPMA_E_NOSUPP {
+                        return Err(format!("persistent flush without the usage: {e}").into());
+                    }
+                    println!("client: write-flush-pers refused (NOSUPP): the server offers no persistent flush");
+                    return common::close_first(conn);
+                }
             }
             conn.write(rmr, 1024, &buf, 512, len, Flags::COMPLETION_ON_ERROR, 1)?;
             let ty = if pers { FlushType::Persistent } else { FlushType::Visibility };

@@ -75,14 +75,29 @@ fn interop_matrix() {
             let msg = format!("from the {cli_name} client");
             let ok = match name {
                 "read" => k.contains(&format!("read: \"Hello from {srv_name} server!\"")),
-                "write-flush-vis" | "write-flush-pers" => s.contains(&format!("at1024: \"{msg}\"")),
+                "write-flush-vis" => s.contains(&format!("at1024: \"{msg}\"")),
+                // Where the server cannot offer persistent flush (native flush on
+                // DRAM, docs/worlds.md), the client must be refused, not flush.
+                "write-flush-pers" => {
+                    s.contains(&format!("at1024: \"{msg}\""))
+                        || (s.contains("persistent flush refused on DRAM")
+                            && k.contains("write-flush-pers refused (NOSUPP)")
+                            && rpma_harness::rxe_iba15())
+                }
                 "atomic" => s.contains("counter: 0x102030405060708"),
                 "send" => s.contains(&format!("msg \"{msg}")) && !s.contains(" imm "),
                 "send-imm" => s.contains(&format!("msg \"{msg}")) && s.contains(" imm 12648430"),
                 "write-imm" => s.contains(&format!("at2048: \"{msg}\"")) && s.contains("\" imm 48879"),
                 _ => unreachable!(),
             };
-            println!("  | {srv_name} server, {cli_name} client | {name} | {} |", if ok { "ok" } else { "FAILED" });
+            let how = if !ok {
+                "FAILED"
+            } else if k.contains("refused (NOSUPP)") {
+                "ok (refused: this world has no persistent-flush DRAM, docs/worlds.md)"
+            } else {
+                "ok"
+            };
+            println!("  | {srv_name} server, {cli_name} client | {name} | {how} |");
             assert!(ok, "{srv_name} server / {cli_name} client, {name}:\nserver:\n{s}\nclient:\n{k}");
         }
     }

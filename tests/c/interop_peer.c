@@ -81,8 +81,16 @@ static int server(const char *addr, const char *port)
 	memset(rbuf, 0, 4096);
 	struct rpma_mr_local *mr, *rmr;
 	strcpy(buf, "Hello from C server!");
-	CHECK(rpma_mr_reg(peer, buf, SIZE, RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST |
-		RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, &mr));
+	int usage = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST |
+		RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+	bool persistent = true;
+	if (rpma_mr_reg(peer, buf, SIZE, usage, &mr)) {
+		/* With native RDMA FLUSH, Soft-RoCE grants persistent flush only on
+		 * persistent memory: offer visibility only, and say so. */
+		persistent = false;
+		printf("server: persistent flush refused on DRAM: offering visibility flush only\n");
+		CHECK(rpma_mr_reg(peer, buf, SIZE, usage & ~RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT, &mr));
+	}
 	CHECK(rpma_mr_reg(peer, rbuf, 64, RPMA_MR_USAGE_RECV, &rmr));
 	struct common_data data = {0};
 	size_t ds;
@@ -91,7 +99,7 @@ static int server(const char *addr, const char *port)
 	CHECK(rpma_mr_get_descriptor(mr, &data.descriptors[0]));
 	struct rpma_peer_cfg *pcfg;
 	CHECK(rpma_peer_cfg_new(&pcfg));
-	CHECK(rpma_peer_cfg_set_direct_write_to_pmem(pcfg, true));
+	CHECK(rpma_peer_cfg_set_direct_write_to_pmem(pcfg, persistent));
 	CHECK(rpma_peer_cfg_get_descriptor(pcfg, &data.descriptors[ds]));
 	data.pcfg_desc_size = 1;
 	struct rpma_conn_private_data pdata = {&data, sizeof(data)};
@@ -165,6 +173,18 @@ static int client(const char *addr, const char *port, const char *cs)
 			CHECK(rpma_peer_cfg_from_descriptor(&d->descriptors[d->mr_desc_size], d->pcfg_desc_size, &pcfg));
 			CHECK(rpma_conn_apply_remote_peer_cfg(conn, pcfg));
 			CHECK(rpma_peer_cfg_delete(&pcfg));
+			int ft;
+			CHECK(rpma_mr_remote_get_flush_type(rmr, &ft));
+			if (!(ft & RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT)) {
+				/* The server could not offer it: librpma must refuse. */
+				int ret = rpma_flush(conn, rmr, 1024, len, RPMA_FLUSH_TYPE_PERSISTENT, f, NULL);
+				if (ret != RPMA_E_NOSUPP) {
+					fprintf(stderr, "persistent flush without the usage: %s\n", rpma_err_2str(ret));
+					return 1;
+				}
+				printf("client: write-flush-pers refused (NOSUPP): the server offers no persistent flush\n");
+				goto done;
+			}
 		}
 		CHECK(rpma_write(conn, rmr, 1024, mr, 512, len, RPMA_F_COMPLETION_ON_ERROR, NULL));
 		CHECK(rpma_flush(conn, rmr, 1024, len, pers ? RPMA_FLUSH_TYPE_PERSISTENT : RPMA_FLUSH_TYPE_VISIBILITY, f, NULL));
@@ -188,6 +208,7 @@ static int client(const char *addr, const char *port, const char *cs)
 		fprintf(stderr, "unknown case %s\n", cs);
 		return 2;
 	}
+done:
 	printf("client: %s done\n", cs);
 	CHECK(rpma_conn_disconnect(conn));
 	expect(conn, RPMA_CONN_CLOSED);
