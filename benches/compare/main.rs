@@ -208,29 +208,17 @@ fn measure() -> Res<()> {
     }
 
     eprintln!("compare: instructions per operation (callgrind)");
-    for case in ["read", "write"] {
-        let unchecked = format!("{case}_unchecked");
-        for (imp, prog, arg) in
-            [("rpma", &exe, case), ("rpma-unchecked", &exe, unchecked.as_str()), ("librpma", &cbin, case)]
-        {
-            let ir = |n: usize| -> Res<f64> {
-                let p = next_port().to_string();
-                let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
-                let mut c = callgrind(&f);
-                c.arg(prog).args(["ir", &addr, &p, arg, &n.to_string()]);
-                pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), c)?;
-                callgrind_total(&f)
-            };
-            println!("RESULT ir {imp} {case} {:.1}", per_op(ir_iters, ir)?);
-        }
-    }
-    // Flush and atomic write: librpma, rpma (native where the device and
-    // libibverbs have them) and rpma with them off.
-    for case in ["write_flush", "atomic_write"] {
-        let emulated = format!("{case}_emulated");
-        for (imp, prog, arg) in
-            [("rpma", &exe, case), ("rpma-emulated", &exe, emulated.as_str()), ("librpma", &cbin, case)]
-        {
+    // read and write: rpma, rpma's unchecked variant and librpma; flush and
+    // atomic write: rpma (native where the device and libibverbs have them),
+    // rpma with the native operations off, and librpma.
+    for (case, variant, suffix) in [
+        ("read", "rpma-unchecked", "unchecked"),
+        ("write", "rpma-unchecked", "unchecked"),
+        ("write_flush", "rpma-emulated", "emulated"),
+        ("atomic_write", "rpma-emulated", "emulated"),
+    ] {
+        let other = format!("{case}_{suffix}");
+        for (imp, prog, arg) in [("rpma", &exe, case), (variant, &exe, other.as_str()), ("librpma", &cbin, case)] {
             let ir = |n: usize| -> Res<f64> {
                 let p = next_port().to_string();
                 let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
