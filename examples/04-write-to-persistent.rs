@@ -14,7 +14,7 @@
 //! `cargo run --example 04-write-to-persistent [-- server ADDR PORT [pmem-path] | client ADDR PORT [pmem-path [pmem-offset]]]`
 
 mod common;
-use common::hello::{self, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE};
+use common::hello::{self, HELLO_STR_SIZE, HELLO_T_SIZE};
 use common::{Args, Res};
 use rpma::{AlignedBuf, CommonData, CompletionOp, Ep, Flags, MrLocal, Usage};
 
@@ -55,24 +55,7 @@ fn client(a: &Args) -> Res<()> {
     let raw = MrLocal::reg(&peer, AlignedBuf::new(RAW_BUFFER_SIZE)?, Usage::READ_DST)?;
     let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
-    let dst_offset = cd.data_offset as u64;
-    let room = cd.mr.size().saturating_sub(dst_offset);
-    if room < HELLO_STR_SIZE as u64 {
-        common::close_first(conn)?;
-        return Err(format!(
-            "Remote memory region size too small for writing the data of the assumed size ({room} < {HELLO_STR_SIZE})"
-        )
-        .into());
-    }
-    src.write_to(
-        &conn,
-        &cd.mr,
-        dst_offset,
-        data_offset + HELLO_STR_OFFSET,
-        HELLO_STR_SIZE,
-        Flags::COMPLETION_ON_ERROR,
-        0,
-    )?;
+    hello::write_string(&conn, &src, data_offset, &cd, "Remote memory region size too small")?;
     // The read serves as the flushing primitive: it completes only after
     // the write reached the server's memory.
     conn.read(&raw, 0, &cd.mr, 0, RAW_BUFFER_SIZE, Flags::COMPLETION_ALWAYS, 0)?;

@@ -14,7 +14,7 @@
 //! `cargo run --example 05-flush-to-persistent [-- server ADDR PORT [pmem-path [on]] | client ADDR PORT [pmem-path [pmem-offset]]]`
 
 mod common;
-use common::hello::{self, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE};
+use common::hello::{self, HELLO_STR_SIZE, HELLO_T_SIZE};
 use common::{Args, Res};
 use rpma::{CommonData, CompletionOp, Ep, Flags, FlushType, PeerCfg, Usage};
 
@@ -64,24 +64,7 @@ fn client(a: &Args) -> Res<()> {
     let cd = CommonData::decode(conn.private_data())?;
     let pcfg = cd.peer_cfg.ok_or("the server sent no peer configuration")?;
     conn.apply_remote_peer_cfg(&pcfg);
-    let dst_offset = cd.data_offset as u64;
-    let room = cd.mr.size().saturating_sub(dst_offset);
-    if room < HELLO_STR_SIZE as u64 {
-        common::close_first(conn)?;
-        return Err(format!(
-            "Remote memory region size too small for writing the data of the assumed size ({room} < {HELLO_STR_SIZE})"
-        )
-        .into());
-    }
-    src.write_to(
-        &conn,
-        &cd.mr,
-        dst_offset,
-        data_offset + HELLO_STR_OFFSET,
-        HELLO_STR_SIZE,
-        Flags::COMPLETION_ON_ERROR,
-        0,
-    )?;
+    let dst_offset = hello::write_string(&conn, &src, data_offset, &cd, "Remote memory region size too small")?;
     // As librpma's: the flush type follows the server's peer configuration.
     let ty = if pcfg.direct_write_to_pmem() {
         println!("RPMA_FLUSH_TYPE_PERSISTENT is supported");

@@ -12,7 +12,7 @@
 //! 09scch the CQ and the receive CQ share one completion channel. The client
 //! closes first; the server then prints the new value.
 
-use super::hello::{self, HELLO_STR_OFFSET, HELLO_STR_SIZE, HELLO_T_SIZE};
+use super::hello::{self, HELLO_STR_SIZE, HELLO_T_SIZE};
 use super::{Args, Memory, Res};
 use rpma::gpspm::{FlushRequest, FlushResponse, GPSPM_REQUEST_SIZE, GPSPM_RESPONSE_SIZE};
 use rpma::{AlignedBuf, CommonData, Completion, CompletionOp, Conn, ConnCfg, Ep, Flags, MrLocal, Usage};
@@ -131,24 +131,8 @@ pub fn client(a: &Args, shared: bool) -> Res<()> {
     let mut msg = MrLocal::reg(&peer, AlignedBuf::new(MSG_REGION_SIZE)?, Usage::SEND | Usage::RECV)?;
     let conn = super::client_connect(&peer, a, Some(&cfg(shared)), &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
-    let dst_offset = cd.data_offset as u64;
-    let room = cd.mr.size().saturating_sub(dst_offset);
-    if room < HELLO_STR_SIZE as u64 {
-        super::close_first(conn)?;
-        return Err(format!(
-            "Size of the remote memory region is too small for writing the data of the assumed size ({room} < {HELLO_STR_SIZE})"
-        )
-        .into());
-    }
-    src.write_to(
-        &conn,
-        &cd.mr,
-        dst_offset,
-        data_offset + HELLO_STR_OFFSET,
-        HELLO_STR_SIZE,
-        Flags::COMPLETION_ON_ERROR,
-        0,
-    )?;
+    let dst_offset =
+        hello::write_string(&conn, &src, data_offset, &cd, "Size of the remote memory region is too small")?;
     // The request goes into the message region before the receive for the
     // response is posted into it (a region is not rewritten while a
     // receive into it is in flight).

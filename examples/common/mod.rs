@@ -347,6 +347,40 @@ pub mod hello {
         Ok((lang, super::cstr(&t[HELLO_STR_OFFSET..])))
     }
 
+    /// The client's write of librpma's 04, 05 and 09: the 1024-byte string
+    /// of the `hello_t` at `at` in `src` to the server's region at its
+    /// `data_offset` (completion on error only), after checking the region
+    /// has room for it; when it has not, the client closes first and fails
+    /// with librpma's line, `too_small` being its beginning. Returns the
+    /// remote offset written.
+    pub fn write_string(
+        conn: &rpma::Conn,
+        src: &Memory,
+        at: usize,
+        cd: &rpma::CommonData,
+        too_small: &str,
+    ) -> Res<u64> {
+        let dst_offset = cd.data_offset as u64;
+        let room = cd.mr.size().saturating_sub(dst_offset);
+        if room < HELLO_STR_SIZE as u64 {
+            conn.disconnect()?;
+            super::expect_closed(conn)?;
+            return Err(
+                format!("{too_small} for writing the data of the assumed size ({room} < {HELLO_STR_SIZE})").into()
+            );
+        }
+        src.write_to(
+            conn,
+            &cd.mr,
+            dst_offset,
+            at + HELLO_STR_OFFSET,
+            HELLO_STR_SIZE,
+            rpma::Flags::COMPLETION_ON_ERROR,
+            0,
+        )?;
+        Ok(dst_offset)
+    }
+
     /// `translate`: says "translating...", switches the `hello_t` at `at` to
     /// the other language (made durable when `mem` is a file) and returns
     /// the new string.
