@@ -93,7 +93,10 @@ fn window_type2_grants_exactly_its_range_and_rights() {
         // Measured: rxe on Linux 6.1 checks a window's rkey, PD, QP and
         // rights, but its range only against the underlying region.
         assert_eq!(wc.status, WcStatus::SUCCESS, "rxe now enforces window ranges: update the docs");
-        println!("  rxe (Linux {:?}): a read beyond the window (inside its region) is not refused by the device", rpma_harness::kernel_version());
+        println!(
+            "  rxe (Linux {:?}): a read beyond the window (inside its region) is not refused by the device",
+            rpma_harness::kernel_version()
+        );
     } else {
         assert_eq!(wc.status, WcStatus::REM_ACCESS_ERR, "read beyond the window");
     }
@@ -207,7 +210,11 @@ fn remote_invalidate_by_send_with_inv() {
     } else {
         // rxe 6.1 invalidates but does not report it: nothing confirms the
         // invalidation, so the window keeps the region until it is dropped.
-        println!("  rxe (Linux {:?}) reports the invalidated rkey as {:?}", rpma_harness::kernel_version(), wc.invalidated_rkey);
+        println!(
+            "  rxe (Linux {:?}) reports the invalidated rkey as {:?}",
+            rpma_harness::kernel_version(),
+            wc.invalidated_rkey
+        );
         assert!(!in_vm() || wc.invalidated_rkey.is_none());
         let e = mw.remote_invalidated(&wc).unwrap_err();
         assert!(e.to_string().contains("names no invalidated rkey"), "{e}");

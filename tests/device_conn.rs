@@ -124,7 +124,11 @@ fn read_write_flush_atomic_write_bytes_land() {
     // IBV_WC_ATOMIC_WRITE (9) or the emulation's fenced RDMA WRITE (1).
     let native_aw = c.peer().is_native_atomic_write_supported();
     assert_eq!(wc.wc_opcode, if native_aw { 9 } else { 1 }, "atomic write path (native: {native_aw})");
-    println!("  atomic write ran {} (wc opcode {})", if native_aw { "natively" } else { "as a fenced write" }, wc.wc_opcode);
+    println!(
+        "  atomic write ran {} (wc opcode {})",
+        if native_aw { "natively" } else { "as a fenced write" },
+        wc.wc_opcode
+    );
     let mut v = [0u8; 8];
     smr.read_at(8184, &mut v).unwrap();
     assert_eq!(u64::from_le_bytes(v), 0x1122_3344_5566_7788);
@@ -154,7 +158,11 @@ fn native_ops_off_uses_the_emulations() {
     assert_eq!(&b, b"emulated");
     smr.read_at(128, &mut b).unwrap();
     assert_eq!(u64::from_le_bytes(b), 42);
-    println!("  native ops available: flush {}, atomic write {}; emulations used", c.peer().is_native_flush_supported(), c.peer().is_native_atomic_write_supported());
+    println!(
+        "  native ops available: flush {}, atomic write {}; emulations used",
+        c.peer().is_native_flush_supported(),
+        c.peer().is_native_atomic_write_supported()
+    );
     close(c, s);
 }
 

@@ -156,7 +156,10 @@ fn send_op_probe_asks_the_library() {
     let pd = Pd::alloc(&ctx).unwrap();
     let lib = SendOps::probe(&pd, true, true);
     let release = rpma_harness::rdma_core_release();
-    println!("  rdma-core {release:?}: libibverbs + provider accept atomic write {}, flush {}", lib.atomic_write, lib.flush);
+    println!(
+        "  rdma-core {release:?}: libibverbs + provider accept atomic write {}, flush {}",
+        lib.atomic_write, lib.flush
+    );
     if release.is_some_and(|r| r < 45) {
         assert!(!lib.flush, "libibverbs before rdma-core 45 cannot post RDMA FLUSH");
     }
@@ -180,7 +183,8 @@ fn send_op_probe_asks_the_library() {
     }
     // The flag the library refused makes the QP fail, as the probe said.
     if !lib.flush {
-        let e = Qp::new(&pd, &QpInit { send_ops_flags: SendOps { atomic_write: false, flush: true }.qp_flags(), ..init });
+        let e =
+            Qp::new(&pd, &QpInit { send_ops_flags: SendOps { atomic_write: false, flush: true }.qp_flags(), ..init });
         assert!(e.is_err() || !e.unwrap().ex().is_some_and(|x| x.has_flush()));
     }
 }

@@ -27,7 +27,6 @@ pub mod qp;
 pub mod srq;
 pub mod wr;
 
-
 use std::io;
 use std::os::raw::c_int;
 

@@ -71,7 +71,10 @@ pub(crate) unsafe fn ibv_create_cq_ex(
 ///
 /// # Safety
 /// `ctx` is a live context; `attr` is valid and references live objects.
-pub(crate) unsafe fn ibv_create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi::ibv_qp_init_attr_ex) -> *mut ffi::ibv_qp {
+pub(crate) unsafe fn ibv_create_qp_ex(
+    ctx: *mut ffi::ibv_context,
+    attr: *mut ffi::ibv_qp_init_attr_ex,
+) -> *mut ffi::ibv_qp {
     // SAFETY: per the function contract; ibv_qp_init_attr is a prefix of
     // ibv_qp_init_attr_ex, as the C inline relies on.
     unsafe {
@@ -92,7 +95,13 @@ pub(crate) unsafe fn ibv_create_qp_ex(ctx: *mut ffi::ibv_context, attr: *mut ffi
 ///
 /// # Safety
 /// `pd` is live; `sge` points to `n` valid entries.
-pub(crate) unsafe fn ibv_advise_mr(pd: *mut ffi::ibv_pd, advice: u32, flags: u32, sge: *mut ffi::ibv_sge, n: u32) -> c_int {
+pub(crate) unsafe fn ibv_advise_mr(
+    pd: *mut ffi::ibv_pd,
+    advice: u32,
+    flags: u32,
+    sge: *mut ffi::ibv_sge,
+    n: u32,
+) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
         match ctx_op!((*pd).context, advise_mr) {
