@@ -96,33 +96,23 @@ fn ex_12scch_receive_completion_queue() {
         &["CLIENT: Value sent: 8", "SERVER: Value sent: 9", "CLIENT: Value received: 9"],
     );
 }
+/// What 06 and 06scch print: the server's header, each client's name (seeds
+/// as librpma's runner, glibc's rand) and the server's list.
+const MULTI: &[&str] = &[
+    "Today I have got in touch with:",
+    "My names is: Chet",
+    "My names is: Piotr",
+    "My names is: Lukasz",
+    "- Chet\n",
+    "- Piotr\n",
+    "- Lukasz\n",
+];
+
 fn ex_06_multiple_connections() {
-    run(
-        "06-multiple-connections",
-        &[
-            "Today I have got in touch with:",
-            "My names is: Chet",
-            "My names is: Piotr",
-            "My names is: Lukasz",
-            "- Chet\n",
-            "- Piotr\n",
-            "- Lukasz\n",
-        ],
-    );
+    run("06-multiple-connections", MULTI);
 }
 fn ex_06scch_multiple_connections() {
-    run(
-        "06scch-multiple-connections",
-        &[
-            "Today I have got in touch with:",
-            "My names is: Chet",
-            "My names is: Piotr",
-            "My names is: Lukasz",
-            "- Chet\n",
-            "- Piotr\n",
-            "- Lukasz\n",
-        ],
-    );
+    run("06scch-multiple-connections", MULTI);
 }
 fn ex_09_flush_to_persistent_gpspm() {
     run(
