@@ -15,15 +15,17 @@ use rpma::{Conn, Ep, Flags};
 const DONE: u64 = u64::MAX;
 
 /// Waits for the next receive, reaping send completions on the way; returns
-/// the value received and its slot.
-fn next_message(conn: &Conn, msgs: &Messages) -> Res<(u64, usize)> {
-    loop {
-        let wc = common::wait_ok(conn.cq())?;
+/// the value received and its slot, or `None` when the client closed first
+/// (its DONE can be lost to its own disconnect, see
+/// `common::completion_or_close`).
+fn next_message(conn: &Conn, msgs: &Messages) -> Res<Option<(u64, usize)>> {
+    while let Some(wc) = common::completion_or_close(conn, conn.cq())? {
         if let Some(Slot::Recv(n)) = msgs.slot(&wc) {
             let b = msgs.received(n, 8)?;
-            return Ok((u64::from_le_bytes(b[..8].try_into()?), n));
+            return Ok(Some((u64::from_le_bytes(b[..8].try_into()?), n)));
         }
     }
+    Ok(None)
 }
 
 fn server(a: &Args) -> Res<()> {
@@ -32,7 +34,9 @@ fn server(a: &Args) -> Res<()> {
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let conn = common::server_accept(&ep, None, &[], &|req| msgs.post_recv_req(req, 0))?;
     loop {
-        let (v, n) = next_message(&conn, &msgs)?;
+        let Some((v, n)) = next_message(&conn, &msgs)? else {
+            return common::closed_by_peer(conn);
+        };
         if v == DONE {
             break;
         }
@@ -62,7 +66,7 @@ fn client(a: &Args) -> Res<()> {
         msgs.post_recv(&conn, 0)?;
         println!("Value sent: {v}");
         msgs.send(&conn, i % 2, &v.to_le_bytes(), Flags::COMPLETION_ALWAYS)?;
-        let (got, _) = next_message(&conn, &msgs)?;
+        let (got, _) = next_message(&conn, &msgs)?.ok_or("the server closed the connection before answering")?;
         if got != v.wrapping_add(1) {
             return Err(format!("sent {v}, got {got} back").into());
         }

@@ -153,6 +153,54 @@ pub fn wait_ok(cq: &Cq) -> Res<Completion> {
     Ok(wc)
 }
 
+/// Waits for the next completion on `cq` (checking it succeeded) or for
+/// the connection to close, whichever comes first: `None` when the other
+/// side closed. A server waiting for its client's next message uses it:
+/// librpma's clients send their last message (DONE) unsignaled and
+/// disconnect at once, and a disconnect flushes what the client's send
+/// queue has not sent yet, so the server can see the close instead of the
+/// message (librpma's own server then waits forever). Waits on `cq`'s
+/// channel, or on the connection's shared one when it has one.
+pub fn completion_or_close(conn: &Conn, cq: &Cq) -> Res<Option<Completion>> {
+    let shared = conn.compl_fd().ok();
+    let fds = [shared.unwrap_or_else(|| cq.fd()), conn.event_fd()];
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        match cq.get_completion() {
+            Ok(wc) if wc.status != WcStatus::SUCCESS => {
+                return Err(format!("operation {} ({:?}) failed: {}", wc.op_context, wc.op, wc.status).into())
+            }
+            Ok(wc) => return Ok(Some(wc)),
+            Err(rpma::Error::NoCompletion) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(rpma::Error::NoCompletion.into());
+        }
+        let ready = rpma::utils::poll_fds(&fds, Some(left))?;
+        if ready[1] {
+            return match conn.next_event()? {
+                ConnEvent::Closed => Ok(None),
+                ev => Err(format!("unexpected connection event while waiting for a completion: {ev}").into()),
+            };
+        }
+        if ready[0] {
+            match shared {
+                Some(_) => drop(conn.wait()?),
+                None => cq.wait()?,
+            }
+        }
+    }
+}
+
+/// Ends a connection the other side already closed (after
+/// [`completion_or_close`] returned `None`): disconnects this side too.
+pub fn closed_by_peer(conn: Conn) -> Res<()> {
+    conn.disconnect()?;
+    Ok(())
+}
+
 /// A NUL-terminated string in `buf` (as the C examples store them).
 pub fn cstr(buf: &[u8]) -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());

@@ -128,8 +128,19 @@ pub fn server(a: &Args, mode: Mode, ex: Example) -> Res<()> {
     };
     let conn = super::server_accept(&ep, Some(&c), &[], &|req| post(&r, Some(req), None))?;
     let p = ex.prefix(true);
+    let rcq = match mode {
+        Mode::Cq => conn.cq(),
+        Mode::Rcq | Mode::SharedChannel => conn.rcq().ok_or("no rcq")?,
+        Mode::Srq => srq.as_ref().and_then(|s| s.rcq()).ok_or("no srq rcq")?,
+    };
     loop {
-        wait(&conn, srq.as_ref(), mode, CompletionOp::Recv)?;
+        // The client's next message, or its close (its DONE can be lost to
+        // its own disconnect, see common::completion_or_close).
+        match super::completion_or_close(&conn, rcq)? {
+            None => return super::closed_by_peer(conn),
+            Some(wc) if wc.op != CompletionOp::Recv => continue,
+            Some(_) => {}
+        }
         let v = get(&r)?;
         if v == DONE {
             break;
