@@ -290,7 +290,6 @@ impl Memory {
         }
     }
     /// `conn.write(dst, dst_off, <this region>, src_off, len, flags, op_context)`.
-    #[allow(clippy::too_many_arguments)]
     pub fn write_to(
         &self,
         conn: &Conn,

@@ -418,7 +418,13 @@ impl CmId {
     /// # Errors
     /// `NotFound` when the ID is not bound to a device yet.
     pub fn into_context(self) -> io::Result<crate::device::Context> {
-        crate::device::Context::from_cm_id(self)
+        let ctx = self.verbs_ptr();
+        if ctx.is_null() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "the CM ID is bound to no RDMA device"));
+        }
+        // SAFETY: librdmacm keeps the device context of a bound ID open
+        // until the ID is destroyed; the context keeps the ID alive.
+        Ok(unsafe { crate::device::Context::kept_by(ctx, Box::new(self)) })
     }
 }
 

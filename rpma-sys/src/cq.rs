@@ -106,6 +106,9 @@ pub struct Wc {
 pub const WC_WITH_IMM: u32 = 1 << 1;
 /// `IBV_WC_WITH_INV`.
 pub const WC_WITH_INV: u32 = 1 << 3;
+/// `IBV_WC_RECV_RDMA_WITH_IMM`: the opcode of a receive consumed by an
+/// RDMA write with immediate data.
+pub const WC_RECV_RDMA_WITH_IMM: u32 = ffi::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM;
 
 impl Wc {
     // bindgen's enum representations differ between rdma-core versions.

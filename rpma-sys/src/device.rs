@@ -1,6 +1,5 @@
 //! Device list, device context and the capability probe.
 
-use crate::cm::CmId;
 use crate::ffi;
 use crate::{from_errno_ret, last_error};
 use std::ffi::CStr;
@@ -145,8 +144,10 @@ impl DeviceCaps {
 enum Owner {
     /// Opened with `ibv_open_device`: closed on drop.
     Opened,
-    /// Owned by librdmacm; the CM ID keeps librdmacm's reference on the device.
-    Cm(#[allow(dead_code)] CmId),
+    /// Opened by someone else (librdmacm); the keeper (a CM ID) holds that
+    /// owner's reference on the device until this context is gone. Typed
+    /// as `Any` so the device layer does not name the layers above it.
+    Kept(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>),
 }
 
 struct ContextInner {
@@ -186,14 +187,14 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    /// The context librdmacm opened for `id`'s device; `id` is kept alive so
-    /// librdmacm keeps the device open.
-    pub(crate) fn from_cm_id(id: CmId) -> io::Result<Self> {
-        let ctx = id.verbs_ptr();
-        if ctx.is_null() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "the CM ID is bound to no RDMA device"));
-        }
-        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Cm(id) }) })
+    /// A context opened by another owner (librdmacm for a CM ID), kept open
+    /// by `keeper`, which lives as long as this context and its clones.
+    ///
+    /// # Safety
+    /// `ctx` must be a valid `ibv_context` that stays open at least as long
+    /// as `keeper` is alive, and must not be closed by anyone else meanwhile.
+    pub(crate) unsafe fn kept_by(ctx: *mut ffi::ibv_context, keeper: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Kept(keeper) }) }
     }
 
     /// The raw pointer, for the other handles of this crate.

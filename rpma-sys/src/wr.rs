@@ -39,6 +39,43 @@ pub enum SendOp {
     SendInv(u32),
 }
 
+/// What a memory-window bind binds (`struct ibv_mw_bind_info`): `length`
+/// bytes at `addr` of `mr`, with `IBV_ACCESS_*` bits `access`.
+#[derive(Debug, Clone, Copy)]
+pub struct MwBindInfo<'a> {
+    /// The region the window opens.
+    pub mr: &'a Mr,
+    /// The first byte, as the device addresses it.
+    pub addr: u64,
+    /// Bytes (0 unbinds a type 1 window).
+    pub length: u64,
+    /// `IBV_ACCESS_*` bits.
+    pub access: u32,
+}
+
+impl MwBindInfo<'_> {
+    fn raw(&self) -> ffi::ibv_mw_bind_info {
+        ffi::ibv_mw_bind_info {
+            mr: self.mr.as_ptr(),
+            addr: self.addr,
+            length: self.length,
+            mw_access_flags: self.access,
+        }
+    }
+}
+
+/// A work request's ID and send flags, for the posts that take no
+/// [`SendWr`].
+#[derive(Debug, Clone, Copy)]
+pub struct WrFlags {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// `IBV_SEND_SIGNALED`.
+    pub signaled: bool,
+    /// `IBV_SEND_FENCE`.
+    pub fence: bool,
+}
+
 /// A send work request on an RC QP.
 #[derive(Debug, Clone, Copy)]
 pub struct SendWr {
@@ -129,30 +166,15 @@ impl Qp {
         from_errno_ret(rc, "ibv_post_send")
     }
 
-    /// Binds a type 1 memory window over `length` bytes at `addr` of `mr`
-    /// with `IBV_ACCESS_*` bits `access` (`ibv_bind_mw`); returns the
-    /// window's new rkey. The bind itself completes on the send CQ.
+    /// Binds a type 1 memory window as `info` says (`ibv_bind_mw`); returns
+    /// the window's new rkey. The bind itself completes on the send CQ.
     ///
     /// # Errors
     /// `EOPNOTSUPP` when the provider cannot bind type 1 windows; the errno
     /// of `ibv_bind_mw` (`EINVAL` for a bad range or access).
-    #[allow(clippy::too_many_arguments)] // the fields of ibv_mw_bind, one by one
-    pub fn bind_mw_type1(
-        &self,
-        mw: &Mw,
-        mr: &Mr,
-        addr: u64,
-        length: u64,
-        access: u32,
-        wr_id: u64,
-        signaled: bool,
-        fence: bool,
-    ) -> io::Result<u32> {
-        let mut b = ffi::ibv_mw_bind {
-            wr_id,
-            send_flags: send_flags(signaled, fence),
-            bind_info: ffi::ibv_mw_bind_info { mr: mr.as_ptr(), addr, length, mw_access_flags: access },
-        };
+    pub fn bind_mw_type1(&self, mw: &Mw, info: MwBindInfo<'_>, wr: WrFlags) -> io::Result<u32> {
+        let mut b =
+            ffi::ibv_mw_bind { wr_id: wr.wr_id, send_flags: send_flags(wr.signaled, wr.fence), bind_info: info.raw() };
         // SAFETY: live QP, MW and MR of one context; the provider op is
         // checked before the call.
         unsafe {
@@ -167,34 +189,19 @@ impl Qp {
         Ok(mw.rkey())
     }
 
-    /// Posts a bind of a type 2 memory window (`IBV_WR_BIND_MW`) giving it
-    /// `rkey` (see [`next_rkey`]).
+    /// Posts a bind of a type 2 memory window (`IBV_WR_BIND_MW`) as `info`
+    /// says, giving it `rkey` (see [`next_rkey`]).
     ///
     /// # Errors
     /// The errno of `ibv_post_send`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn post_bind_mw(
-        &self,
-        wr_id: u64,
-        signaled: bool,
-        fence: bool,
-        mw: &Mw,
-        rkey: u32,
-        mr: &Mr,
-        addr: u64,
-        length: u64,
-        access: u32,
-    ) -> io::Result<()> {
+    pub fn post_bind_mw(&self, mw: &Mw, rkey: u32, info: MwBindInfo<'_>, wr: WrFlags) -> io::Result<()> {
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        w.wr_id = wr_id;
+        w.wr_id = wr.wr_id;
         w.opcode = ffi::ibv_wr_opcode::IBV_WR_BIND_MW;
-        w.send_flags = send_flags(signaled, fence);
-        w.__bindgen_anon_2.bind_mw = ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
-            mw: mw.as_ptr(),
-            rkey,
-            bind_info: ffi::ibv_mw_bind_info { mr: mr.as_ptr(), addr, length, mw_access_flags: access },
-        };
+        w.send_flags = send_flags(wr.signaled, wr.fence);
+        w.__bindgen_anon_2.bind_mw =
+            ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 { mw: mw.as_ptr(), rkey, bind_info: info.raw() };
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP, MW and MR; the WR references no local data memory.
         let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };

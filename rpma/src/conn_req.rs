@@ -98,7 +98,7 @@ impl ConnReq {
         op_context: u64,
     ) -> Result<()> {
         match &self.parts {
-            Some(p) => p.recv(dst, offset, len, op_context),
+            Some(p) => p.recv(dst, offset, len, op_context, Some(dst.hold())),
             None => Err(Error::inval("the connection request was already consumed")),
         }
     }

@@ -1,9 +1,11 @@
 //! Completion queues and completions.
 
 use crate::error::{Error, Result};
-use crate::inflight::{source, untracked, OpKind, RecvTracker, SendTracker, Source};
+use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::utils::IbvContext;
+pub use crate::wrid::CompletionOp;
+use crate::wrid::{self, WrId};
 use rpma_sys::cq::{CompChannel, Wc, WC_WITH_IMM, WC_WITH_INV};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -79,39 +81,6 @@ impl fmt::Display for WcStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// What operation a completion is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CompletionOp {
-    /// `read`.
-    Read,
-    /// `write`.
-    Write,
-    /// `write_with_imm`.
-    WriteWithImm,
-    /// `atomic_write`.
-    AtomicWrite,
-    /// `flush` (also when carried out as an 8-byte RDMA READ, APM).
-    Flush,
-    /// `send`.
-    Send,
-    /// `send_with_imm`.
-    SendWithImm,
-    /// `send_with_inv`.
-    SendWithInv,
-    /// `bind_mw`.
-    BindMw,
-    /// `invalidate_mw`.
-    LocalInv,
-    /// A receive that got a send (with or without immediate data).
-    Recv,
-    /// A receive consumed by a `write_with_imm` from the other side
-    /// (`IBV_WC_RECV_RDMA_WITH_IMM`).
-    RecvRdmaWithImm,
-    /// An opcode rpma did not post (raw `ibv_wc_opcode`).
-    Other(u32),
 }
 
 /// One work completion (librpma exposes `struct ibv_wc`).
@@ -318,33 +287,19 @@ impl Cq {
 
     #[inline]
     fn translate(&self, w: &Wc) -> Completion {
-        let found = match source(w.wr_id) {
-            Source::Send => self.send.as_ref().and_then(|t| t.complete(w.wr_id, w.status == 0)),
-            Source::Recv => self.recv.as_ref().and_then(|t| t.complete(w.wr_id)),
-            Source::SrqRecv => self.srq_recv.as_ref().and_then(|t| t.complete(w.wr_id)),
-            Source::Untracked => untracked(w.wr_id),
+        let found = match WrId::decode(w.wr_id) {
+            WrId::Send(seq) => self.send.as_ref().and_then(|t| t.complete(seq, w.status == 0)),
+            WrId::Recv(slot) => self.recv.as_ref().and_then(|t| t.complete(slot)),
+            WrId::SrqRecv(slot) => self.srq_recv.as_ref().and_then(|t| t.complete(slot)),
+            WrId::Untracked(found) => found,
         };
-        let (op_context, kind) = match found {
+        let (op_context, op) = match found {
+            Some((ctx, CompletionOp::Recv)) => (ctx, wrid::recv_kind(w.opcode)),
             Some(x) => x,
             None => {
                 rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
-                (w.wr_id, OpKind::Recv)
+                (w.wr_id, CompletionOp::Other(w.opcode))
             }
-        };
-        let op = match kind {
-            OpKind::Read => CompletionOp::Read,
-            OpKind::Write => CompletionOp::Write,
-            OpKind::WriteImm => CompletionOp::WriteWithImm,
-            OpKind::AtomicWrite => CompletionOp::AtomicWrite,
-            OpKind::Flush => CompletionOp::Flush,
-            OpKind::Send => CompletionOp::Send,
-            OpKind::SendImm => CompletionOp::SendWithImm,
-            OpKind::SendInv => CompletionOp::SendWithInv,
-            OpKind::BindMw => CompletionOp::BindMw,
-            OpKind::LocalInv => CompletionOp::LocalInv,
-            OpKind::Recv if found.is_none() => CompletionOp::Other(w.opcode),
-            OpKind::Recv if w.opcode == 129 => CompletionOp::RecvRdmaWithImm, // IBV_WC_RECV_RDMA_WITH_IMM
-            OpKind::Recv => CompletionOp::Recv,
         };
         Completion {
             op_context,

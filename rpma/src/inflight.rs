@@ -10,6 +10,8 @@
 //! after that, when the device can no longer touch the memory.
 
 use crate::error::{Error, Result};
+use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
+use rpma_sys::wr::{SendWr, Sge};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Anything kept alive by a reference.
@@ -19,61 +21,6 @@ impl<T: Send + Sync + ?Sized> Held for T {}
 /// Keeps a registration and its memory alive.
 pub(crate) type Hold = Arc<dyn Held>;
 
-/// What kind of operation an entry is, reported in its completion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum OpKind {
-    Read,
-    Write,
-    WriteImm,
-    AtomicWrite,
-    Flush,
-    Send,
-    SendImm,
-    SendInv,
-    BindMw,
-    LocalInv,
-    Recv,
-}
-
-const RECV_BIT: u64 = 1 << 63;
-const SRQ_BIT: u64 = 1 << 62;
-/// An untracked operation (the `*_unchecked` fast paths): the wr_id carries
-/// the kind in bits 56..61 and the user's op_context below them.
-const UNTRACKED_BIT: u64 = 1 << 61;
-const KIND_SHIFT: u32 = 56;
-/// The largest op_context an untracked operation can carry.
-pub(crate) const UNTRACKED_CTX_MAX: u64 = (1 << KIND_SHIFT) - 1;
-
-const KINDS: [OpKind; 11] = [
-    OpKind::Read,
-    OpKind::Write,
-    OpKind::WriteImm,
-    OpKind::AtomicWrite,
-    OpKind::Flush,
-    OpKind::Send,
-    OpKind::SendImm,
-    OpKind::SendInv,
-    OpKind::BindMw,
-    OpKind::LocalInv,
-    OpKind::Recv,
-];
-
-/// The wr_id of an untracked operation; `ctx` must be at most
-/// [`UNTRACKED_CTX_MAX`].
-#[inline]
-pub(crate) fn untracked_wr_id(kind: OpKind, ctx: u64) -> u64 {
-    debug_assert!(ctx <= UNTRACKED_CTX_MAX);
-    UNTRACKED_BIT | (kind as u64) << KIND_SHIFT | ctx
-}
-
-/// The op_context and kind an untracked operation's wr_id carries.
-#[inline]
-pub(crate) fn untracked(wr_id: u64) -> Option<(u64, OpKind)> {
-    let kind = *KINDS.get(((wr_id >> KIND_SHIFT) & 0x1f) as usize)?;
-    Some((wr_id & UNTRACKED_CTX_MAX, kind))
-}
-
 /// Told the outcome of the operation whose entry carries it, once its own
 /// completion is translated (a memory window's invalidation).
 pub(crate) trait Confirm: Send + Sync {
@@ -82,7 +29,7 @@ pub(crate) trait Confirm: Send + Sync {
 
 pub(crate) struct Entry {
     pub(crate) ctx: u64,
-    pub(crate) kind: OpKind,
+    pub(crate) kind: CompletionOp,
     /// Whether the device reports this operation's own completion.
     signaled: bool,
     /// A later completion showed the device is done with it; its own
@@ -94,7 +41,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     pub(crate) fn recv(ctx: u64, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind: OpKind::Recv, signaled: true, done: false, hold, confirm: None }
+        Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, hold, confirm: None }
     }
 }
 
@@ -106,7 +53,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// it keeps alive.
 pub(crate) struct SendOpRec {
     pub(crate) ctx: u64,
-    pub(crate) kind: OpKind,
+    pub(crate) kind: CompletionOp,
     pub(crate) signaled: bool,
     pub(crate) hold: Option<Hold>,
     pub(crate) confirm: Option<Arc<dyn Confirm>>,
@@ -135,8 +82,6 @@ struct Ring {
     slots: Box<[Option<Entry>]>,
 }
 
-const SEQ_MASK: u64 = UNTRACKED_BIT - 1;
-
 impl SendTracker {
     /// A tracker for a send queue of `depth` entries.
     ///
@@ -161,8 +106,8 @@ impl SendTracker {
         if g.len + usize::from(!op.signaled) >= self.depth {
             return Err(queue_full(g.len, self.depth, op.signaled));
         }
-        let seq = (g.head + g.len as u64) & SEQ_MASK;
-        post(seq).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
+        post(wrid::send(seq)).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
         let mask = g.slots.len() - 1;
         g.slots[seq as usize & mask] = Some(Entry {
             ctx: op.ctx,
@@ -176,13 +121,37 @@ impl SendTracker {
         Ok(())
     }
 
-    /// A completion for `wr_id` arrived (`success`: its status): retire it
+    /// Posts `wr` on `qp` and records it as `rec`: the one place a tracked
+    /// send hands local memory to the device.
+    ///
+    /// # Errors
+    /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
+    /// rpma) for a non-inline local range that `rec` does not hold.
+    #[inline]
+    pub(crate) fn post_send(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, wr: SendWr) -> Result<()> {
+        if wr.sge.is_some() && !wr.inline && rec.hold.is_none() {
+            return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
+        }
+        self.post_with(rec, |wr_id| {
+            // SAFETY: the local range is inline (copied during the call) or
+            // lies in the region the entry's hold keeps alive until this
+            // operation (or a later signaled one) completes, or until the QP
+            // is destroyed (when that fails the connection leaks the
+            // tracker, see `ConnParts::drop`).
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_send(&SendWr { wr_id, ..wr })
+            }
+        })
+    }
+
+    /// The send with sequence number `wr_id` completed (`success`: its status): retire it
     /// and everything before it (unsignaled operations complete with the
     /// next signaled one).
     #[inline]
-    pub(crate) fn complete(&self, wr_id: u64, success: bool) -> Option<(u64, OpKind)> {
+    pub(crate) fn complete(&self, wr_id: u64, success: bool) -> Option<(u64, CompletionOp)> {
         let mut g = lock(&self.q);
-        let ahead = (wr_id.wrapping_sub(g.head) & SEQ_MASK) as usize;
+        let ahead = (wr_id.wrapping_sub(g.head) & SEND_SEQ_MASK) as usize;
         if ahead >= g.len {
             return None; // not posted here, or already retired
         }
@@ -201,7 +170,7 @@ impl SendTracker {
         }
         // Advance past the retired slots at the front.
         while g.len > 0 && g.slots[g.head as usize & mask].is_none() {
-            g.head = (g.head + 1) & SEQ_MASK;
+            g.head = (g.head + 1) & SEND_SEQ_MASK;
             g.len -= 1;
         }
         drop(g);
@@ -246,7 +215,7 @@ fn queue_full(len: usize, depth: usize, signaled: bool) -> Error {
 /// Receives posted to a QP or an SRQ.
 pub(crate) struct RecvTracker {
     m: Mutex<Slots>,
-    tag: u64,
+    srq: bool,
 }
 
 /// Posted receives by slot: the slot index is the work request ID (with the
@@ -268,19 +237,14 @@ impl RecvTracker {
         let mut slots = Slots::default();
         slots.entries.try_reserve_exact(n).map_err(|_| too_deep("receive", n))?;
         slots.free.try_reserve_exact(n).map_err(|_| too_deep("receive", n))?;
-        Ok(RecvTracker { m: Mutex::new(slots), tag: RECV_BIT | if srq { SRQ_BIT } else { 0 } })
+        Ok(RecvTracker { m: Mutex::new(slots), srq })
     }
 
     /// Posts a receive through `post` (given the wr_id) and records it.
-    pub(crate) fn post_with(
-        &self,
-        ctx: u64,
-        hold: Option<Hold>,
-        post: impl FnOnce(u64) -> std::io::Result<()>,
-    ) -> Result<()> {
+    fn post_with(&self, ctx: u64, hold: Option<Hold>, post: impl FnOnce(u64) -> std::io::Result<()>) -> Result<()> {
         let mut g = lock(&self.m);
         let idx = g.free.pop().unwrap_or(g.entries.len());
-        if let Err(e) = post(idx as u64 | self.tag) {
+        if let Err(e) = post(wrid::recv(idx as u64, self.srq)) {
             if idx < g.entries.len() {
                 g.free.push(idx);
             }
@@ -294,9 +258,42 @@ impl RecvTracker {
         Ok(())
     }
 
-    pub(crate) fn complete(&self, wr_id: u64) -> Option<(u64, OpKind)> {
+    /// Posts a receive into `sge` on `qp` and records it: the region `hold`
+    /// keeps alive holds `sge`.
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when posting fails (`ENOMEM`: the queue is full).
+    pub(crate) fn post_recv(&self, qp: &rpma_sys::qp::Qp, ctx: u64, hold: Hold, sge: Option<Sge>) -> Result<()> {
+        self.post_with(ctx, Some(hold), |wr_id| {
+            // SAFETY: `sge` lies in the region the entry's hold keeps alive
+            // until the receive completes or the QP is destroyed (a failed
+            // destroy leaks the tracker, see `ConnParts::drop`).
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    /// [`post_recv`](Self::post_recv) on a shared receive queue.
+    ///
+    /// # Errors
+    /// As [`post_recv`](Self::post_recv).
+    pub(crate) fn post_srq_recv(&self, srq: &rpma_sys::srq::Srq, ctx: u64, hold: Hold, sge: Option<Sge>) -> Result<()> {
+        self.post_with(ctx, Some(hold), |wr_id| {
+            // SAFETY: as in `post_recv`; a failed SRQ destroy leaks the
+            // tracker (see `SrqInner::drop`).
+            #[allow(unsafe_code)]
+            unsafe {
+                srq.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    /// The receive in `slot` (from its decoded wr_id) completed: retire it.
+    pub(crate) fn complete(&self, slot: u64) -> Option<(u64, CompletionOp)> {
         let mut g = lock(&self.m);
-        let idx = usize::try_from(wr_id & (SRQ_BIT - 1)).ok()?;
+        let idx = usize::try_from(slot).ok()?;
         let e = g.entries.get_mut(idx)?.take()?;
         g.free.push(idx);
         Some((e.ctx, e.kind))
@@ -308,29 +305,12 @@ impl RecvTracker {
     }
 }
 
-/// Which tracker a completion's wr_id belongs to.
-pub(crate) enum Source {
-    Send,
-    Recv,
-    SrqRecv,
-    Untracked,
-}
-
-#[inline]
-pub(crate) fn source(wr_id: u64) -> Source {
-    match (wr_id & RECV_BIT != 0, wr_id & SRQ_BIT != 0) {
-        (false, false) if wr_id & UNTRACKED_BIT != 0 => Source::Untracked,
-        (false, _) => Source::Send,
-        (true, false) => Source::Recv,
-        (true, true) => Source::SrqRecv,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wrid::WrId;
 
-    fn rec(ctx: u64, kind: OpKind, signaled: bool, hold: Option<Hold>) -> SendOpRec {
+    fn rec(ctx: u64, kind: CompletionOp, signaled: bool, hold: Option<Hold>) -> SendOpRec {
         SendOpRec { ctx, kind, signaled, hold, confirm: None }
     }
 
@@ -345,7 +325,7 @@ mod tests {
         for round in 0..10u64 {
             // two unsignaled, one signaled: the signaled completion retires all three
             for k in 0..3 {
-                t.post_with(rec(round * 10 + k, OpKind::Write, k == 2, None), |id| {
+                t.post_with(rec(round * 10 + k, CompletionOp::Write, k == 2, None), |id| {
                     ids.push(id);
                     Ok(())
                 })
@@ -353,7 +333,7 @@ mod tests {
             }
             let last = *ids.last().unwrap();
             assert_eq!(t.complete(last + 1, true), None, "not posted yet");
-            assert_eq!(t.complete(last, true), Some((round * 10 + 2, OpKind::Write)));
+            assert_eq!(t.complete(last, true), Some((round * 10 + 2, CompletionOp::Write)));
             assert_eq!(t.pending(), 0);
             assert_eq!(t.complete(last, true), None, "already retired");
         }
@@ -363,42 +343,26 @@ mod tests {
     #[test]
     fn the_last_slot_is_kept_for_a_signaled_operation() {
         let t = SendTracker::new(3).unwrap();
-        t.post_with(rec(1, OpKind::Write, false, None), ok).unwrap();
-        t.post_with(rec(2, OpKind::Write, false, None), ok).unwrap();
-        let e = t.post_with(rec(3, OpKind::Write, false, None), ok).unwrap_err();
+        t.post_with(rec(1, CompletionOp::Write, false, None), ok).unwrap();
+        t.post_with(rec(2, CompletionOp::Write, false, None), ok).unwrap();
+        let e = t.post_with(rec(3, CompletionOp::Write, false, None), ok).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
         assert!(e.to_string().contains("kept for a signaled operation"), "{e}");
         // ... which can be posted, and whose completion retires the rest.
         let mut id = 0;
-        t.post_with(rec(4, OpKind::Flush, true, None), |i| {
+        t.post_with(rec(4, CompletionOp::Flush, true, None), |i| {
             id = i;
             Ok(())
         })
         .unwrap();
-        let e = t.post_with(rec(5, OpKind::Write, true, None), ok).unwrap_err();
+        let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
         assert!(e.to_string().contains("the send queue is full"), "{e}");
-        assert_eq!(t.complete(id, true), Some((4, OpKind::Flush)));
+        assert_eq!(t.complete(id, true), Some((4, CompletionOp::Flush)));
         assert_eq!(t.pending(), 0);
         // A queue of 1 takes signaled operations only.
         let t = SendTracker::new(1).unwrap();
-        assert!(t.post_with(rec(1, OpKind::Write, false, None), ok).is_err());
-        t.post_with(rec(1, OpKind::Write, true, None), ok).unwrap();
-    }
-
-    #[test]
-    fn untracked_wr_ids_carry_kind_and_context() {
-        for kind in KINDS {
-            for ctx in [0, 1, 0xdead_beef, UNTRACKED_CTX_MAX] {
-                let id = untracked_wr_id(kind, ctx);
-                assert!(matches!(source(id), Source::Untracked));
-                assert_eq!(untracked(id), Some((ctx, kind)));
-            }
-        }
-        // Tracked wr_ids never look untracked.
-        assert!(matches!(source(5), Source::Send));
-        assert!(matches!(source(RECV_BIT | 5), Source::Recv));
-        assert!(matches!(source(RECV_BIT | SRQ_BIT | 5), Source::SrqRecv));
-        assert_eq!(untracked(UNTRACKED_BIT | 31 << KIND_SHIFT), None);
+        assert!(t.post_with(rec(1, CompletionOp::Write, false, None), ok).is_err());
+        t.post_with(rec(1, CompletionOp::Write, true, None), ok).unwrap();
     }
 
     #[test]
@@ -407,9 +371,9 @@ mod tests {
         let hold: Arc<u8> = Arc::new(7);
         let mut ids = Vec::new();
         for (ctx, kind, h) in [
-            (10, OpKind::Write, Some(hold.clone() as Hold)),
-            (11, OpKind::Write, Some(hold.clone() as Hold)),
-            (12, OpKind::Flush, None),
+            (10, CompletionOp::Write, Some(hold.clone() as Hold)),
+            (11, CompletionOp::Write, Some(hold.clone() as Hold)),
+            (12, CompletionOp::Flush, None),
         ] {
             t.post_with(rec(ctx, kind, ctx == 12, h), |id| {
                 ids.push(id);
@@ -418,7 +382,7 @@ mod tests {
             .unwrap();
         }
         assert_eq!(Arc::strong_count(&hold), 3);
-        assert_eq!(t.complete(ids[2], true), Some((12, OpKind::Flush)));
+        assert_eq!(t.complete(ids[2], true), Some((12, CompletionOp::Flush)));
         assert_eq!(Arc::strong_count(&hold), 1, "unsignaled predecessors are retired too");
         assert_eq!(t.complete(ids[0], true), None);
         assert_eq!(t.pending(), 0);
@@ -432,21 +396,21 @@ mod tests {
         let t = SendTracker::new(8).unwrap();
         let hold: Arc<u8> = Arc::new(7);
         let mut ids = Vec::new();
-        for (ctx, kind) in [(1, OpKind::Read), (2, OpKind::Write), (3, OpKind::Send)] {
+        for (ctx, kind) in [(1, CompletionOp::Read), (2, CompletionOp::Write), (3, CompletionOp::Send)] {
             t.post_with(rec(ctx, kind, ctx != 2, Some(hold.clone() as Hold)), |id| {
                 ids.push(id);
                 Ok(())
             })
             .unwrap();
         }
-        assert_eq!(t.complete(ids[2], true), Some((3, OpKind::Send)), "B first");
+        assert_eq!(t.complete(ids[2], true), Some((3, CompletionOp::Send)), "B first");
         assert_eq!(Arc::strong_count(&hold), 1, "the device is done with all three");
         assert_eq!(t.pending(), 0);
-        assert_eq!(t.complete(ids[0], true), Some((1, OpKind::Read)), "A still finds its own");
+        assert_eq!(t.complete(ids[0], true), Some((1, CompletionOp::Read)), "A still finds its own");
         assert_eq!(t.complete(ids[0], true), None);
         assert_eq!(t.complete(ids[1], true), None, "the unsignaled one was retired by B");
         // The ring moved on: it is empty and takes new entries.
-        t.post_with(rec(4, OpKind::Read, true, None), |id| {
+        t.post_with(rec(4, CompletionOp::Read, true, None), |id| {
             assert_eq!(id, ids[2] + 1);
             Ok(())
         })
@@ -466,7 +430,13 @@ mod tests {
         let c = Arc::new(Count(Default::default()));
         let mut ids = Vec::new();
         for ok_ in [false, true] {
-            let r = SendOpRec { ctx: 0, kind: OpKind::LocalInv, signaled: true, hold: None, confirm: Some(c.clone()) };
+            let r = SendOpRec {
+                ctx: 0,
+                kind: CompletionOp::LocalInv,
+                signaled: true,
+                hold: None,
+                confirm: Some(c.clone()),
+            };
             t.post_with(r, |id| {
                 ids.push(id);
                 Ok(())
@@ -480,15 +450,17 @@ mod tests {
     #[test]
     fn send_queue_refuses_when_full_and_forgets_failed_posts() {
         let t = SendTracker::new(3).unwrap();
-        t.post_with(rec(1, OpKind::Write, true, None), ok).unwrap();
+        t.post_with(rec(1, CompletionOp::Write, true, None), ok).unwrap();
         let e = t
-            .post_with(rec(2, OpKind::Write, true, None), |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM)))
+            .post_with(rec(2, CompletionOp::Write, true, None), |_| {
+                Err(std::io::Error::from_raw_os_error(libc::ENOMEM))
+            })
             .unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
         assert_eq!(t.pending(), 1, "a failed post leaves no entry");
-        t.post_with(rec(3, OpKind::Write, true, None), ok).unwrap();
-        t.post_with(rec(4, OpKind::Write, true, None), ok).unwrap();
-        let e = t.post_with(rec(5, OpKind::Write, true, None), ok).unwrap_err();
+        t.post_with(rec(3, CompletionOp::Write, true, None), ok).unwrap();
+        t.post_with(rec(4, CompletionOp::Write, true, None), ok).unwrap();
+        let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
         assert!(e.to_string().contains("sq_size 3"), "{e}");
     }
@@ -510,11 +482,14 @@ mod tests {
             })
             .unwrap();
         }
-        assert!(matches!(source(ids[0]), Source::SrqRecv));
+        let slot = |id| match WrId::decode(id) {
+            WrId::SrqRecv(s) => s,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(t.pending(), 2);
-        assert_eq!(t.complete(ids[1]), Some((2, OpKind::Recv)));
-        assert_eq!(t.complete(ids[0]), Some((1, OpKind::Recv)));
-        assert_eq!(t.complete(ids[0]), None);
+        assert_eq!(t.complete(slot(ids[1])), Some((2, CompletionOp::Recv)));
+        assert_eq!(t.complete(slot(ids[0])), Some((1, CompletionOp::Recv)));
+        assert_eq!(t.complete(slot(ids[0])), None);
         assert_eq!(t.pending(), 0, "a repeated completion retires nothing twice");
         let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM))).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
@@ -526,7 +501,6 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert!(matches!(source(id), Source::Recv));
-        assert!(matches!(source(5), Source::Send));
+        assert!(matches!(WrId::decode(id), WrId::Recv(_)));
     }
 }

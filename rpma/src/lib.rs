@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 
+pub mod access;
 pub mod common_data;
 pub mod conn;
 pub mod conn_cfg;
@@ -19,12 +20,15 @@ mod inflight;
 pub mod memory;
 pub mod mr;
 pub mod mw;
+mod op;
 pub mod peer;
 pub mod peer_cfg;
 pub mod rereg;
 pub mod srq;
 pub mod utils;
+mod validate;
 mod wire;
+mod wrid;
 
 pub use common_data::CommonData;
 pub use conn::{Conn, Flags, FlushType, RetryBudget};

@@ -2,19 +2,25 @@
 //! granted and revoked without re-registering it (`ibv_alloc_mw`,
 //! `ibv_bind_mw`, invalidation).
 
+use crate::access::{Access, Usage};
+use crate::conn::Conn;
 use crate::error::{Error, Result};
-use crate::inflight::Confirm;
+use crate::inflight::{Confirm, Hold, SendOpRec};
 use crate::log::{rpma_log, LogLevel};
-use crate::mr::RegionHold;
-use crate::mr::Usage;
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, RegionHold};
+use crate::op::Flags;
 use crate::peer::Peer;
+use crate::validate;
 use crate::wire::{self, MrDesc};
+use crate::wrid::CompletionOp;
 use bitflags::bitflags;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use rpma_sys::mw::MwType;
+use rpma_sys::wr::{MwBindInfo, WrFlags};
 
 bitflags! {
     /// What a bound window allows the remote side (`IBV_ACCESS_*` bits).
@@ -273,6 +279,173 @@ impl Drop for Mw {
                 );
                 std::mem::forget(mw);
                 std::mem::forget(binding);
+            }
+        }
+    }
+}
+
+/// Window operations on a connection (they post on its send queue; they
+/// live here, with the window whose state they change).
+impl Conn {
+    /// Binds `mw` over `len` bytes at `offset` of `mr` with `access`
+    /// (`ibv_bind_mw` for type 1, a posted bind work request for type 2,
+    /// which ties the window to this connection). The window is usable, and
+    /// its [`descriptor`](Mw::descriptor) valid, once the bind's completion
+    /// has been reaped (with [`Flags::COMPLETION_ON_ERROR`], after a later
+    /// signaled operation's). The window keeps `mr` alive until it is
+    /// invalidated or dropped.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: `flags` empty; the window is already bound; the
+    ///   range exceeds `mr`; `mr` was not registered with
+    ///   [`Usage::MW_BIND`]; remote write or atomic access over a region
+    ///   without local write access (the seed's rule); zero-based addressing
+    ///   on a type 1 window; window or region on another peer.
+    /// * [`Error::NoSupp`]: the provider cannot bind type 1 windows.
+    /// * [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    pub fn bind_mw<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        mw: &mut Mw,
+        mr: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        access: MwAccess,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let parts = self.parts();
+        let signaled = flags.signaled()?;
+        let fence = flags.fence();
+        if mw.is_bound() {
+            return Err(Error::inval("bind_mw: the window is already bound; invalidate it first"));
+        }
+        mr.check_range("bind_mw: mr", offset, len)?;
+        validate::local(mr, Usage::MW_BIND, "bind_mw: mr", &parts.peer)?;
+        if !mw.peer().same_pd(&parts.peer) {
+            return Err(Error::inval("bind_mw: the window was allocated on another peer (protection domain)"));
+        }
+        if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC)
+            && !mr.access().contains(Access::LOCAL_WRITE)
+        {
+            return Err(Error::inval(format!(
+                "bind_mw: remote write or atomic access needs local write access on the region, which has {:?}",
+                mr.access()
+            )));
+        }
+        if access.contains(MwAccess::ZERO_BASED) && mw.mw_type() == MwType::Type1 {
+            return Err(Error::inval("bind_mw: zero-based addressing needs a type 2 window"));
+        }
+        let qp = parts.qp()?;
+        let addr = mr.sys().device_addr() + offset as u64;
+        let mut new_rkey = mw.rkey();
+        let rec =
+            SendOpRec { ctx: op_context, kind: CompletionOp::BindMw, signaled, hold: Some(mr.hold()), confirm: None };
+        parts
+            .send
+            .post_with(rec, |wr_id| {
+                let info = MwBindInfo { mr: mr.sys(), addr, length: len as u64, access: access.bits() };
+                let wr = WrFlags { wr_id, signaled, fence };
+                match mw.mw_type() {
+                    MwType::Type1 => {
+                        new_rkey = qp.bind_mw_type1(mw.sys(), info, wr)?;
+                        Ok(())
+                    }
+                    MwType::Type2 => {
+                        new_rkey = rpma_sys::wr::next_rkey(mw.rkey());
+                        qp.post_bind_mw(mw.sys(), new_rkey, info, wr)
+                    }
+                }
+            })
+            .map_err(|e| match e.errno() {
+                Some(libc::EOPNOTSUPP) => Error::nosupp("bind_mw: the provider cannot bind type 1 memory windows"),
+                _ => e,
+            })?;
+        // The window holds the region from the post on, whether or not the
+        // bind succeeds on the device: only a confirmed invalidation or a
+        // successful deallocation ends the hold.
+        let mut st = mw.shared().lock();
+        st.rkey = new_rkey;
+        st.binding = Some(Binding::new(addr, len as u64, access, new_rkey, qp.qp_num(), mr.region_hold()));
+        Ok(())
+    }
+
+    /// Revokes `mw`'s binding: a local invalidate (`IBV_WR_LOCAL_INV`) for a
+    /// type 2 window, a zero-length bind for type 1. Once its completion has
+    /// been reaped, remote access through the old rkey fails; if that
+    /// completion is successful the window releases its region then (a
+    /// failed one leaves the window bound, holding the region).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `flags` lack [`Flags::COMPLETION_ALWAYS`] (the
+    /// release needs the invalidation's own completion), the window is not
+    /// bound, an invalidation of it is already posted, a type 2 window was
+    /// bound on another connection, or the connection is closed (the window
+    /// stays bound in every case); [`Error::Again`], [`Error::Provider`]: as
+    /// [`write`](Conn::write).
+    pub fn invalidate_mw(&self, mw: &mut Mw, flags: Flags, op_context: u64) -> Result<()> {
+        let parts = self.parts();
+        if !flags.signaled()? {
+            return Err(Error::inval(
+                "invalidate_mw: flags need Flags::COMPLETION_ALWAYS: the window releases its region only when \
+                 the invalidation's own completion confirms it",
+            ));
+        }
+        let fence = flags.fence();
+        let qp = parts.qp()?;
+        let ty = mw.mw_type();
+        let shared = mw.shared().clone();
+        let (rkey, region) = {
+            let mut st = shared.lock();
+            let Some(b) = st.binding.as_ref() else {
+                return Err(Error::inval("invalidate_mw: the window is not bound"));
+            };
+            if st.invalidating.is_some() {
+                return Err(Error::inval(
+                    "invalidate_mw: an invalidation of this window is already posted; reap its completion",
+                ));
+            }
+            if ty == MwType::Type2 && b.qp_num != qp.qp_num() {
+                return Err(Error::inval(format!(
+                    "invalidate_mw: the type 2 window was bound on another connection (QP {}), not this one (QP {}); \
+                     invalidate it there",
+                    b.qp_num,
+                    qp.qp_num()
+                )));
+            }
+            let r = (b.rkey, b.region.clone());
+            // Set before posting: the completion may be translated (by a
+            // thread polling the CQ) as soon as the post returns.
+            st.invalidating = Some(r.0);
+            r
+        };
+        let hold: Hold = Arc::new(region.clone());
+        let rec = SendOpRec {
+            ctx: op_context,
+            kind: CompletionOp::LocalInv,
+            signaled: true,
+            hold: Some(hold),
+            confirm: Some(shared.clone()),
+        };
+        let r = parts.send.post_with(rec, |wr_id| match ty {
+            MwType::Type2 => qp.post_local_inv(wr_id, true, fence, rkey),
+            MwType::Type1 => {
+                // A zero-length bind over its region unbinds a type 1 window.
+                let mr = region.mr();
+                let info = MwBindInfo { mr, addr: mr.device_addr(), length: 0, access: 0 };
+                qp.bind_mw_type1(mw.sys(), info, WrFlags { wr_id, signaled: true, fence }).map(|_| ())
+            }
+        });
+        let mut st = shared.lock();
+        match r {
+            Ok(()) => {
+                if ty == MwType::Type1 {
+                    st.rkey = mw.sys().rkey();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                st.invalidating = None;
+                Err(e)
             }
         }
     }

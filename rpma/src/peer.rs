@@ -1,8 +1,8 @@
 //! Peer: a protection domain on a device, with the device's probed capabilities.
 
+use crate::access::{usage_to_access, Access, Usage};
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
-use crate::mr::{usage_to_access, Access, Usage};
 use crate::utils::IbvContext;
 use rpma_sys::device::{DeviceCaps, Transport};
 use rpma_sys::pd::Pd;

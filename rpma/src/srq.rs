@@ -7,6 +7,7 @@ use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, Usage};
 use crate::peer::{Capabilities, Peer};
+use crate::validate;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
@@ -162,18 +163,11 @@ impl Srq {
         len: usize,
         op_context: u64,
     ) -> Result<()> {
-        let len32 = crate::conn::check_len("srq recv", len)?;
+        let len32 = validate::len32("srq recv", len)?;
         dst.check_range("srq recv: dst", offset, len)?;
-        crate::conn::check_local(dst, Usage::RECV, "srq recv: dst", &self.inner.peer)?;
+        validate::local(dst, Usage::RECV, "srq recv: dst", &self.inner.peer)?;
         let sge = (len > 0).then(|| dst.sge(offset, len32));
-        self.inner.tracker.post_with(op_context, Some(dst.hold()), |wr_id| {
-            // SAFETY: the region is held by the tracker entry until the
-            // receive completes or the SRQ is destroyed.
-            #[allow(unsafe_code)]
-            unsafe {
-                self.inner.srq.post_recv(wr_id, sge)
-            }
-        })
+        self.inner.tracker.post_srq_recv(&self.inner.srq, op_context, dst.hold(), sge)
     }
 
     /// The peer the SRQ was created on.

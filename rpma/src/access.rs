@@ -1,0 +1,187 @@
+//! Usage intentions ([`Usage`], librpma's `RPMA_MR_USAGE_*`) and the verbs
+//! access flags ([`Access`], `IBV_ACCESS_*`) they translate into: the one
+//! home of librpma's usage → access table ([`usage_to_access`]).
+//!
+//! The same items are re-exported from [`crate::mr`] and the crate root.
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// How a region will be used (librpma's `RPMA_MR_USAGE_*`, same bits).
+    /// Registration translates it into `IBV_ACCESS_*` flags, see
+    /// [`Peer::usage_to_access`](crate::Peer::usage_to_access).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Usage: u16 {
+        /// Source of RDMA reads issued by the remote side.
+        const READ_SRC = 1 << 0;
+        /// Destination of RDMA reads issued by this side.
+        const READ_DST = 1 << 1;
+        /// Source of RDMA writes issued by this side.
+        const WRITE_SRC = 1 << 2;
+        /// Destination of RDMA writes issued by the remote side.
+        const WRITE_DST = 1 << 3;
+        /// Target of flushes to global visibility.
+        const FLUSH_TYPE_VISIBILITY = 1 << 4;
+        /// Target of flushes to persistence.
+        const FLUSH_TYPE_PERSISTENT = 1 << 5;
+        /// Source of sends.
+        const SEND = 1 << 6;
+        /// Destination of receives.
+        const RECV = 1 << 7;
+        /// Memory windows may be bound over the region (rpma extension,
+        /// `IBV_ACCESS_MW_BIND`; local only: not carried in descriptors).
+        const MW_BIND = 1 << 8;
+    }
+}
+
+bitflags! {
+    /// `IBV_ACCESS_*` flags, as passed to `ibv_reg_mr`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Access: u32 {
+        /// `IBV_ACCESS_LOCAL_WRITE`.
+        const LOCAL_WRITE = 1;
+        /// `IBV_ACCESS_REMOTE_WRITE`.
+        const REMOTE_WRITE = 1 << 1;
+        /// `IBV_ACCESS_REMOTE_READ`.
+        const REMOTE_READ = 1 << 2;
+        /// `IBV_ACCESS_REMOTE_ATOMIC`.
+        const REMOTE_ATOMIC = 1 << 3;
+        /// `IBV_ACCESS_MW_BIND`.
+        const MW_BIND = 1 << 4;
+        /// `IBV_ACCESS_ZERO_BASED`.
+        const ZERO_BASED = 1 << 5;
+        /// `IBV_ACCESS_ON_DEMAND`.
+        const ON_DEMAND = 1 << 6;
+        /// `IBV_ACCESS_HUGETLB`.
+        const HUGETLB = 1 << 7;
+        /// `IBV_ACCESS_FLUSH_GLOBAL`.
+        const FLUSH_GLOBAL = 1 << 8;
+        /// `IBV_ACCESS_FLUSH_PERSISTENT`.
+        const FLUSH_PERSISTENT = 1 << 9;
+        /// `IBV_ACCESS_RELAXED_ORDERING`.
+        const RELAXED_ORDERING = 1 << 20;
+    }
+}
+
+/// librpma's usage → access translation (`rpma_peer_usage2access`).
+///
+/// * `READ_SRC` → `REMOTE_READ`
+/// * `FLUSH_TYPE_*` → `REMOTE_READ` (APM flush is an RDMA READ), or with
+///   `native_flush` `FLUSH_GLOBAL` / `FLUSH_PERSISTENT` respectively
+/// * `READ_DST` → `LOCAL_WRITE`, plus `REMOTE_WRITE` on iWARP (which carries
+///   a READ as a WRITE in the other direction)
+/// * `WRITE_SRC` → `LOCAL_WRITE`
+/// * `WRITE_DST` → `REMOTE_WRITE | LOCAL_WRITE`
+/// * `RECV` → `LOCAL_WRITE`
+/// * `SEND` → nothing (a send-only region has access 0)
+/// * `MW_BIND` (rpma) → `MW_BIND`
+///
+/// ```
+/// use rpma::{mr::usage_to_access, Access, Usage};
+/// assert_eq!(usage_to_access(Usage::WRITE_DST, false, false), Access::REMOTE_WRITE | Access::LOCAL_WRITE);
+/// assert_eq!(usage_to_access(Usage::READ_DST, true, false), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+/// assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
+/// assert_eq!(usage_to_access(Usage::SEND, false, false), Access::empty());
+/// ```
+pub fn usage_to_access(usage: Usage, iwarp: bool, native_flush: bool) -> Access {
+    let mut a = Access::empty();
+    if usage.contains(Usage::READ_SRC) {
+        a |= Access::REMOTE_READ;
+    }
+    let flush = Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT;
+    if native_flush {
+        if usage.contains(Usage::FLUSH_TYPE_VISIBILITY) {
+            a |= Access::FLUSH_GLOBAL;
+        }
+        if usage.contains(Usage::FLUSH_TYPE_PERSISTENT) {
+            a |= Access::FLUSH_PERSISTENT;
+        }
+    } else if usage.intersects(flush) {
+        a |= Access::REMOTE_READ;
+    }
+    if usage.contains(Usage::READ_DST) {
+        a |= Access::LOCAL_WRITE;
+        if iwarp {
+            a |= Access::REMOTE_WRITE;
+        }
+    }
+    if usage.contains(Usage::WRITE_SRC) {
+        a |= Access::LOCAL_WRITE;
+    }
+    if usage.contains(Usage::WRITE_DST) {
+        a |= Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+    }
+    if usage.contains(Usage::RECV) {
+        a |= Access::LOCAL_WRITE;
+    }
+    if usage.contains(Usage::MW_BIND) {
+        a |= Access::MW_BIND;
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// librpma's table (`tests/unit/peer/peer-mr_reg.c`), each flag alone,
+    /// without native flush: (usage, IB access, iWARP access).
+    #[test]
+    fn usage_table_single_flags() {
+        let lw = Access::LOCAL_WRITE;
+        let rw = Access::REMOTE_WRITE;
+        let rr = Access::REMOTE_READ;
+        let table = [
+            (Usage::READ_SRC, rr, rr),
+            (Usage::READ_DST, lw, lw | rw),
+            (Usage::WRITE_SRC, lw, lw),
+            (Usage::WRITE_DST, rw | lw, rw | lw),
+            (Usage::FLUSH_TYPE_VISIBILITY, rr, rr),
+            (Usage::FLUSH_TYPE_PERSISTENT, rr, rr),
+            (Usage::SEND, Access::empty(), Access::empty()),
+            (Usage::RECV, lw, lw),
+        ];
+        for (u, ib, iwarp) in table {
+            assert_eq!(usage_to_access(u, false, false), ib, "{u:?} on IB");
+            assert_eq!(usage_to_access(u, true, false), iwarp, "{u:?} on iWARP");
+        }
+    }
+
+    #[test]
+    fn usage_table_native_flush() {
+        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_VISIBILITY, false, true), Access::FLUSH_GLOBAL);
+        assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
+        assert_eq!(
+            usage_to_access(Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT, false, true),
+            Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT
+        );
+        assert_eq!(
+            usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, true),
+            Access::REMOTE_READ | Access::FLUSH_PERSISTENT
+        );
+        // Everything else is unaffected by native flush.
+        for u in [Usage::READ_SRC, Usage::READ_DST, Usage::WRITE_SRC, Usage::WRITE_DST, Usage::SEND, Usage::RECV] {
+            assert_eq!(usage_to_access(u, false, true), usage_to_access(u, false, false));
+        }
+    }
+
+    #[test]
+    fn usage_table_combinations() {
+        let librpma_all = Usage::all() - Usage::MW_BIND;
+        assert_eq!(
+            usage_to_access(librpma_all, false, false),
+            Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
+        );
+        assert_eq!(
+            usage_to_access(Usage::MW_BIND | Usage::READ_SRC, false, false),
+            Access::MW_BIND | Access::REMOTE_READ
+        );
+        assert_eq!(usage_to_access(Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT, false, false), Access::REMOTE_READ);
+        assert_eq!(usage_to_access(Usage::SEND | Usage::RECV, false, false), Access::LOCAL_WRITE);
+        assert_eq!(
+            usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false),
+            Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
+        );
+        assert_eq!((Usage::all() - Usage::MW_BIND).bits(), 0xff, "librpma's 8 flags, same bits");
+    }
+}

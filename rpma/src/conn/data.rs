@@ -1,0 +1,380 @@
+//! The data path of a connection: librpma's operations, each built as one
+//! [`Op`](crate::op::Op) (or, for atomic write and flush, chosen between
+//! the native verb and librpma's emulation) and posted through the
+//! connection's trackers.
+
+use super::Conn;
+use crate::error::{Error, Result};
+use crate::inflight::{Hold, SendOpRec};
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, MrRemote, Usage};
+use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
+use crate::validate;
+use crate::wrid::CompletionOp;
+use rpma_sys::wr::{SendOp, SendWr, Sge};
+use std::sync::atomic::Ordering;
+
+impl Conn {
+    /// Reads `len` bytes at `src_offset` of the remote region into `dst` at
+    /// `dst_offset` (`rpma_read`).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `flags` are empty, `len` exceeds 4 GiB - 1, a
+    /// range exceeds its region (the message names which), `dst` lacks
+    /// [`Usage::READ_DST`] or is on another peer, or `src` lacks
+    /// [`Usage::READ_SRC`]; [`Error::Again`] when the send queue is full;
+    /// [`Error::Provider`] when posting fails.
+    pub fn read<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), Some(dst.hold()))
+    }
+
+    /// [`read`](Conn::read) without keeping `dst` alive: the fast path for
+    /// callers that track their buffers themselves (it also accepts borrowed
+    /// memory, `MrLocal<&mut [u8]>`). Only the local range is checked: the
+    /// usages and the remote range are left to the devices, which refuse
+    /// what the registrations do not allow.
+    ///
+    /// Nothing is recorded, as in librpma: `op_context` travels in the work
+    /// request ID and comes back in the completion. The operation is not
+    /// counted in [`pending_sends`](Conn::pending_sends), so posting beyond
+    /// the send queue's size fails with the provider's `ENOMEM`
+    /// ([`Error::Provider`]) rather than [`Error::Again`]. Measured cost: see
+    /// "Instructions per operation" in BENCHMARKS.md.
+    ///
+    /// ```
+    /// # #[allow(dead_code)]
+    /// fn fetch(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
+    ///     // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
+    ///     unsafe { conn.read_unchecked(dst, 0, src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 7)? };
+    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     assert_eq!(wc.op_context, 7);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// # Safety
+    /// `dst` (its registration and memory) must not be dropped, deregistered
+    /// or accessed until this operation's completion (or that of a later
+    /// signaled operation on this connection) has been reaped, or the
+    /// connection is dropped.
+    ///
+    /// # Errors
+    /// As [`read`](Conn::read), and [`Error::Inval`] when `op_context`
+    /// exceeds 56 bits.
+    #[allow(unsafe_code)]
+    pub unsafe fn read_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), None)
+    }
+
+    /// Writes `len` bytes of `src` at `src_offset` to the remote region at
+    /// `dst_offset` (`rpma_write`).
+    ///
+    /// # Errors
+    /// As [`read`](Conn::read), with `src` needing [`Usage::WRITE_SRC`] and
+    /// `dst` [`Usage::WRITE_DST`].
+    pub fn write<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), Some(src.hold()))
+    }
+
+    /// [`write`](Conn::write) without keeping `src` alive, with only the
+    /// local range checked and nothing recorded (see
+    /// [`read_unchecked`](Conn::read_unchecked)).
+    ///
+    /// # Safety
+    /// `src` must not be dropped, deregistered or written until this
+    /// operation's completion (or that of a later signaled operation on this
+    /// connection) has been reaped, or the connection is dropped.
+    ///
+    /// # Errors
+    /// As [`write`](Conn::write), and [`Error::Inval`] when `op_context`
+    /// exceeds 56 bits.
+    #[allow(unsafe_code)]
+    pub unsafe fn write_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), None)
+    }
+
+    /// [`write`](Conn::write) with immediate data, which the other side gets
+    /// in the completion of a posted receive, in host order
+    /// (`rpma_write_with_imm`).
+    ///
+    /// # Errors
+    /// As [`write`](Conn::write).
+    pub fn write_with_imm<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: u32,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::write(dst, dst_offset, src, src_offset, len, Some(imm)).with(flags, op_context), Some(src.hold()))
+    }
+
+    /// Writes 8 bytes atomically at `dst_offset` (`rpma_atomic_write`):
+    /// natively (`IBV_WR_ATOMIC_WRITE`) when the device supports it, else as
+    /// an inline 8-byte RDMA WRITE fenced behind earlier reads (and so behind
+    /// an APM flush), as librpma does. `value` is copied when posting.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `flags` are empty, `dst_offset` is not a
+    /// multiple of 8, the 8 bytes exceed the region, or it lacks
+    /// [`Usage::WRITE_DST`]; as [`write`](Conn::write) otherwise.
+    pub fn atomic_write(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        value: [u8; 8],
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = flags.signaled()?;
+        if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
+            return Err(Error::inval(format!(
+                "atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"
+            )));
+        }
+        dst.check_range("atomic_write: dst", dst_offset, 8)?;
+        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
+        let qp = self.parts.qp()?;
+        if let Some(mut ex) = qp.ex().filter(|ex| ex.has_atomic_write()) {
+            let rec =
+                SendOpRec { ctx: op_context, kind: CompletionOp::AtomicWrite, signaled, hold: None, confirm: None };
+            return self.parts.send.post_with(rec, |wr_id| {
+                ex.post_atomic_write(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), &value)
+            });
+        }
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Write,
+            sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
+            remote_addr: dst.addr().wrapping_add(dst_offset),
+            rkey: dst.rkey(),
+            signaled,
+            fence: true,
+            inline: true,
+        };
+        self.parts.post(CompletionOp::AtomicWrite, op_context, None, wr)
+    }
+
+    /// Makes earlier writes to the remote region durable or visible
+    /// (`rpma_flush`): natively (`IBV_WR_FLUSH`) when the device supports it,
+    /// else (APM) as an 8-byte RDMA READ at `dst_offset`, which completes
+    /// only after the earlier writes on this connection.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: `flags` empty; `dst_offset + len` exceeds the
+    ///   region; for the APM read, fewer than 8 bytes at `dst_offset`.
+    /// * [`Error::NoSupp`]: [`FlushType::Persistent`] without the remote
+    ///   peer's `direct_write_to_pmem`, or a region not registered for the
+    ///   requested flush type.
+    /// * [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    pub fn flush(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        len: u64,
+        ty: FlushType,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let signaled = flags.signaled()?;
+        match ty {
+            FlushType::Persistent if !self.direct_write_to_pmem.load(Ordering::Relaxed) => {
+                return Err(Error::nosupp(
+                    "flush(Persistent): the remote peer does not support direct write to persistent memory \
+                     (apply its PeerCfg with Conn::apply_remote_peer_cfg)",
+                ))
+            }
+            FlushType::Persistent if !dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT) => {
+                return Err(Error::nosupp(
+                    "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
+                ))
+            }
+            FlushType::Visibility if !dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY) => {
+                return Err(Error::nosupp(
+                    "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
+                ))
+            }
+            _ => {}
+        }
+        dst.check_range("flush: dst", dst_offset, len)?;
+        let qp = self.parts.qp()?;
+        if let Some(mut ex) = qp.ex().filter(|ex| ex.has_flush()) {
+            let t = match ty {
+                FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
+                FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
+            };
+            let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
+            let rec = SendOpRec { ctx: op_context, kind: CompletionOp::Flush, signaled, hold: None, confirm: None };
+            return self.parts.send.post_with(rec, |wr_id| {
+                ex.post_flush(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), len, t)
+            });
+        }
+        dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Read,
+            sge: Some(self.parts.flush_mr.sge(0, 8)),
+            remote_addr: dst.addr().wrapping_add(dst_offset),
+            rkey: dst.rkey(),
+            signaled,
+            fence: flags.contains(Flags::FENCE),
+            inline: false,
+        };
+        // The read lands in the connection's flush region, held like any
+        // local region until the read completes.
+        self.parts.post(CompletionOp::Flush, op_context, Some(self.parts.flush_mr.hold()), wr)
+    }
+
+    /// Sends `len` bytes of `src` at `offset` to a receive posted by the
+    /// other side (`rpma_send`); `len` may be 0.
+    ///
+    /// # Errors
+    /// As [`write`](Conn::write), with `src` needing [`Usage::SEND`].
+    pub fn send<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::send(src, offset, len, SendOp::Send).with(flags, op_context), Some(src.hold()))
+    }
+
+    /// [`send`](Conn::send) with immediate data, delivered in host order
+    /// (`rpma_send_with_imm`).
+    ///
+    /// # Errors
+    /// As [`send`](Conn::send).
+    pub fn send_with_imm<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: u32,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::send(src, offset, len, SendOp::SendImm(imm)).with(flags, op_context), Some(src.hold()))
+    }
+
+    /// [`send`](Conn::send) that also invalidates the other side's type 2
+    /// window with `rkey` (`IBV_WR_SEND_WITH_INV`); the receiver's completion
+    /// reports it in [`Completion::invalidated_rkey`](crate::Completion).
+    ///
+    /// # Errors
+    /// As [`send`](Conn::send).
+    pub fn send_with_inv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        rkey: u32,
+        op_context: u64,
+    ) -> Result<()> {
+        self.post(Op::send(src, offset, len, SendOp::SendInv(rkey)).with(flags, op_context), Some(src.hold()))
+    }
+
+    /// Posts a receive of up to `len` bytes into `dst` at `offset`
+    /// (`rpma_recv`); its completion always arrives (on the RCQ when there is
+    /// one). Receives are not guaranteed to complete in posting order.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the range exceeds `dst`, `len` exceeds 4 GiB - 1,
+    /// `dst` lacks [`Usage::RECV`] or is on another peer, or the connection
+    /// uses an SRQ; [`Error::Provider`] when posting fails (`ENOMEM`: the
+    /// receive queue is full).
+    pub fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        self.parts.recv(dst, offset, len, op_context, Some(dst.hold()))
+    }
+
+    /// [`recv`](Conn::recv) without keeping `dst` alive, without the usage
+    /// check (the device refuses a receive into memory without local write
+    /// access) and with nothing recorded (`op_context` travels in the work
+    /// request ID; see [`read_unchecked`](Conn::read_unchecked)); the local
+    /// range is checked.
+    ///
+    /// # Safety
+    /// `dst` must not be dropped, deregistered or accessed until the
+    /// receive's completion has been reaped, or the connection is dropped.
+    ///
+    /// # Errors
+    /// As [`recv`](Conn::recv), without the usage check, and
+    /// [`Error::Inval`] when `op_context` exceeds 56 bits.
+    #[allow(unsafe_code)]
+    pub unsafe fn recv_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+    ) -> Result<()> {
+        self.parts.recv(dst, offset, len, op_context, None)
+    }
+
+    /// Operations posted on the send queue whose completion (or a later
+    /// signaled one's) has not been reaped yet; unchecked operations are
+    /// not counted.
+    pub fn pending_sends(&self) -> usize {
+        self.parts.send.pending()
+    }
+
+    /// Checks `op` and posts it: tracked, keeping `hold` until its
+    /// completion, or without `hold` untracked (the `*_unchecked` paths,
+    /// whose callers keep the memory alive).
+    #[inline]
+    fn post<M: RegMemory>(&self, op: Op<'_, M>, hold: Option<Hold>) -> Result<()> {
+        let wr = op.work_request(&self.parts.peer, hold.is_some())?;
+        match hold {
+            Some(h) => self.parts.post(op.kind(), op.ctx, Some(h), wr),
+            None => self.parts.post_untracked(op.kind(), op.ctx, wr),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A connection's events and completion waits: the CM event channel, the
+//! shared completion channel, disconnecting.
+
+use super::Conn;
+use crate::cq::Cq;
+use crate::error::{Error, Result};
+use crate::log::{rpma_log, LogLevel};
+use crate::utils::ConnEvent;
+use rpma_sys::cm::event;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+impl Conn {
+    /// The connection's CM event fd (`rpma_conn_get_event_fd`).
+    pub fn event_fd(&self) -> RawFd {
+        self.channel.fd()
+    }
+
+    /// The next connection event (`rpma_conn_next_event`), with librpma's
+    /// mapping: ESTABLISHED → `Established`; DISCONNECTED, TIMEWAIT_EXIT →
+    /// `Closed`; CONNECT_ERROR, DEVICE_REMOVAL → `Lost`; REJECTED →
+    /// `Rejected`; UNREACHABLE → `Unreachable`. Blocks unless the event fd is
+    /// non-blocking. On `Established` the configured RNR NAK timer
+    /// ([`ConnCfg::set_min_rnr_timer`](crate::ConnCfg::set_min_rnr_timer)) is
+    /// applied to the QP; a provider that refuses it keeps its own, with a
+    /// warning in the log.
+    ///
+    /// # Errors
+    /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
+    /// [`Error::Unknown`] for an event librpma does not map (named in the
+    /// message); [`Error::Provider`] when getting the event fails.
+    pub fn next_event(&self) -> Result<ConnEvent> {
+        let ev = self.channel.get_event().map_err(|e| match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
+            _ => Error::provider_raw("rdma_get_cm_event", e),
+        })?;
+        let ev = Ok(match ev.kind {
+            event::ESTABLISHED => {
+                let _ = self.private_data.set(ev.private_data);
+                if let Some(qp) = self.parts.id.qp() {
+                    // A tuning attribute: a provider that refuses it keeps
+                    // rdma_cm's value, and the connection is still good.
+                    if let Err(e) = qp.set_min_rnr_timer(self.parts.min_rnr_timer) {
+                        rpma_log!(
+                            LogLevel::Warning,
+                            "ibv_modify_qp(min_rnr_timer {}) failed ({e}): the provider's RNR timer stays",
+                            self.parts.min_rnr_timer
+                        );
+                    }
+                }
+                ConnEvent::Established
+            }
+            event::CONNECT_ERROR | event::DEVICE_REMOVAL => ConnEvent::Lost,
+            event::DISCONNECTED | event::TIMEWAIT_EXIT => ConnEvent::Closed,
+            event::REJECTED => ConnEvent::Rejected,
+            event::UNREACHABLE => ConnEvent::Unreachable,
+            other => {
+                return Err(Error::Unknown(
+                    format!("unexpected connection event {}", rpma_sys::cm::event_str(other)).into(),
+                ))
+            }
+        });
+        if !matches!(ev, Ok(ConnEvent::Established)) {
+            self.parts.closed.store(true, Ordering::Relaxed);
+        }
+        ev
+    }
+
+    /// [`next_event`](Conn::next_event), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`next_event`](Conn::next_event); [`Error::NoEvent`] when `timeout`
+    /// passes first.
+    pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
+        if !rpma_sys::poll_readable(self.event_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+            return Err(Error::NoEvent);
+        }
+        self.next_event()
+    }
+
+    /// The fd of the shared completion channel (`rpma_conn_get_compl_fd`).
+    ///
+    /// # Errors
+    /// [`Error::NotSharedChnl`] when the connection has no shared channel.
+    pub fn compl_fd(&self) -> Result<RawFd> {
+        match &self.parts.shared {
+            Some(c) => Ok(c.fd()),
+            None => {
+                Err(Error::NotSharedChnl("the connection was configured without a shared completion channel".into()))
+            }
+        }
+    }
+
+    /// Waits on the shared completion channel (`rpma_conn_wait`): returns the
+    /// CQ with a completion event (re-armed) and whether it is the RCQ.
+    ///
+    /// # Errors
+    /// [`Error::NotSharedChnl`] without a shared channel; [`Error::NoCompletion`]
+    /// when nothing is pending on a non-blocking fd; [`Error::Unknown`] for
+    /// an event of another CQ.
+    pub fn wait(&self) -> Result<(&Cq, bool)> {
+        let Some(ch) = &self.parts.shared else {
+            return Err(Error::NotSharedChnl(
+                "the connection was configured without a shared completion channel".into(),
+            ));
+        };
+        let id = ch.get_event().map_err(|_| Error::NoCompletion)?;
+        let (cq, is_rcq) = if id == self.parts.cq.sys().id() {
+            (&self.parts.cq, false)
+        } else if let Some(r) = self.parts.rcq.as_ref().filter(|r| r.sys().id() == id) {
+            (r, true)
+        } else {
+            return Err(Error::Unknown("a completion event for a CQ of no connection".into()));
+        };
+        cq.rearm()?;
+        Ok((cq, is_rcq))
+    }
+
+    /// [`wait`](Conn::wait), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`wait`](Conn::wait); [`Error::NoCompletion`] when `timeout` passes.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(&Cq, bool)> {
+        let fd = self.compl_fd()?;
+        if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+            return Err(Error::NoCompletion);
+        }
+        self.wait()
+    }
+
+    /// Starts closing the connection (`rpma_conn_disconnect`). From then on
+    /// (and once [`next_event`](Conn::next_event) reported anything but
+    /// `Established`) operations are refused with [`Error::Inval`].
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when `rdma_disconnect` fails.
+    pub fn disconnect(&self) -> Result<()> {
+        self.parts.closed.store(true, Ordering::Relaxed);
+        self.parts.id.disconnect().map_err(|e| Error::provider_raw("rdma_disconnect", e))
+    }
+}

@@ -1,0 +1,153 @@
+//! What a connection owns, the order it is released in, and the raw posts
+//! (tracked through the trackers, or untracked for the `*_unchecked` paths).
+
+use crate::cq::Cq;
+use crate::error::{Error, Result};
+use crate::inflight::{Hold, RecvTracker, SendOpRec, SendTracker};
+use crate::log::{rpma_log, LogLevel};
+use crate::memory::{AlignedBuf, RegMemory};
+use crate::mr::{MrLocal, Usage};
+use crate::peer::Peer;
+use crate::srq::Srq;
+use crate::validate;
+use crate::wrid::{self, CompletionOp};
+use rpma_sys::cm::CmId;
+use rpma_sys::cq::CompChannel;
+use rpma_sys::wr::SendWr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Most completions reaped from one CQ when a connection is dropped.
+const DRAIN_MAX: usize = 1 << 16;
+
+/// Everything a connection owns. Released in librpma's order (`Drop`
+/// below, then field order): QP, RCQ, CQ, CM ID, shared completion channel;
+/// the trackers, and the regions they keep alive, only after the QP is gone
+/// and the device can no longer touch them.
+pub(crate) struct ConnParts {
+    pub(crate) rcq: Option<Cq>,
+    pub(crate) cq: Cq,
+    pub(crate) id: CmId,
+    pub(crate) shared: Option<CompChannel>,
+    pub(crate) srq: Option<Srq>,
+    pub(crate) send: Arc<SendTracker>,
+    pub(crate) recv: Arc<RecvTracker>,
+    pub(crate) flush_mr: MrLocal<AlignedBuf>,
+    pub(crate) peer: Peer,
+    /// Set by `disconnect` and by a closing event: posting is refused then.
+    pub(crate) closed: AtomicBool,
+    /// Applied to the QP when the connection is established.
+    pub(crate) min_rnr_timer: u8,
+}
+
+impl Drop for ConnParts {
+    fn drop(&mut self) {
+        // librpma's order: the QP first, then (by field order) the CQs and
+        // the CM ID. Like librpma, no disconnect here: measured on rxe, an
+        // implicit disconnect makes the passive side of a pair dropped at
+        // once wait ~50 s in the CM's timewait; tear down with `disconnect`.
+        //
+        // Completions still queued are reaped first, before and after the
+        // QP goes, so the entries they name (receives taken from a shared
+        // receive queue among them) are retired, not kept until the SRQ goes.
+        self.drain_cqs();
+        match self.id.destroy_qp() {
+            Ok(()) => self.drain_cqs(),
+            Err(e) => {
+                // The device may still process the posted work requests:
+                // keep what they use (the trackers' holds) for ever.
+                rpma_log!(
+                    LogLevel::Error,
+                    "ibv_destroy_qp: {e}; leaking the memory of {} posted send(s) and {} receive(s)",
+                    self.send.pending(),
+                    self.recv.pending()
+                );
+                std::mem::forget(self.send.clone());
+                std::mem::forget(self.recv.clone());
+                std::mem::forget(self.flush_mr.hold()); // APM flush reads land here
+            }
+        }
+    }
+}
+
+impl ConnParts {
+    /// Polls the connection's CQs empty (bounded), retiring what each
+    /// completion names; the completions are dropped.
+    fn drain_cqs(&self) {
+        for cq in std::iter::once(&self.cq).chain(self.rcq.as_ref()) {
+            for _ in 0..DRAIN_MAX {
+                if cq.get_completion().is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The QP, unless the connection is closed.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] once closed.
+    pub(crate) fn qp(&self) -> Result<&rpma_sys::qp::Qp> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::inval(
+                "the connection is closed (disconnected, lost or rejected): nothing can be posted",
+            ));
+        }
+        self.id.qp().ok_or_else(|| Error::Unknown("the connection has no queue pair".into()))
+    }
+
+    /// Posts a receive into `len` bytes of `dst` at `offset`: tracked,
+    /// keeping `hold` until its completion, or without `hold` untracked
+    /// (`recv_unchecked`, whose caller keeps `dst` alive; the usage check is
+    /// left to the device then).
+    pub(crate) fn recv<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        op_context: u64,
+        hold: Option<Hold>,
+    ) -> Result<()> {
+        let len32 = validate::len32("recv", len)?;
+        dst.check_range("recv: dst", offset, len)?;
+        if hold.is_some() {
+            validate::local(dst, Usage::RECV, "recv: dst", &self.peer)?;
+        }
+        if self.srq.is_some() {
+            return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::recv"));
+        }
+        let qp = self.qp()?;
+        let sge = (len > 0).then(|| dst.sge(offset, len32));
+        match hold {
+            Some(h) => self.recv.post_recv(qp, op_context, h, sge),
+            None => {
+                let wr_id = wrid::untracked(CompletionOp::Recv, op_context)?;
+                // SAFETY: the caller of `recv_unchecked` keeps the region
+                // alive until the receive completes.
+                #[allow(unsafe_code)]
+                unsafe { qp.post_recv(wr_id, sge) }.map_err(|e| Error::provider_raw("ibv_post_recv", e))
+            }
+        }
+    }
+
+    /// Posts without recording anything (the unchecked fast paths): the
+    /// wr_id carries the kind and `ctx`.
+    #[inline]
+    pub(crate) fn post_untracked(&self, kind: CompletionOp, ctx: u64, wr: SendWr) -> Result<()> {
+        let wr_id = wrid::untracked(kind, ctx)?;
+        let qp = self.qp()?;
+        // SAFETY: the caller of the `*_unchecked` operation keeps the local
+        // memory in `wr` alive until the operation completes.
+        #[allow(unsafe_code)]
+        unsafe { qp.post_send(&SendWr { wr_id, ..wr }) }.map_err(|e| Error::provider_raw("ibv_post_send", e))
+    }
+
+    /// Posts `wr` through the send tracker, which keeps `hold` (the region
+    /// of `wr`'s local range) until the operation completes.
+    #[inline]
+    pub(crate) fn post(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
+        let qp = self.qp()?;
+        let rec = SendOpRec { ctx, kind, signaled: wr.signaled, hold, confirm: None };
+        self.send.post_send(qp, rec, wr)
+    }
+}

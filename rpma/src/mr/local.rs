@@ -1,0 +1,347 @@
+//! The operations on a local registration: registering, descriptors,
+//! bounds-checked copies, deregistration and the holds in-flight operations
+//! keep.
+
+use super::*;
+
+impl<M: RegMemory> MrLocal<M> {
+    /// Size of a descriptor in bytes (21, librpma's `rpma_mr_get_descriptor_size`).
+    pub const DESCRIPTOR_SIZE: usize = wire::MR_DESCRIPTOR_SIZE;
+
+    /// Registers `mem` on `peer` for `usage` (`rpma_mr_reg`).
+    ///
+    /// The access flags are [`Peer::usage_to_access`]. If the device cannot
+    /// pin the memory (`EOPNOTSUPP`, e.g. FS-DAX) and the peer supports
+    /// On-Demand Paging, registration is retried with `IBV_ACCESS_ON_DEMAND`
+    /// (see [`is_odp`](Self::is_odp)).
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: the memory is 0 bytes long or larger than the
+    ///   device's `max_mr_size`; `usage` is empty or has bits no
+    ///   `RPMA_MR_USAGE_*` flag defines.
+    /// * [`Error::Provider`] with the errno of `ibv_reg_mr`; for `EOPNOTSUPP`
+    ///   the message says whether the ODP retry was refused (peer not ODP
+    ///   capable) or failed.
+    pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
+        let (ptr, len) = mem.as_mut_ptr_len();
+        let (mr, odp) = register(peer, ptr, len, usage, None)?;
+        Ok(MrLocal::from_parts(MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
+    }
+
+    /// Registers `mem` as [`reg`](Self::reg) does, but zero-based: the
+    /// device addresses the region from (about) 0 instead of its virtual
+    /// address (`ibv_reg_mr_iova`), so descriptors do not reveal where the
+    /// memory lives in this process. The kernel requires the start to keep
+    /// its offset within a page: page-aligned memory ([`AlignedBuf`](crate::AlignedBuf))
+    /// starts exactly at 0. Remote operations on the region work unchanged.
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+    /// let mr = rpma::MrLocal::reg_zero_based(peer, rpma::AlignedBuf::new(4096)?, rpma::Usage::READ_SRC)?;
+    /// assert_eq!(rpma::MrRemote::from_descriptor(&mr.descriptor())?.addr(), 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`reg`](Self::reg).
+    pub fn reg_zero_based(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
+        let (ptr, len) = mem.as_mut_ptr_len();
+        let iova = ptr as u64 & (rpma_sys::page_size() as u64 - 1);
+        let (mr, odp) = register(peer, ptr, len, usage, Some(iova))?;
+        Ok(MrLocal::from_parts(MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
+    }
+
+    /// Whether the region was registered zero-based.
+    pub fn is_zero_based(&self) -> bool {
+        self.inner.mr.device_addr() != self.inner.ptr as u64
+    }
+
+    /// Start of the registered memory (`rpma_mr_get_ptr`).
+    pub fn ptr(&self) -> *const u8 {
+        self.inner.ptr
+    }
+
+    /// Size of the registered memory in bytes (`rpma_mr_get_size`).
+    pub fn size(&self) -> usize {
+        self.inner.len
+    }
+
+    /// The usage it was registered for.
+    pub fn usage(&self) -> Usage {
+        self.inner.usage
+    }
+
+    /// The access flags actually passed to `ibv_reg_mr` (including
+    /// `ON_DEMAND` after the ODP fallback).
+    pub fn access(&self) -> Access {
+        Access::from_bits_retain(self.inner.mr.access())
+    }
+
+    /// Whether the region was registered with On-Demand Paging.
+    pub fn is_odp(&self) -> bool {
+        self.inner.odp
+    }
+
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.inner.mr.lkey()
+    }
+
+    /// Remote key: a capability granting the access in
+    /// [`access`](Self::access) to whoever holds it.
+    pub fn rkey(&self) -> u32 {
+        self.inner.mr.rkey()
+    }
+
+    /// The peer the region is registered on.
+    pub fn peer(&self) -> &Peer {
+        &self.inner.peer
+    }
+
+    /// The 21-byte descriptor for the remote side
+    /// (`rpma_mr_get_descriptor`): address, size, rkey, usage, little-endian.
+    ///
+    /// # Security
+    /// The descriptor carries a virtual address of this process and an rkey,
+    /// which lets its holder access the region as `usage` allows. Send it
+    /// only to the intended peer.
+    pub fn descriptor(&self) -> [u8; wire::MR_DESCRIPTOR_SIZE] {
+        wire::encode_mr(&MrDesc {
+            addr: self.inner.mr.device_addr(),
+            size: self.inner.len as u64,
+            rkey: self.inner.mr.rkey(),
+            usage: (self.inner.usage.bits() & 0xff) as u8,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
+        check_within(what, "local", offset as u64, len as u64, self.inner.len as u64)
+    }
+
+    pub(crate) fn sys(&self) -> &Mr {
+        &self.inner.mr
+    }
+
+    /// The registration and memory, when nothing holds them; else the
+    /// region back with the error saying what holds it.
+    pub(crate) fn into_parts(self, what: &str) -> std::result::Result<MrParts<M>, (MrLocal<M>, Error)> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => Ok(inner.into_parts()),
+            Err(inner) => {
+                let mr = MrLocal { inner };
+                let e = mr.held_error(what);
+                Err((mr, e))
+            }
+        }
+    }
+
+    pub(crate) fn from_parts(parts: MrParts<M>) -> MrLocal<M> {
+        MrLocal { inner: Arc::new(MrInner::new(parts)) }
+    }
+
+    /// Number of posted operations using this region that have not completed
+    /// yet (0 when it is idle).
+    pub fn in_flight(&self) -> usize {
+        (Arc::strong_count(&self.inner) - 1).saturating_sub(self.bound_windows())
+    }
+
+    /// Number of memory windows bound over this region (as far as this side
+    /// knows: a window's hold ends when the device confirmed its
+    /// invalidation, or when it was deallocated).
+    pub fn bound_windows(&self) -> usize {
+        self.inner.windows.load(Ordering::Relaxed)
+    }
+
+    /// `Error::Again` naming what holds the region: operations in flight
+    /// and/or bound windows, and how to release each.
+    #[cold]
+    #[inline(never)]
+    fn held_error(&self, what: &str) -> Error {
+        let ops = self.in_flight();
+        let mws = self.bound_windows();
+        let mut parts = Vec::new();
+        if ops > 0 {
+            parts.push(format!("{ops} operation(s) using it are in flight (reap their completions)"));
+        }
+        if mws > 0 {
+            parts.push(format!(
+                "{mws} memory window(s) are bound over it (invalidate them with Conn::invalidate_mw and reap the \
+                 completion, or drop them)"
+            ));
+        }
+        if parts.is_empty() {
+            parts.push("another reference holds it; retry".into());
+        }
+        Error::Again(format!("{what}: the region is busy: {}", parts.join("; ")).into())
+    }
+
+    /// The device address of `offset` in the region, for an SGE.
+    pub(crate) fn sge(&self, offset: usize, len: u32) -> rpma_sys::wr::Sge {
+        rpma_sys::wr::Sge { addr: self.inner.mr.device_addr() + offset as u64, length: len, lkey: self.inner.mr.lkey() }
+    }
+
+    /// Copies `dst.len()` bytes from `offset` in the region into `dst`.
+    ///
+    /// While an operation writing into the region (a read's destination, a
+    /// receive) is in flight, the bytes read are unspecified.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check_range("read_at", offset, dst.len())?;
+        // SAFETY: the range is inside the owned, live memory (checked above);
+        // raw copies create no reference to memory the device may write.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
+    }
+
+    /// [`read_at`](Self::read_at) with volatile loads: every call reads the
+    /// memory again, so a loop can poll for bytes the remote side writes into
+    /// the region (an RDMA write, as in perftest's `ib_write_lat`), which a
+    /// plain copy in a loop does not guarantee. The device gives no order
+    /// among the bytes of one write: poll the last byte, or a flag written by
+    /// a later operation, then read the rest.
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(mr: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+    /// let mut flag = [0u8];
+    /// while flag[0] == 0 {
+    ///     mr.read_volatile_at(63, &mut flag)?; // the last byte of a 64-byte record
+    ///     std::hint::spin_loop();
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
+    pub fn read_volatile_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check_range("read_volatile_at", offset, dst.len())?;
+        for (i, d) in dst.iter_mut().enumerate() {
+            // SAFETY: inside the owned, live memory (checked above); a raw
+            // volatile load creates no reference to memory the device may write.
+            #[allow(unsafe_code)]
+            {
+                *d = unsafe { std::ptr::read_volatile(self.inner.ptr.add(offset + i)) };
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the region at `offset`.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `offset + src.len()` exceeds [`size`](Self::size);
+    /// [`Error::Again`] while an operation using the region is in flight (the
+    /// device may be reading or writing it).
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
+        self.check_range("write_at", offset, src.len())?;
+        if Arc::strong_count(&self.inner) > 1 {
+            return Err(self.held_error("write_at"));
+        }
+        // SAFETY: as in read_at; `&mut self` excludes local concurrent access.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.inner.ptr.add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// Advises the device about a range (`rpma_mr_advise`, `ibv_advise_mr`),
+    /// e.g. to prefetch an ODP region.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`] when the range exceeds the region (checked here,
+    ///   librpma leaves it to the provider), is longer than 4 GiB - 1, or the
+    ///   provider reports `EINVAL`/`EFAULT`;
+    /// * [`Error::NoSupp`] when the provider does not implement advice
+    ///   (`EOPNOTSUPP`, e.g. Soft-RoCE);
+    /// * [`Error::Provider`] for any other errno.
+    pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: AdviseFlags) -> Result<()> {
+        self.check_range("advise", offset, len)?;
+        let len32 = u32::try_from(len).map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
+        let adv = match advice {
+            Advice::Prefetch => 0,
+            Advice::PrefetchWrite => 1,
+            Advice::PrefetchNoFault => 2,
+        };
+        self.inner.mr.advise(self.inner.mr.addr(), offset as u64, len32, adv, flags.bits()).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => {
+                    Error::nosupp(format!("ibv_advise_mr is not supported by {}", self.inner.peer.device_name()))
+                }
+                Some(libc::EINVAL) | Some(libc::EFAULT) => {
+                    Error::inval(format!("ibv_advise_mr rejected the range or advice: {e}"))
+                }
+                _ => Error::provider_raw("ibv_advise_mr", e),
+            }
+        })
+    }
+
+    /// Deregisters the region (`rpma_mr_dereg`) and returns the memory.
+    ///
+    /// Dropping an `MrLocal` deregisters too (logging failures), once no
+    /// operation using it is in flight any more; `dereg` reports failures.
+    ///
+    /// # Errors
+    /// [`DeregError`] holding the region, still registered and usable:
+    /// [`Error::Again`] while operations using it are in flight;
+    /// [`Error::Provider`] when `ibv_dereg_mr` fails (e.g. `EBUSY` while a
+    /// memory window is bound).
+    pub fn dereg(self) -> std::result::Result<M, DeregError<M>> {
+        let parts = self.into_parts("dereg").map_err(|(mr, error)| DeregError { mr, error })?;
+        let MrParts { mr, peer, usage, ptr, len, odp, mem } = parts;
+        match mr.dereg() {
+            Ok(()) => Ok(mem),
+            Err((mr, e)) => Err(DeregError {
+                error: Error::provider_raw("ibv_dereg_mr", e),
+                mr: MrLocal::from_parts(MrParts { mr, peer, usage, ptr, len, odp, mem }),
+            }),
+        }
+    }
+}
+
+/// A registration kept alive by a memory window bound over it.
+pub(crate) trait RegionHold: Send + Sync {
+    fn mr(&self) -> &Mr;
+    /// The count of windows bound over the region.
+    fn windows(&self) -> &AtomicUsize;
+}
+
+impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
+    fn mr(&self) -> &Mr {
+        &self.mr
+    }
+    fn windows(&self) -> &AtomicUsize {
+        &self.windows
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
+    /// A reference that keeps the registration and memory alive while an
+    /// operation is in flight.
+    pub(crate) fn hold(&self) -> crate::inflight::Hold {
+        self.inner.clone()
+    }
+
+    /// The same, with access to the registration.
+    pub(crate) fn region_hold(&self) -> Arc<dyn RegionHold> {
+        self.inner.clone()
+    }
+}
+
+impl MrLocal<crate::memory::MappedFile> {
+    /// Makes the mapped file's contents durable (`msync`), e.g. after the
+    /// remote side wrote into it (GPSPM).
+    ///
+    /// # Errors
+    /// [`Error::Provider`] with the errno of `msync`.
+    pub fn persist(&self) -> Result<()> {
+        self.inner.mem.persist()
+    }
+}

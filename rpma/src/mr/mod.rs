@@ -1,0 +1,337 @@
+//! Memory regions: local registrations ([`MrLocal`]), their descriptors, and
+//! regions of the remote side ([`MrRemote`]). This file holds the
+//! registration's parts, its release and the checks; `local.rs` the
+//! operations on a local region, `remote.rs` the remote region.
+
+mod local;
+mod remote;
+
+pub(crate) use local::RegionHold;
+pub use remote::MrRemote;
+
+pub use crate::access::{usage_to_access, Access, Usage};
+use crate::error::{Error, Result};
+use crate::log::{rpma_log, LogLevel};
+use crate::memory::RegMemory;
+use crate::peer::Peer;
+use crate::wire::{self, MrDesc};
+use bitflags::bitflags;
+use rpma_sys::mr::Mr;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// What to do when `ibv_reg_mr` failed (librpma's ODP fallback).
+#[derive(Debug, PartialEq, Eq)]
+enum OdpFallback {
+    /// Retry with `IBV_ACCESS_ON_DEMAND`.
+    Retry,
+    /// `EOPNOTSUPP` but the peer cannot do ODP.
+    Refuse,
+    /// Any other failure.
+    Fail,
+}
+
+fn odp_fallback(errno: Option<i32>, odp_capable: bool) -> OdpFallback {
+    match errno {
+        Some(libc::EOPNOTSUPP) if odp_capable => OdpFallback::Retry,
+        Some(libc::EOPNOTSUPP) => OdpFallback::Refuse,
+        _ => OdpFallback::Fail,
+    }
+}
+
+/// `ibv_advise_mr` advice (`IBV_ADVISE_MR_ADVICE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// Prefetch for reading.
+    Prefetch,
+    /// Prefetch for writing.
+    PrefetchWrite,
+    /// Prefetch without faulting pages in.
+    PrefetchNoFault,
+}
+
+bitflags! {
+    /// `ibv_advise_mr` flags.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct AdviseFlags: u32 {
+        /// `IBV_ADVISE_MR_FLAG_FLUSH`: complete the advice before returning.
+        const FLUSH = 1;
+    }
+}
+
+/// A local memory registration (librpma's `rpma_mr_local`) that owns the
+/// memory it covers.
+///
+/// `M` is the memory: `Vec<u8>`, `Box<[u8]>`, [`AlignedBuf`](crate::AlignedBuf),
+/// a borrowed `&mut [u8]`, or any [`RegMemory`]. The region keeps the memory
+/// and the [`Peer`] (its protection domain) alive, and gives the memory back
+/// only through [`MrLocal::dereg`], once the device can no longer touch it.
+///
+/// ```no_run
+/// use rpma::{AlignedBuf, MrLocal, Usage};
+/// # #[allow(dead_code)]
+/// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+/// let mut mr = MrLocal::reg(peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::WRITE_DST)?;
+/// mr.write_at(0, b"hello")?;
+/// let desc = mr.descriptor();       // 21 bytes for the other side
+/// # let _ = desc;
+/// let buf = mr.dereg().map_err(|e| e.error)?; // the memory comes back
+/// # let _ = buf; Ok(()) }
+/// ```
+///
+/// # Thread safety
+/// `MrLocal<M>` is `Send`/`Sync` when `M` is. Reading the memory
+/// ([`read_at`](Self::read_at)) takes `&self`; writing it takes `&mut self`.
+pub struct MrLocal<M: RegMemory = Vec<u8>> {
+    inner: Arc<MrInner<M>>,
+}
+
+/// The registration and its memory, shared with in-flight operations and
+/// bound memory windows.
+///
+/// Dropping it deregisters and frees the memory only once `ibv_dereg_mr`
+/// succeeded; when it fails the device may still reach the memory, so the
+/// memory (and the registration) are leaked and the failure logged.
+pub(crate) struct MrInner<M: RegMemory> {
+    mr: ManuallyDrop<Mr>,
+    mem: ManuallyDrop<M>,
+    pub(crate) peer: Peer,
+    pub(crate) usage: Usage,
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) odp: bool,
+    /// Memory windows bound over the region (each also holds a reference).
+    windows: AtomicUsize,
+}
+
+/// The parts of a region, for deregistration and re-registration.
+pub(crate) struct MrParts<M: RegMemory> {
+    pub(crate) mr: Mr,
+    pub(crate) peer: Peer,
+    pub(crate) usage: Usage,
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) odp: bool,
+    pub(crate) mem: M,
+}
+
+impl<M: RegMemory> MrInner<M> {
+    fn new(p: MrParts<M>) -> MrInner<M> {
+        MrInner {
+            mr: ManuallyDrop::new(p.mr),
+            mem: ManuallyDrop::new(p.mem),
+            peer: p.peer,
+            usage: p.usage,
+            ptr: p.ptr,
+            len: p.len,
+            odp: p.odp,
+            windows: AtomicUsize::new(0),
+        }
+    }
+
+    fn into_parts(self) -> MrParts<M> {
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so each field is moved out exactly
+        // once and the Drop below does not run.
+        #[allow(unsafe_code)]
+        unsafe {
+            MrParts {
+                mr: ManuallyDrop::take(&mut me.mr),
+                mem: ManuallyDrop::take(&mut me.mem),
+                peer: std::ptr::read(&me.peer),
+                usage: me.usage,
+                ptr: me.ptr,
+                len: me.len,
+                odp: me.odp,
+            }
+        }
+    }
+}
+
+impl<M: RegMemory> Drop for MrInner<M> {
+    fn drop(&mut self) {
+        // SAFETY: `mr` is taken once, here (into_parts skips this Drop).
+        #[allow(unsafe_code)]
+        let mr = unsafe { ManuallyDrop::take(&mut self.mr) };
+        match mr.dereg() {
+            // SAFETY: the registration is gone, so the device can no longer
+            // reach the memory; `mem` is dropped once, here.
+            #[allow(unsafe_code)]
+            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.mem) },
+            Err((mr, e)) => {
+                rpma_log!(
+                    LogLevel::Error,
+                    "ibv_dereg_mr: {e}; the device may still reach the region's {} bytes at {:p}: \
+                     leaking them (and the registration) instead of freeing",
+                    self.len,
+                    self.ptr
+                );
+                std::mem::forget(mr);
+            }
+        }
+    }
+}
+
+// SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
+// the region to another thread moves that ownership with it.
+#[allow(unsafe_code)]
+unsafe impl<M: RegMemory + Send> Send for MrInner<M> {}
+// SAFETY: shared access only reads the memory (read_at) or immutable fields;
+// writes need `&mut MrLocal` and no operation in flight.
+#[allow(unsafe_code)]
+unsafe impl<M: RegMemory + Sync> Sync for MrInner<M> {}
+
+impl<M: RegMemory> std::fmt::Debug for MrLocal<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MrLocal")
+            .field("ptr", &self.inner.ptr)
+            .field("size", &self.inner.len)
+            .field("in_flight", &self.in_flight())
+            .field("usage", &self.inner.usage)
+            .field("access", &self.access())
+            .field("lkey", &self.lkey())
+            .field("rkey", &self.rkey())
+            .finish()
+    }
+}
+
+/// The failure of [`MrLocal::dereg`]: the region is handed back, still
+/// registered and usable.
+pub struct DeregError<M: RegMemory> {
+    /// The region, unchanged.
+    pub mr: MrLocal<M>,
+    /// Why deregistration failed.
+    pub error: Error,
+}
+
+impl<M: RegMemory> std::fmt::Debug for DeregError<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeregError").field("mr", &self.mr).field("error", &self.error).finish()
+    }
+}
+
+impl<M: RegMemory> std::fmt::Display for DeregError<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "deregistering the memory region failed: {}", self.error)
+    }
+}
+
+impl<M: RegMemory> std::error::Error for DeregError<M> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// Validates and registers `len` bytes at `ptr` (at `iova` when given), with
+/// librpma's ODP fallback; shared by registration and re-registration.
+pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova: Option<u64>) -> Result<(Mr, bool)> {
+    if len == 0 {
+        return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
+    }
+    let max = peer.capabilities().max_mr_size;
+    if max != 0 && len as u64 > max {
+        return Err(Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}")));
+    }
+    check_usage(usage)?;
+    let access = peer.usage_to_access(usage);
+    let reg = |access: Access| {
+        // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory
+        // value, alive and unmoved until the returned Mr is deregistered
+        // successfully, and leaks it otherwise (MrInner's Drop, dereg and
+        // rereg release it only after `Mr::dereg` returned Ok).
+        #[allow(unsafe_code)]
+        unsafe {
+            match iova {
+                None => Mr::reg(peer.pd(), ptr, len, access.bits()),
+                Some(iova) => Mr::reg_iova(peer.pd(), ptr, len, iova, access.bits()),
+            }
+        }
+    };
+    let (mr, odp) = match reg(access) {
+        Ok(mr) => (mr, false),
+        Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
+            OdpFallback::Fail => {
+                // rxe (and the IBA 1.5 rule it follows) grants persistent
+                // flush only on memory the kernel knows as persistent.
+                let hint = if access.contains(Access::FLUSH_PERSISTENT) && e.raw_os_error() == Some(libc::EINVAL) {
+                    " (the device refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory; \
+                     with native RDMA FLUSH, register DRAM without Usage::FLUSH_TYPE_PERSISTENT)"
+                } else {
+                    ""
+                };
+                return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?}){hint}"), e));
+            }
+            OdpFallback::Refuse => {
+                rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
+                return Err(Error::provider_raw(
+                    format!(
+                        "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
+                    ),
+                    e,
+                ));
+            }
+            OdpFallback::Retry => {
+                let odp_access = access | Access::ON_DEMAND;
+                let mr = reg(odp_access).map_err(|e| {
+                    Error::provider_raw(
+                        format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
+                        e,
+                    )
+                })?;
+                (mr, true)
+            }
+        },
+    };
+    rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
+    Ok((mr, odp))
+}
+
+/// `offset + len` must not overflow nor exceed `size`; the error names all three.
+#[inline]
+fn check_within(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(out_of_range(what, side, offset, len, size)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Error {
+    Error::inval(format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}"))
+}
+
+pub(crate) fn check_usage(usage: Usage) -> Result<()> {
+    if usage.is_empty() {
+        return Err(Error::inval("usage is empty; give at least one Usage flag"));
+    }
+    let unknown = usage.bits() & !Usage::all().bits();
+    if unknown != 0 {
+        return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odp_fallback_decision() {
+        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), true), OdpFallback::Retry);
+        assert_eq!(odp_fallback(Some(libc::EOPNOTSUPP), false), OdpFallback::Refuse);
+        assert_eq!(odp_fallback(Some(libc::EFAULT), true), OdpFallback::Fail);
+        assert_eq!(odp_fallback(Some(libc::ENOMEM), true), OdpFallback::Fail);
+        assert_eq!(odp_fallback(None, true), OdpFallback::Fail);
+    }
+
+    #[test]
+    fn remote_flush_type_is_usage_bits() {
+        let mut d = [0u8; 21];
+        d[20] = (Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY).bits() as u8;
+        let r = MrRemote::from_descriptor(&d).unwrap();
+        assert_eq!(r.flush_type(), Usage::FLUSH_TYPE_VISIBILITY);
+        assert_eq!(r.usage(), Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY);
+    }
+}

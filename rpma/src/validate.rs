@@ -1,0 +1,78 @@
+//! Argument checks shared by the data path of connections and SRQs: what
+//! librpma leaves to the NIC, checked locally with a message that names the
+//! broken bound. Region ranges are checked by the regions themselves
+//! (`MrLocal::check_range`, `MrRemote::check_range`).
+
+use crate::access::Usage;
+use crate::error::{Error, Result};
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, MrRemote};
+use crate::peer::Peer;
+
+/// `len` as a work request carries it (32 bits).
+///
+/// # Errors
+/// [`Error::Inval`] above 4 GiB - 1.
+#[inline]
+pub(crate) fn len32(what: &str, len: usize) -> Result<u32> {
+    u32::try_from(len).map_err(|_| too_long(what, len))
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(what: &str, len: usize) -> Error {
+    Error::inval(format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries"))
+}
+
+/// A local region used as `what` needs usage `need` and `peer`'s
+/// protection domain.
+///
+/// # Errors
+/// [`Error::Inval`] naming what is missing.
+#[inline]
+pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer: &Peer) -> Result<()> {
+    if !mr.usage().contains(need) {
+        return Err(bad_usage(what, "the region", mr.usage(), need));
+    }
+    if !mr.peer().same_pd(peer) {
+        return Err(other_peer(what));
+    }
+    Ok(())
+}
+
+/// A remote region used as `what` needs usage `need`.
+///
+/// # Errors
+/// [`Error::Inval`] naming what is missing.
+#[inline]
+pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
+    if !mr.usage().contains(need) {
+        return Err(bad_usage(what, "the remote region", mr.usage(), need));
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn bad_usage(what: &str, which: &str, has: Usage, need: Usage) -> Error {
+    Error::inval(format!("{what}: {which} was registered for {has:?}, not {need:?}"))
+}
+
+#[cold]
+#[inline(never)]
+fn other_peer(what: &str) -> Error {
+    Error::inval(format!("{what}: the region is registered on another peer (protection domain)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_above_32_bits_are_refused() {
+        assert_eq!(len32("write: src", 8).unwrap(), 8);
+        assert_eq!(len32("write: src", u32::MAX as usize).unwrap(), u32::MAX);
+        let e = len32("write: src", u32::MAX as usize + 1).unwrap_err();
+        assert!(e.to_string().contains("write: src: length 4294967296 exceeds 4 GiB - 1"), "{e}");
+    }
+}

@@ -1,0 +1,181 @@
+//! The 64-bit work-request ID and the completion kinds it names: the one
+//! place that knows its bit layout.
+//!
+//! | bits 63 62 61 | meaning                 | low bits                     |
+//! |---------------|-------------------------|------------------------------|
+//! | 0  0  0       | a tracked send          | sequence number (61 bits)    |
+//! | 0  0  1       | an untracked operation  | kind (56..61), op_context (0..56) |
+//! | 1  0  x       | a receive of a QP       | tracker slot                 |
+//! | 1  1  x       | a receive of an SRQ     | tracker slot                 |
+//!
+//! Tracked operations find their op_context and kind in their tracker
+//! (`inflight`); untracked ones (the `*_unchecked` fast paths) carry both in
+//! the ID, which limits their op_context to 56 bits.
+
+use crate::error::{Error, Result};
+
+/// What operation a completion is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionOp {
+    /// `read`.
+    Read,
+    /// `write`.
+    Write,
+    /// `write_with_imm`.
+    WriteWithImm,
+    /// `atomic_write`.
+    AtomicWrite,
+    /// `flush` (also when carried out as an 8-byte RDMA READ, APM).
+    Flush,
+    /// `send`.
+    Send,
+    /// `send_with_imm`.
+    SendWithImm,
+    /// `send_with_inv`.
+    SendWithInv,
+    /// `bind_mw`.
+    BindMw,
+    /// `invalidate_mw`.
+    LocalInv,
+    /// A receive that got a send (with or without immediate data).
+    Recv,
+    /// A receive consumed by a `write_with_imm` from the other side
+    /// (`IBV_WC_RECV_RDMA_WITH_IMM`).
+    RecvRdmaWithImm,
+    /// An opcode rpma did not post (raw `ibv_wc_opcode`).
+    Other(u32),
+}
+
+/// The kinds an untracked ID can carry, by their 5-bit index.
+const KINDS: [CompletionOp; 11] = [
+    CompletionOp::Read,
+    CompletionOp::Write,
+    CompletionOp::WriteWithImm,
+    CompletionOp::AtomicWrite,
+    CompletionOp::Flush,
+    CompletionOp::Send,
+    CompletionOp::SendWithImm,
+    CompletionOp::SendWithInv,
+    CompletionOp::BindMw,
+    CompletionOp::LocalInv,
+    CompletionOp::Recv,
+];
+
+const RECV_BIT: u64 = 1 << 63;
+const SRQ_BIT: u64 = 1 << 62;
+const UNTRACKED_BIT: u64 = 1 << 61;
+const KIND_SHIFT: u32 = 56;
+const KIND_MASK: u64 = 0x1f;
+/// The largest op_context an untracked operation can carry.
+pub(crate) const UNTRACKED_CTX_MAX: u64 = (1 << KIND_SHIFT) - 1;
+/// Sequence numbers of tracked sends wrap at this mask.
+pub(crate) const SEND_SEQ_MASK: u64 = UNTRACKED_BIT - 1;
+/// Receive tracker slots fit below this mask.
+const SLOT_MASK: u64 = SRQ_BIT - 1;
+
+/// A decoded work-request ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WrId {
+    /// A tracked send: its sequence number in the send tracker.
+    Send(u64),
+    /// A receive posted to a QP: its slot in the QP's receive tracker.
+    Recv(u64),
+    /// A receive posted to an SRQ: its slot in the SRQ's tracker.
+    SrqRecv(u64),
+    /// An untracked operation: the kind and op_context it carries, or
+    /// `None` for a kind index rpma never encodes.
+    Untracked(Option<(u64, CompletionOp)>),
+}
+
+impl WrId {
+    /// Decodes a completion's ID.
+    #[inline]
+    pub(crate) fn decode(raw: u64) -> WrId {
+        match (raw & RECV_BIT != 0, raw & SRQ_BIT != 0) {
+            (false, false) if raw & UNTRACKED_BIT != 0 => {
+                let kind = KINDS.get(((raw >> KIND_SHIFT) & KIND_MASK) as usize).copied();
+                WrId::Untracked(kind.map(|k| (raw & UNTRACKED_CTX_MAX, k)))
+            }
+            (false, _) => WrId::Send(raw),
+            (true, false) => WrId::Recv(raw & SLOT_MASK),
+            (true, true) => WrId::SrqRecv(raw & SLOT_MASK),
+        }
+    }
+}
+
+/// The ID of a tracked send with sequence number `seq`.
+#[inline]
+pub(crate) fn send(seq: u64) -> u64 {
+    seq & SEND_SEQ_MASK
+}
+
+/// The ID of a receive in slot `slot` of a QP's (or with `srq`, an SRQ's)
+/// tracker.
+#[inline]
+pub(crate) fn recv(slot: u64, srq: bool) -> u64 {
+    (slot & SLOT_MASK) | RECV_BIT | if srq { SRQ_BIT } else { 0 }
+}
+
+/// The ID of an untracked operation of kind `op` carrying `ctx`.
+///
+/// # Errors
+/// [`Error::Inval`] when `ctx` exceeds 56 bits.
+#[inline]
+pub(crate) fn untracked(op: CompletionOp, ctx: u64) -> Result<u64> {
+    if ctx > UNTRACKED_CTX_MAX {
+        return Err(ctx_too_big(ctx));
+    }
+    let kind = KINDS.iter().position(|k| *k == op).unwrap_or(KINDS.len()) as u64;
+    Ok(UNTRACKED_BIT | kind << KIND_SHIFT | ctx)
+}
+
+#[cold]
+#[inline(never)]
+fn ctx_too_big(op_context: u64) -> Error {
+    Error::inval(format!(
+        "op_context {op_context:#x} of an unchecked operation exceeds {UNTRACKED_CTX_MAX:#x} (56 bits): \
+         the fast path carries it in the work request ID"
+    ))
+}
+
+/// The completion kind of a receive, from the device's opcode.
+#[inline]
+pub(crate) fn recv_kind(wc_opcode: u32) -> CompletionOp {
+    if wc_opcode == rpma_sys::cq::WC_RECV_RDMA_WITH_IMM {
+        CompletionOp::RecvRdmaWithImm
+    } else {
+        CompletionOp::Recv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(WrId::decode(send(5)), WrId::Send(5));
+        assert_eq!(WrId::decode(send(SEND_SEQ_MASK)), WrId::Send(SEND_SEQ_MASK));
+        assert_eq!(WrId::decode(recv(7, false)), WrId::Recv(7));
+        assert_eq!(WrId::decode(recv(7, true)), WrId::SrqRecv(7));
+        for k in KINDS {
+            for ctx in [0, 1, UNTRACKED_CTX_MAX] {
+                assert_eq!(WrId::decode(untracked(k, ctx).unwrap()), WrId::Untracked(Some((ctx, k))));
+            }
+        }
+    }
+
+    #[test]
+    fn untracked_limits() {
+        assert!(matches!(untracked(CompletionOp::Read, UNTRACKED_CTX_MAX + 1), Err(Error::Inval(_))));
+        // A kind index rpma never writes decodes to no kind.
+        assert_eq!(WrId::decode(UNTRACKED_BIT | 0x1f << KIND_SHIFT | 3), WrId::Untracked(None));
+    }
+
+    #[test]
+    fn recv_opcode() {
+        assert_eq!(recv_kind(128), CompletionOp::Recv);
+        assert_eq!(recv_kind(129), CompletionOp::RecvRdmaWithImm);
+    }
+}
