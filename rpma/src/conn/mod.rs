@@ -146,7 +146,7 @@ impl Conn {
 /// [`transport_timeout`](RetryBudget::transport_timeout) is that bound as the
 /// standard defines it. A provider may take longer, or never report the
 /// failure at all (Soft-RoCE on Linux 6.1 does not: see "Faults" in the
-/// README), so wait for completions with a bound, such as
+/// repository's docs/testing.md), so wait for completions with a bound, such as
 /// [`Cq::next_completion`], and tear the connection down on a timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
