@@ -8,7 +8,13 @@
 //! printed and written to `target/bench/` (`RPMA_BENCH_OUT` to change).
 //!
 //! Knobs: `RPMA_BENCH_ITERS` (operations per case, default 1000),
-//! `RPMA_BENCH_IR_ITERS` (operations counted by callgrind, default 200).
+//! `RPMA_BENCH_IR_ITERS` (operations counted by callgrind, default 200),
+//! `RPMA_BENCH_ONLY=ir` (only the instruction counts),
+//! `RPMA_BENCH_BASELINE=PATH` (this bench built from another revision, e.g.
+//! `git worktree add /tmp/base REV && cd /tmp/base && cargo bench --bench
+//! compare --no-run`: its rpma rows are counted beside this build's, in the
+//! same run, and reported as rpma/baseline; the path must be visible in the
+//! VM, so keep it under the repository, e.g. in `target/`).
 //!
 //! Every side prints `RESULT` lines (see `stats.rs`); the C program
 //! `librpma_bench.c` is compiled with gcc against Debian's librpma at run time.
@@ -187,24 +193,13 @@ fn measure() -> Res<()> {
     if !gcc.success() {
         return Err("gcc could not build librpma_bench.c (needs librpma-dev: harness/install-deps)".into());
     }
-    let it = iters.to_string();
-
-    eprintln!("compare: rpma and librpma, every case");
-    for prog in [&exe, &cbin] {
-        let p = next_port().to_string();
-        forward(&pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), cmd(prog, &["client", &addr, &p, &it]))?);
+    let only_ir = std::env::var("RPMA_BENCH_ONLY").as_deref() == Ok("ir");
+    let baseline = std::env::var_os("RPMA_BENCH_BASELINE").map(std::path::PathBuf::from);
+    if let Some(b) = &baseline {
+        println!("INFO baseline {}", b.display());
     }
-
-    eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
-    let p = next_port().to_string();
-    forward(&pair(cmd(&exe, &["server", &addr, &p, "1"]), Some("READY"), cmd(&exe, &["emulated", &addr, &p, &it]))?);
-
-    eprintln!("compare: perftest");
-    // perftest's own connection set-up fails now and then on a loaded TCG
-    // guest ("Unexpected CM event"); its cells then say n/a, the rest stands.
-    if let Err(e) = perftest(&addr, &dev, iters) {
-        eprintln!("compare: perftest failed, its cells stay n/a: {e}");
-        println!("INFO-NOTE perftest failed: {}", e.to_string().lines().next().unwrap_or(""));
+    if !only_ir {
+        timings(&exe, &cbin, &addr, &dev, iters)?;
     }
 
     eprintln!("compare: instructions per operation (callgrind)");
@@ -218,7 +213,13 @@ fn measure() -> Res<()> {
         ("atomic_write", "rpma-emulated", "emulated"),
     ] {
         let other = format!("{case}_{suffix}");
-        for (imp, prog, arg) in [("rpma", &exe, case), (variant, &exe, other.as_str()), ("librpma", &cbin, case)] {
+        let mut progs = vec![("rpma".to_string(), &exe, case), (variant.to_string(), &exe, other.as_str())];
+        if let Some(b) = &baseline {
+            progs.push(("baseline".into(), b, case));
+            progs.push((format!("baseline-{suffix}"), b, other.as_str()));
+        }
+        progs.push(("librpma".into(), &cbin, case));
+        for (imp, prog, arg) in progs {
             let ir = |n: usize| -> Res<f64> {
                 let p = next_port().to_string();
                 let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
@@ -244,15 +245,41 @@ fn measure() -> Res<()> {
     };
     println!("RESULT ir verbs read {:.1}", per_op(ir_iters, ir)?);
 
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+/// The timed measurements: latency, bandwidth, rates, set-up and
+/// registration, shared channels (everything but the instruction counts).
+fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str, iters: usize) -> Res<()> {
+    let it = iters.to_string();
+    eprintln!("compare: rpma and librpma, every case");
+    for prog in [&exe, &cbin] {
+        let p = next_port().to_string();
+        forward(&pair(cmd(prog, &["server", addr, &p, "1"]), Some("READY"), cmd(prog, &["client", addr, &p, &it]))?);
+    }
+
+    eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
+    let p = next_port().to_string();
+    forward(&pair(cmd(exe, &["server", addr, &p, "1"]), Some("READY"), cmd(exe, &["emulated", addr, &p, &it]))?);
+
+    eprintln!("compare: perftest");
+    // perftest's own connection set-up fails now and then on a loaded TCG
+    // guest ("Unexpected CM event"); its cells then say n/a, the rest stands.
+    if let Err(e) = perftest(addr, dev, iters) {
+        eprintln!("compare: perftest failed, its cells stay n/a: {e}");
+        println!("INFO-NOTE perftest failed: {}", e.to_string().lines().next().unwrap_or(""));
+    }
+
     eprintln!("compare: connection set-up and tear-down, registration");
     for prog in [&exe, &cbin] {
         let p = next_port().to_string();
         forward(&pair(
-            cmd(prog, &["server", &addr, &p, "200"]),
+            cmd(prog, &["server", addr, &p, "200"]),
             Some("READY"),
-            cmd(prog, &["conns", &addr, &p, "200"]),
+            cmd(prog, &["conns", addr, &p, "200"]),
         )?);
-        let r = cmd(prog, &["reg", &addr]).stderr(Stdio::inherit()).output()?;
+        let r = cmd(prog, &["reg", addr]).stderr(Stdio::inherit()).output()?;
         if !r.status.success() {
             return Err(format!("{} reg failed", prog.display()).into());
         }
@@ -265,13 +292,12 @@ fn measure() -> Res<()> {
             let p = next_port().to_string();
             let ns = n.to_string();
             forward(&pair(
-                cmd(prog, &["mserver", &addr, &p, &ns]),
+                cmd(prog, &["mserver", addr, &p, &ns]),
                 Some("READY"),
-                cmd(prog, &["scch", &addr, &p, &ns, &each]),
+                cmd(prog, &["scch", addr, &p, &ns, &each]),
             )?);
         }
     }
-    let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
 }
 

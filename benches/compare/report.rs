@@ -139,6 +139,24 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         writeln!(md, "| {case} | {} |", imp_columns(|imp| num(get(imp), 0), get))?;
     }
 
+    if ir.keys().any(|(_, imp)| imp == "baseline") {
+        writeln!(md, "\n### This build against the baseline build (RPMA_BENCH_BASELINE; instructions per operation)\n")?;
+        writeln!(md, "| operation | variant | baseline | this build | this/baseline |")?;
+        writeln!(md, "|---|---|---|---|---|")?;
+        for (case, suffix, variant) in [
+            ("read", "unchecked", "rpma-unchecked"),
+            ("write", "unchecked", "rpma-unchecked"),
+            ("write_flush", "emulated", "rpma-emulated"),
+            ("atomic_write", "emulated", "rpma-emulated"),
+        ] {
+            let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
+            for (label, base, this) in [("safe", "baseline".to_string(), "rpma"), (suffix, format!("baseline-{suffix}"), variant)] {
+                let (b, t) = (get(&base), get(this));
+                writeln!(md, "| {case} | {label} | {} | {} | {} |", num(b, 0), num(t, 0), ratio(t, b))?;
+            }
+        }
+    }
+
     writeln!(md, "\n### Native against emulated flush and atomic write (8 B; native where the device and libibverbs have them)\n")?;
     writeln!(md, "| operation | C librpma | rpma | rpma, native off | rpma/librpma | native off/rpma |")?;
     writeln!(md, "|---|---|---|---|---|---|")?;
