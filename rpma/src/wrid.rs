@@ -126,8 +126,27 @@ pub(crate) fn untracked(op: CompletionOp, ctx: u64) -> Result<u64> {
     if ctx > UNTRACKED_CTX_MAX {
         return Err(ctx_too_big(ctx));
     }
-    let kind = KINDS.iter().position(|k| *k == op).unwrap_or(KINDS.len()) as u64;
-    Ok(UNTRACKED_BIT | kind << KIND_SHIFT | ctx)
+    Ok(UNTRACKED_BIT | kind_index(op) << KIND_SHIFT | ctx)
+}
+
+/// The index of `op` in [`KINDS`] (a kind never posted untracked gets an
+/// index past its end, which decodes to no kind).
+#[inline]
+const fn kind_index(op: CompletionOp) -> u64 {
+    match op {
+        CompletionOp::Read => 0,
+        CompletionOp::Write => 1,
+        CompletionOp::WriteWithImm => 2,
+        CompletionOp::AtomicWrite => 3,
+        CompletionOp::Flush => 4,
+        CompletionOp::Send => 5,
+        CompletionOp::SendWithImm => 6,
+        CompletionOp::SendWithInv => 7,
+        CompletionOp::BindMw => 8,
+        CompletionOp::LocalInv => 9,
+        CompletionOp::Recv => 10,
+        CompletionOp::RecvRdmaWithImm | CompletionOp::Other(_) => KIND_MASK,
+    }
 }
 
 #[cold]
@@ -163,6 +182,13 @@ mod tests {
             for ctx in [0, 1, UNTRACKED_CTX_MAX] {
                 assert_eq!(WrId::decode(untracked(k, ctx).unwrap()), WrId::Untracked(Some((ctx, k))));
             }
+        }
+    }
+
+    #[test]
+    fn kind_indexes_match_the_table() {
+        for (i, k) in KINDS.iter().enumerate() {
+            assert_eq!(kind_index(*k), i as u64, "{k:?}");
         }
     }
 
