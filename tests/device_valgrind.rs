@@ -42,22 +42,6 @@ fn memcheck(name: &str, p: u16, client_args: &[&str]) {
     println!("  {name}: server and client clean under memcheck");
 }
 
-fn memcheck_02_read_to_volatile() {
-    memcheck("02-read-to-volatile", 200, &[]);
-}
-
-fn memcheck_07_atomic_write() {
-    memcheck("07-atomic-write", 201, &["Hello,", "memcheck!"]);
-}
-
-fn memcheck_08_messages_ping_pong() {
-    memcheck("08-messages-ping-pong", 202, &["7", "3"]);
-}
-
-fn memcheck_11_write_with_imm() {
-    memcheck("11-write-with-imm", 203, &["4321"]);
-}
-
 /// Runs the newest build of the device test binary `name` (a sibling of
 /// this one in target/.../deps) under memcheck, in this process's device
 /// environment, restricted to the tests matching `filters` (all when empty).
@@ -88,36 +72,42 @@ fn memcheck_test_binary(name: &str, filters: &[&str]) {
     println!("  {name} {filters:?} clean under memcheck: {summary}");
 }
 
-fn memcheck_device_conn() {
-    memcheck_test_binary("device_conn", &[]);
-}
+device_tests!({
+    fn memcheck_02_read_to_volatile() {
+        memcheck("02-read-to-volatile", 200, &[]);
+    }
 
-fn memcheck_device_mr() {
-    memcheck_test_binary("device_mr", &[]);
-}
+    fn memcheck_07_atomic_write() {
+        memcheck("07-atomic-write", 201, &["Hello,", "memcheck!"]);
+    }
 
-fn memcheck_device_beyond() {
-    memcheck_test_binary("device_beyond", &[]);
-}
+    fn memcheck_08_messages_ping_pong() {
+        memcheck("08-messages-ping-pong", 202, &["7", "3"]);
+    }
 
-fn memcheck_device_security() {
-    memcheck_test_binary("device_security", &[]);
-}
+    fn memcheck_11_write_with_imm() {
+        memcheck("11-write-with-imm", 203, &["4321"]);
+    }
 
-/// The concurrency and killed-peer tests; the 10,000- and 1,000-cycle ones
-/// are left out (hours under memcheck on TCG).
-fn memcheck_device_faults() {
-    memcheck_test_binary("device_faults", &["threads", "connections_on_shared", "peer_killed"]);
-}
+    fn memcheck_device_conn() {
+        memcheck_test_binary("device_conn", &[]);
+    }
 
-device_tests!(
-    memcheck_02_read_to_volatile,
-    memcheck_07_atomic_write,
-    memcheck_08_messages_ping_pong,
-    memcheck_11_write_with_imm,
-    memcheck_device_conn,
-    memcheck_device_mr,
-    memcheck_device_beyond,
-    memcheck_device_security,
-    memcheck_device_faults,
-);
+    fn memcheck_device_mr() {
+        memcheck_test_binary("device_mr", &[]);
+    }
+
+    fn memcheck_device_beyond() {
+        memcheck_test_binary("device_beyond", &[]);
+    }
+
+    fn memcheck_device_security() {
+        memcheck_test_binary("device_security", &[]);
+    }
+
+    /// The concurrency and killed-peer tests; the 10,000- and 1,000-cycle ones
+    /// are left out (hours under memcheck on TCG).
+    fn memcheck_device_faults() {
+        memcheck_test_binary("device_faults", &["threads", "connections_on_shared", "peer_killed"]);
+    }
+});

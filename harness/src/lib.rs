@@ -1,7 +1,7 @@
 //! Runs rpma's device tests and examples on a real RDMA device.
 //!
-//! A device test binary (`harness = false`) ends with
-//! [`device_tests!`]`(test_a, test_b, ...)`. When started on a host without
+//! A device test binary (`harness = false`) defines its tests inside
+//! [`device_tests!`]`({ fn test_a() { ... } ... })`. When started on a host without
 //! `RPMA_TEST_ADDR` it re-executes itself through `harness/rdma-run`, which
 //! uses a native RDMA device or boots a throw-away Soft-RoCE VM: one VM boot
 //! per test binary. Inside, every selected test runs with a timeout. A test
@@ -26,10 +26,31 @@ pub struct Test {
     pub run: fn(),
 }
 
-/// Defines `main` for a device test binary from a list of test functions.
+/// Defines the tests of a device test binary and its `main`: every `fn`
+/// inside is a test, registered once, where it is defined, under its name;
+/// they run in the order they are written. Helpers stay outside.
+///
+/// ```ignore
+/// device_tests!({
+///     /// Registers and deregisters a region.
+///     fn reg_and_dereg() {
+///         // ...
+///     }
+///
+///     fn connect_and_disconnect() {
+///         // ...
+///     }
+/// });
+/// ```
+///
+/// The block in parentheses, `({ ... })`, is there for rustfmt: it formats
+/// a macro call whose argument parses as an expression (a block of items
+/// does) and leaves `device_tests! { ... }` untouched.
 #[macro_export]
 macro_rules! device_tests {
-    ($($name:ident),* $(,)?) => {
+    ({ $($(#[$meta:meta])* fn $name:ident() $body:block)* }) => {
+        $($(#[$meta])* fn $name() $body)*
+
         fn main() {
             $crate::run(&[$($crate::Test { name: stringify!($name), run: $name }),*])
         }
