@@ -36,12 +36,8 @@ fn forged(desc: &[u8], size: Option<u64>, usage: Option<u8>) -> MrRemote {
 
 /// Binds a read-only type 2 window over [1024, 1536) of `mr` on a fresh
 /// connection; returns (client, server, window, descriptor).
-fn bound_read_only_window(
-    sp: &rpma::Peer,
-    mr: &MrLocal<AlignedBuf>,
-    port: u16,
-) -> (rpma::Conn, rpma::Conn, Mw, Vec<u8>) {
-    let (c, s) = pair_on(sp, port, None, None, &[], vec![]);
+fn bound_read_only_window(sp: &rpma::Peer, mr: &MrLocal<AlignedBuf>) -> (rpma::Conn, rpma::Conn, Mw, Vec<u8>) {
+    let (c, s) = pair_on(sp, None, None, &[], vec![]);
     let mut mw = Mw::alloc(sp, MwType::Type2).unwrap();
     s.bind_mw(&mut mw, mr, 1024, 512, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1).unwrap();
     let wc = s.cq().next_completion(T).unwrap();
@@ -62,7 +58,7 @@ device_tests!({
         let mut mr = window_region(&sp);
 
         // Reads inside the window work; the region cannot be deregistered.
-        let (c, s, mw, desc) = bound_read_only_window(&sp, &mr, 70);
+        let (c, s, mw, desc) = bound_read_only_window(&sp, &mr);
         let remote = MrRemote::from_descriptor(&desc).unwrap();
         assert_eq!((remote.size(), remote.rkey(), remote.usage()), (512, mw.rkey(), Usage::READ_SRC));
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
@@ -96,7 +92,7 @@ device_tests!({
         close(c, s);
 
         // Beyond its range (inside the region).
-        let (c, s, mw, desc) = bound_read_only_window(&sp, &mr, 71);
+        let (c, s, mw, desc) = bound_read_only_window(&sp, &mr);
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         c.read(&local, 0, &forged(&desc, Some(4096), None), 600, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
@@ -119,7 +115,7 @@ device_tests!({
     fn window_invalidate_revokes_and_releases_the_region() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, 72, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::ZERO_BASED;
         s.bind_mw(&mut mw, &mr, 2048, 256, access, Flags::COMPLETION_ALWAYS, 1).unwrap();
@@ -153,7 +149,7 @@ device_tests!({
         let sp = peer();
         let ro = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::READ_SRC).unwrap();
         let plain = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::RECV).unwrap();
-        let (c, s) = pair_on(&sp, 73, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         let mut mw1 = Mw::alloc(&sp, MwType::Type1).unwrap();
         let f = Flags::COMPLETION_ALWAYS;
@@ -181,7 +177,7 @@ device_tests!({
     fn window_type1_bind_and_unbind() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, 74, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut mw = Mw::alloc(&sp, MwType::Type1).unwrap();
         match s.bind_mw(&mut mw, &mr, 0, 128, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1) {
             Ok(()) => {}
@@ -203,7 +199,7 @@ device_tests!({
     fn remote_invalidate_by_send_with_inv() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, 75, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -253,7 +249,7 @@ device_tests!({
     fn window_hold_ends_only_on_confirmation() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, 170, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_WRITE, Flags::COMPLETION_ALWAYS, 1).unwrap();
         let bind_wc = s.cq().next_completion(T).unwrap();
@@ -272,7 +268,7 @@ device_tests!({
         assert!(e.to_string().contains("COMPLETION_ALWAYS"), "{e}");
         still_bound(&mw, &mr, "an unsignaled invalidation");
         // 3. Invalidating on another connection than the bind's is refused.
-        let (c2, s2) = pair_on(&sp, 171, None, None, &[], vec![]);
+        let (c2, s2) = pair_on(&sp, None, None, &[], vec![]);
         let e = s2.invalidate_mw(&mut mw, Flags::COMPLETION_ALWAYS, 3).unwrap_err();
         assert!(e.to_string().contains("bound on another connection"), "{e}");
         still_bound(&mw, &mr, "another connection");
@@ -316,7 +312,7 @@ device_tests!({
         let mut mr =
             MrLocal::reg_zero_based(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         mr.write_at(100, b"zero-based!").unwrap();
-        let (c, s) = pair_on(&sp, 76, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let remote = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
         assert_eq!(remote.addr(), 0);
         let local = MrLocal::reg_zero_based(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC)
@@ -379,7 +375,7 @@ device_tests!({
         let sp = peer();
         let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         mr.write_at(0, b"old memory").unwrap();
-        let (c, s) = pair_on(&sp, 77, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let old = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
         assert_eq!(read_status(&c, &old, 8), WcStatus::SUCCESS);
         // translation (new memory) + access change
@@ -443,7 +439,7 @@ device_tests!({
         let sp = peer();
         let mut smr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
         smr.write_at(0, &[1; 64]).unwrap();
-        let (c, s) = pair_on(&sp, 78, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let remote = MrRemote::from_descriptor(&smr.descriptor()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         c.read(&local, 0, &remote, 0, 64, Flags::COMPLETION_ON_ERROR, 1).unwrap();
@@ -495,7 +491,7 @@ device_tests!({
         const N: u64 = 50;
         let sp = peer();
         let smsgs = Messages::new(&sp, 16, 2, 4, MsgAccess::Msgs).unwrap();
-        let (c, s) = pair_on(&sp, 79, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut cmsgs = Messages::new(c.peer(), 16, 2, 4, MsgAccess::Msgs).unwrap();
         let mut smsgs = smsgs;
         smsgs.post_recv_all(&s).unwrap();

@@ -9,13 +9,13 @@ use rpma::{
 };
 mod common;
 use common::{close, pair, pair_on, peer, server_region, T};
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::thread;
 use std::time::Duration;
 
 device_tests!({
     fn connect_exchange_private_data_and_close() {
-        let (c, s) = pair(20, None, None, b"from-client", b"from-server".to_vec());
+        let (c, s) = pair(None, None, b"from-client", b"from-server".to_vec());
         assert!(s.private_data().starts_with(b"from-client"));
         assert!(c.private_data().starts_with(b"from-server"));
         println!(
@@ -31,13 +31,13 @@ device_tests!({
     fn private_data_limits() {
         let p = peer();
         let big = vec![7u8; rpma::conn_req::MAX_CONNECT_PRIVATE_DATA + 1];
-        let req = ConnReq::new(&p, &addr(), port(21), None).unwrap();
+        let req = ConnReq::new(&p, &addr(), next_port(), None).unwrap();
         let e = req.connect(&big).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(e.to_string().contains("at most 56 bytes"), "{e}");
         // The full 56 bytes go through and arrive intact.
         let full: Vec<u8> = (0..56u8).collect();
-        let (c, s) = pair(22, None, None, &full, vec![9u8; 196]);
+        let (c, s) = pair(None, None, &full, vec![9u8; 196]);
         assert_eq!(&s.private_data()[..56], &full[..]);
         assert_eq!(&c.private_data()[..196], &[9u8; 196][..]);
         close(c, s);
@@ -47,8 +47,9 @@ device_tests!({
         // What the local check protects from: the CM itself refuses 57 bytes.
         use rpma_sys::cm::{AddrInfo, CmId};
         let p = peer();
-        let ep = Ep::listen(&p, &addr(), port(23)).unwrap();
-        let ai = AddrInfo::new(&addr(), Some(&port(23).to_string()), false).unwrap();
+        let port = next_port();
+        let ep = Ep::listen(&p, &addr(), port).unwrap();
+        let ai = AddrInfo::new(&addr(), Some(&port.to_string()), false).unwrap();
         let mut id = CmId::new(None).unwrap();
         id.resolve_addr(&ai, 1000).unwrap();
         id.resolve_route(1000).unwrap();
@@ -60,7 +61,8 @@ device_tests!({
 
     fn connect_to_nobody_is_rejected_in_time() {
         let p = peer();
-        let req = ConnReq::new(&p, &addr(), port(24), None).unwrap();
+        let port = next_port();
+        let req = ConnReq::new(&p, &addr(), port, None).unwrap();
         let c = req.connect(&[]).unwrap();
         let ev = c.next_event_timeout(T).expect("an event within the timeout");
         assert!(matches!(ev, ConnEvent::Rejected | ConnEvent::Unreachable), "{ev:?}");
@@ -69,19 +71,20 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_timeout(300).unwrap();
         let t0 = std::time::Instant::now();
-        assert!(ConnReq::new(&p, "198.51.100.9", port(24), Some(&cfg)).is_err());
+        assert!(ConnReq::new(&p, "198.51.100.9", port, Some(&cfg)).is_err());
         assert!(t0.elapsed() < Duration::from_secs(5));
     }
 
     fn dropped_incoming_request_is_rejected() {
         let sp = peer();
-        let ep = Ep::listen(&sp, &addr(), port(25)).unwrap();
+        let port = next_port();
+        let ep = Ep::listen(&sp, &addr(), port).unwrap();
         let h = thread::spawn(move || {
             let req = ep.next_conn_req_timeout(None, T).unwrap();
             drop(req);
             ep
         });
-        let c = ConnReq::new(&peer(), &addr(), port(25), None).unwrap().connect(&[]).unwrap();
+        let c = ConnReq::new(&peer(), &addr(), port, None).unwrap().connect(&[]).unwrap();
         assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Rejected);
         let ep = h.join().unwrap();
         // Nothing pending: a bounded wait reports NO_EVENT.
@@ -92,7 +95,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, 26, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         assert_eq!(remote.size(), 8192);
         let cp = c.cq();
@@ -144,7 +147,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
         let mut cfg = ConnCfg::new();
         cfg.set_native_ops(false);
-        let (c, s) = pair_on(&sp, 190, Some(&cfg), None, &[], pdata);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, b"emulated").unwrap();
@@ -193,7 +196,7 @@ device_tests!({
         pcfg.set_direct_write_to_pmem(true);
         let mut pdata = smr.descriptor().to_vec();
         pdata.extend_from_slice(&pcfg.descriptor());
-        let (c, s) = pair_on(&sp, 191, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         c.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&c.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).unwrap());
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
@@ -211,7 +214,7 @@ device_tests!({
     }
 
     fn send_recv_and_immediates() {
-        let (c, s) = pair(27, None, None, &[], vec![]);
+        let (c, s) = pair(None, None, &[], vec![]);
         assert!(!c.peer().same_pd(s.peer()));
         let smr = MrLocal::reg(s.peer(), AlignedBuf::new(256).unwrap(), Usage::RECV).unwrap();
         s.recv(&smr, 0, 64, 11).unwrap();
@@ -237,7 +240,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
         let mut cfg = ConnCfg::new();
         cfg.set_rcq_size(8);
-        let (c, s) = pair_on(&sp, 28, None, Some(cfg), &[], pdata);
+        let (c, s) = pair_on(&sp, None, Some(cfg), &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let recv_mr = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
         s.recv(&recv_mr, 0, 0, 31).unwrap();
@@ -258,7 +261,7 @@ device_tests!({
     fn operations_validate_before_posting() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY);
-        let (c, s) = pair_on(&sp, 29, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::SEND).unwrap();
         let inval = |r: rpma::Result<()>, needle: &str| {
@@ -309,7 +312,7 @@ device_tests!({
     fn regions_in_flight_stay_alive() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, 30, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST).unwrap();
         // Unsignaled reads keep the region held until a later signaled one completes.
@@ -337,7 +340,7 @@ device_tests!({
         cfg.set_sq_size(4);
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, 31, Some(&cfg), None, &[], pdata);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         for i in 0..3 {
@@ -369,7 +372,7 @@ device_tests!({
         let mut cli_cfg = ConnCfg::new();
         cli_cfg.set_compl_channel(true);
         cli_cfg.set_rcq_size(4);
-        let (c, s) = pair_on(&sp, 32, Some(&cli_cfg), Some(srv_cfg), &[], vec![]);
+        let (c, s) = pair_on(&sp, Some(&cli_cfg), Some(srv_cfg), &[], vec![]);
         assert!(s.rcq().is_none(), "the SRQ's RCQ is used");
         assert_eq!(s.recv(&smr, 0, 8, 0).unwrap_err().code(), RPMA_E_INVAL);
         assert_eq!(c.cq().wait().unwrap_err().code(), RPMA_E_SHARED_CHANNEL);
@@ -390,7 +393,7 @@ device_tests!({
     fn rkey_of_another_protection_domain_is_refused_by_the_device() {
         let other = peer();
         let (smr, pdata) = server_region(&other, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair(33, None, None, &[], pdata); // server conn on a fresh PD
+        let (c, s) = pair(None, None, &[], pdata); // server conn on a fresh PD
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, &[0xee; 64]).unwrap();
@@ -410,18 +413,18 @@ device_tests!({
         let srq = Srq::new(&peer(), None).unwrap();
         let mut cfg = ConnCfg::new();
         cfg.set_srq(Some(&srq));
-        let e = ConnReq::new(&peer(), &addr(), port(34), Some(&cfg)).unwrap_err();
+        let e = ConnReq::new(&peer(), &addr(), next_port(), Some(&cfg)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(e.to_string().contains("another peer"), "{e}");
     }
 
     fn nonblocking_fds_report_no_event_and_no_completion() {
         let sp = peer();
-        let ep = Ep::listen(&sp, &addr(), port(35)).unwrap();
+        let ep = Ep::listen(&sp, &addr(), next_port()).unwrap();
         rpma::utils::set_nonblocking(ep.fd(), true).unwrap();
         assert_eq!(ep.next_conn_req(None).unwrap_err().code(), RPMA_E_NO_EVENT);
         drop(ep);
-        let (c, s) = pair(36, None, None, &[], vec![]);
+        let (c, s) = pair(None, None, &[], vec![]);
         rpma::utils::set_nonblocking(c.event_fd(), true).unwrap();
         assert_eq!(c.next_event().unwrap_err().code(), RPMA_E_NO_EVENT);
         rpma::utils::set_nonblocking(c.cq().fd(), true).unwrap();
@@ -433,7 +436,7 @@ device_tests!({
     fn unchecked_read_into_borrowed_memory() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, 37, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut backing = vec![0u8; 128];
         {
@@ -463,7 +466,7 @@ device_tests!({
     fn unchecked_operations_mixed_with_tracked_ones() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, 38, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let big = (1u64 << 56) - 1;
@@ -497,11 +500,11 @@ device_tests!({
     /// before it is retried: rpma's default (0.64 ms) against rdma_cm's and
     /// librpma's 655 ms.
     fn rnr_timer_bounds_the_stall_of_a_late_receive() {
-        for (code, port_off) in [(12u8, 39u16), (0, 40)] {
+        for code in [12u8, 0] {
             let sp = peer();
             let mut scfg = ConnCfg::new();
             scfg.set_min_rnr_timer(code).unwrap();
-            let (c, s) = pair_on(&sp, port_off, None, Some(scfg), &[], vec![]);
+            let (c, s) = pair_on(&sp, None, Some(scfg), &[], vec![]);
             assert_eq!(s.retry_budget().unwrap().min_rnr_timer, code);
             assert_eq!(c.retry_budget().unwrap().min_rnr_timer, 12, "the client's default");
             let msg = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
@@ -531,7 +534,7 @@ device_tests!({
     fn polling_for_a_remote_write() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, 41, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         for k in 1..=20u8 {

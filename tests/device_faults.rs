@@ -1,9 +1,9 @@
 //! Resource hygiene, concurrency and a killed peer, on a real RDMA device.
 
 mod common;
-use common::{close, pair_on, peer, T};
+use common::{close, pair_at, pair_on, peer, T};
 use rpma::{AlignedBuf, CommonData, ConnCfg, ConnEvent, Flags, MrLocal, MrRemote, Usage, WcStatus};
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::thread;
@@ -49,12 +49,14 @@ device_tests!({
 
     fn connect_disconnect_1000_cycles() {
         let sp = peer();
-        let warm = pair_on(&sp, 120, None, None, &[], vec![]);
+        let warm = pair_on(&sp, None, None, &[], vec![]);
         close(warm.0, warm.1);
         let (f0, r0, v0) = (fds(), rss_kib(), verbs_objects());
         let t0 = Instant::now();
-        for i in 0..1000u16 {
-            let (c, s) = pair_on(&sp, 121 + (i % 4), None, None, &[], vec![]);
+        // Four ports, each reused 250 times.
+        let ports = [next_port(), next_port(), next_port(), next_port()];
+        for i in 0..1000 {
+            let (c, s) = pair_at(&sp, ports[i % 4], None, None, &[], vec![]);
             close(c, s);
         }
         let (f1, r1, v1) = (fds(), rss_kib(), verbs_objects());
@@ -78,7 +80,7 @@ device_tests!({
         for t in 0..N {
             let (sp, desc) = (sp.clone(), desc.clone());
             handles.push(thread::spawn(move || {
-                let (c, s) = pair_on(&sp, 130 + t as u16, None, None, &[], vec![]);
+                let (c, s) = pair_on(&sp, None, None, &[], vec![]);
                 let remote = MrRemote::from_descriptor(&desc).unwrap();
                 let mut local =
                     MrLocal::reg(c.peer(), AlignedBuf::new(128).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
@@ -118,7 +120,7 @@ device_tests!({
         let mut cfg = rpma::ConnCfg::new();
         cfg.set_sq_size(64);
         cfg.set_cq_size(64);
-        let (c, s) = pair_on(&sp, 140, Some(&cfg), None, &[], CommonData::encode(0, &target, None).to_vec());
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], CommonData::encode(0, &target, None).to_vec());
         let c = Arc::new(c);
         let remote = CommonData::decode(c.private_data()).unwrap().mr;
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..N).map(|_| std::sync::mpsc::channel::<WcStatus>()).unzip();
@@ -172,7 +174,7 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_compl_channel(true);
         cfg.set_rcq_size(4);
-        let pairs: Vec<_> = (0..N).map(|i| pair_on(&sp, 160 + i as u16, Some(&cfg), None, &[], vec![])).collect();
+        let pairs: Vec<_> = (0..N).map(|_| pair_on(&sp, Some(&cfg), None, &[], vec![])).collect();
         // SAFETY: plain syscalls on fds this test owns; the events array outlives
         // every epoll_wait call.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -259,11 +261,12 @@ device_tests!({
     fn peer_killed_mid_stream() {
         let exe = std::env::current_exe().unwrap();
         let server = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join("interop-peer");
-        let p = port(150).to_string();
+        let port = next_port();
+        let p = port.to_string();
         let mut child = Command::new(&server).args(["server", &addr(), &p]).stdout(Stdio::null()).spawn().unwrap();
         let cp = peer();
         let conn = loop {
-            let c = rpma::ConnReq::new(&cp, &addr(), port(150), None).unwrap().connect(&[]).unwrap();
+            let c = rpma::ConnReq::new(&cp, &addr(), port, None).unwrap().connect(&[]).unwrap();
             match c.next_event_timeout(T).unwrap() {
                 ConnEvent::Established => break c,
                 _ => thread::sleep(Duration::from_millis(100)),
@@ -324,7 +327,7 @@ device_tests!({
         // A restarted peer is reachable again.
         let mut child = Command::new(&server).args(["server", &addr(), &p]).stdout(Stdio::null()).spawn().unwrap();
         let c2 = loop {
-            let c = rpma::ConnReq::new(&cp, &addr(), port(150), None).unwrap().connect(&[]).unwrap();
+            let c = rpma::ConnReq::new(&cp, &addr(), port, None).unwrap().connect(&[]).unwrap();
             match c.next_event_timeout(T).unwrap() {
                 ConnEvent::Established => break c,
                 _ => thread::sleep(Duration::from_millis(100)),

@@ -6,7 +6,7 @@
 //!   (01 .. 13; 1.2's are the same), against each Rust example in both
 //!   directions, with the C examples' lines checked on both sides.
 
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,8 +45,8 @@ fn rust_interop() -> PathBuf {
 
 /// Runs one case: a server of one implementation, a client of the other
 /// (retried while the server is not listening yet); returns both outputs.
-fn case(p: u16, server: &PathBuf, client: &PathBuf, case: &str) -> (String, String) {
-    let port = port(p).to_string();
+fn case(server: &PathBuf, client: &PathBuf, case: &str) -> (String, String) {
+    let port = next_port().to_string();
     let srv = Command::new(server).args(["server", &addr(), &port]).stdout(Stdio::piped()).spawn().unwrap();
     let mut cli_out = String::new();
     for attempt in 0..20 {
@@ -452,9 +452,9 @@ fn finish(p: &mut Proc, deadline: Instant) {
 
 /// Runs one direction of one example; returns the problems found (none: ok)
 /// and a transcript of both sides.
-fn run_example(ex: &Example, p: u16, rust_server: bool) -> (Vec<String>, String) {
+fn run_example(ex: &Example, rust_server: bool) -> (Vec<String>, String) {
     let (rust, peer) = (example(ex.rust), c_example_peer().clone());
-    let port = port(p).to_string();
+    let port = next_port().to_string();
     let dir = target_dir().join("example-pairs").join(format!("{}-{}", ex.peer, if rust_server { "rs" } else { "cs" }));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -526,7 +526,7 @@ device_tests!({
     /// The demo (Rust) as the client of the C server: reads its greeting, writes
     /// a reply, atomically writes a counter, flushes.
     fn c_server_rust_client() {
-        let (s, k) = case(50, c_interop(), &demo(), "");
+        let (s, k) = case(c_interop(), &demo(), "");
         assert!(k.contains("RDMA read: \"Hello from C server!"), "{k}");
         assert!(s.contains("at1024: \"Hello back from the rpma demo client!\""), "{s}");
         assert!(s.contains("counter: 0x2a"), "{s}");
@@ -534,7 +534,7 @@ device_tests!({
 
     /// The demo (Rust) as the server of the C client, which writes and flushes.
     fn rust_server_c_client() {
-        let (s, k) = case(51, &demo(), c_interop(), "write-flush-vis");
+        let (s, k) = case(&demo(), c_interop(), "write-flush-vis");
         assert!(k.contains("client: write-flush-vis done"), "{k}");
         assert!(s.contains("the client wrote \"from the C client\""), "{s}");
     }
@@ -542,11 +542,9 @@ device_tests!({
     /// Every case of the matrix, both ways, with the bytes checked where they land.
     fn interop_matrix() {
         let (c, r) = (c_interop().clone(), rust_interop());
-        let mut p = 52;
         for (srv, cli, srv_name, cli_name) in [(&c, &r, "C", "Rust"), (&r, &c, "Rust", "C")] {
             for name in ["read", "write-flush-vis", "write-flush-pers", "atomic", "send", "send-imm", "write-imm"] {
-                let (s, k) = case(p, srv, cli, name);
-                p += 1;
+                let (s, k) = case(srv, cli, name);
                 let msg = format!("from the {cli_name} client");
                 let ok = match name {
                     "read" => k.contains(&format!("read: \"Hello from {srv_name} server!\"")),
@@ -585,10 +583,10 @@ device_tests!({
         let mut table =
             String::from("\n  | example | C server, Rust client | Rust server, C client |\n  |---|---|---|\n");
         let mut failed = Vec::new();
-        for (i, ex) in EXAMPLES.iter().enumerate() {
+        for ex in EXAMPLES {
             let mut cells = Vec::new();
             for rust_server in [false, true] {
-                let (problems, transcript) = run_example(ex, 400 + 2 * i as u16 + rust_server as u16, rust_server);
+                let (problems, transcript) = run_example(ex, rust_server);
                 let dir = if rust_server { "Rust server, C client" } else { "C server, Rust client" };
                 if problems.is_empty() {
                     cells.push("ok");

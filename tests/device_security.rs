@@ -10,7 +10,7 @@ mod common;
 use common::{close, pair_on, peer, T};
 use rpma::error::*;
 use rpma::{AlignedBuf, ConnCfg, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Usage, WcStatus};
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 
 const SIZE: usize = 4096;
 
@@ -49,11 +49,11 @@ fn allowed(u: Usage, op: Op) -> bool {
 
 /// Runs `op` against a target region registered with `u`; returns whether
 /// the device let it through, after checking the bytes.
-fn run(u: Usage, op: Op, p: u16) -> bool {
+fn run(u: Usage, op: Op) -> bool {
     let sp = peer();
     let mut target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), u).unwrap();
     target.write_at(0, &pattern()).unwrap();
-    let (c, s) = pair_on(&sp, p, None, None, &[], vec![]);
+    let (c, s) = pair_on(&sp, None, None, &[], vec![]);
     let remote = claim_all(&target.descriptor());
     let mut local =
         MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
@@ -131,12 +131,10 @@ device_tests!({
         ];
         let ops = [Op::Read, Op::Write, Op::AtomicWrite, Op::Flush, Op::SendToRecv];
         println!("  | target usage | operation | table | device |");
-        let mut p = 100;
         for u in usages {
             for op in ops {
                 let want = allowed(u, op);
-                let got = run(u, op, p);
-                p += 1;
+                let got = run(u, op);
                 println!(
                     "  | {u:?} | {op:?} | {} | {} |",
                     if want { "allowed" } else { "denied" },
@@ -150,7 +148,7 @@ device_tests!({
     fn out_of_range_refused_locally_and_by_the_device() {
         let sp = peer();
         let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
-        let (c, s) = pair_on(&sp, 90, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST).unwrap();
         let e = c.read(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 1).unwrap_err();
@@ -167,7 +165,7 @@ device_tests!({
     fn rkey_of_a_deregistered_region_stops_working() {
         let sp = peer();
         let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
-        let (c, s) = pair_on(&sp, 91, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
@@ -186,7 +184,7 @@ device_tests!({
             Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY,
         )
         .unwrap();
-        let (c, s) = pair_on(&sp, 93, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
         let local =
             MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
@@ -226,11 +224,11 @@ device_tests!({
         row(
             "private data over 56 bytes (connect)",
             RPMA_E_INVAL,
-            rpma::ConnReq::new(c.peer(), &addr(), port(94), None).unwrap().connect(&big).map(|_| ()),
+            rpma::ConnReq::new(c.peer(), &addr(), next_port(), None).unwrap().connect(&big).map(|_| ()),
         );
         close(c, s);
         row("operation on a closed connection", RPMA_E_INVAL, {
-            let (c2, s2) = pair_on(&sp, 95, None, None, &[], vec![]);
+            let (c2, s2) = pair_on(&sp, None, None, &[], vec![]);
             c2.disconnect().unwrap();
             let r = c2.read(
                 &MrLocal::reg(c2.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap(),
@@ -246,7 +244,7 @@ device_tests!({
         });
         let mut cfg = ConnCfg::new();
         cfg.set_compl_channel(true);
-        let (c3, s3) = pair_on(&sp, 96, Some(&cfg), None, &[], vec![]);
+        let (c3, s3) = pair_on(&sp, Some(&cfg), None, &[], vec![]);
         row("Cq::wait on a shared completion channel", RPMA_E_SHARED_CHANNEL, c3.cq().wait());
         row("next event on a non-blocking fd, none pending", RPMA_E_NO_EVENT, {
             rpma::utils::set_nonblocking(c3.event_fd(), true).unwrap();

@@ -8,7 +8,7 @@
 //! Short by default; `RPMA_SOAK_ROUNDS=200` runs for minutes.
 
 use rpma::{AlignedBuf, CommonData, ConnEvent, ConnReq, Flags, FlushType, MrLocal, Peer, Usage};
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -73,6 +73,8 @@ device_tests!({
         let mut seq = 0u64;
         let mut kills = 0;
         let mut fresh_logs = 1;
+        // A restarted server listens on the port of 16 rounds before.
+        let ports: Vec<u16> = (0..16).map(|_| next_port()).collect();
         for round in 0..rounds {
             if HDR + (seq + 1) * REC as u64 > LOG {
                 // The 1024-byte log is full (32 records): start a fresh one.
@@ -81,7 +83,7 @@ device_tests!({
                 seq = 0;
                 fresh_logs += 1;
             }
-            let p = port(160 + (round % 16) as u16);
+            let p = ports[round % ports.len()];
             let mut child = Command::new(&server)
                 .args(["server", &addr(), &p.to_string(), &path])
                 .stdout(Stdio::null())

@@ -14,7 +14,7 @@ use rpma::{
     AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
     MwAccess, MwType, RegMemory, Srq, SrqCfg, Usage, WcStatus,
 };
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use rpma_sys::fault::{fail_next, Teardown};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,7 +95,7 @@ device_tests!({
         fail_next(Teardown::DeregMr);
         drop(mr);
         assert!(!freed.load(Ordering::SeqCst), "a failed deregistration on drop must leak, not free");
-        let (c, s) = pair_on(&sp, 172, None, None, &[], desc.to_vec());
+        let (c, s) = pair_on(&sp, None, None, &[], desc.to_vec());
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         write_lands_in_leaked_memory(&c, &remote, ptr, b"still reachable");
         close(c, s);
@@ -107,7 +107,7 @@ device_tests!({
         let sp = peer();
         let (mem, freed) = Watched::new(4096);
         let mr = MrLocal::reg(&sp, mem, Usage::MW_BIND | Usage::WRITE_DST).unwrap();
-        let (c, s) = pair_on(&sp, 173, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_WRITE, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -133,7 +133,7 @@ device_tests!({
         let sp = peer();
         let (mem, freed) = Watched::new(64);
         let r = MrLocal::reg(&sp, mem, Usage::RECV).unwrap();
-        let (c, s) = pair_on(&sp, 174, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         s.recv(&r, 0, 8, 1).unwrap();
         assert_eq!(r.in_flight(), 1);
         fail_next(Teardown::DestroyQp);
@@ -212,7 +212,7 @@ device_tests!({
         assert_eq!(r.in_flight(), 2);
         let mut cfg = ConnCfg::new();
         cfg.set_srq(Some(&srq));
-        let (c, s) = pair_on(&sp, 175, None, Some(cfg), &[], vec![]);
+        let (c, s) = pair_on(&sp, None, Some(cfg), &[], vec![]);
         let m = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
         c.send(&m, 0, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -231,7 +231,7 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_sq_size(64);
         cfg.set_cq_size(64);
-        let (c, s) = pair_on(&sp, 176, Some(&cfg), None, &[], pdata);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let got = Mutex::new(Vec::new());
@@ -284,7 +284,7 @@ device_tests!({
         let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST);
         let mut cfg = ConnCfg::new();
         cfg.set_sq_size(8);
-        let (c, s) = pair_on(&sp, 178, Some(&cfg), None, &[], pdata);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         let mut n = 0;
@@ -309,6 +309,7 @@ device_tests!({
     /// error (never an abort), timeouts 0 and Duration::MAX behave.
     fn extreme_sizes_and_timeouts() {
         let cp = peer();
+        let port = next_port(); // connection requests only: nobody listens
         let caps = cp.capabilities();
         let sizes = [0u32, 1, u32::MAX];
         let mut outcomes = [0usize; 2];
@@ -321,7 +322,7 @@ device_tests!({
                         cfg.set_rq_size(rq);
                         cfg.set_cq_size(cq);
                         cfg.set_rcq_size(rcq);
-                        match ConnReq::new(&cp, &addr(), port(177), Some(&cfg)) {
+                        match ConnReq::new(&cp, &addr(), port, Some(&cfg)) {
                             Ok(_) => outcomes[0] += 1,
                             Err(e) => {
                                 outcomes[1] += 1;
@@ -348,7 +349,7 @@ device_tests!({
             cfg.set_rq_size(pick(caps.max_qp_wr));
             cfg.set_cq_size(pick(caps.max_cqe));
             cfg.set_rcq_size(pick(caps.max_cqe));
-            match ConnReq::new(&cp, &addr(), port(177), Some(&cfg)) {
+            match ConnReq::new(&cp, &addr(), port, Some(&cfg)) {
                 Ok(_) => outcomes[0] += 1,
                 Err(e) => {
                     outcomes[1] += 1;
@@ -374,7 +375,7 @@ device_tests!({
         // Timeouts.
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, 179, None, None, &[], pdata);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         assert_eq!(c.cq().next_completion(Duration::ZERO).unwrap_err().code(), RPMA_E_NO_COMPLETION);
@@ -396,7 +397,7 @@ device_tests!({
     /// panic on the address arithmetic.
     fn hostile_descriptor_addresses_do_not_panic() {
         let sp = peer();
-        let (c, s) = pair_on(&sp, 180, None, None, &[], vec![]);
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
         let mut d = [0u8; 21];
         d[..8].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
         d[8..16].copy_from_slice(&64u64.to_le_bytes());

@@ -4,7 +4,7 @@
 //! and one Rust standard library block, each explained in
 //! tests/valgrind/rdma-core.supp.
 
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::process::Command;
 
 const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
@@ -22,12 +22,13 @@ fn valgrind() -> Command {
     c
 }
 
-fn memcheck(name: &str, p: u16, client_args: &[&str]) {
+fn memcheck(name: &str, client_args: &[&str]) {
     let exe = std::env::current_exe().unwrap();
     let ex = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join(name);
+    let port = next_port().to_string();
     let vg = |role: &str, extra: &[&str]| {
         let mut c = valgrind();
-        c.arg(&ex).args([role, &addr(), &port(p).to_string()]).args(extra);
+        c.arg(&ex).args([role, &addr(), &port]).args(extra);
         c
     };
     let srv = vg("server", &[]).spawn().expect("valgrind (harness/install-deps installs it)");
@@ -74,19 +75,19 @@ fn memcheck_test_binary(name: &str, filters: &[&str]) {
 
 device_tests!({
     fn memcheck_02_read_to_volatile() {
-        memcheck("02-read-to-volatile", 200, &[]);
+        memcheck("02-read-to-volatile", &[]);
     }
 
     fn memcheck_07_atomic_write() {
-        memcheck("07-atomic-write", 201, &["Hello,", "memcheck!"]);
+        memcheck("07-atomic-write", &["Hello,", "memcheck!"]);
     }
 
     fn memcheck_08_messages_ping_pong() {
-        memcheck("08-messages-ping-pong", 202, &["7", "3"]);
+        memcheck("08-messages-ping-pong", &["7", "3"]);
     }
 
     fn memcheck_11_write_with_imm() {
-        memcheck("11-write-with-imm", 203, &["4321"]);
+        memcheck("11-write-with-imm", &["4321"]);
     }
 
     fn memcheck_device_conn() {

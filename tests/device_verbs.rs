@@ -1,7 +1,7 @@
 //! Device tests of the verbs boundary (`rpma-sys` handles) on a real RDMA
 //! device: every handle is created on the device and released by Drop.
 
-use rpma_harness::{addr, device_tests, in_vm, port};
+use rpma_harness::{addr, device_tests, in_vm, next_port};
 use rpma_sys::cm::{AddrInfo, CmId, EventChannel};
 use rpma_sys::cq::{CompChannel, Cq, Wc};
 use rpma_sys::device::{Context, DeviceList};
@@ -211,7 +211,7 @@ device_tests!({
     fn cm_id_listen_and_qp_on_id() {
         let ch = EventChannel::new().unwrap();
         assert!(ch.fd() >= 0);
-        let p = port(11).to_string();
+        let p = next_port().to_string();
         let ai = AddrInfo::new(&addr(), Some(&p), true).unwrap();
         let mut listener = CmId::new(Some(&ch)).unwrap();
         listener.bind_addr(&ai).unwrap();

@@ -85,12 +85,6 @@ fn orchestrate() -> Res<()> {
     report::write(&lines, std::path::Path::new(&out), started.elapsed())
 }
 
-/// A port for the next pair of processes.
-fn next_port() -> u16 {
-    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-    rpma_harness::port(70) + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Kills a child on every path out (a failed client must not leave its
 /// server holding the port).
 struct Reaped(Child);
@@ -191,12 +185,12 @@ fn measure() -> Res<()> {
 
     eprintln!("compare: rpma and librpma, every case");
     for prog in [&exe, &cbin] {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         forward(&pair(cmd(prog, &["server", &addr, &p, "1"]), Some("READY"), cmd(prog, &["client", &addr, &p, &it]))?);
     }
 
     eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
-    let p = next_port().to_string();
+    let p = rpma_harness::next_port().to_string();
     forward(&pair(cmd(&exe, &["server", &addr, &p, "1"]), Some("READY"), cmd(&exe, &["emulated", &addr, &p, &it]))?);
 
     eprintln!("compare: perftest");
@@ -220,7 +214,7 @@ fn measure() -> Res<()> {
         let other = format!("{case}_{suffix}");
         for (imp, prog, arg) in [("rpma", &exe, case), (variant, &exe, other.as_str()), ("librpma", &cbin, case)] {
             let ir = |n: usize| -> Res<f64> {
-                let p = next_port().to_string();
+                let p = rpma_harness::next_port().to_string();
                 let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
                 let mut c = callgrind(&f);
                 c.arg(prog).args(["ir", &addr, &p, arg, &n.to_string()]);
@@ -232,7 +226,7 @@ fn measure() -> Res<()> {
     }
     // perftest's event mode (-e) exists for ib_read_lat, not for write tests
     let ir = |n: usize| -> Res<f64> {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         let f = tmp.join(format!("cg.verbs.read.{n}"));
         let base = ["-R", "-d", &dev, "-s", "8", "-n", &n.to_string(), "-F", "-e", "-p", &p];
         let mut c = callgrind(&f);
@@ -246,7 +240,7 @@ fn measure() -> Res<()> {
 
     eprintln!("compare: connection set-up and tear-down, registration");
     for prog in [&exe, &cbin] {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         forward(&pair(
             cmd(prog, &["server", &addr, &p, "200"]),
             Some("READY"),
@@ -262,7 +256,7 @@ fn measure() -> Res<()> {
     for n in [1usize, 4, 16, 64] {
         let each = (iters * 4 / n).max(1).to_string();
         for prog in [&exe, &cbin] {
-            let p = next_port().to_string();
+            let p = rpma_harness::next_port().to_string();
             let ns = n.to_string();
             forward(&pair(
                 cmd(prog, &["mserver", &addr, &p, &ns]),
@@ -315,7 +309,7 @@ fn perftest_row(out: &str) -> Res<Vec<f64>> {
 
 fn perftest_pair(bin: &str, args: &[String], addr: &str) -> Res<Vec<f64>> {
     let attempt = || {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         let mut s = Command::new(bin);
         s.args(args).args(["-p", &p]);
         let mut c = Command::new(bin);
