@@ -79,7 +79,7 @@ fn main() {
     }
     rpma_harness::ensure_device();
     let addr = rpma_harness::addr();
-    let port = rpma_harness::port(60);
+    let port = rpma_harness::next_port();
     let iters = env("RPMA_BENCH_ITERS", 4096).max(BATCH);
     let rounds = env("RPMA_BENCH_ROUNDS", 5).max(1);
 

@@ -24,78 +24,6 @@ fn run(name: &str, expect: &[&str]) {
     }
 }
 
-fn ex_demo() {
-    run("demo", &["demo: ok"]);
-}
-fn ex_01_connection() {
-    run("01-connection", &["Received a message: Hello server!", "Received a message: Hello client!"]);
-}
-fn ex_02_read_to_volatile() {
-    run("02-read-to-volatile", &["Read a message: Hello client!"]);
-}
-fn ex_03_read_to_persistent() {
-    run(
-        "03-read-to-persistent",
-        &["Next value: Hello world!", "New value: Hello world!", "translating...", "Translation: ¡Hola Mundo!"],
-    );
-}
-fn ex_04_write_to_persistent() {
-    run(
-        "04-write-to-persistent",
-        &["Next value: Hello world!", "translating...", "Translation: ¡Hola Mundo!", "New value: Hello world!"],
-    );
-}
-fn ex_05_flush_to_persistent() {
-    run(
-        "05-flush-to-persistent",
-        &[
-            "Next value: Hello world!",
-            "RPMA_FLUSH_TYPE_PERSISTENT is NOT supported, RPMA_FLUSH_TYPE_VISIBILITY is used instead",
-            "translating...",
-            "Translation: ¡Hola Mundo!",
-            "New value: Hello world!",
-        ],
-    );
-}
-fn ex_07_atomic_write() {
-    run("07-atomic-write", &["used value: 16", "1st_word\n2nd_word\n3rd_word\n"]);
-}
-fn ex_08_messages_ping_pong() {
-    run("08-messages-ping-pong", &["Value sent: 7", "Value received: 8", "Value sent: 8", "Value received: 9"]);
-}
-fn ex_08srq_simple_messages_ping_pong_with_srq() {
-    run("08srq-simple-messages-ping-pong-with-srq", &["Value sent: 9", "Value received: 10"]);
-}
-fn ex_10_send_with_imm() {
-    run(
-        "10-send-with-imm",
-        &[
-            "Sending value '1st_word' with immediate data '1234'",
-            "Received value '1st_word' with immediate data '1234'",
-        ],
-    );
-}
-fn ex_11_write_with_imm() {
-    run(
-        "11-write-with-imm",
-        &[
-            "Writing value '1234' with immediate data '1234'",
-            "The value '1234' was written together with immediate data '1234'",
-        ],
-    );
-}
-fn ex_12_receive_completion_queue() {
-    run(
-        "12-receive-completion-queue",
-        &["CLIENT: Value sent: 8", "SERVER: Value received: 8", "CLIENT: Value received: 9"],
-    );
-}
-fn ex_12scch_receive_completion_queue() {
-    run(
-        "12scch-receive-completion-queue",
-        &["CLIENT: Value sent: 8", "SERVER: Value sent: 9", "CLIENT: Value received: 9"],
-    );
-}
 /// What 06 and 06scch print: the server's header, each client's name (seeds
 /// as librpma's runner, glibc's rand) and the server's list.
 const MULTI: &[&str] = &[
@@ -108,77 +36,147 @@ const MULTI: &[&str] = &[
     "- Lukasz\n",
 ];
 
-fn ex_06_multiple_connections() {
-    run("06-multiple-connections", MULTI);
-}
-fn ex_06scch_multiple_connections() {
-    run("06scch-multiple-connections", MULTI);
-}
-fn ex_09_flush_to_persistent_gpspm() {
-    run(
-        "09-flush-to-persistent-GPSPM",
-        &[
-            "Next value: Hello world!",
-            "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
-            "At this point, persist function should be called if persistent memory will be in use",
-            "translating...",
-            "Translation: ¡Hola Mundo!",
-            "New value: Hello world!",
-        ],
-    );
-}
-fn ex_09scch_flush_to_persistent_gpspm() {
-    run(
-        "09scch-flush-to-persistent-GPSPM",
-        &[
-            "Next value: Hello world!",
-            "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
-            "At this point, persistent function should be called if persistent memory will be in use",
-            "translating...",
-            "Translation: ¡Hola Mundo!",
-            "New value: Hello world!",
-        ],
-    );
-}
-fn ex_13_messages_ping_pong_with_srq() {
-    run(
-        "13-messages-ping-pong-with-srq",
-        &[
-            "The client #3 has been connected.",
-            "Server ended listening.",
-            "] value sent: 1\n",
-            "] value received: 2\n",
-            "] value sent: 3\n",
-            "] value received: 4\n",
-            "] value sent: 10\n",
-            "] value received: 13\n",
-            "[server] value received: 12 from the connection [qp#",
-            "[server] value sent: 13 from the connection [qp#",
-        ],
-    );
-}
-fn ex_log() {
-    run("log", &["custom log function: [Error]", "some info"]);
-}
+device_tests!({
+    fn ex_demo() {
+        run("demo", &["demo: ok"]);
+    }
 
-device_tests!(
-    ex_demo,
-    ex_01_connection,
-    ex_02_read_to_volatile,
-    ex_03_read_to_persistent,
-    ex_04_write_to_persistent,
-    ex_05_flush_to_persistent,
-    ex_07_atomic_write,
-    ex_08_messages_ping_pong,
-    ex_08srq_simple_messages_ping_pong_with_srq,
-    ex_10_send_with_imm,
-    ex_11_write_with_imm,
-    ex_12_receive_completion_queue,
-    ex_12scch_receive_completion_queue,
-    ex_06_multiple_connections,
-    ex_06scch_multiple_connections,
-    ex_09_flush_to_persistent_gpspm,
-    ex_09scch_flush_to_persistent_gpspm,
-    ex_13_messages_ping_pong_with_srq,
-    ex_log,
-);
+    fn ex_01_connection() {
+        run("01-connection", &["Received a message: Hello server!", "Received a message: Hello client!"]);
+    }
+
+    fn ex_02_read_to_volatile() {
+        run("02-read-to-volatile", &["Read a message: Hello client!"]);
+    }
+
+    fn ex_03_read_to_persistent() {
+        run(
+            "03-read-to-persistent",
+            &["Next value: Hello world!", "New value: Hello world!", "translating...", "Translation: ¡Hola Mundo!"],
+        );
+    }
+
+    fn ex_04_write_to_persistent() {
+        run(
+            "04-write-to-persistent",
+            &["Next value: Hello world!", "translating...", "Translation: ¡Hola Mundo!", "New value: Hello world!"],
+        );
+    }
+
+    fn ex_05_flush_to_persistent() {
+        run(
+            "05-flush-to-persistent",
+            &[
+                "Next value: Hello world!",
+                "RPMA_FLUSH_TYPE_PERSISTENT is NOT supported, RPMA_FLUSH_TYPE_VISIBILITY is used instead",
+                "translating...",
+                "Translation: ¡Hola Mundo!",
+                "New value: Hello world!",
+            ],
+        );
+    }
+
+    fn ex_07_atomic_write() {
+        run("07-atomic-write", &["used value: 16", "1st_word\n2nd_word\n3rd_word\n"]);
+    }
+
+    fn ex_08_messages_ping_pong() {
+        run("08-messages-ping-pong", &["Value sent: 7", "Value received: 8", "Value sent: 8", "Value received: 9"]);
+    }
+
+    fn ex_08srq_simple_messages_ping_pong_with_srq() {
+        run("08srq-simple-messages-ping-pong-with-srq", &["Value sent: 9", "Value received: 10"]);
+    }
+
+    fn ex_10_send_with_imm() {
+        run(
+            "10-send-with-imm",
+            &[
+                "Sending value '1st_word' with immediate data '1234'",
+                "Received value '1st_word' with immediate data '1234'",
+            ],
+        );
+    }
+
+    fn ex_11_write_with_imm() {
+        run(
+            "11-write-with-imm",
+            &[
+                "Writing value '1234' with immediate data '1234'",
+                "The value '1234' was written together with immediate data '1234'",
+            ],
+        );
+    }
+
+    fn ex_12_receive_completion_queue() {
+        run(
+            "12-receive-completion-queue",
+            &["CLIENT: Value sent: 8", "SERVER: Value received: 8", "CLIENT: Value received: 9"],
+        );
+    }
+
+    fn ex_12scch_receive_completion_queue() {
+        run(
+            "12scch-receive-completion-queue",
+            &["CLIENT: Value sent: 8", "SERVER: Value sent: 9", "CLIENT: Value received: 9"],
+        );
+    }
+
+    fn ex_06_multiple_connections() {
+        run("06-multiple-connections", MULTI);
+    }
+
+    fn ex_06scch_multiple_connections() {
+        run("06scch-multiple-connections", MULTI);
+    }
+
+    fn ex_09_flush_to_persistent_gpspm() {
+        run(
+            "09-flush-to-persistent-GPSPM",
+            &[
+                "Next value: Hello world!",
+                "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+                "At this point, persist function should be called if persistent memory will be in use",
+                "translating...",
+                "Translation: ¡Hola Mundo!",
+                "New value: Hello world!",
+            ],
+        );
+    }
+
+    fn ex_09scch_flush_to_persistent_gpspm() {
+        run(
+            "09scch-flush-to-persistent-GPSPM",
+            &[
+                "Next value: Hello world!",
+                "Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}",
+                "At this point, persistent function should be called if persistent memory will be in use",
+                "translating...",
+                "Translation: ¡Hola Mundo!",
+                "New value: Hello world!",
+            ],
+        );
+    }
+
+    fn ex_13_messages_ping_pong_with_srq() {
+        run(
+            "13-messages-ping-pong-with-srq",
+            &[
+                "The client #3 has been connected.",
+                "Server ended listening.",
+                "] value sent: 1\n",
+                "] value received: 2\n",
+                "] value sent: 3\n",
+                "] value received: 4\n",
+                "] value sent: 10\n",
+                "] value received: 13\n",
+                "[server] value received: 12 from the connection [qp#",
+                "[server] value sent: 13 from the connection [qp#",
+            ],
+        );
+    }
+
+    fn ex_log() {
+        run("log", &["custom log function: [Error]", "some info"]);
+    }
+});

@@ -6,7 +6,7 @@
 //!   (01 .. 13; 1.2's are the same), against each Rust example in both
 //!   directions, with the C examples' lines checked on both sides.
 
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,8 +45,8 @@ fn rust_interop() -> PathBuf {
 
 /// Runs one case: a server of one implementation, a client of the other
 /// (retried while the server is not listening yet); returns both outputs.
-fn case(p: u16, server: &PathBuf, client: &PathBuf, case: &str) -> (String, String) {
-    let port = port(p).to_string();
+fn case(server: &PathBuf, client: &PathBuf, case: &str) -> (String, String) {
+    let port = next_port().to_string();
     let srv = Command::new(server).args(["server", &addr(), &port]).stdout(Stdio::piped()).spawn().unwrap();
     let mut cli_out = String::new();
     for attempt in 0..20 {
@@ -64,63 +64,8 @@ fn case(p: u16, server: &PathBuf, client: &PathBuf, case: &str) -> (String, Stri
     (srv_out, cli_out)
 }
 
-/// Every case of the matrix, both ways, with the bytes checked where they land.
-fn interop_matrix() {
-    let (c, r) = (c_interop().clone(), rust_interop());
-    let mut p = 52;
-    for (srv, cli, srv_name, cli_name) in [(&c, &r, "C", "Rust"), (&r, &c, "Rust", "C")] {
-        for name in ["read", "write-flush-vis", "write-flush-pers", "atomic", "send", "send-imm", "write-imm"] {
-            let (s, k) = case(p, srv, cli, name);
-            p += 1;
-            let msg = format!("from the {cli_name} client");
-            let ok = match name {
-                "read" => k.contains(&format!("read: \"Hello from {srv_name} server!\"")),
-                "write-flush-vis" => s.contains(&format!("at1024: \"{msg}\"")),
-                // Where the server cannot offer persistent flush (native flush on
-                // DRAM, docs/worlds.md), the client must be refused, not flush.
-                "write-flush-pers" => {
-                    s.contains(&format!("at1024: \"{msg}\""))
-                        || (s.contains("persistent flush refused on DRAM")
-                            && k.contains("write-flush-pers refused (NOSUPP)")
-                            && rpma_harness::rxe_iba15())
-                }
-                "atomic" => s.contains("counter: 0x102030405060708"),
-                "send" => s.contains(&format!("msg \"{msg}")) && !s.contains(" imm "),
-                "send-imm" => s.contains(&format!("msg \"{msg}")) && s.contains(" imm 12648430"),
-                "write-imm" => s.contains(&format!("at2048: \"{msg}\"")) && s.contains("\" imm 48879"),
-                _ => unreachable!(),
-            };
-            let how = if !ok {
-                "FAILED"
-            } else if k.contains("refused (NOSUPP)") {
-                "ok (refused: this world has no persistent-flush DRAM, docs/worlds.md)"
-            } else {
-                "ok"
-            };
-            println!("  | {srv_name} server, {cli_name} client | {name} | {how} |");
-            assert!(ok, "{srv_name} server / {cli_name} client, {name}:\nserver:\n{s}\nclient:\n{k}");
-        }
-    }
-}
-
 fn demo() -> PathBuf {
     target_dir().join("examples").join("demo")
-}
-
-/// The demo (Rust) as the client of the C server: reads its greeting, writes
-/// a reply, atomically writes a counter, flushes.
-fn c_server_rust_client() {
-    let (s, k) = case(50, c_interop(), &demo(), "");
-    assert!(k.contains("RDMA read: \"Hello from C server!"), "{k}");
-    assert!(s.contains("at1024: \"Hello back from the rpma demo client!\""), "{s}");
-    assert!(s.contains("counter: 0x2a"), "{s}");
-}
-
-/// The demo (Rust) as the server of the C client, which writes and flushes.
-fn rust_server_c_client() {
-    let (s, k) = case(51, &demo(), c_interop(), "write-flush-vis");
-    assert!(k.contains("client: write-flush-vis done"), "{k}");
-    assert!(s.contains("the client wrote \"from the C client\""), "{s}");
 }
 
 fn example(name: &str) -> PathBuf {
@@ -507,9 +452,9 @@ fn finish(p: &mut Proc, deadline: Instant) {
 
 /// Runs one direction of one example; returns the problems found (none: ok)
 /// and a transcript of both sides.
-fn run_example(ex: &Example, p: u16, rust_server: bool) -> (Vec<String>, String) {
+fn run_example(ex: &Example, rust_server: bool) -> (Vec<String>, String) {
     let (rust, peer) = (example(ex.rust), c_example_peer().clone());
-    let port = port(p).to_string();
+    let port = next_port().to_string();
     let dir = target_dir().join("example-pairs").join(format!("{}-{}", ex.peer, if rust_server { "rs" } else { "cs" }));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -577,29 +522,83 @@ fn run_example(ex: &Example, p: u16, rust_server: bool) -> (Vec<String>, String)
     (problems, transcript)
 }
 
-/// Every Rust example against the C peer that follows librpma's example,
-/// both directions: a cell passes when every process exits 0, each side
-/// prints its expected lines, and neither prints a suspicious line.
-fn examples_against_librpma_contracts() {
-    let mut table = String::from("\n  | example | C server, Rust client | Rust server, C client |\n  |---|---|---|\n");
-    let mut failed = Vec::new();
-    for (i, ex) in EXAMPLES.iter().enumerate() {
-        let mut cells = Vec::new();
-        for rust_server in [false, true] {
-            let (problems, transcript) = run_example(ex, 400 + 2 * i as u16 + rust_server as u16, rust_server);
-            let dir = if rust_server { "Rust server, C client" } else { "C server, Rust client" };
-            if problems.is_empty() {
-                cells.push("ok");
-            } else {
-                cells.push("FAIL");
-                println!("\n  {} ({dir}) FAILED: {}\n{transcript}", ex.peer, problems.join("; "));
-                failed.push(format!("{} ({dir})", ex.peer));
+device_tests!({
+    /// The demo (Rust) as the client of the C server: reads its greeting, writes
+    /// a reply, atomically writes a counter, flushes.
+    fn c_server_rust_client() {
+        let (s, k) = case(c_interop(), &demo(), "");
+        assert!(k.contains("RDMA read: \"Hello from C server!"), "{k}");
+        assert!(s.contains("at1024: \"Hello back from the rpma demo client!\""), "{s}");
+        assert!(s.contains("counter: 0x2a"), "{s}");
+    }
+
+    /// The demo (Rust) as the server of the C client, which writes and flushes.
+    fn rust_server_c_client() {
+        let (s, k) = case(&demo(), c_interop(), "write-flush-vis");
+        assert!(k.contains("client: write-flush-vis done"), "{k}");
+        assert!(s.contains("the client wrote \"from the C client\""), "{s}");
+    }
+
+    /// Every case of the matrix, both ways, with the bytes checked where they land.
+    fn interop_matrix() {
+        let (c, r) = (c_interop().clone(), rust_interop());
+        for (srv, cli, srv_name, cli_name) in [(&c, &r, "C", "Rust"), (&r, &c, "Rust", "C")] {
+            for name in ["read", "write-flush-vis", "write-flush-pers", "atomic", "send", "send-imm", "write-imm"] {
+                let (s, k) = case(srv, cli, name);
+                let msg = format!("from the {cli_name} client");
+                let ok = match name {
+                    "read" => k.contains(&format!("read: \"Hello from {srv_name} server!\"")),
+                    "write-flush-vis" => s.contains(&format!("at1024: \"{msg}\"")),
+                    // Where the server cannot offer persistent flush (native flush on
+                    // DRAM, docs/worlds.md), the client must be refused, not flush.
+                    "write-flush-pers" => {
+                        s.contains(&format!("at1024: \"{msg}\""))
+                            || (s.contains("persistent flush refused on DRAM")
+                                && k.contains("write-flush-pers refused (NOSUPP)")
+                                && rpma_harness::rxe_iba15())
+                    }
+                    "atomic" => s.contains("counter: 0x102030405060708"),
+                    "send" => s.contains(&format!("msg \"{msg}")) && !s.contains(" imm "),
+                    "send-imm" => s.contains(&format!("msg \"{msg}")) && s.contains(" imm 12648430"),
+                    "write-imm" => s.contains(&format!("at2048: \"{msg}\"")) && s.contains("\" imm 48879"),
+                    _ => unreachable!(),
+                };
+                let how = if !ok {
+                    "FAILED"
+                } else if k.contains("refused (NOSUPP)") {
+                    "ok (refused: this world has no persistent-flush DRAM, docs/worlds.md)"
+                } else {
+                    "ok"
+                };
+                println!("  | {srv_name} server, {cli_name} client | {name} | {how} |");
+                assert!(ok, "{srv_name} server / {cli_name} client, {name}:\nserver:\n{s}\nclient:\n{k}");
             }
         }
-        table += &format!("  | {} | {} | {} |\n", ex.peer, cells[0], cells[1]);
     }
-    println!("{table}");
-    assert!(failed.is_empty(), "pairs failed: {}", failed.join(", "));
-}
 
-device_tests!(c_server_rust_client, rust_server_c_client, interop_matrix, examples_against_librpma_contracts);
+    /// Every Rust example against the C peer that follows librpma's example,
+    /// both directions: a cell passes when every process exits 0, each side
+    /// prints its expected lines, and neither prints a suspicious line.
+    fn examples_against_librpma_contracts() {
+        let mut table =
+            String::from("\n  | example | C server, Rust client | Rust server, C client |\n  |---|---|---|\n");
+        let mut failed = Vec::new();
+        for ex in EXAMPLES {
+            let mut cells = Vec::new();
+            for rust_server in [false, true] {
+                let (problems, transcript) = run_example(ex, rust_server);
+                let dir = if rust_server { "Rust server, C client" } else { "C server, Rust client" };
+                if problems.is_empty() {
+                    cells.push("ok");
+                } else {
+                    cells.push("FAIL");
+                    println!("\n  {} ({dir}) FAILED: {}\n{transcript}", ex.peer, problems.join("; "));
+                    failed.push(format!("{} ({dir})", ex.peer));
+                }
+            }
+            table += &format!("  | {} | {} | {} |\n", ex.peer, cells[0], cells[1]);
+        }
+        println!("{table}");
+        assert!(failed.is_empty(), "pairs failed: {}", failed.join(", "));
+    }
+});

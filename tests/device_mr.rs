@@ -36,68 +36,6 @@ fn expected_access(peer: &Peer, u: Usage) -> Access {
     a
 }
 
-fn context_local_is_the_test_device() {
-    let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
-    if let Ok(dev) = std::env::var("RPMA_TEST_DEVICE") {
-        assert_eq!(ctx.device_name(), dev);
-    }
-}
-
-fn context_remote_resolves_to_the_test_device() {
-    let local = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
-    let remote = utils::get_ibv_context(&addr(), ContextType::Remote).unwrap();
-    assert_eq!(local.device_name(), remote.device_name());
-}
-
-fn context_for_address_without_device_is_provider_error() {
-    // 192.0.2.200 is in the test subnet but assigned to no interface.
-    let e = utils::get_ibv_context("192.0.2.200", ContextType::Local).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
-    assert!(e.errno().is_some(), "the errno is kept: {e:?}");
-    assert!(e.to_string().contains("192.0.2.200"), "the message names the address: {e}");
-}
-
-fn context_remote_resolution_is_bounded() {
-    // No route to TEST-NET-2 from the test host: resolution fails, within the timeout.
-    let t0 = Instant::now();
-    let r = utils::get_ibv_context_timeout("198.51.100.77", ContextType::Remote, Duration::from_millis(500));
-    let e = r.expect_err("no device reaches 198.51.100.77");
-    assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
-    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
-}
-
-fn open_by_name_and_unknown_name() {
-    let ctx = rpma::IbvContext::open(None).unwrap();
-    let named = rpma::IbvContext::open(Some(&ctx.device_name())).unwrap();
-    assert_eq!(named.device_name(), ctx.device_name());
-    let e = rpma::IbvContext::open(Some("no-such-dev0")).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_NOSUPP);
-    assert!(e.to_string().contains("no-such-dev0"), "{e}");
-}
-
-fn peer_reports_probed_capabilities() {
-    let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
-    let p = Peer::new(&ctx).unwrap();
-    let c = p.capabilities();
-    assert_eq!(c.odp, utils::is_odp_capable(&ctx).unwrap());
-    assert_eq!(p.is_odp_capable(), c.odp);
-    assert_eq!(p.is_native_flush_supported(), c.native_flush);
-    assert_eq!(p.is_native_atomic_write_supported(), c.native_atomic_write);
-    println!("  capabilities of {}: {c:?}", p.device_name());
-    if in_vm() {
-        // rxe, measured: no ODP, both MW types; IBA 1.5 verbs from Linux 6.2
-        // on, native flush only where libibverbs can post it (rdma-core 45+).
-        let iba15 = rpma_harness::rxe_iba15();
-        let lib_flush = rpma_harness::rdma_core_release().is_some_and(|r| r >= 45);
-        assert!(!c.iwarp, "{c:?}");
-        if let Some(odp) = rpma_harness::rxe_odp() {
-            assert_eq!(c.odp, odp, "{c:?}");
-        }
-        assert_eq!((c.native_flush, c.native_atomic_write), (iba15 && lib_flush, iba15), "{c:?}");
-        assert!(c.mw_type1 && c.mw_type2, "{c:?}");
-    }
-}
-
 /// With native RDMA FLUSH, rxe grants `IBV_ACCESS_FLUSH_PERSISTENT` only on
 /// persistent memory (measured on 6.12: `EINVAL` for DRAM); rpma reports
 /// that with an error saying so. Returns whether `u` was such a case (and
@@ -113,215 +51,261 @@ fn refused_on_dram<M: rpma::RegMemory>(p: &Peer, u: Usage, dram: M) -> bool {
     true
 }
 
-fn reg_each_single_usage_flag_matches_table() {
-    let p = peer();
-    for u in Usage::all().iter() {
-        if refused_on_dram(&p, u, AlignedBuf::new(4096).unwrap()) {
-            continue;
+device_tests!({
+    fn context_local_is_the_test_device() {
+        let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        if let Ok(dev) = std::env::var("RPMA_TEST_DEVICE") {
+            assert_eq!(ctx.device_name(), dev);
         }
-        let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), u).unwrap_or_else(|e| panic!("{u:?}: {e}"));
-        let want = expected_access(&p, u);
-        assert_eq!(mr.access(), want, "{u:?}");
-        assert_eq!(mr.access(), p.usage_to_access(u), "{u:?}");
-        assert!(!mr.is_odp());
-        assert_eq!(mr.usage(), u);
-        assert_eq!(mr.size(), 4096);
-        println!("  {u:?} -> {:?} rkey {:#x}", mr.access(), mr.rkey());
     }
-}
 
-fn reg_combinations_match_table() {
-    let p = peer();
-    let combos = [
-        Usage::READ_SRC | Usage::WRITE_DST,
-        Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT,
-        Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT,
-        Usage::SEND | Usage::RECV,
-        Usage::READ_DST | Usage::WRITE_SRC,
-        Usage::all(),
-    ];
-    for u in combos {
-        if refused_on_dram(&p, u, vec![0u8; 8192]) {
-            continue;
+    fn context_remote_resolves_to_the_test_device() {
+        let local = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let remote = utils::get_ibv_context(&addr(), ContextType::Remote).unwrap();
+        assert_eq!(local.device_name(), remote.device_name());
+    }
+
+    fn context_for_address_without_device_is_provider_error() {
+        // 192.0.2.200 is in the test subnet but assigned to no interface.
+        let e = utils::get_ibv_context("192.0.2.200", ContextType::Local).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
+        assert!(e.errno().is_some(), "the errno is kept: {e:?}");
+        assert!(e.to_string().contains("192.0.2.200"), "the message names the address: {e}");
+    }
+
+    fn context_remote_resolution_is_bounded() {
+        // No route to TEST-NET-2 from the test host: resolution fails, within the timeout.
+        let t0 = Instant::now();
+        let r = utils::get_ibv_context_timeout("198.51.100.77", ContextType::Remote, Duration::from_millis(500));
+        let e = r.expect_err("no device reaches 198.51.100.77");
+        assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+    }
+
+    fn open_by_name_and_unknown_name() {
+        let ctx = rpma::IbvContext::open(None).unwrap();
+        let named = rpma::IbvContext::open(Some(&ctx.device_name())).unwrap();
+        assert_eq!(named.device_name(), ctx.device_name());
+        let e = rpma::IbvContext::open(Some("no-such-dev0")).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_NOSUPP);
+        assert!(e.to_string().contains("no-such-dev0"), "{e}");
+    }
+
+    fn peer_reports_probed_capabilities() {
+        let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let p = Peer::new(&ctx).unwrap();
+        let c = p.capabilities();
+        assert_eq!(c.odp, utils::is_odp_capable(&ctx).unwrap());
+        assert_eq!(p.is_odp_capable(), c.odp);
+        assert_eq!(p.is_native_flush_supported(), c.native_flush);
+        assert_eq!(p.is_native_atomic_write_supported(), c.native_atomic_write);
+        println!("  capabilities of {}: {c:?}", p.device_name());
+        if in_vm() {
+            // rxe, measured: no ODP, both MW types; IBA 1.5 verbs from Linux 6.2
+            // on, native flush only where libibverbs can post it (rdma-core 45+).
+            let iba15 = rpma_harness::rxe_iba15();
+            let lib_flush = rpma_harness::rdma_core_release().is_some_and(|r| r >= 45);
+            assert!(!c.iwarp, "{c:?}");
+            if let Some(odp) = rpma_harness::rxe_odp() {
+                assert_eq!(c.odp, odp, "{c:?}");
+            }
+            assert_eq!((c.native_flush, c.native_atomic_write), (iba15 && lib_flush, iba15), "{c:?}");
+            assert!(c.mw_type1 && c.mw_type2, "{c:?}");
         }
-        let mr = MrLocal::reg(&p, vec![0u8; 8192], u).unwrap_or_else(|e| panic!("{u:?}: {e}"));
-        assert_eq!(mr.access(), expected_access(&p, u), "{u:?}");
     }
-}
 
-fn reg_invalid_arguments_are_inval() {
-    let p = peer();
-    let e = MrLocal::reg(&p, Vec::new(), Usage::READ_SRC).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("0 bytes"), "{e}");
-    let e = MrLocal::reg(&p, vec![0u8; 64], Usage::empty()).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("usage is empty"), "{e}");
-    let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0x600)).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("undefined bits 0x600"), "{e}");
-}
+    fn reg_each_single_usage_flag_matches_table() {
+        let p = peer();
+        for u in Usage::all().iter() {
+            if refused_on_dram(&p, u, AlignedBuf::new(4096).unwrap()) {
+                continue;
+            }
+            let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), u).unwrap_or_else(|e| panic!("{u:?}: {e}"));
+            let want = expected_access(&p, u);
+            assert_eq!(mr.access(), want, "{u:?}");
+            assert_eq!(mr.access(), p.usage_to_access(u), "{u:?}");
+            assert!(!mr.is_odp());
+            assert_eq!(mr.usage(), u);
+            assert_eq!(mr.size(), 4096);
+            println!("  {u:?} -> {:?} rkey {:#x}", mr.access(), mr.rkey());
+        }
+    }
 
-fn reg_all_memory_kinds_and_dereg_returns_them() {
-    let p = peer();
-    let mut v = vec![1u8; 100];
-    v[99] = 7;
-    let mr = MrLocal::reg(&p, v, Usage::READ_SRC).unwrap();
-    assert_eq!(mr.size(), 100);
-    let v = mr.dereg().unwrap();
-    assert_eq!((v.len(), v[99]), (100, 7));
+    fn reg_combinations_match_table() {
+        let p = peer();
+        let combos = [
+            Usage::READ_SRC | Usage::WRITE_DST,
+            Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT,
+            Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT,
+            Usage::SEND | Usage::RECV,
+            Usage::READ_DST | Usage::WRITE_SRC,
+            Usage::all(),
+        ];
+        for u in combos {
+            if refused_on_dram(&p, u, vec![0u8; 8192]) {
+                continue;
+            }
+            let mr = MrLocal::reg(&p, vec![0u8; 8192], u).unwrap_or_else(|e| panic!("{u:?}: {e}"));
+            assert_eq!(mr.access(), expected_access(&p, u), "{u:?}");
+        }
+    }
 
-    let mr = MrLocal::reg(&p, vec![2u8; 33].into_boxed_slice(), Usage::WRITE_DST).unwrap();
-    assert_eq!(mr.dereg().unwrap()[32], 2);
+    fn reg_invalid_arguments_are_inval() {
+        let p = peer();
+        let e = MrLocal::reg(&p, Vec::new(), Usage::READ_SRC).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("0 bytes"), "{e}");
+        let e = MrLocal::reg(&p, vec![0u8; 64], Usage::empty()).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("usage is empty"), "{e}");
+        let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0x600)).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("undefined bits 0x600"), "{e}");
+    }
 
-    let mut backing = [0u8; 256];
-    {
-        // SAFETY: the region is deregistered (checked) before `backing` is
-        // read again or goes out of scope.
-        #[allow(unsafe_code)]
-        let raw = unsafe { rpma::RawMemory::new(backing.as_mut_ptr(), backing.len()) };
-        let mut mr = MrLocal::reg(&p, raw, Usage::RECV).unwrap();
-        mr.write_at(250, b"abcdef").unwrap();
-        let mut out = [0u8; 6];
-        mr.read_at(250, &mut out).unwrap();
-        assert_eq!(&out, b"abcdef");
+    fn reg_all_memory_kinds_and_dereg_returns_them() {
+        let p = peer();
+        let mut v = vec![1u8; 100];
+        v[99] = 7;
+        let mr = MrLocal::reg(&p, v, Usage::READ_SRC).unwrap();
+        assert_eq!(mr.size(), 100);
+        let v = mr.dereg().unwrap();
+        assert_eq!((v.len(), v[99]), (100, 7));
+
+        let mr = MrLocal::reg(&p, vec![2u8; 33].into_boxed_slice(), Usage::WRITE_DST).unwrap();
+        assert_eq!(mr.dereg().unwrap()[32], 2);
+
+        let mut backing = [0u8; 256];
+        {
+            // SAFETY: the region is deregistered (checked) before `backing` is
+            // read again or goes out of scope.
+            #[allow(unsafe_code)]
+            let raw = unsafe { rpma::RawMemory::new(backing.as_mut_ptr(), backing.len()) };
+            let mut mr = MrLocal::reg(&p, raw, Usage::RECV).unwrap();
+            mr.write_at(250, b"abcdef").unwrap();
+            let mut out = [0u8; 6];
+            mr.read_at(250, &mut out).unwrap();
+            assert_eq!(&out, b"abcdef");
+            mr.dereg().unwrap();
+        }
+        assert_eq!(&backing[250..], b"abcdef");
+    }
+
+    fn local_copies_are_bounds_checked() {
+        let p = peer();
+        let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let e = mr.write_at(60, &[0u8; 5]).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("offset 60 + length 5 exceeds the local region's size 64"), "{e}");
+        let e = mr.read_at(usize::MAX, &mut [0u8; 2]).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+    }
+
+    fn descriptor_describes_the_registration() {
+        let p = peer();
+        let mr =
+            MrLocal::reg(&p, AlignedBuf::new(12288).unwrap(), Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY).unwrap();
+        let d = mr.descriptor();
+        assert_eq!(d.len(), rpma::MR_DESCRIPTOR_SIZE);
+        assert_eq!(u64::from_le_bytes(d[0..8].try_into().unwrap()), mr.ptr() as u64);
+        assert_eq!(u64::from_le_bytes(d[8..16].try_into().unwrap()), 12288);
+        assert_eq!(u32::from_le_bytes(d[16..20].try_into().unwrap()), mr.rkey());
+        assert_eq!(d[20], 0x11);
+        let r = MrRemote::from_descriptor(&d).unwrap();
+        assert_eq!((r.addr(), r.size(), r.rkey()), (mr.ptr() as u64, 12288, mr.rkey()));
+        assert_eq!(r.flush_type(), Usage::FLUSH_TYPE_VISIBILITY);
+        assert_ne!(mr.rkey(), 0, "a remotely readable region has an rkey");
+    }
+
+    fn region_keeps_the_protection_domain_alive() {
+        let mr = {
+            let p = peer();
+            MrLocal::reg(&p, vec![0u8; 4096], Usage::READ_SRC).unwrap()
+        }; // the Peer handle is gone; the PD must live on with the region
+        assert_eq!(mr.peer().device_name(), peer().device_name());
+        let _ = mr.descriptor();
         mr.dereg().unwrap();
     }
-    assert_eq!(&backing[250..], b"abcdef");
-}
 
-fn local_copies_are_bounds_checked() {
-    let p = peer();
-    let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
-    let e = mr.write_at(60, &[0u8; 5]).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("offset 60 + length 5 exceeds the local region's size 64"), "{e}");
-    let e = mr.read_at(usize::MAX, &mut [0u8; 2]).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-}
-
-fn descriptor_describes_the_registration() {
-    let p = peer();
-    let mr = MrLocal::reg(&p, AlignedBuf::new(12288).unwrap(), Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY).unwrap();
-    let d = mr.descriptor();
-    assert_eq!(d.len(), rpma::MR_DESCRIPTOR_SIZE);
-    assert_eq!(u64::from_le_bytes(d[0..8].try_into().unwrap()), mr.ptr() as u64);
-    assert_eq!(u64::from_le_bytes(d[8..16].try_into().unwrap()), 12288);
-    assert_eq!(u32::from_le_bytes(d[16..20].try_into().unwrap()), mr.rkey());
-    assert_eq!(d[20], 0x11);
-    let r = MrRemote::from_descriptor(&d).unwrap();
-    assert_eq!((r.addr(), r.size(), r.rkey()), (mr.ptr() as u64, 12288, mr.rkey()));
-    assert_eq!(r.flush_type(), Usage::FLUSH_TYPE_VISIBILITY);
-    assert_ne!(mr.rkey(), 0, "a remotely readable region has an rkey");
-}
-
-fn region_keeps_the_protection_domain_alive() {
-    let mr = {
+    fn advise_is_checked_then_mapped() {
         let p = peer();
-        MrLocal::reg(&p, vec![0u8; 4096], Usage::READ_SRC).unwrap()
-    }; // the Peer handle is gone; the PD must live on with the region
-    assert_eq!(mr.peer().device_name(), peer().device_name());
-    let _ = mr.descriptor();
-    mr.dereg().unwrap();
-}
-
-fn advise_is_checked_then_mapped() {
-    let p = peer();
-    let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
-    let e = mr.advise(4000, 200, Advice::PrefetchWrite, AdviseFlags::FLUSH).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("4200") || e.to_string().contains("offset 4000 + length 200"), "{e}");
-    let r = mr.advise(0, 4096, Advice::PrefetchWrite, AdviseFlags::FLUSH);
-    if in_vm() {
-        // rxe has no ibv_advise_mr: librpma's mapping EOPNOTSUPP -> NOSUPP.
-        let e = r.unwrap_err();
-        assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
-    } else {
-        println!("  advise on a native device: {r:?}");
+        let mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
+        let e = mr.advise(4000, 200, Advice::PrefetchWrite, AdviseFlags::FLUSH).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("4200") || e.to_string().contains("offset 4000 + length 200"), "{e}");
+        let r = mr.advise(0, 4096, Advice::PrefetchWrite, AdviseFlags::FLUSH);
+        if in_vm() {
+            // rxe has no ibv_advise_mr: librpma's mapping EOPNOTSUPP -> NOSUPP.
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
+        } else {
+            println!("  advise on a native device: {r:?}");
+        }
     }
-}
 
-/// FS-DAX memory cannot be pinned (`ibv_reg_mr` fails with EOPNOTSUPP): the
-/// ODP fallback retries with ON_DEMAND on an ODP-capable device and is
-/// refused, with PROVIDER, on one without ODP (rxe). The harness VM provides
-/// emulated pmem with an FS-DAX ext4 (RPMA_TEST_PMEM_DIR).
-fn odp_fallback_per_capability_on_fsdax() {
-    let p = peer();
-    // Plain memory never needs the fallback.
-    let mr = MrLocal::reg(&p, vec![0u8; 1 << 20], Usage::WRITE_DST).unwrap();
-    assert!(!mr.is_odp() && !mr.access().contains(Access::ON_DEMAND));
-    // A shared mapping of a non-DAX file registers normally.
-    let tmp = std::env::temp_dir().join(format!("rpma-test-{}", std::process::id()));
-    let f = rpma::MappedFile::open(&tmp, 1 << 16).unwrap();
-    let mr = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
-    assert!(!mr.is_odp());
-    drop(mr);
-    let _ = std::fs::remove_file(&tmp);
+    /// FS-DAX memory cannot be pinned (`ibv_reg_mr` fails with EOPNOTSUPP): the
+    /// ODP fallback retries with ON_DEMAND on an ODP-capable device and is
+    /// refused, with PROVIDER, on one without ODP (rxe). The harness VM provides
+    /// emulated pmem with an FS-DAX ext4 (RPMA_TEST_PMEM_DIR).
+    fn odp_fallback_per_capability_on_fsdax() {
+        let p = peer();
+        // Plain memory never needs the fallback.
+        let mr = MrLocal::reg(&p, vec![0u8; 1 << 20], Usage::WRITE_DST).unwrap();
+        assert!(!mr.is_odp() && !mr.access().contains(Access::ON_DEMAND));
+        // A shared mapping of a non-DAX file registers normally.
+        let tmp = std::env::temp_dir().join(format!("rpma-test-{}", std::process::id()));
+        let f = rpma::MappedFile::open(&tmp, 1 << 16).unwrap();
+        let mr = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
+        assert!(!mr.is_odp());
+        drop(mr);
+        let _ = std::fs::remove_file(&tmp);
 
-    let Ok(dir) = std::env::var("RPMA_TEST_PMEM_DIR") else {
-        assert!(!in_vm(), "the harness VM always provides RPMA_TEST_PMEM_DIR");
-        println!("  no RPMA_TEST_PMEM_DIR on this native host: FS-DAX case not run");
-        return;
-    };
-    let f = rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20).unwrap();
-    let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
-    if p.is_odp_capable() {
-        let mr = r.expect("ODP retry succeeds on an ODP-capable device");
-        assert!(mr.is_odp() && mr.access().contains(Access::ON_DEMAND));
-        println!("  FS-DAX registered with On-Demand Paging: access {:?}", mr.access());
-    } else {
-        let e = r.expect_err("no ODP: FS-DAX registration is refused");
-        assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
-        assert_eq!(e.errno(), Some(libc::EOPNOTSUPP), "{e}");
-        assert!(e.to_string().contains("the peer does not support On-Demand Paging"), "{e}");
-        println!("  refused as expected: {e}");
+        let Ok(dir) = std::env::var("RPMA_TEST_PMEM_DIR") else {
+            assert!(!in_vm(), "the harness VM always provides RPMA_TEST_PMEM_DIR");
+            println!("  no RPMA_TEST_PMEM_DIR on this native host: FS-DAX case not run");
+            return;
+        };
+        let f = rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20).unwrap();
+        let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+        if p.is_odp_capable() {
+            let mr = r.expect("ODP retry succeeds on an ODP-capable device");
+            assert!(mr.is_odp() && mr.access().contains(Access::ON_DEMAND));
+            println!("  FS-DAX registered with On-Demand Paging: access {:?}", mr.access());
+        } else {
+            let e = r.expect_err("no ODP: FS-DAX registration is refused");
+            assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
+            assert_eq!(e.errno(), Some(libc::EOPNOTSUPP), "{e}");
+            assert!(e.to_string().contains("the peer does not support On-Demand Paging"), "{e}");
+            println!("  refused as expected: {e}");
+        }
     }
-}
 
-fn many_regions_register_and_release() {
-    let p = peer();
-    let mut v = Vec::new();
-    for i in 0..256 {
-        v.push(MrLocal::reg(&p, vec![i as u8; 512], Usage::READ_SRC | Usage::WRITE_DST).unwrap());
+    fn many_regions_register_and_release() {
+        let p = peer();
+        let mut v = Vec::new();
+        for i in 0..256 {
+            v.push(MrLocal::reg(&p, vec![i as u8; 512], Usage::READ_SRC | Usage::WRITE_DST).unwrap());
+        }
+        let rkeys: std::collections::HashSet<u32> = v.iter().map(|m| m.rkey()).collect();
+        assert_eq!(rkeys.len(), 256, "every region has its own rkey");
+        for m in v {
+            m.dereg().unwrap();
+        }
     }
-    let rkeys: std::collections::HashSet<u32> = v.iter().map(|m| m.rkey()).collect();
-    assert_eq!(rkeys.len(), 256, "every region has its own rkey");
-    for m in v {
-        m.dereg().unwrap();
+
+    /// Zero-based registration: the descriptor carries (near-)0 instead of the
+    /// process address; the region is otherwise the same.
+    fn zero_based_descriptor_hides_the_address() {
+        let p = peer();
+        let mr =
+            MrLocal::reg_zero_based(&p, AlignedBuf::new(8192).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+        assert!(mr.is_zero_based());
+        let r = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
+        assert_eq!((r.addr(), r.size(), r.rkey()), (0, 8192, mr.rkey()));
+        // Unaligned memory keeps its offset within the page, nothing more.
+        let v = vec![0u8; 5000];
+        let off = v.as_ptr() as u64 % AlignedBuf::page_size() as u64;
+        let mr = MrLocal::reg_zero_based(&p, v, Usage::READ_SRC).unwrap();
+        assert_eq!(MrRemote::from_descriptor(&mr.descriptor()).unwrap().addr(), off);
     }
-}
-
-/// Zero-based registration: the descriptor carries (near-)0 instead of the
-/// process address; the region is otherwise the same.
-fn zero_based_descriptor_hides_the_address() {
-    let p = peer();
-    let mr = MrLocal::reg_zero_based(&p, AlignedBuf::new(8192).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
-    assert!(mr.is_zero_based());
-    let r = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
-    assert_eq!((r.addr(), r.size(), r.rkey()), (0, 8192, mr.rkey()));
-    // Unaligned memory keeps its offset within the page, nothing more.
-    let v = vec![0u8; 5000];
-    let off = v.as_ptr() as u64 % AlignedBuf::page_size() as u64;
-    let mr = MrLocal::reg_zero_based(&p, v, Usage::READ_SRC).unwrap();
-    assert_eq!(MrRemote::from_descriptor(&mr.descriptor()).unwrap().addr(), off);
-}
-
-device_tests!(
-    context_local_is_the_test_device,
-    context_remote_resolves_to_the_test_device,
-    context_for_address_without_device_is_provider_error,
-    context_remote_resolution_is_bounded,
-    open_by_name_and_unknown_name,
-    peer_reports_probed_capabilities,
-    reg_each_single_usage_flag_matches_table,
-    reg_combinations_match_table,
-    reg_invalid_arguments_are_inval,
-    reg_all_memory_kinds_and_dereg_returns_them,
-    local_copies_are_bounds_checked,
-    descriptor_describes_the_registration,
-    region_keeps_the_protection_domain_alive,
-    advise_is_checked_then_mapped,
-    odp_fallback_per_capability_on_fsdax,
-    many_regions_register_and_release,
-    zero_based_descriptor_hides_the_address,
-);
+});

@@ -10,7 +10,7 @@ mod common;
 use common::{close, pair_on, peer, T};
 use rpma::error::*;
 use rpma::{AlignedBuf, ConnCfg, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Usage, WcStatus};
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 
 const SIZE: usize = 4096;
 
@@ -49,11 +49,11 @@ fn allowed(u: Usage, op: Op) -> bool {
 
 /// Runs `op` against a target region registered with `u`; returns whether
 /// the device let it through, after checking the bytes.
-fn run(u: Usage, op: Op, p: u16) -> bool {
+fn run(u: Usage, op: Op) -> bool {
     let sp = peer();
     let mut target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), u).unwrap();
     target.write_at(0, &pattern()).unwrap();
-    let (c, s) = pair_on(&sp, p, None, None, &[], vec![]);
+    let (c, s) = pair_on(&sp, None, None, &[], vec![]);
     let remote = claim_all(&target.descriptor());
     let mut local =
         MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
@@ -99,67 +99,6 @@ fn run(u: Usage, op: Op, p: u16) -> bool {
     passed
 }
 
-fn enforcement_matrix() {
-    let usages = [
-        Usage::READ_SRC,
-        Usage::WRITE_DST,
-        Usage::READ_SRC | Usage::WRITE_DST,
-        Usage::FLUSH_TYPE_VISIBILITY,
-        Usage::FLUSH_TYPE_PERSISTENT,
-        Usage::READ_DST,
-        Usage::WRITE_SRC,
-        Usage::RECV,
-        Usage::SEND,
-    ];
-    let ops = [Op::Read, Op::Write, Op::AtomicWrite, Op::Flush, Op::SendToRecv];
-    println!("  | target usage | operation | table | device |");
-    let mut p = 100;
-    for u in usages {
-        for op in ops {
-            let want = allowed(u, op);
-            let got = run(u, op, p);
-            p += 1;
-            println!(
-                "  | {u:?} | {op:?} | {} | {} |",
-                if want { "allowed" } else { "denied" },
-                if got { "allowed" } else { "denied" }
-            );
-            assert_eq!(got, want, "{u:?} {op:?}");
-        }
-    }
-}
-
-fn out_of_range_refused_locally_and_by_the_device() {
-    let sp = peer();
-    let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
-    let (c, s) = pair_on(&sp, 90, None, None, &[], vec![]);
-    let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
-    let local = MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST).unwrap();
-    let e = c.read(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 1).unwrap_err();
-    assert_eq!(e.code(), RPMA_E_INVAL);
-    assert!(e.to_string().contains("exceeds the remote region's size 4096"), "{e}");
-    // Forced through the unsafe path: the device refuses.
-    // SAFETY: `local` outlives the read; its completion is reaped below.
-    #[allow(unsafe_code)]
-    unsafe { c.read_unchecked(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 2) }.unwrap();
-    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::REM_ACCESS_ERR);
-    drop((c, s));
-}
-
-fn rkey_of_a_deregistered_region_stops_working() {
-    let sp = peer();
-    let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
-    let (c, s) = pair_on(&sp, 91, None, None, &[], vec![]);
-    let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
-    let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
-    c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
-    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
-    let _memory = target.dereg().map_err(|e| e.error).unwrap();
-    c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 2).unwrap();
-    assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::REM_ACCESS_ERR, "rkey after dereg");
-    drop((c, s));
-}
-
 /// One row of the misuse matrix: the case, the expected code, the result.
 fn row(case: &str, expected: i32, r: rpma::Result<()>) {
     let observed = match &r {
@@ -177,87 +116,141 @@ fn row(case: &str, expected: i32, r: rpma::Result<()>) {
     assert_eq!(observed, expected, "{case}: {r:?}");
 }
 
-fn misuse_matrix() {
-    let sp = peer();
-    let target = MrLocal::reg(
-        &sp,
-        AlignedBuf::new(SIZE).unwrap(),
-        Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY,
-    )
-    .unwrap();
-    let (c, s) = pair_on(&sp, 93, None, None, &[], vec![]);
-    let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
-    let local =
-        MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
-            .unwrap();
-    let a = Flags::COMPLETION_ALWAYS;
-    println!("  | case | expected | observed |");
-    row("read of 0 bytes (allowed, as in librpma)", 0, c.read(&local, 0, &remote, 0, 0, a, 1));
-    let _ = c.cq().next_completion(T);
-    row("length over 4 GiB - 1", RPMA_E_INVAL, c.read(&local, 0, &remote, 0, 1 << 32, a, 0));
-    row("local offset + length overflows", RPMA_E_INVAL, c.read(&local, usize::MAX, &remote, 0, 8, a, 0));
-    row("remote offset + length overflows", RPMA_E_INVAL, c.read(&local, 0, &remote, u64::MAX, 8, a, 0));
-    row("remote range beyond the region", RPMA_E_INVAL, c.write(&remote, SIZE as u64 - 4, &local, 0, 8, a, 0));
-    row("atomic write at a misaligned offset", RPMA_E_INVAL, c.atomic_write(&remote, 12, [0; 8], a, 0));
-    row(
-        "flush PERSISTENT without the peer's direct_write_to_pmem",
-        RPMA_E_NOSUPP,
-        c.flush(&remote, 0, 8, FlushType::Persistent, a, 0),
-    );
-    let mut pcfg = PeerCfg::new();
-    pcfg.set_direct_write_to_pmem(true);
-    c.apply_remote_peer_cfg(&pcfg);
-    row(
-        "flush type not granted by the region (PERSISTENT)",
-        RPMA_E_NOSUPP,
-        c.flush(&remote, 0, 8, FlushType::Persistent, a, 0),
-    );
-    row("completion flags 0", RPMA_E_INVAL, c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0));
-    row("receive into a region without RECV usage", RPMA_E_INVAL, c.recv(&local, 0, 8, 0));
-    let other = MrLocal::reg(&peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
-    row("local region of another peer", RPMA_E_INVAL, c.read(&other, 0, &remote, 0, 8, a, 0));
-    row(
-        "Cq::wait on a connection without shared channel: fine; Conn::wait",
-        RPMA_E_NOT_SHARED_CHNL,
-        c.wait().map(|_| ()),
-    );
-    let big = vec![0u8; 57];
-    row(
-        "private data over 56 bytes (connect)",
-        RPMA_E_INVAL,
-        rpma::ConnReq::new(c.peer(), &addr(), port(94), None).unwrap().connect(&big).map(|_| ()),
-    );
-    close(c, s);
-    row("operation on a closed connection", RPMA_E_INVAL, {
-        let (c2, s2) = pair_on(&sp, 95, None, None, &[], vec![]);
-        c2.disconnect().unwrap();
-        let r = c2.read(
-            &MrLocal::reg(c2.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap(),
-            0,
-            &remote,
-            0,
-            8,
-            a,
-            0,
-        );
-        drop((c2, s2));
-        r
-    });
-    let mut cfg = ConnCfg::new();
-    cfg.set_compl_channel(true);
-    let (c3, s3) = pair_on(&sp, 96, Some(&cfg), None, &[], vec![]);
-    row("Cq::wait on a shared completion channel", RPMA_E_SHARED_CHANNEL, c3.cq().wait());
-    row("next event on a non-blocking fd, none pending", RPMA_E_NO_EVENT, {
-        rpma::utils::set_nonblocking(c3.event_fd(), true).unwrap();
-        c3.next_event().map(|_| ())
-    });
-    rpma::utils::set_nonblocking(c3.event_fd(), false).unwrap();
-    close(c3, s3);
-}
+device_tests!({
+    fn enforcement_matrix() {
+        let usages = [
+            Usage::READ_SRC,
+            Usage::WRITE_DST,
+            Usage::READ_SRC | Usage::WRITE_DST,
+            Usage::FLUSH_TYPE_VISIBILITY,
+            Usage::FLUSH_TYPE_PERSISTENT,
+            Usage::READ_DST,
+            Usage::WRITE_SRC,
+            Usage::RECV,
+            Usage::SEND,
+        ];
+        let ops = [Op::Read, Op::Write, Op::AtomicWrite, Op::Flush, Op::SendToRecv];
+        println!("  | target usage | operation | table | device |");
+        for u in usages {
+            for op in ops {
+                let want = allowed(u, op);
+                let got = run(u, op);
+                println!(
+                    "  | {u:?} | {op:?} | {} | {} |",
+                    if want { "allowed" } else { "denied" },
+                    if got { "allowed" } else { "denied" }
+                );
+                assert_eq!(got, want, "{u:?} {op:?}");
+            }
+        }
+    }
 
-device_tests!(
-    enforcement_matrix,
-    out_of_range_refused_locally_and_by_the_device,
-    rkey_of_a_deregistered_region_stops_working,
-    misuse_matrix,
-);
+    fn out_of_range_refused_locally_and_by_the_device() {
+        let sp = peer();
+        let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST).unwrap();
+        let e = c.read(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 1).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("exceeds the remote region's size 4096"), "{e}");
+        // Forced through the unsafe path: the device refuses.
+        // SAFETY: `local` outlives the read; its completion is reaped below.
+        #[allow(unsafe_code)]
+        unsafe { c.read_unchecked(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 2) }.unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::REM_ACCESS_ERR);
+        drop((c, s));
+    }
+
+    fn rkey_of_a_deregistered_region_stops_working() {
+        let sp = peer();
+        let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+        c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+        let _memory = target.dereg().map_err(|e| e.error).unwrap();
+        c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 2).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::REM_ACCESS_ERR, "rkey after dereg");
+        drop((c, s));
+    }
+
+    fn misuse_matrix() {
+        let sp = peer();
+        let target = MrLocal::reg(
+            &sp,
+            AlignedBuf::new(SIZE).unwrap(),
+            Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY,
+        )
+        .unwrap();
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
+        let local =
+            MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
+                .unwrap();
+        let a = Flags::COMPLETION_ALWAYS;
+        println!("  | case | expected | observed |");
+        row("read of 0 bytes (allowed, as in librpma)", 0, c.read(&local, 0, &remote, 0, 0, a, 1));
+        let _ = c.cq().next_completion(T);
+        row("length over 4 GiB - 1", RPMA_E_INVAL, c.read(&local, 0, &remote, 0, 1 << 32, a, 0));
+        row("local offset + length overflows", RPMA_E_INVAL, c.read(&local, usize::MAX, &remote, 0, 8, a, 0));
+        row("remote offset + length overflows", RPMA_E_INVAL, c.read(&local, 0, &remote, u64::MAX, 8, a, 0));
+        row("remote range beyond the region", RPMA_E_INVAL, c.write(&remote, SIZE as u64 - 4, &local, 0, 8, a, 0));
+        row("atomic write at a misaligned offset", RPMA_E_INVAL, c.atomic_write(&remote, 12, [0; 8], a, 0));
+        row(
+            "flush PERSISTENT without the peer's direct_write_to_pmem",
+            RPMA_E_NOSUPP,
+            c.flush(&remote, 0, 8, FlushType::Persistent, a, 0),
+        );
+        let mut pcfg = PeerCfg::new();
+        pcfg.set_direct_write_to_pmem(true);
+        c.apply_remote_peer_cfg(&pcfg);
+        row(
+            "flush type not granted by the region (PERSISTENT)",
+            RPMA_E_NOSUPP,
+            c.flush(&remote, 0, 8, FlushType::Persistent, a, 0),
+        );
+        row("completion flags 0", RPMA_E_INVAL, c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0));
+        row("receive into a region without RECV usage", RPMA_E_INVAL, c.recv(&local, 0, 8, 0));
+        let other = MrLocal::reg(&peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+        row("local region of another peer", RPMA_E_INVAL, c.read(&other, 0, &remote, 0, 8, a, 0));
+        row(
+            "Cq::wait on a connection without shared channel: fine; Conn::wait",
+            RPMA_E_NOT_SHARED_CHNL,
+            c.wait().map(|_| ()),
+        );
+        let big = vec![0u8; 57];
+        row(
+            "private data over 56 bytes (connect)",
+            RPMA_E_INVAL,
+            rpma::ConnReq::new(c.peer(), &addr(), next_port(), None).unwrap().connect(&big).map(|_| ()),
+        );
+        close(c, s);
+        row("operation on a closed connection", RPMA_E_INVAL, {
+            let (c2, s2) = pair_on(&sp, None, None, &[], vec![]);
+            c2.disconnect().unwrap();
+            let r = c2.read(
+                &MrLocal::reg(c2.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap(),
+                0,
+                &remote,
+                0,
+                8,
+                a,
+                0,
+            );
+            drop((c2, s2));
+            r
+        });
+        let mut cfg = ConnCfg::new();
+        cfg.set_compl_channel(true);
+        let (c3, s3) = pair_on(&sp, Some(&cfg), None, &[], vec![]);
+        row("Cq::wait on a shared completion channel", RPMA_E_SHARED_CHANNEL, c3.cq().wait());
+        row("next event on a non-blocking fd, none pending", RPMA_E_NO_EVENT, {
+            rpma::utils::set_nonblocking(c3.event_fd(), true).unwrap();
+            c3.next_event().map(|_| ())
+        });
+        rpma::utils::set_nonblocking(c3.event_fd(), false).unwrap();
+        close(c3, s3);
+    }
+});

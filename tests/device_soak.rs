@@ -8,7 +8,7 @@
 //! Short by default; `RPMA_SOAK_ROUNDS=200` runs for minutes.
 
 use rpma::{AlignedBuf, CommonData, ConnEvent, ConnReq, Flags, FlushType, MrLocal, Peer, Usage};
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -53,105 +53,109 @@ fn verify(path: &str, acked: &[(u64, u64)]) -> u64 {
     used
 }
 
-fn soak_kill_and_restart() {
-    let rounds: usize = std::env::var("RPMA_SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
-    let exe = std::env::current_exe().unwrap();
-    let server = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join("07-atomic-write");
-    let path = format!("{}/rpma-soak-{}", std::env::temp_dir().display(), std::process::id());
-    let _ = std::fs::remove_file(&path);
-    let peer = Peer::new(&rpma::utils::get_ibv_context(&addr(), rpma::utils::ContextType::Remote).unwrap()).unwrap();
-    let mut rng = Rng(0x50a4_5eed);
-    let mut acked: Vec<(u64, u64)> = Vec::new();
-    let mut seq = 0u64;
-    let mut kills = 0;
-    let mut fresh_logs = 1;
-    for round in 0..rounds {
-        if HDR + (seq + 1) * REC as u64 > LOG {
-            // The 1024-byte log is full (32 records): start a fresh one.
-            std::fs::remove_file(&path).unwrap();
-            acked.clear();
-            seq = 0;
-            fresh_logs += 1;
-        }
-        let p = port(160 + (round % 16) as u16);
-        let mut child = Command::new(&server)
-            .args(["server", &addr(), &p.to_string(), &path])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut cfg = rpma::ConnCfg::new();
-        cfg.set_sq_size(16);
-        cfg.set_cq_size(16);
-        let conn = loop {
-            let c = ConnReq::new(&peer, &addr(), p, Some(&cfg)).unwrap().connect(&[]).unwrap();
-            match c.next_event_timeout(T).unwrap() {
-                ConnEvent::Established => break c,
-                _ => std::thread::sleep(Duration::from_millis(100)),
-            }
-        };
-        let cd = CommonData::decode(conn.private_data()).unwrap();
-        assert_eq!(cd.data_offset as u64, USED_AT, "example 07 sends the place of `used` as data_offset");
-        assert_eq!(cd.mr.size(), LOG, "example 07's log size");
-        let log = cd.mr;
-        let mut local = MrLocal::reg(&peer, AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
-        conn.read(&local, 0, &log, USED_AT, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
-        assert!(conn.cq().next_completion(T).unwrap().status.is_success());
-        let mut b = [0u8; 8];
-        local.read_at(0, &mut b).unwrap();
-        let mut used = u64::from_le_bytes(b);
-        assert_eq!(used, HDR + seq * REC as u64, "the server's commit pointer after restart");
-        let appends = 1 + rng.next() % 6;
-        for k in 0..appends {
-            if used + REC as u64 > LOG {
-                break;
-            }
-            local.write_at(8, &record(seq)).unwrap();
-            let last = k + 1 == appends;
-            let on_err = Flags::COMPLETION_ON_ERROR;
-            conn.write(&log, used, &local, 8, REC, on_err, 1).unwrap();
-            conn.flush(&log, used, REC as u64, FlushType::Visibility, on_err, 2).unwrap();
-            conn.atomic_write(&log, USED_AT, (used + REC as u64).to_le_bytes(), on_err, 3).unwrap();
-            conn.flush(&log, USED_AT, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 4).unwrap();
-            if last && rng.next().is_multiple_of(2) {
-                // Kill with the record in flight: it may or may not land.
-                child.kill().unwrap();
-            }
-            let wc = conn.cq().next_completion(Duration::from_secs(3));
-            match wc {
-                Ok(wc) if wc.status.is_success() => {
-                    acked.push((seq, used));
-                    used += REC as u64;
-                    seq += 1;
-                }
-                _ => {
-                    // Not acknowledged (it may still have landed completely:
-                    // the file, checked below, decides where the log goes on).
-                    kills += 1;
-                    break;
-                }
-            }
-        }
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap(); // killed between appends
-            kills += 1;
-        }
-        conn.disconnect().ok();
-        drop(conn);
-        let used_now = verify_after_kill(&mut child, &path, &acked);
-        seq = (used_now - HDR) / REC as u64;
-    }
-    println!(
-        "  {rounds} rounds, {kills} kills, {fresh_logs} log file(s), {} acknowledged records in the last, all present and intact",
-        acked.len()
-    );
-    let _ = std::fs::remove_file(&path);
-}
-
 fn verify_after_kill(child: &mut std::process::Child, path: &str, acked: &[(u64, u64)]) -> u64 {
     let _ = child.kill();
     let _ = child.wait();
     verify(path, acked)
 }
 
-device_tests!(soak_kill_and_restart);
+device_tests!({
+    fn soak_kill_and_restart() {
+        let rounds: usize = std::env::var("RPMA_SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+        let exe = std::env::current_exe().unwrap();
+        let server = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join("07-atomic-write");
+        let path = format!("{}/rpma-soak-{}", std::env::temp_dir().display(), std::process::id());
+        let _ = std::fs::remove_file(&path);
+        let peer =
+            Peer::new(&rpma::utils::get_ibv_context(&addr(), rpma::utils::ContextType::Remote).unwrap()).unwrap();
+        let mut rng = Rng(0x50a4_5eed);
+        let mut acked: Vec<(u64, u64)> = Vec::new();
+        let mut seq = 0u64;
+        let mut kills = 0;
+        let mut fresh_logs = 1;
+        // A restarted server listens on the port of 16 rounds before.
+        let ports: Vec<u16> = (0..16).map(|_| next_port()).collect();
+        for round in 0..rounds {
+            if HDR + (seq + 1) * REC as u64 > LOG {
+                // The 1024-byte log is full (32 records): start a fresh one.
+                std::fs::remove_file(&path).unwrap();
+                acked.clear();
+                seq = 0;
+                fresh_logs += 1;
+            }
+            let p = ports[round % ports.len()];
+            let mut child = Command::new(&server)
+                .args(["server", &addr(), &p.to_string(), &path])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut cfg = rpma::ConnCfg::new();
+            cfg.set_sq_size(16);
+            cfg.set_cq_size(16);
+            let conn = loop {
+                let c = ConnReq::new(&peer, &addr(), p, Some(&cfg)).unwrap().connect(&[]).unwrap();
+                match c.next_event_timeout(T).unwrap() {
+                    ConnEvent::Established => break c,
+                    _ => std::thread::sleep(Duration::from_millis(100)),
+                }
+            };
+            let cd = CommonData::decode(conn.private_data()).unwrap();
+            assert_eq!(cd.data_offset as u64, USED_AT, "example 07 sends the place of `used` as data_offset");
+            assert_eq!(cd.mr.size(), LOG, "example 07's log size");
+            let log = cd.mr;
+            let mut local =
+                MrLocal::reg(&peer, AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+            conn.read(&local, 0, &log, USED_AT, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
+            assert!(conn.cq().next_completion(T).unwrap().status.is_success());
+            let mut b = [0u8; 8];
+            local.read_at(0, &mut b).unwrap();
+            let mut used = u64::from_le_bytes(b);
+            assert_eq!(used, HDR + seq * REC as u64, "the server's commit pointer after restart");
+            let appends = 1 + rng.next() % 6;
+            for k in 0..appends {
+                if used + REC as u64 > LOG {
+                    break;
+                }
+                local.write_at(8, &record(seq)).unwrap();
+                let last = k + 1 == appends;
+                let on_err = Flags::COMPLETION_ON_ERROR;
+                conn.write(&log, used, &local, 8, REC, on_err, 1).unwrap();
+                conn.flush(&log, used, REC as u64, FlushType::Visibility, on_err, 2).unwrap();
+                conn.atomic_write(&log, USED_AT, (used + REC as u64).to_le_bytes(), on_err, 3).unwrap();
+                conn.flush(&log, USED_AT, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 4).unwrap();
+                if last && rng.next().is_multiple_of(2) {
+                    // Kill with the record in flight: it may or may not land.
+                    child.kill().unwrap();
+                }
+                let wc = conn.cq().next_completion(Duration::from_secs(3));
+                match wc {
+                    Ok(wc) if wc.status.is_success() => {
+                        acked.push((seq, used));
+                        used += REC as u64;
+                        seq += 1;
+                    }
+                    _ => {
+                        // Not acknowledged (it may still have landed completely:
+                        // the file, checked below, decides where the log goes on).
+                        kills += 1;
+                        break;
+                    }
+                }
+            }
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap(); // killed between appends
+                kills += 1;
+            }
+            conn.disconnect().ok();
+            drop(conn);
+            let used_now = verify_after_kill(&mut child, &path, &acked);
+            seq = (used_now - HDR) / REC as u64;
+        }
+        println!(
+        "  {rounds} rounds, {kills} kills, {fresh_logs} log file(s), {} acknowledged records in the last, all present and intact",
+        acked.len()
+    );
+        let _ = std::fs::remove_file(&path);
+    }
+});

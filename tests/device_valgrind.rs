@@ -4,7 +4,7 @@
 //! and one Rust standard library block, each explained in
 //! tests/valgrind/rdma-core.supp.
 
-use rpma_harness::{addr, device_tests, port};
+use rpma_harness::{addr, device_tests, next_port};
 use std::process::Command;
 
 const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
@@ -22,12 +22,13 @@ fn valgrind() -> Command {
     c
 }
 
-fn memcheck(name: &str, p: u16, client_args: &[&str]) {
+fn memcheck(name: &str, client_args: &[&str]) {
     let exe = std::env::current_exe().unwrap();
     let ex = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join(name);
+    let port = next_port().to_string();
     let vg = |role: &str, extra: &[&str]| {
         let mut c = valgrind();
-        c.arg(&ex).args([role, &addr(), &port(p).to_string()]).args(extra);
+        c.arg(&ex).args([role, &addr(), &port]).args(extra);
         c
     };
     let srv = vg("server", &[]).spawn().expect("valgrind (harness/install-deps installs it)");
@@ -40,22 +41,6 @@ fn memcheck(name: &str, p: u16, client_args: &[&str]) {
         assert!(out.status.success(), "{name} {who} failed: {}\n{err}", out.status);
     }
     println!("  {name}: server and client clean under memcheck");
-}
-
-fn memcheck_02_read_to_volatile() {
-    memcheck("02-read-to-volatile", 200, &[]);
-}
-
-fn memcheck_07_atomic_write() {
-    memcheck("07-atomic-write", 201, &["Hello,", "memcheck!"]);
-}
-
-fn memcheck_08_messages_ping_pong() {
-    memcheck("08-messages-ping-pong", 202, &["7", "3"]);
-}
-
-fn memcheck_11_write_with_imm() {
-    memcheck("11-write-with-imm", 203, &["4321"]);
 }
 
 /// Runs the newest build of the device test binary `name` (a sibling of
@@ -88,36 +73,42 @@ fn memcheck_test_binary(name: &str, filters: &[&str]) {
     println!("  {name} {filters:?} clean under memcheck: {summary}");
 }
 
-fn memcheck_device_conn() {
-    memcheck_test_binary("device_conn", &[]);
-}
+device_tests!({
+    fn memcheck_02_read_to_volatile() {
+        memcheck("02-read-to-volatile", &[]);
+    }
 
-fn memcheck_device_mr() {
-    memcheck_test_binary("device_mr", &[]);
-}
+    fn memcheck_07_atomic_write() {
+        memcheck("07-atomic-write", &["Hello,", "memcheck!"]);
+    }
 
-fn memcheck_device_beyond() {
-    memcheck_test_binary("device_beyond", &[]);
-}
+    fn memcheck_08_messages_ping_pong() {
+        memcheck("08-messages-ping-pong", &["7", "3"]);
+    }
 
-fn memcheck_device_security() {
-    memcheck_test_binary("device_security", &[]);
-}
+    fn memcheck_11_write_with_imm() {
+        memcheck("11-write-with-imm", &["4321"]);
+    }
 
-/// The concurrency and killed-peer tests; the 10,000- and 1,000-cycle ones
-/// are left out (hours under memcheck on TCG).
-fn memcheck_device_faults() {
-    memcheck_test_binary("device_faults", &["threads", "connections_on_shared", "peer_killed"]);
-}
+    fn memcheck_device_conn() {
+        memcheck_test_binary("device_conn", &[]);
+    }
 
-device_tests!(
-    memcheck_02_read_to_volatile,
-    memcheck_07_atomic_write,
-    memcheck_08_messages_ping_pong,
-    memcheck_11_write_with_imm,
-    memcheck_device_conn,
-    memcheck_device_mr,
-    memcheck_device_beyond,
-    memcheck_device_security,
-    memcheck_device_faults,
-);
+    fn memcheck_device_mr() {
+        memcheck_test_binary("device_mr", &[]);
+    }
+
+    fn memcheck_device_beyond() {
+        memcheck_test_binary("device_beyond", &[]);
+    }
+
+    fn memcheck_device_security() {
+        memcheck_test_binary("device_security", &[]);
+    }
+
+    /// The concurrency and killed-peer tests; the 10,000- and 1,000-cycle ones
+    /// are left out (hours under memcheck on TCG).
+    fn memcheck_device_faults() {
+        memcheck_test_binary("device_faults", &["threads", "connections_on_shared", "peer_killed"]);
+    }
+});

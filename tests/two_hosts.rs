@@ -19,9 +19,10 @@
 mod common;
 use common::{peer, T};
 use rpma::{AlignedBuf, CommonData, Conn, ConnEvent, ConnReq, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
-use rpma_harness::{addr, port, RDMA_RUN};
+use rpma_harness::{addr, next_port, RDMA_RUN};
 use std::io::Write;
 use std::process::{exit, Command};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,13 @@ const RECORDS: usize = 1024;
 /// How long the client waits for one completion before it declares the link
 /// dead.
 const BOUND: Duration = Duration::from_secs(5);
+
+/// The server's port. Each host runs this binary and takes exactly one port,
+/// this one, its first: server and client agree on it.
+fn link_port() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(next_port)
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -91,7 +99,7 @@ fn server() {
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY;
     let mr = MrLocal::reg(&p, AlignedBuf::new(REC * RECORDS).unwrap(), usage).unwrap();
     let pdata = CommonData::encode(0, &mr, None);
-    let ep = Ep::listen(&p, &addr(), port(300)).unwrap();
+    let ep = Ep::listen(&p, &addr(), link_port()).unwrap();
     // One event loop over the endpoint and every connection: a connection the
     // client abandoned during a cut may linger while the next one is served.
     let mut conns: Vec<(Conn, bool, Instant, usize)> = Vec::new();
@@ -161,7 +169,7 @@ fn link(cut: bool) {
 fn connect(p: &rpma::Peer, pdata: &[u8]) -> Conn {
     let t0 = Instant::now();
     loop {
-        let c = ConnReq::new(p, &std::env::var("RPMA_PEER_ADDR").unwrap(), port(300), None)
+        let c = ConnReq::new(p, &std::env::var("RPMA_PEER_ADDR").unwrap(), link_port(), None)
             .unwrap()
             .connect(pdata)
             .unwrap();
@@ -349,7 +357,7 @@ fn client() {
     let acked = c.abandon(" during the cut");
     let t3 = Instant::now();
     let peer_addr = std::env::var("RPMA_PEER_ADDR").unwrap();
-    match ConnReq::new(&p, &peer_addr, port(300), None) {
+    match ConnReq::new(&p, &peer_addr, link_port(), None) {
         Err(e) => println!("b: a connection request during the cut: {e} after {:.1?}", t3.elapsed()),
         Ok(req) => {
             let conn = req.connect(&[]).unwrap();

@@ -91,12 +91,6 @@ fn orchestrate() -> Res<()> {
     report::write(&lines, std::path::Path::new(&out), started.elapsed())
 }
 
-/// A port for the next pair of processes.
-fn next_port() -> u16 {
-    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-    rpma_harness::port(70) + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Kills a child on every path out (a failed client must not leave its
 /// server holding the port).
 struct Reaped(Child);
@@ -221,7 +215,7 @@ fn measure() -> Res<()> {
         progs.push(("librpma".into(), &cbin, case));
         for (imp, prog, arg) in progs {
             let ir = |n: usize| -> Res<f64> {
-                let p = next_port().to_string();
+                let p = rpma_harness::next_port().to_string();
                 let f = tmp.join(format!("cg.{imp}.{case}.{n}"));
                 let mut c = callgrind(&f);
                 c.arg(prog).args(["ir", &addr, &p, arg, &n.to_string()]);
@@ -233,7 +227,7 @@ fn measure() -> Res<()> {
     }
     // perftest's event mode (-e) exists for ib_read_lat, not for write tests
     let ir = |n: usize| -> Res<f64> {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         let f = tmp.join(format!("cg.verbs.read.{n}"));
         let base = ["-R", "-d", &dev, "-s", "8", "-n", &n.to_string(), "-F", "-e", "-p", &p];
         let mut c = callgrind(&f);
@@ -255,12 +249,12 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
     let it = iters.to_string();
     eprintln!("compare: rpma and librpma, every case");
     for prog in [&exe, &cbin] {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         forward(&pair(cmd(prog, &["server", addr, &p, "1"]), Some("READY"), cmd(prog, &["client", addr, &p, &it]))?);
     }
 
     eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
-    let p = next_port().to_string();
+    let p = rpma_harness::next_port().to_string();
     forward(&pair(cmd(exe, &["server", addr, &p, "1"]), Some("READY"), cmd(exe, &["emulated", addr, &p, &it]))?);
 
     eprintln!("compare: perftest");
@@ -273,12 +267,8 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
 
     eprintln!("compare: connection set-up and tear-down, registration");
     for prog in [&exe, &cbin] {
-        let p = next_port().to_string();
-        forward(&pair(
-            cmd(prog, &["server", addr, &p, "200"]),
-            Some("READY"),
-            cmd(prog, &["conns", addr, &p, "200"]),
-        )?);
+        let p = rpma_harness::next_port().to_string();
+        forward(&pair(cmd(prog, &["server", addr, &p, "200"]), Some("READY"), cmd(prog, &["conns", addr, &p, "200"]))?);
         let r = cmd(prog, &["reg", addr]).stderr(Stdio::inherit()).output()?;
         if !r.status.success() {
             return Err(format!("{} reg failed", prog.display()).into());
@@ -289,7 +279,7 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
     for n in [1usize, 4, 16, 64] {
         let each = (iters * 4 / n).max(1).to_string();
         for prog in [&exe, &cbin] {
-            let p = next_port().to_string();
+            let p = rpma_harness::next_port().to_string();
             let ns = n.to_string();
             forward(&pair(
                 cmd(prog, &["mserver", addr, &p, &ns]),
@@ -341,7 +331,7 @@ fn perftest_row(out: &str) -> Res<Vec<f64>> {
 
 fn perftest_pair(bin: &str, args: &[String], addr: &str) -> Res<Vec<f64>> {
     let attempt = || {
-        let p = next_port().to_string();
+        let p = rpma_harness::next_port().to_string();
         let mut s = Command::new(bin);
         s.args(args).args(["-p", &p]);
         let mut c = Command::new(bin);

@@ -140,7 +140,10 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     }
 
     if ir.keys().any(|(_, imp)| imp == "baseline") {
-        writeln!(md, "\n### This build against the baseline build (RPMA_BENCH_BASELINE; instructions per operation)\n")?;
+        writeln!(
+            md,
+            "\n### This build against the baseline build (RPMA_BENCH_BASELINE; instructions per operation)\n"
+        )?;
         writeln!(md, "| operation | variant | baseline | this build | this/baseline |")?;
         writeln!(md, "|---|---|---|---|---|")?;
         for (case, suffix, variant) in [
@@ -150,7 +153,9 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
             ("atomic_write", "emulated", "rpma-emulated"),
         ] {
             let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
-            for (label, base, this) in [("safe", "baseline".to_string(), "rpma"), (suffix, format!("baseline-{suffix}"), variant)] {
+            for (label, base, this) in
+                [("safe", "baseline".to_string(), "rpma"), (suffix, format!("baseline-{suffix}"), variant)]
+            {
                 let (b, t) = (get(&base), get(this));
                 writeln!(md, "| {case} | {label} | {} | {} | {} |", num(b, 0), num(t, 0), ratio(t, b))?;
             }

@@ -55,7 +55,7 @@ pub fn main_multi(
         None => {
             rpma_harness::ensure_device();
             let addr = rpma_harness::addr();
-            let port = rpma_harness::port(2).to_string();
+            let port = rpma_harness::next_port().to_string();
             let exe = std::env::current_exe().expect("current executable");
             let mut srv = Command::new(&exe).args(["server", &addr, &port]).args(server_args).spawn().expect("server");
             let mut cli: Vec<_> = clients

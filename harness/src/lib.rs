@@ -1,7 +1,7 @@
 //! Runs rpma's device tests and examples on a real RDMA device.
 //!
-//! A device test binary (`harness = false`) ends with
-//! [`device_tests!`]`(test_a, test_b, ...)`. When started on a host without
+//! A device test binary (`harness = false`) defines its tests inside
+//! [`device_tests!`]`({ fn test_a() { ... } ... })`. When started on a host without
 //! `RPMA_TEST_ADDR` it re-executes itself through `harness/rdma-run`, which
 //! uses a native RDMA device or boots a throw-away Soft-RoCE VM: one VM boot
 //! per test binary. Inside, every selected test runs with a timeout. A test
@@ -12,6 +12,7 @@
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::process::{exit, Command};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -26,10 +27,31 @@ pub struct Test {
     pub run: fn(),
 }
 
-/// Defines `main` for a device test binary from a list of test functions.
+/// Defines the tests of a device test binary and its `main`: every `fn`
+/// inside is a test, registered once, where it is defined, under its name;
+/// they run in the order they are written. Helpers stay outside.
+///
+/// ```ignore
+/// device_tests!({
+///     /// Registers and deregisters a region.
+///     fn reg_and_dereg() {
+///         // ...
+///     }
+///
+///     fn connect_and_disconnect() {
+///         // ...
+///     }
+/// });
+/// ```
+///
+/// The block in parentheses, `({ ... })`, is there for rustfmt: it formats
+/// a macro call whose argument parses as an expression (a block of items
+/// does) and leaves `device_tests! { ... }` untouched.
 #[macro_export]
 macro_rules! device_tests {
-    ($($name:ident),* $(,)?) => {
+    ({ $($(#[$meta:meta])* fn $name:ident() $body:block)* }) => {
+        $($(#[$meta])* fn $name() $body)*
+
         fn main() {
             $crate::run(&[$($crate::Test { name: stringify!($name), run: $name }),*])
         }
@@ -86,10 +108,22 @@ pub fn rdma_core_release() -> Option<u32> {
     v.trim().split('.').nth(2)?.parse().ok()
 }
 
-/// A TCP port for tests: `RPMA_TEST_PORT` or 7204, plus `offset`.
-pub fn port(offset: u16) -> u16 {
+/// A fresh TCP port: `RPMA_TEST_PORT` (default 7204) plus a counter, so each
+/// call in a process gets a port no other call in it got, and no test picks
+/// numbers by hand. Ask once and pass the number on (to the other side of a
+/// connection, to a child process, or to reuse it); ask twice for two ports.
+///
+/// Another process starts its own count from the same base: a child process
+/// that takes ports itself while its parent holds some may collide with
+/// them, so the parent passes its port on instead.
+///
+/// # Panics
+/// When the count passes 65535.
+pub fn next_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
     let base = std::env::var("RPMA_TEST_PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(7204u16);
-    base + offset
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    base.checked_add(n).unwrap_or_else(|| panic!("next_port: RPMA_TEST_PORT {base} + {n} is past 65535"))
 }
 
 /// Makes sure a device is there: when `RPMA_TEST_ADDR` is unset, re-runs

@@ -3,7 +3,7 @@
 #![deny(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 
-pub mod access;
+mod access;
 pub mod common_data;
 pub mod conn;
 pub mod conn_cfg;

@@ -3,7 +3,7 @@
 
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{AlignedBuf, Conn, ConnCfg, ConnEvent, ConnReq, Ep, MrLocal, Peer, PeerCfg, Usage};
-use rpma_harness::{addr, port};
+use rpma_harness::{addr, next_port};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -27,28 +27,34 @@ pub fn peer() -> Peer {
     Peer::new(&get_ibv_context(&addr(), ContextType::Local).expect("context")).expect("peer")
 }
 
-/// A connected pair: (client conn, server conn), the server having accepted
-/// with `server_pdata` and the client having connected with `client_pdata`.
-pub fn pair(
-    p: u16,
-    ccfg: Option<&ConnCfg>,
-    scfg: Option<ConnCfg>,
-    client_pdata: &[u8],
-    server_pdata: Vec<u8>,
-) -> (Conn, Conn) {
-    pair_on(&peer(), p, ccfg, scfg, client_pdata, server_pdata)
+/// A connected pair on a fresh port: (client conn, server conn), the server
+/// having accepted with `server_pdata` and the client having connected with
+/// `client_pdata`.
+pub fn pair(ccfg: Option<&ConnCfg>, scfg: Option<ConnCfg>, client_pdata: &[u8], server_pdata: Vec<u8>) -> (Conn, Conn) {
+    pair_on(&peer(), ccfg, scfg, client_pdata, server_pdata)
 }
 
 /// As `pair`, the server side on `sp` (where its regions are registered).
 pub fn pair_on(
     sp: &Peer,
-    p: u16,
     ccfg: Option<&ConnCfg>,
     scfg: Option<ConnCfg>,
     client_pdata: &[u8],
     server_pdata: Vec<u8>,
 ) -> (Conn, Conn) {
-    let ep = Ep::listen(sp, &addr(), port(p)).expect("listen");
+    pair_at(sp, next_port(), ccfg, scfg, client_pdata, server_pdata)
+}
+
+/// As `pair_on`, on `port` (for tests that reuse a port).
+pub fn pair_at(
+    sp: &Peer,
+    port: u16,
+    ccfg: Option<&ConnCfg>,
+    scfg: Option<ConnCfg>,
+    client_pdata: &[u8],
+    server_pdata: Vec<u8>,
+) -> (Conn, Conn) {
+    let ep = Ep::listen(sp, &addr(), port).expect("listen");
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || {
         let req = ep.next_conn_req_timeout(scfg.as_ref(), T).expect("connection request");
@@ -57,7 +63,7 @@ pub fn pair_on(
         tx.send(conn).unwrap();
     });
     let cp = peer();
-    let req = ConnReq::new(&cp, &addr(), port(p), ccfg).expect("conn req");
+    let req = ConnReq::new(&cp, &addr(), port, ccfg).expect("conn req");
     let conn = req.connect(client_pdata).expect("connect");
     assert_eq!(conn.next_event_timeout(T).expect("client event"), ConnEvent::Established);
     let server = rx.recv_timeout(T).expect("server side");
