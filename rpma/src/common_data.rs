@@ -7,7 +7,7 @@
 //! configuration descriptor right after it. The Rust examples use the same
 //! bytes, so each side can be a C librpma example.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote};
 use crate::peer_cfg::PeerCfg;
@@ -61,15 +61,11 @@ impl CommonData {
     /// [`Error::Inval`] when it is shorter than 28 bytes, its sizes do not fit
     /// its 24 descriptor bytes, or the descriptors do not decode.
     pub fn decode(bytes: &[u8]) -> Result<CommonData> {
-        let w = wire::decode_common(bytes)?;
-        let mr_end = w.mr_desc_size as usize;
-        let mr = MrRemote::from_descriptor(&w.descriptors[..mr_end])
-            .map_err(|e| Error::inval(format!("private data: memory region descriptor: {e}")))?;
-        let peer_cfg = if w.pcfg_desc_size > 0 {
-            Some(PeerCfg::from_descriptor(&w.descriptors[mr_end..mr_end + w.pcfg_desc_size as usize])?)
-        } else {
-            None
-        };
-        Ok(CommonData { data_offset: w.data_offset, mr, peer_cfg })
+        let d = wire::decode_common_desc(bytes)?;
+        Ok(CommonData {
+            data_offset: d.data_offset,
+            mr: MrRemote::from_desc(d.mr),
+            peer_cfg: d.peer_cfg.map(PeerCfg::from_flag),
+        })
     }
 }

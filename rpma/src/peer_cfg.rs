@@ -59,6 +59,11 @@ impl PeerCfg {
     /// # Errors
     /// [`Error::Inval`](crate::Error::Inval) for an empty descriptor.
     pub fn from_descriptor(desc: &[u8]) -> Result<PeerCfg> {
-        Ok(PeerCfg { direct_write_to_pmem: wire::decode_peer_cfg(desc)? })
+        Ok(PeerCfg::from_flag(wire::decode_peer_cfg(desc)?))
+    }
+
+    /// The configuration a decoded descriptor carries.
+    pub(crate) fn from_flag(direct_write_to_pmem: bool) -> PeerCfg {
+        PeerCfg { direct_write_to_pmem }
     }
 }

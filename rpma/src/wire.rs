@@ -198,6 +198,29 @@ pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
     Ok(d)
 }
 
+/// Decoded `common_data`: the offset and both descriptors, decoded here in
+/// one pass so that callers only turn fields into types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CommonDataDesc {
+    pub data_offset: u16,
+    pub mr: MrDesc,
+    /// `direct_write_to_pmem` of the peer configuration, when one was sent.
+    pub peer_cfg: Option<bool>,
+}
+
+/// Decodes private data in the examples' layout with its descriptors.
+///
+/// # Errors
+/// [`Error::Inval`] naming the part that does not decode.
+pub(crate) fn decode_common_desc(bytes: &[u8]) -> Result<CommonDataDesc> {
+    let w = decode_common(bytes)?;
+    let (mr_end, pcfg_end) = (w.mr_desc_size as usize, w.mr_desc_size as usize + w.pcfg_desc_size as usize);
+    let mr = decode_mr(&w.descriptors[..mr_end])
+        .map_err(|e| Error::inval(format!("private data: memory region descriptor: {e}")))?;
+    let peer_cfg = (w.pcfg_desc_size > 0).then(|| decode_peer_cfg(&w.descriptors[mr_end..pcfg_end])).transpose()?;
+    Ok(CommonDataDesc { data_offset: w.data_offset, mr, peer_cfg })
+}
+
 #[cfg(test)]
 mod common_tests {
     use super::*;
@@ -220,6 +243,21 @@ mod common_tests {
         bad[2] = 24;
         assert!(decode_common(&bad).unwrap_err().to_string().contains("24 + 1"));
         assert!(decode_common(&b[..27]).is_err());
+    }
+
+    #[test]
+    fn common_data_with_descriptors() {
+        let mr = MrDesc { addr: 0x1000, size: 64, rkey: 9, usage: 1 };
+        let mut descriptors = [0u8; 24];
+        descriptors[..21].copy_from_slice(&encode_mr(&mr));
+        descriptors[21] = 1;
+        let w = CommonDataWire { data_offset: 8, mr_desc_size: 21, pcfg_desc_size: 1, descriptors };
+        let d = decode_common_desc(&encode_common(&w)).unwrap();
+        assert_eq!(d, CommonDataDesc { data_offset: 8, mr, peer_cfg: Some(true) });
+        let none = decode_common_desc(&encode_common(&CommonDataWire { pcfg_desc_size: 0, ..w })).unwrap();
+        assert_eq!(none.peer_cfg, None);
+        let e = decode_common_desc(&encode_common(&CommonDataWire { mr_desc_size: 20, ..w })).unwrap_err();
+        assert!(e.to_string().contains("private data: memory region descriptor"), "{e}");
     }
 }
 

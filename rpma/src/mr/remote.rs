@@ -30,8 +30,12 @@ impl MrRemote {
     /// [`Error::Inval`] when `desc` is shorter than 21 bytes or its usage
     /// byte is 0.
     pub fn from_descriptor(desc: &[u8]) -> Result<MrRemote> {
-        let d = wire::decode_mr(desc)?;
-        Ok(MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage: Usage::from_bits_retain(d.usage as u16) })
+        Ok(MrRemote::from_desc(wire::decode_mr(desc)?))
+    }
+
+    /// The region a decoded descriptor describes.
+    pub(crate) fn from_desc(d: MrDesc) -> MrRemote {
+        MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage: Usage::from_bits_retain(d.usage as u16) }
     }
 
     /// Size of the remote region in bytes (`rpma_mr_remote_get_size`).
