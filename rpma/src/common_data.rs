@@ -58,7 +58,7 @@ impl CommonData {
     /// Decodes private data received from a peer (CM padding is ignored).
     ///
     /// # Errors
-    /// [`Error::Inval`] when it is shorter than 28 bytes, its sizes do not fit
+    /// [`Error::Inval`](crate::Error::Inval) when it is shorter than 28 bytes, its sizes do not fit
     /// its 24 descriptor bytes, or the descriptors do not decode.
     pub fn decode(bytes: &[u8]) -> Result<CommonData> {
         let d = wire::decode_common_desc(bytes)?;
