@@ -66,7 +66,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     let mut lat: BTreeMap<(String, usize, String), Lat> = BTreeMap::new();
     let mut bw: BTreeMap<(String, usize, usize, String), f64> = BTreeMap::new();
     let mut ir: BTreeMap<(String, String), f64> = BTreeMap::new();
-    let mut rate: BTreeMap<(String, String), (usize, f64)> = BTreeMap::new();
+    // A case measured in several rounds has one entry per round.
+    let mut rate: BTreeMap<(String, String), Vec<(usize, f64)>> = BTreeMap::new();
     for r in rows {
         match r {
             Row::Lat { imp, case, size, lat: l } => {
@@ -79,7 +80,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
                 ir.insert((case, imp), per_op);
             }
             Row::Rate { imp, case, count, secs } => {
-                rate.insert((case, imp), (count, secs));
+                rate.entry((case, imp)).or_default().push((count, secs));
             }
         }
     }
@@ -202,9 +203,21 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         ("scch16", "16 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
         ("scch64", "64 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
     ] {
-        // a rate: things (or GiB) per second, higher is better
-        let get = |imp: &str| {
-            rate.get(&(case.to_string(), imp.to_string())).map_or(f64::NAN, |&(n, secs)| n as f64 * per / secs)
+        // a rate: things (or GiB) per second, higher is better; per round
+        let rounds = |imp: &str| -> Vec<f64> {
+            rate.get(&(case.to_string(), imp.to_string()))
+                .map_or(Vec::new(), |v| v.iter().map(|&(n, secs)| n as f64 * per / secs).collect())
+        };
+        let get = |imp: &str| median(rounds(imp));
+        // With several rounds: the median of the per-round ratios, min-max.
+        let ratio = |a: &str, b: &str| {
+            let (ra, rb) = (rounds(a), rounds(b));
+            if ra.len() < 2 || ra.len() != rb.len() {
+                return ratio(get(a), get(b));
+            }
+            let r: Vec<f64> = ra.iter().zip(&rb).map(|(x, y)| x / y).collect();
+            let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+            format!("{:.2} ({lo:.2}-{hi:.2}, {} rounds)", median(r), ra.len())
         };
         let cell = |imp: &str| format!("{} {unit}", num(get(imp), 2));
         writeln!(
@@ -213,8 +226,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
             if get("verbs").is_finite() { cell("verbs") } else { "n/a".into() },
             cell("librpma"),
             cell("rpma"),
-            ratio(get("rpma"), get("verbs")),
-            ratio(get("rpma"), get("librpma"))
+            ratio("rpma", "verbs"),
+            ratio("rpma", "librpma")
         )?;
     }
 
@@ -224,6 +237,20 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     println!("\n{md}");
     println!("report: {}/compare.md, plot: {}/latency.svg", out.display(), out.display());
     Ok(())
+}
+
+/// The median (NaN for none).
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
 }
 
 /// Latency (t_avg) against size, log-log, for read and write, three lines each.

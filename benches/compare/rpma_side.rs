@@ -578,11 +578,54 @@ pub fn client_conns(addr: &str, port: u16, n: usize) -> Res<()> {
 }
 
 /// Registration throughput: 1 GiB as 2 MiB regions, then as one region.
+/// An anonymous private mapping, unmapped on drop (leak it with
+/// `mem::forget` while a region may still cover it).
+struct AnonMap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl AnonMap {
+    fn new(len: usize) -> Res<AnonMap> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(AnonMap { ptr: p.cast(), len })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` bytes, readable and writable, owned
+        // here; the borrow of `self` keeps it mapped.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AnonMap {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
 pub fn registration(addr: &str) -> Res<()> {
     const GIB: usize = 1 << 30;
     const CHUNK: usize = 2 << 20;
     let peer = peer(addr, ContextType::Local)?;
-    let mut buf = AlignedBuf::new(GIB)?;
+    // The same memory as the C side's: an anonymous private mapping (not a
+    // heap buffer), so both register pages placed alike (transparent huge
+    // pages included).
+    let mut buf = AnonMap::new(GIB)?;
     for p in buf.as_mut_slice().chunks_mut(4096) {
         p[0] = 1; // fault every page in before timing
     }
