@@ -210,7 +210,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         };
         let get = |imp: &str| median(rounds(imp));
         // With several rounds: the median of the per-round ratios, min-max.
-        let ratio = |a: &str, b: &str| {
+        let ratio_cell = |a: &str, b: &str| {
             let (ra, rb) = (rounds(a), rounds(b));
             if ra.len() < 2 || ra.len() != rb.len() {
                 return ratio(get(a), get(b));
@@ -226,8 +226,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
             if get("verbs").is_finite() { cell("verbs") } else { "n/a".into() },
             cell("librpma"),
             cell("rpma"),
-            ratio("rpma", "verbs"),
-            ratio("rpma", "librpma")
+            ratio_cell("rpma", "verbs"),
+            ratio_cell("rpma", "librpma")
         )?;
     }
 
