@@ -82,6 +82,23 @@ fn spin_then_block(cq: &Cq) -> Res<Completion> {
     check(cq.next_completion(T)?)
 }
 
+/// [`spin`] for callers that need only the success (like the C program's
+/// wait functions, which write the completion to an out-parameter).
+fn spin_ok(cq: &Cq) -> Res<()> {
+    spin(cq).map(drop)
+}
+
+/// One completion with a blocking wait (`wait`, then get), checked: the
+/// instruction-count case, as the C program's `block`.
+fn block(cq: &Cq) -> Res<()> {
+    cq.wait()?;
+    let wc = cq.get_completion()?;
+    if !wc.status.is_success() {
+        return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+    }
+    Ok(())
+}
+
 /// Busy-polls `cq` until a completion of kind `op` (others are skipped).
 fn spin_for(cq: &Cq, op: CompletionOp) -> Res<Completion> {
     loop {
@@ -361,7 +378,7 @@ impl Client {
     }
 
     /// One operation of `op`, waited for with `wait`.
-    fn once(&self, op: Op, size: usize, wait: fn(&Cq) -> Res<Completion>) -> Res<()> {
+    fn once(&self, op: Op, size: usize, wait: fn(&Cq) -> Res<()>) -> Res<()> {
         let (c, cq) = (&self.conn, self.conn.cq());
         match op {
             Op::WriteFlush => {
@@ -393,12 +410,12 @@ impl Client {
             self.set_kind(PING)?;
         }
         for _ in 0..iters / 10 {
-            self.once(op, size, spin)?; // warm-up
+            self.once(op, size, spin_ok)?; // warm-up
         }
         let mut t = Vec::with_capacity(iters);
         for _ in 0..iters {
             let t0 = Instant::now();
-            self.once(op, size, spin)?;
+            self.once(op, size, spin_ok)?;
             t.push(t0.elapsed().as_secs_f64() * 1e6);
         }
         if op == Op::PingPong {
@@ -552,10 +569,6 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
         None => case,
     };
     let c = Client::connect_with(&peer, addr, port, &cfg)?;
-    let block: fn(&Cq) -> Res<Completion> = |cq| {
-        cq.wait()?;
-        check(cq.get_completion()?)
-    };
     let op = Op::of(case)?;
     for _ in 0..iters {
         c.once(op, 8, block)?;

@@ -393,6 +393,7 @@ impl CmId {
     }
 
     /// The QP created on this ID.
+    #[inline]
     pub fn qp(&self) -> Option<&Qp> {
         self.qp.as_ref()
     }

@@ -61,6 +61,7 @@ impl CompChannel {
     /// # Errors
     /// The errno of `ibv_get_cq_event` (`EAGAIN` on a non-blocking fd with no
     /// event pending).
+    #[inline]
     pub fn get_event(&self) -> io::Result<usize> {
         let mut cq: *mut ffi::ibv_cq = std::ptr::null_mut();
         let mut cq_ctx: *mut std::ffi::c_void = std::ptr::null_mut();
@@ -226,6 +227,7 @@ impl Cq {
     ///
     /// # Errors
     /// The errno of `ibv_req_notify_cq`.
+    #[inline]
     pub fn req_notify(&self, solicited_only: bool) -> io::Result<()> {
         // SAFETY: live CQ.
         let rc = unsafe { ffi::ibv_req_notify_cq(self.inner.cq, solicited_only as i32) };

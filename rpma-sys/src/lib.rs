@@ -51,6 +51,7 @@ pub(crate) fn drop_parent_only<T, P>(this: T, parent: fn(&T) -> &P) {
 }
 
 /// For verbs that return 0 or an errno value (`ibv_dealloc_pd`, `ibv_dereg_mr`, ...).
+#[inline]
 pub(crate) fn from_errno_ret(rc: c_int, op: &str) -> io::Result<()> {
     match rc {
         0 => Ok(()),
@@ -61,6 +62,7 @@ pub(crate) fn from_errno_ret(rc: c_int, op: &str) -> io::Result<()> {
 }
 
 /// For calls that return -1 and set errno (`rdma_*`, `ibv_get_cq_event`).
+#[inline]
 pub(crate) fn from_minus1_ret(rc: c_int, op: &str) -> io::Result<()> {
     if rc == 0 {
         Ok(())

@@ -127,6 +127,7 @@ impl Qp {
     /// # Errors
     /// The errno of `ibv_post_send` (`ENOMEM` when the send queue is full,
     /// `EINVAL` for a bad request).
+    #[inline]
     pub unsafe fn post_send(&self, wr: &SendWr) -> io::Result<()> {
         use ffi::ibv_send_flags as f;
         use ffi::ibv_wr_opcode as op;

@@ -100,7 +100,7 @@ impl SendTracker {
     /// queue's lock, so entries are in the order the device sees them, and
     /// records it on success. The last free slot is kept for a signaled
     /// operation: a queue of unsignaled ones only could never be retired.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> std::io::Result<()>) -> Result<()> {
         let mut g = lock(&self.q);
         if g.len + usize::from(!op.signaled) >= self.depth {
@@ -127,12 +127,13 @@ impl SendTracker {
     /// # Errors
     /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
     /// rpma) for a non-inline local range that `rec` does not hold.
-    #[inline]
-    pub(crate) fn post_send(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, wr: SendWr) -> Result<()> {
+    #[inline(always)]
+    pub(crate) fn post_send(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, mut wr: SendWr) -> Result<()> {
         if wr.sge.is_some() && !wr.inline && rec.hold.is_none() {
             return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
         }
         self.post_with(rec, |wr_id| {
+            wr.wr_id = wr_id;
             // SAFETY: the local range is inline (copied during the call) or
             // lies in the region the entry's hold keeps alive until this
             // operation (or a later signaled one) completes, or until the QP
@@ -140,7 +141,7 @@ impl SendTracker {
             // tracker, see `ConnParts::drop`).
             #[allow(unsafe_code)]
             unsafe {
-                qp.post_send(&SendWr { wr_id, ..wr })
+                qp.post_send(&wr)
             }
         })
     }

@@ -155,7 +155,7 @@ impl<'a, M: RegMemory> Op<'a, M> {
     }
 
     /// With the caller's `flags` and `op_context`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn with(self, flags: Flags, ctx: u64) -> Self {
         Op { flags, ctx, ..self }
     }
@@ -172,7 +172,7 @@ impl<'a, M: RegMemory> Op<'a, M> {
     ///
     /// # Errors
     /// [`Error::Inval`] naming the broken bound.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn work_request(&self, peer: &Peer, checked: bool) -> Result<SendWr> {
         let signaled = self.flags.signaled()?;
         let (local, len) = (&self.local, self.len);

@@ -369,7 +369,7 @@ impl Conn {
     /// Checks `op` and posts it: tracked, keeping `hold` until its
     /// completion, or without `hold` untracked (the `*_unchecked` paths,
     /// whose callers keep the memory alive).
-    #[inline]
+    #[inline(always)]
     fn post<M: RegMemory>(&self, op: Op<'_, M>, hold: Option<Hold>) -> Result<()> {
         let wr = op.work_request(&self.parts.peer, hold.is_some())?;
         match hold {

@@ -70,6 +70,18 @@ impl Drop for ConnParts {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn closed() -> Error {
+    Error::inval("the connection is closed (disconnected, lost or rejected): nothing can be posted")
+}
+
+#[cold]
+#[inline(never)]
+fn no_qp() -> Error {
+    Error::Unknown("the connection has no queue pair".into())
+}
+
 impl ConnParts {
     /// Polls the connection's CQs empty (bounded), retiring what each
     /// completion names; the completions are dropped.
@@ -87,13 +99,12 @@ impl ConnParts {
     ///
     /// # Errors
     /// [`Error::Inval`] once closed.
+    #[inline]
     pub(crate) fn qp(&self) -> Result<&rpma_sys::qp::Qp> {
         if self.closed.load(Ordering::Relaxed) {
-            return Err(Error::inval(
-                "the connection is closed (disconnected, lost or rejected): nothing can be posted",
-            ));
+            return Err(closed());
         }
-        self.id.qp().ok_or_else(|| Error::Unknown("the connection has no queue pair".into()))
+        self.id.qp().ok_or_else(no_qp)
     }
 
     /// Posts a receive into `len` bytes of `dst` at `offset`: tracked,
@@ -132,7 +143,7 @@ impl ConnParts {
 
     /// Posts without recording anything (the unchecked fast paths): the
     /// wr_id carries the kind and `ctx`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn post_untracked(&self, kind: CompletionOp, ctx: u64, wr: SendWr) -> Result<()> {
         let wr_id = wrid::untracked(kind, ctx)?;
         let qp = self.qp()?;
@@ -144,7 +155,7 @@ impl ConnParts {
 
     /// Posts `wr` through the send tracker, which keeps `hold` (the region
     /// of `wr`'s local range) until the operation completes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn post(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
         let qp = self.qp()?;
         let rec = SendOpRec { ctx, kind, signaled: wr.signaled, hold, confirm: None };
