@@ -52,6 +52,7 @@ fn main() {
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
         "scch" => rpma_side::client_scch(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
+        "scq" => rpma_side::client_scq(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "reg" => rpma_side::registration(&a[1]),
         "--measure" => measure(),
@@ -287,16 +288,16 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
             forward(&String::from_utf8_lossy(&r.stdout));
         }
     }
-    eprintln!("compare: connections on shared completion channels, one epoll loop");
-    for n in [1usize, 4, 16, 64] {
+    eprintln!("compare: many connections: per-connection CQs on shared channels (epoll), one SharedCq");
+    for n in [1usize, 16, 64, 256] {
         let each = (iters * 4 / n).max(1).to_string();
-        for prog in [&exe, &cbin] {
+        for (prog, client) in [(&exe, "scch"), (&cbin, "scch"), (&exe, "scq")] {
             let p = rpma_harness::next_port().to_string();
             let ns = n.to_string();
             forward(&pair(
                 cmd(prog, &["mserver", addr, &p, &ns]),
                 Some("READY"),
-                cmd(prog, &["scch", addr, &p, &ns, &each]),
+                cmd(prog, &[client, addr, &p, &ns, &each]),
             )?);
         }
     }

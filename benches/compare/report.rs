@@ -198,10 +198,6 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         ("conn", "connection set-up + tear-down (200 in a row)", "conn/s", 1.0),
         ("reg_2m", "register + deregister 1 GiB as 512 x 2 MiB", "GiB/s", 2.0 / 1024.0),
         ("reg_1g", "register + deregister one 1 GiB region", "GiB/s", 1.0),
-        ("scch1", "1 connection on a shared completion channel, epoll loop, 8 B reads", "kops/s", 1e-3),
-        ("scch4", "4 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
-        ("scch16", "16 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
-        ("scch64", "64 connections on shared completion channels, one epoll loop", "kops/s", 1e-3),
     ] {
         // a rate: things (or GiB) per second, higher is better; per round
         let rounds = |imp: &str| -> Vec<f64> {
@@ -228,6 +224,35 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
             cell("rpma"),
             ratio_cell("rpma", "verbs"),
             ratio_cell("rpma", "librpma")
+        )?;
+    }
+
+    writeln!(md, "\n### Many connections, one thread\n")?;
+    writeln!(
+        md,
+        "Every connection keeps one 8-byte read in flight; one thread serves all. C librpma and rpma \
+         (per-connection CQs): each connection's CQ on its own completion channel, one epoll loop. \
+         rpma SharedCq: all connections on one CQ, completions routed by QP number.\n"
+    )?;
+    writeln!(md, "| connections | C librpma | rpma per-connection CQs | rpma SharedCq | SharedCq/per-connection | SharedCq/librpma |")?;
+    writeln!(md, "|---|---|---|---|---|---|")?;
+    for n in [1, 16, 64, 256] {
+        let case = format!("scch{n}");
+        let get = |imp: &str| {
+            median(
+                rate.get(&(case.clone(), imp.to_string()))
+                    .map_or(Vec::new(), |v| v.iter().map(|&(ops, secs)| ops as f64 / secs / 1e3).collect()),
+            )
+        };
+        let (c, p, s) = (get("librpma"), get("rpma"), get("rpma-scq"));
+        writeln!(
+            md,
+            "| {n} | {} kops/s | {} kops/s | {} kops/s | {} | {} |",
+            num(c, 1),
+            num(p, 1),
+            num(s, 1),
+            ratio(s, p),
+            ratio(s, c)
         )?;
     }
 

@@ -15,7 +15,7 @@ use crate::stats::{self, Lat};
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{
     AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
-    MrRemote, Peer, RawMemory, Usage,
+    MrRemote, Peer, RawMemory, SharedCq, Usage,
 };
 use std::time::{Duration, Instant};
 
@@ -271,6 +271,67 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     }
     stats::print_rate("rpma", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
     unsafe { libc::close(ep) };
+    for (c, _) in &conns {
+        c.disconnect()?;
+    }
+    for (c, _) in &conns {
+        expect(c, ConnEvent::Closed)?;
+    }
+    Ok(())
+}
+
+/// `n` connections on one [`SharedCq`], driven by one thread that sleeps
+/// on the CQ's channel: every connection keeps one 8-byte read in flight
+/// until it has done `m`; completions are routed by QP number; prints the
+/// total rate (as `rpma-scq`, beside `client_scch`'s per-connection CQs).
+pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    // One read in flight per connection: small queues, so that 256
+    // connections' reservations fit in one CQ (rxe's max_cqe is 32767).
+    cfg.set_sq_size(8);
+    cfg.set_rq_size(1);
+    let per = cfg.sq_size() + cfg.rq_size();
+    let scq = SharedCq::new(&peer, per * u32::try_from(n)?)?;
+    cfg.set_shared_cq(Some(&scq));
+    let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
+    let mut conns = Vec::with_capacity(n);
+    let mut by_qp = std::collections::HashMap::with_capacity(n);
+    for i in 0..n {
+        let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
+        let remote = MrRemote::from_descriptor(conn.private_data())?;
+        by_qp.insert(conn.qp_num(), i);
+        conns.push((conn, remote));
+    }
+    let f = Flags::COMPLETION_ALWAYS;
+    let mut posted = vec![1usize; n];
+    let (mut done, total) = (0, n * m);
+    let mut wc = [Cq::EMPTY; 64];
+    let t0 = Instant::now();
+    for (i, (c, r)) in conns.iter().enumerate() {
+        c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+    }
+    while done < total {
+        let got = match scq.get_wc(&mut wc) {
+            Ok(k) => k,
+            Err(Error::NoCompletion) => {
+                scq.wait_timeout(T)?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for w in &wc[..got] {
+            check(*w)?;
+            done += 1;
+            let i = *by_qp.get(&w.qp_num).ok_or("a completion of no connection")?;
+            if posted[i] < m {
+                let (c, r) = &conns[i];
+                c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+                posted[i] += 1;
+            }
+        }
+    }
+    stats::print_rate("rpma-scq", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
     for (c, _) in &conns {
         c.disconnect()?;
     }

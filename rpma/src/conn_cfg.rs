@@ -1,5 +1,6 @@
 //! Connection configuration.
 
+use crate::cq::SharedCq;
 use crate::error::{Error, Result};
 use crate::srq::Srq;
 use std::time::Duration;
@@ -21,6 +22,7 @@ pub const DEFAULT_MIN_RNR_TIMER: u8 = 12;
 /// | rq_size | 10 | receive queue depth |
 /// | compl_channel | false | one completion channel shared by the CQ and the RCQ |
 /// | srq | none | a shared receive queue |
+/// | shared_cq | none | one completion queue for many connections (not in librpma; excludes rcq_size and compl_channel) |
 /// | min_rnr_timer | 12 (0.64 ms) | how long a sender waits when a message finds no receive posted here (not in librpma, which keeps rdma_cm's 0 = 655 ms) |
 ///
 /// ```
@@ -41,6 +43,7 @@ pub struct ConnCfg {
     rq_size: u32,
     compl_channel: bool,
     srq: Option<Srq>,
+    shared_cq: Option<SharedCq>,
     min_rnr_timer: u8,
     native_ops: bool,
 }
@@ -55,6 +58,7 @@ impl Default for ConnCfg {
             rq_size: 10,
             compl_channel: false,
             srq: None,
+            shared_cq: None,
             native_ops: true,
             min_rnr_timer: DEFAULT_MIN_RNR_TIMER,
         }
@@ -148,6 +152,20 @@ impl ConnCfg {
     /// The shared receive queue.
     pub fn srq(&self) -> Option<&Srq> {
         self.srq.as_ref()
+    }
+
+    /// Sends the connection's completions, and its receives' unless its
+    /// SRQ has a receive CQ, to `cq` (or to a CQ of its own): see
+    /// [`SharedCq`]. The connection must be made on the peer the CQ was
+    /// created on, with `rcq_size` 0 and no shared completion channel;
+    /// it reserves `sq_size + rq_size` of the CQ's entries while it exists.
+    pub fn set_shared_cq(&mut self, cq: Option<&SharedCq>) {
+        self.shared_cq = cq.cloned();
+    }
+
+    /// The shared completion queue.
+    pub fn shared_cq(&self) -> Option<&SharedCq> {
+        self.shared_cq.as_ref()
     }
 
     /// Sets the RNR NAK timer code this side's QP sends when a message

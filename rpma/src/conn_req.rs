@@ -2,7 +2,7 @@
 
 use crate::conn::{Conn, ConnParts};
 use crate::conn_cfg::ConnCfg;
-use crate::cq::Cq;
+use crate::cq::{ConnCq, Cq, Trackers};
 use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
@@ -183,6 +183,16 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
             "a shared completion channel cannot be combined with an SRQ that has its own receive CQ",
         ));
     }
+    if let Some(scq) = cfg.shared_cq() {
+        if !scq.peer().same_pd(peer) {
+            return Err(Error::inval("the shared CQ was created on another peer than the connection's"));
+        }
+        if cfg.rcq_size() > 0 || cfg.compl_channel() {
+            return Err(Error::inval(
+                "a shared CQ takes the connection's receives too: set rcq_size 0 and no shared completion channel",
+            ));
+        }
+    }
     let caps = peer.capabilities();
     Capabilities::check_size("ConnCfg sq_size", cfg.sq_size(), caps.max_qp_wr, "max_qp_wr")?;
     Capabilities::check_size("ConnCfg rq_size", cfg.rq_size(), caps.max_qp_wr, "max_qp_wr")?;
@@ -197,9 +207,19 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     let send = Arc::new(SendTracker::new(cfg.sq_size())?);
     let recv = Arc::new(RecvTracker::new(false, cfg.rq_size())?);
     let srq_recv = srq.as_ref().map(|s| s.tracker().clone());
-    let cq = Cq::new(ctx, cfg.cq_size(), shared.as_ref(), Some(send.clone()), Some(recv.clone()), srq_recv.clone())?;
+    let cq = match cfg.shared_cq() {
+        Some(scq) => ConnCq::Shared(scq.clone()),
+        None => ConnCq::Own(Cq::new(
+            ctx,
+            cfg.cq_size(),
+            shared.as_ref(),
+            Some(send.clone()),
+            Some(recv.clone()),
+            srq_recv.clone(),
+        )?),
+    };
     let rcq = if cfg.rcq_size() > 0 && srq.as_ref().is_none_or(|s| s.rcq().is_none()) {
-        Some(Cq::new(ctx, cfg.rcq_size(), shared.as_ref(), None, Some(recv.clone()), srq_recv)?)
+        Some(Cq::new(ctx, cfg.rcq_size(), shared.as_ref(), None, Some(recv.clone()), srq_recv.clone())?)
     } else {
         None
     };
@@ -242,6 +262,13 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         Error::provider_raw(format!("rdma_create_qp_ex(sq {}, rq {})", cfg.sq_size(), cfg.rq_size()), e)
     })?;
     let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;
+    if let ConnCq::Shared(scq) = &cq {
+        // Last, so that a failure before leaves no route behind; on
+        // failure here the CM ID's drop destroys the QP.
+        let qp_num = id.qp().map_or(0, |q| q.qp_num());
+        let entries = u64::from(cfg.sq_size()) + u64::from(cfg.rq_size());
+        scq.routes().add(qp_num, Trackers { send: send.clone(), recv: recv.clone(), srq_recv, entries })?;
+    }
     Ok(ConnParts {
         rcq,
         cq,

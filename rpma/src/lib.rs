@@ -34,7 +34,7 @@ pub use common_data::CommonData;
 pub use conn::{Conn, Flags, FlushType, RetryBudget};
 pub use conn_cfg::ConnCfg;
 pub use conn_req::ConnReq;
-pub use cq::{Completion, CompletionOp, Cq, WcStatus};
+pub use cq::{Completion, CompletionOp, Cq, SharedCq, WcStatus};
 pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
 pub use memory::{AlignedBuf, MappedFile, RawMemory, RegMemory};

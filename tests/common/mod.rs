@@ -54,6 +54,19 @@ pub fn pair_at(
     client_pdata: &[u8],
     server_pdata: Vec<u8>,
 ) -> (Conn, Conn) {
+    pair_peers(&peer(), sp, port, ccfg, scfg, client_pdata, server_pdata)
+}
+
+/// As `pair_at`, the client side on `cp`.
+pub fn pair_peers(
+    cp: &Peer,
+    sp: &Peer,
+    port: u16,
+    ccfg: Option<&ConnCfg>,
+    scfg: Option<ConnCfg>,
+    client_pdata: &[u8],
+    server_pdata: Vec<u8>,
+) -> (Conn, Conn) {
     let ep = Ep::listen(sp, &addr(), port).expect("listen");
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || {
@@ -62,8 +75,7 @@ pub fn pair_at(
         assert_eq!(conn.next_event_timeout(T).expect("server event"), ConnEvent::Established);
         tx.send(conn).unwrap();
     });
-    let cp = peer();
-    let req = ConnReq::new(&cp, &addr(), port, ccfg).expect("conn req");
+    let req = ConnReq::new(cp, &addr(), port, ccfg).expect("conn req");
     let conn = req.connect(client_pdata).expect("connect");
     assert_eq!(conn.next_event_timeout(T).expect("client event"), ConnEvent::Established);
     let server = rx.recv_timeout(T).expect("server side");

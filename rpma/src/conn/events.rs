@@ -107,7 +107,7 @@ impl Conn {
         };
         let id = ch.get_event().map_err(|_| Error::NoCompletion)?;
         let (cq, is_rcq) = if id == self.parts.cq.sys().id() {
-            (&self.parts.cq, false)
+            (&*self.parts.cq, false)
         } else if let Some(r) = self.parts.rcq.as_ref().filter(|r| r.sys().id() == id) {
             (r, true)
         } else {

@@ -1,7 +1,7 @@
 //! What a connection owns, the order it is released in, and the raw posts
 //! (tracked through the trackers, or untracked for the `*_unchecked` paths).
 
-use crate::cq::Cq;
+use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
 use crate::inflight::{Hold, RecvTracker, SendOpRec, SendTracker};
 use crate::log::{rpma_log, LogLevel};
@@ -26,7 +26,7 @@ const DRAIN_MAX: usize = 1 << 16;
 /// and the device can no longer touch them.
 pub(crate) struct ConnParts {
     pub(crate) rcq: Option<Cq>,
-    pub(crate) cq: Cq,
+    pub(crate) cq: ConnCq,
     pub(crate) id: CmId,
     pub(crate) shared: Option<CompChannel>,
     pub(crate) srq: Option<Srq>,
@@ -51,7 +51,15 @@ impl Drop for ConnParts {
         // QP goes, so the entries they name (receives taken from a shared
         // receive queue among them) are retired, not kept until the SRQ goes.
         self.drain_cqs();
-        match self.id.destroy_qp() {
+        let qp_num = self.id.qp().map(|q| q.qp_num());
+        let destroyed = self.id.destroy_qp();
+        if let (ConnCq::Shared(scq), Some(n)) = (&self.cq, qp_num) {
+            // The QP's completions still in the CQ are retired, the other
+            // connections' set aside; then the route goes. The trackers are
+            // released below (or leaked with them); the CQ lives on.
+            scq.routes().remove(scq.cq(), n);
+        }
+        match destroyed {
             Ok(()) => self.drain_cqs(),
             Err(e) => {
                 // The device may still process the posted work requests:
@@ -83,10 +91,15 @@ fn no_qp() -> Error {
 }
 
 impl ConnParts {
-    /// Polls the connection's CQs empty (bounded), retiring what each
-    /// completion names; the completions are dropped.
+    /// Polls the connection's own CQs empty (bounded), retiring what each
+    /// completion names; the completions are dropped. A shared CQ is left
+    /// alone: its completions belong to other connections too.
     fn drain_cqs(&self) {
-        for cq in std::iter::once(&self.cq).chain(self.rcq.as_ref()) {
+        let own = match &self.cq {
+            ConnCq::Own(c) => Some(c),
+            ConnCq::Shared(_) => None,
+        };
+        for cq in own.into_iter().chain(self.rcq.as_ref()) {
             for _ in 0..DRAIN_MAX {
                 if cq.get_completion().is_err() {
                     break;

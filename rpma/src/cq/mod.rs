@@ -1,4 +1,9 @@
-//! Completion queues and completions.
+//! Completion queues and completions; a CQ shared by many connections
+//! ([`SharedCq`], in `shared.rs`).
+
+mod shared;
+pub use shared::SharedCq;
+pub(crate) use shared::{ConnCq, Routes, Trackers};
 
 use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
@@ -137,6 +142,8 @@ pub struct Cq {
     send: Option<Arc<SendTracker>>,
     recv: Option<Arc<RecvTracker>>,
     srq_recv: Option<Arc<RecvTracker>>,
+    /// A shared CQ's trackers by QP number (instead of the three above).
+    routes: Option<Arc<Routes>>,
 }
 
 impl fmt::Debug for Cq {
@@ -161,7 +168,15 @@ impl Cq {
         let cq = rpma_sys::cq::Cq::new(&ctx.0, size, Some(&channel))
             .map_err(|e| Error::provider_raw(format!("ibv_create_cq({size} entries)"), e))?;
         cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))?;
-        Ok(Cq { cq, channel, shared: shared.is_some(), send, recv, srq_recv })
+        Ok(Cq { cq, channel, shared: shared.is_some(), send, recv, srq_recv, routes: None })
+    }
+
+    /// A CQ with its own channel whose completions find their trackers by
+    /// QP number in `routes` (a [`SharedCq`]).
+    pub(crate) fn routed(ctx: &IbvContext, size: u32, routes: Arc<Routes>) -> Result<Cq> {
+        let mut cq = Cq::new(ctx, size, None, None, None, None)?;
+        cq.routes = Some(routes);
+        Ok(cq)
     }
 
     /// A placeholder completion to fill arrays for [`get_wc`](Cq::get_wc).
@@ -199,6 +214,9 @@ impl Cq {
                 "this CQ's completion channel is shared; wait on the connection with Conn::wait".into(),
             ));
         }
+        if self.routes.as_ref().is_some_and(|r| r.stashed()) {
+            return Ok(()); // completions set aside by a dropped connection's drain
+        }
         self.channel.get_event().map_err(|_| Error::NoCompletion)?;
         self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
     }
@@ -208,7 +226,7 @@ impl Cq {
     /// # Errors
     /// As [`wait`](Cq::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        if self.shared {
+        if self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
             return self.wait();
         }
         let ready = rpma_sys::poll_readable(self.fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))?;
@@ -232,10 +250,13 @@ impl Cq {
         if wc.is_empty() {
             return Err(Error::inval("get_wc: the output slice is empty; pass room for at least 1 completion"));
         }
-        let got = self
-            .cq
-            .poll_each(wc.len(), |i, w| wc[i] = self.translate(&w))
-            .map_err(|e| Error::provider_raw("ibv_poll_cq", e))?;
+        let got = match &self.routes {
+            None => self
+                .cq
+                .poll_each(wc.len(), |i, w| wc[i] = self.translate(&w))
+                .map_err(|e| Error::provider_raw("ibv_poll_cq", e))?,
+            Some(r) => r.get_wc(self, wc)?,
+        };
         if got == 0 {
             return Err(Error::NoCompletion);
         }
@@ -247,6 +268,9 @@ impl Cq {
     /// # Errors
     /// As [`get_wc`](Cq::get_wc).
     pub fn get_completion(&self) -> Result<Completion> {
+        if let Some(r) = &self.routes {
+            return r.get_completion(self);
+        }
         match self.cq.poll_one() {
             Ok(Some(w)) => Ok(self.translate(&w)),
             Ok(None) => Err(Error::NoCompletion),
@@ -287,29 +311,47 @@ impl Cq {
 
     #[inline]
     fn translate(&self, w: &Wc) -> Completion {
-        let found = match WrId::decode(w.wr_id) {
-            WrId::Send(seq) => self.send.as_ref().and_then(|t| t.complete(seq, w.status == 0)),
-            WrId::Recv(slot) => self.recv.as_ref().and_then(|t| t.complete(slot)),
-            WrId::SrqRecv(slot) => self.srq_recv.as_ref().and_then(|t| t.complete(slot)),
-            WrId::Untracked(found) => found,
-        };
-        let (op_context, op) = match found {
-            Some((ctx, CompletionOp::Recv)) => (ctx, wrid::recv_kind(w.opcode)),
-            Some(x) => x,
-            None => {
-                rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
-                (w.wr_id, CompletionOp::Other(w.opcode))
-            }
-        };
-        Completion {
-            op_context,
-            op,
-            status: WcStatus(w.status),
-            byte_len: w.byte_len,
-            imm: (w.wc_flags & WC_WITH_IMM != 0).then_some(w.imm_data),
-            invalidated_rkey: (w.wc_flags & WC_WITH_INV != 0).then_some(w.imm_data),
-            qp_num: w.qp_num,
-            wc_opcode: w.opcode,
+        completion(w, retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref()))
+    }
+}
+
+/// The completion of `w`, given what its tracker recorded (`found`).
+#[inline]
+fn completion(w: &Wc, found: Option<(u64, CompletionOp)>) -> Completion {
+    let (op_context, op) = match found {
+        Some((ctx, CompletionOp::Recv)) => (ctx, wrid::recv_kind(w.opcode)),
+        Some(x) => x,
+        None => {
+            rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
+            (w.wr_id, CompletionOp::Other(w.opcode))
         }
+    };
+    Completion {
+        op_context,
+        op,
+        status: WcStatus(w.status),
+        byte_len: w.byte_len,
+        imm: (w.wc_flags & WC_WITH_IMM != 0).then_some(w.imm_data),
+        invalidated_rkey: (w.wc_flags & WC_WITH_INV != 0).then_some(w.imm_data),
+        qp_num: w.qp_num,
+        wc_opcode: w.opcode,
+    }
+}
+
+/// Retires the entry a completion names in the tracker its ID points to;
+/// returns the operation's context and kind (`None`: nothing posted here
+/// has that ID).
+#[inline]
+fn retire(
+    w: &Wc,
+    send: Option<&SendTracker>,
+    recv: Option<&RecvTracker>,
+    srq_recv: Option<&RecvTracker>,
+) -> Option<(u64, CompletionOp)> {
+    match WrId::decode(w.wr_id) {
+        WrId::Send(seq) => send.and_then(|t| t.complete(seq, w.status == 0)),
+        WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)),
+        WrId::SrqRecv(slot) => srq_recv.and_then(|t| t.complete(slot)),
+        WrId::Untracked(found) => found,
     }
 }

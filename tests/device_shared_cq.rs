@@ -1,0 +1,255 @@
+//! Device tests of [`SharedCq`]: one completion queue serving many
+//! connections, on a real RDMA device (rxe in the harness VM).
+
+mod common;
+use common::{close, pair_peers, peer, server_region, T};
+use rpma::error::RPMA_E_INVAL;
+use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, Flags, MrLocal, MrRemote, SharedCq, Usage};
+use rpma_harness::{device_tests, next_port};
+use std::collections::HashMap;
+
+/// `n` connections from `cp` (on `scq` when given) to a server region on
+/// `sp`; returns (client, server, the server region as the client sees it).
+fn conns(cp: &rpma::Peer, sp: &rpma::Peer, n: usize, ccfg: &ConnCfg, desc: &[u8]) -> Vec<(Conn, Conn, Remote)> {
+    (0..n)
+        .map(|_| {
+            let (c, s) = pair_peers(cp, sp, next_port(), Some(ccfg), None, &[], desc.to_vec());
+            let r = Remote(MrRemote::from_descriptor(c.private_data()).ok());
+            (c, s, r)
+        })
+        .collect()
+}
+
+/// The server's region, when it gave one.
+struct Remote(Option<MrRemote>);
+
+impl std::ops::Deref for Remote {
+    type Target = MrRemote;
+    fn deref(&self) -> &MrRemote {
+        self.0.as_ref().expect("the server gave no region")
+    }
+}
+
+fn shared_cfg(scq: &SharedCq) -> ConnCfg {
+    let mut cfg = ConnCfg::new();
+    cfg.set_shared_cq(Some(scq));
+    cfg
+}
+
+device_tests!({
+    fn completions_of_many_connections_arrive_on_one_cq_routed_by_qp_num() {
+        let (sp, cp) = (peer(), peer());
+        let (region, desc) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let n = 8;
+        let scq = SharedCq::new(&cp, 256).unwrap();
+        let pairs = conns(&cp, &sp, n, &shared_cfg(&scq), &desc);
+        assert_eq!(scq.connections(), n);
+        assert_eq!(scq.reserved(), n as u64 * 20);
+        let by_qp: HashMap<u32, usize> = pairs.iter().enumerate().map(|(i, (c, _, _))| (c.qp_num(), i)).collect();
+        assert_eq!(by_qp.len(), n, "distinct QP numbers");
+        // every connection writes its own 64 bytes and reads 64 others
+        let mut src = MrLocal::reg(&cp, AlignedBuf::new(64 * n).unwrap(), Usage::WRITE_SRC).unwrap();
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(64 * n).unwrap(), Usage::READ_DST).unwrap();
+        for i in 0..n {
+            src.write_at(64 * i, &[i as u8 + 1; 64]).unwrap();
+        }
+        for (i, (c, _, r)) in pairs.iter().enumerate() {
+            c.write(r, 64 * i as u64, &src, 64 * i, 64, Flags::COMPLETION_ALWAYS, 1000 + i as u64).unwrap();
+            c.read(&dst, 64 * i, r, 4096 + 64 * i as u64, 64, Flags::COMPLETION_ALWAYS, 2000 + i as u64).unwrap();
+        }
+        let mut seen = vec![(false, false); n];
+        for _ in 0..2 * n {
+            let wc = scq.next_completion(T).unwrap();
+            assert!(wc.status.is_success(), "{wc:?}");
+            let i = by_qp[&wc.qp_num];
+            match wc.op {
+                CompletionOp::Write => {
+                    assert_eq!(wc.op_context, 1000 + i as u64);
+                    seen[i].0 = true
+                }
+                CompletionOp::Read => {
+                    assert_eq!(wc.op_context, 2000 + i as u64);
+                    seen[i].1 = true
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(seen.iter().all(|&(w, r)| w && r), "{seen:?}");
+        assert!(matches!(scq.get_completion(), Err(rpma::Error::NoCompletion)));
+        for (i, (c, _, _)) in pairs.iter().enumerate() {
+            assert_eq!(c.pending_sends(), 0, "connection {i}");
+            let mut got = [0u8; 64];
+            dst.read_at(64 * i, &mut got).unwrap();
+            let want: Vec<u8> = (0..64u32).map(|k| ((4096 + 64 * i as u32 + k) * 7 % 251) as u8).collect();
+            assert_eq!(&got[..], &want[..], "read of connection {i}");
+        }
+        let mut landed = vec![0u8; 64 * n];
+        region.read_at(0, &mut landed).unwrap();
+        for i in 0..n {
+            assert!(landed[64 * i..64 * (i + 1)].iter().all(|&b| b == i as u8 + 1), "write of connection {i}");
+        }
+        for (c, s, _) in pairs {
+            close(c, s);
+        }
+        assert_eq!((scq.connections(), scq.reserved()), (0, 0));
+    }
+
+    fn receives_of_many_connections_arrive_on_the_shared_cq() {
+        let (sp, cp) = (peer(), peer());
+        let scq = SharedCq::new(&cp, 64).unwrap();
+        let pairs = conns(&cp, &sp, 3, &shared_cfg(&scq), &[]);
+        let rbuf = MrLocal::reg(&cp, AlignedBuf::new(3 * 8).unwrap(), Usage::RECV).unwrap();
+        let mut msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+        for (i, (c, _, _)) in pairs.iter().enumerate() {
+            c.recv(&rbuf, 8 * i, 8, 70 + i as u64).unwrap();
+        }
+        for (i, (_, s, _)) in pairs.iter().enumerate().rev() {
+            msg.write_at(0, &[0x40 + i as u8; 8]).unwrap();
+            s.send_with_imm(&msg, 0, 8, Flags::COMPLETION_ALWAYS, 9 + i as u32, 0).unwrap();
+            s.cq().next_completion(T).unwrap();
+        }
+        for _ in 0..3 {
+            let wc = scq.next_completion(T).unwrap();
+            let i = pairs.iter().position(|(c, _, _)| c.qp_num() == wc.qp_num).expect("a connection's QP");
+            assert_eq!(
+                (wc.op, wc.op_context, wc.imm, wc.byte_len),
+                (CompletionOp::Recv, 70 + i as u64, Some(9 + i as u32), 8)
+            );
+            let mut got = [0u8; 8];
+            rbuf.read_at(8 * i, &mut got).unwrap();
+            assert_eq!(got, [0x40 + i as u8; 8]);
+        }
+        for (c, s, _) in pairs {
+            close(c, s);
+        }
+    }
+
+    fn the_cq_is_never_overcommitted() {
+        let (sp, cp) = (peer(), peer());
+        let scq = SharedCq::new(&cp, 30).unwrap(); // room for one default connection (10 + 10)
+        let mut first = conns(&cp, &sp, 1, &shared_cfg(&scq), &[]);
+        let mut cfg = shared_cfg(&scq);
+        let e = rpma::ConnReq::new(&cp, &rpma_harness::addr(), next_port(), Some(&cfg)).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+        assert!(e.to_string().contains("20 of its 30 entries reserved"), "{e}");
+        // smaller queues fit
+        cfg.set_sq_size(5);
+        cfg.set_rq_size(5);
+        let second = conns(&cp, &sp, 1, &cfg, &[]);
+        assert_eq!(scq.reserved(), 30);
+        let (c, s, _) = first.pop().unwrap();
+        close(c, s);
+        assert_eq!(scq.reserved(), 10);
+        for (c, s, _) in second {
+            close(c, s);
+        }
+    }
+
+    fn configurations_that_cannot_share_are_refused() {
+        let (sp, cp) = (peer(), peer());
+        let scq = SharedCq::new(&cp, 64).unwrap();
+        let addr = rpma_harness::addr();
+        let mut cfg = shared_cfg(&scq);
+        cfg.set_rcq_size(10);
+        let e = rpma::ConnReq::new(&cp, &addr, next_port(), Some(&cfg)).unwrap_err();
+        assert!(e.to_string().contains("rcq_size 0"), "{e}");
+        let mut cfg = shared_cfg(&scq);
+        cfg.set_compl_channel(true);
+        assert_eq!(rpma::ConnReq::new(&cp, &addr, next_port(), Some(&cfg)).unwrap_err().code(), RPMA_E_INVAL);
+        let e = rpma::ConnReq::new(&sp, &addr, next_port(), Some(&shared_cfg(&scq))).unwrap_err();
+        assert!(e.to_string().contains("another peer"), "{e}");
+        assert_eq!(SharedCq::new(&cp, 0).unwrap_err().code(), RPMA_E_INVAL);
+        assert_eq!(SharedCq::new(&cp, u32::MAX).unwrap_err().code(), RPMA_E_INVAL);
+        assert_eq!(scq.connections(), 0);
+    }
+
+    fn a_dropped_connection_leaves_the_others_working() {
+        let (sp, cp) = (peer(), peer());
+        let (_region, desc) = server_region(&sp, Usage::READ_SRC);
+        let scq = SharedCq::new(&cp, 64).unwrap();
+        let mut pairs = conns(&cp, &sp, 2, &shared_cfg(&scq), &desc);
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(16).unwrap(), Usage::READ_DST).unwrap();
+        let (c0, s0, r0) = pairs.remove(0);
+        let (c1, s1, r1) = pairs.remove(0);
+        // both post; connection 0 goes before either completion is reaped
+        c0.read(&dst, 0, &r0, 0, 8, Flags::COMPLETION_ALWAYS, 5).unwrap();
+        c1.read(&dst, 8, &r1, 8, 8, Flags::COMPLETION_ALWAYS, 6).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200)); // let both complete
+        let (q0, q1) = (c0.qp_num(), c1.qp_num());
+        close(c0, s0);
+        assert_eq!(scq.connections(), 1);
+        // the drop retired connection 0's completion and set connection 1's
+        // aside: a wait returns at once, and the completion is there
+        scq.wait_timeout(std::time::Duration::from_millis(1)).expect("a set-aside completion");
+        let wc = scq.get_completion().unwrap();
+        assert_eq!((wc.op, wc.op_context, wc.qp_num), (CompletionOp::Read, 6, q1));
+        assert!(matches!(scq.get_completion(), Err(rpma::Error::NoCompletion)), "nothing of QP {q0} left");
+        assert_eq!(c1.pending_sends(), 0);
+        // the region both used is free again (tracker entries released)
+        let dst = dst.dereg().expect("nothing holds the region any more");
+        drop(dst);
+        // connection 1 keeps working
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
+        c1.read(&dst, 0, &r1, 0, 8, Flags::COMPLETION_ALWAYS, 7).unwrap();
+        let wc = scq.next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.qp_num, wc.status.is_success()), (7, q1, true));
+        close(c1, s1);
+    }
+
+    fn many_connections_come_and_go_while_another_thread_reaps() {
+        // connections are dropped while a poller thread reaps the CQ: every
+        // operation of a live connection is reported once, to its own QP
+        let (sp, cp) = (peer(), peer());
+        let (_region, desc) = server_region(&sp, Usage::READ_SRC);
+        let scq = SharedCq::new(&cp, 512).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let poller = {
+            let (scq, stop, seen) = (scq.clone(), stop.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let mut wc = [rpma::Cq::EMPTY; 16];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || scq.get_wc(&mut wc[..1]).is_ok() {
+                    if let Ok(n) = scq.get_wc(&mut wc) {
+                        seen.lock().unwrap().extend(wc[..n].iter().map(|w| (w.qp_num, w.op_context, w.op)));
+                    }
+                }
+            })
+        };
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(8 * 64).unwrap(), Usage::READ_DST).unwrap();
+        let mut kept = Vec::new();
+        for round in 0..6u64 {
+            let mut batch = conns(&cp, &sp, 4, &shared_cfg(&scq), &desc);
+            for (k, (c, _, r)) in batch.iter().enumerate() {
+                for j in 0..3u64 {
+                    let ctx = round << 16 | (k as u64) << 8 | j;
+                    c.read(&dst, 8 * (k * 3 + j as usize), r, 0, 8, Flags::COMPLETION_ALWAYS, ctx).unwrap();
+                }
+            }
+            // two of the four go at once, two stay to the end
+            for _ in 0..2 {
+                let (c, s, _) = batch.pop().unwrap();
+                close(c, s);
+            }
+            kept.extend(batch.into_iter().map(|(c, s, _)| (c.qp_num(), round, c, s)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let live: Vec<(u32, u64)> = kept.iter().map(|(q, r, _, _)| (*q, *r)).collect();
+        for (_, _, c, s) in kept {
+            close(c, s);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        poller.join().unwrap();
+        let seen = seen.lock().unwrap();
+        for (k, (q, round)) in live.iter().enumerate() {
+            let mut mine: Vec<u64> =
+                seen.iter().filter(|(sq, ctx, _)| sq == q && ctx >> 16 == *round).map(|(_, ctx, _)| *ctx).collect();
+            mine.sort();
+            let idx = (k % 2) as u64; // the first two of each batch were kept
+            let want: Vec<u64> = (0..3).map(|j| round << 16 | idx << 8 | j).collect();
+            assert_eq!(mine, want, "QP {q} of round {round}");
+        }
+        assert!(seen.iter().all(|(_, _, op)| *op == CompletionOp::Read || matches!(op, CompletionOp::Other(_))));
+        assert_eq!((scq.connections(), scq.reserved()), (0, 0));
+        drop(dst.dereg().expect("nothing holds the region"));
+    }
+});
