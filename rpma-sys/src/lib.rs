@@ -14,6 +14,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod chain;
 pub mod cm;
 pub mod cq;
 pub mod device;

@@ -346,8 +346,8 @@ impl Drop for Qp {
 /// The extended work-request interface of a [`Qp`] (`struct ibv_qp_ex`).
 #[derive(Debug)]
 pub struct QpEx<'a> {
-    qpx: *mut ffi::ibv_qp_ex,
-    send_ops: u64,
+    pub(crate) qpx: *mut ffi::ibv_qp_ex,
+    pub(crate) send_ops: u64,
     _qp: &'a Qp,
 }
 

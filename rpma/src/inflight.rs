@@ -11,6 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
+use rpma_sys::chain::ChainWr;
 use rpma_sys::wr::{SendWr, Sge};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -143,6 +144,97 @@ impl SendTracker {
             unsafe {
                 qp.post_send(&wr)
             }
+        })
+    }
+
+    /// Posts the chain `wrs` on `qp` with one call and records `recs[i]`
+    /// for `wrs[i]` under one lock, with consecutive sequence numbers: the
+    /// one place a chain hands local memory to the device. It needs
+    /// `wrs.len()` free slots, one more when its last operation is
+    /// unsignaled. When `ibv_post_send` refuses operation `k`, `0..k` are
+    /// posted (verbs semantics) and recorded; the rest are dropped.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the chain can never fit `depth`; [`Error::Again`]
+    /// when it does not fit now; [`Error::Provider`] naming the refused
+    /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain, a
+    /// missing record or a non-inline local range its record does not hold.
+    pub(crate) fn post_chain(
+        &self,
+        qp: &rpma_sys::qp::Qp,
+        recs: &mut [Option<SendOpRec>],
+        wrs: &mut [ChainWr],
+    ) -> Result<()> {
+        let n = wrs.len();
+        let unheld = |(w, r): (&ChainWr, &Option<SendOpRec>)| match (w, r) {
+            (_, None) => true,
+            (ChainWr::Plain(p), Some(r)) => p.sge.is_some() && !p.inline && r.hold.is_none(),
+            _ => false,
+        };
+        let (Some(last), true) = (wrs.last(), recs.len() == n && !wrs.iter().zip(recs.iter()).any(unheld)) else {
+            return Err(Error::Unknown("rpma bug: an empty chain, or a chained local range nothing holds".into()));
+        };
+        let need = n + usize::from(!last.signaled());
+        if need > self.depth {
+            return Err(Error::inval(format!(
+                "a chain of {n} operation(s) whose last one is {} needs {need} send-queue slots: more than the \
+                 connection's sq_size {} (ConnCfg::set_sq_size)",
+                if last.signaled() { "signaled" } else { "unsignaled (one slot is kept for a signaled one)" },
+                self.depth
+            )));
+        }
+        let mut g = lock(&self.q);
+        if g.len + need > self.depth {
+            return Err(Error::Again(
+                format!(
+                    "the send queue has {} of its {} slots taken and the chain needs {need}: reap completions \
+                     (Cq::get_wc, Cq::next_completion) and post again",
+                    g.len, self.depth
+                )
+                .into(),
+            ));
+        }
+        let base = g.head.wrapping_add(g.len as u64);
+        for (i, w) in wrs.iter_mut().enumerate() {
+            w.set_wr_id(wrid::send(base.wrapping_add(i as u64) & SEND_SEQ_MASK));
+        }
+        // SAFETY: every local range is inline (copied during the call) or
+        // lies in the region its entry's hold keeps alive until the
+        // operation (or a later signaled one) completes, or until the QP is
+        // destroyed (checked above, as in `post_send`).
+        #[allow(unsafe_code)]
+        let res = unsafe { qp.post_send_list(wrs) };
+        let posted = match &res {
+            Ok(()) => n,
+            Err((k, _)) => (*k).min(n),
+        };
+        let mask = g.slots.len() - 1;
+        for (i, r) in recs.iter_mut().take(posted).enumerate() {
+            if let Some(op) = r.take() {
+                let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
+                g.slots[seq as usize & mask] = Some(Entry {
+                    ctx: op.ctx,
+                    kind: op.kind,
+                    signaled: op.signaled,
+                    done: false,
+                    hold: op.hold,
+                    confirm: op.confirm,
+                });
+            }
+        }
+        g.len += posted;
+        drop(g);
+        res.map_err(|(k, e)| {
+            let op = match (n, wrs.iter().any(ChainWr::is_native)) {
+                (1, false) => "ibv_post_send".to_string(),
+                (1, true) => "ibv_wr_complete".to_string(),
+                (_, false) => format!(
+                    "ibv_post_send of a chain of {n}: operation {k} refused, operations 0..{k} posted (their \
+                     completions follow), {k}..{n} not posted"
+                ),
+                (_, true) => format!("ibv_wr_complete of a chain of {n}: nothing posted"),
+            };
+            Error::provider_raw(op, e)
         })
     }
 

@@ -4,15 +4,15 @@
 //! connection's trackers.
 
 use super::Conn;
-use crate::error::{Error, Result};
-use crate::inflight::{Hold, SendOpRec};
+use crate::error::Result;
+use crate::inflight::Hold;
 use crate::memory::RegMemory;
-use crate::mr::{MrLocal, MrRemote, Usage};
-use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
-use crate::validate;
+use crate::mr::{MrLocal, MrRemote};
+use crate::op::{Flags, FlushType, Op};
 use crate::wrid::CompletionOp;
-use rpma_sys::wr::{SendOp, SendWr, Sge};
-use std::sync::atomic::Ordering;
+#[cfg(doc)] // the links of the doc comments
+use crate::{error::Error, mr::Usage};
+use rpma_sys::wr::SendOp;
 
 impl Conn {
     /// Reads `len` bytes at `src_offset` of the remote region into `dst` at
@@ -166,33 +166,8 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let signaled = flags.signaled()?;
-        if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
-            return Err(Error::inval(format!(
-                "atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"
-            )));
-        }
-        dst.check_range("atomic_write: dst", dst_offset, 8)?;
-        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
-        let qp = self.parts.qp()?;
-        if let Some(mut ex) = qp.ex().filter(|ex| ex.has_atomic_write()) {
-            let rec =
-                SendOpRec { ctx: op_context, kind: CompletionOp::AtomicWrite, signaled, hold: None, confirm: None };
-            return self.parts.send.post_with(rec, |wr_id| {
-                ex.post_atomic_write(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), &value)
-            });
-        }
-        let wr = SendWr {
-            wr_id: 0,
-            op: SendOp::Write,
-            sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
-            remote_addr: dst.addr().wrapping_add(dst_offset),
-            rkey: dst.rkey(),
-            signaled,
-            fence: true,
-            inline: true,
-        };
-        self.parts.post(CompletionOp::AtomicWrite, op_context, None, wr)
+        let wr = self.atomic_write_wr(dst, dst_offset, value, flags)?;
+        self.post_built(CompletionOp::AtomicWrite, op_context, None, wr)
     }
 
     /// Makes earlier writes to the remote region durable or visible
@@ -216,53 +191,8 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let signaled = flags.signaled()?;
-        match ty {
-            FlushType::Persistent if !self.direct_write_to_pmem.load(Ordering::Relaxed) => {
-                return Err(Error::nosupp(
-                    "flush(Persistent): the remote peer does not support direct write to persistent memory \
-                     (apply its PeerCfg with Conn::apply_remote_peer_cfg)",
-                ))
-            }
-            FlushType::Persistent if !dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT) => {
-                return Err(Error::nosupp(
-                    "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
-                ))
-            }
-            FlushType::Visibility if !dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY) => {
-                return Err(Error::nosupp(
-                    "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
-                ))
-            }
-            _ => {}
-        }
-        dst.check_range("flush: dst", dst_offset, len)?;
-        let qp = self.parts.qp()?;
-        if let Some(mut ex) = qp.ex().filter(|ex| ex.has_flush()) {
-            let t = match ty {
-                FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
-                FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
-            };
-            let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
-            let rec = SendOpRec { ctx: op_context, kind: CompletionOp::Flush, signaled, hold: None, confirm: None };
-            return self.parts.send.post_with(rec, |wr_id| {
-                ex.post_flush(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), len, t)
-            });
-        }
-        dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
-        let wr = SendWr {
-            wr_id: 0,
-            op: SendOp::Read,
-            sge: Some(self.parts.flush_mr.sge(0, 8)),
-            remote_addr: dst.addr().wrapping_add(dst_offset),
-            rkey: dst.rkey(),
-            signaled,
-            fence: flags.contains(Flags::FENCE),
-            inline: false,
-        };
-        // The read lands in the connection's flush region, held like any
-        // local region until the read completes.
-        self.parts.post(CompletionOp::Flush, op_context, Some(self.parts.flush_mr.hold()), wr)
+        let (wr, hold) = self.flush_wr(dst, dst_offset, len, ty, flags)?;
+        self.post_built(CompletionOp::Flush, op_context, hold, wr)
     }
 
     /// Sends `len` bytes of `src` at `offset` to a receive posted by the

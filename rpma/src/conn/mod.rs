@@ -3,11 +3,13 @@
 //! waits, `data` the data path; memory-window operations live with
 //! [`Mw`](crate::Mw) (`mw.rs`).
 
+mod chain;
 mod data;
 mod events;
 mod parts;
 
 pub use crate::op::{Flags, FlushType, ATOMIC_WRITE_ALIGNMENT};
+pub use chain::{Chain, CHAIN_MAX};
 pub(crate) use parts::ConnParts;
 
 use crate::cq::Cq;

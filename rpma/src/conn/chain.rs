@@ -1,0 +1,442 @@
+//! Chained posting: several operations checked one by one, then posted with
+//! one call (one doorbell) and recorded under one lock. Also the one home of
+//! the work requests of atomic write and flush (native or librpma's
+//! emulation), which the single operations (`data.rs`) post too.
+
+use super::Conn;
+use crate::error::{Error, Result};
+use crate::inflight::{Hold, SendOpRec};
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, MrRemote, Usage};
+use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
+use crate::validate;
+use crate::wrid::CompletionOp;
+use rpma_sys::chain::{ChainWr, MAX_CHAIN};
+use rpma_sys::wr::{SendOp, SendWr, Sge, WrFlags};
+use std::sync::atomic::Ordering;
+
+/// Most operations in one [`Chain`].
+pub const CHAIN_MAX: usize = MAX_CHAIN;
+
+const EMPTY: ChainWr = ChainWr::Plain(SendWr {
+    wr_id: 0,
+    op: SendOp::Write,
+    sge: None,
+    remote_addr: 0,
+    rkey: 0,
+    signaled: false,
+    fence: false,
+    inline: false,
+});
+
+/// Operations to post on one connection with one call (one
+/// `ibv_post_send`, one doorbell), from [`Conn::chain`].
+///
+/// Each method takes the arguments of the [`Conn`] method of its name and
+/// runs its checks at once: an operation that fails them is not added, and
+/// the error is returned by that method. [`post`](Chain::post) posts the
+/// operations in the order they were added, with each one's semantics
+/// (librpma's): its own completion flags (so only the last one may be
+/// signaled), [`Flags::FENCE`], the native or emulated atomic write and
+/// flush, its `op_context` in its completion. Each local region is held
+/// from the moment its operation is added until the operation completes
+/// (or the chain is dropped unposted); the bytes of an atomic write are
+/// kept in the chain until it is posted.
+///
+/// Dropping a chain without posting it posts nothing.
+///
+/// See [`Conn::chain`] for an example.
+pub struct Chain<'c> {
+    conn: &'c Conn,
+    len: usize,
+    wrs: [ChainWr; MAX_CHAIN],
+    recs: [Option<SendOpRec>; MAX_CHAIN],
+}
+
+impl std::fmt::Debug for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chain").field("len", &self.len).finish()
+    }
+}
+
+impl Conn {
+    /// An empty chain of operations on this connection, posted together
+    /// by [`Chain::post`] (not in librpma).
+    ///
+    /// ```
+    /// # #[allow(dead_code)]
+    /// // librpma example 07's commit: the data, its flush, the pointer to it
+    /// // and the pointer's flush, one doorbell, one completion.
+    /// fn commit(
+    ///     conn: &rpma::Conn,
+    ///     log: &rpma::MrRemote,
+    ///     src: &rpma::MrLocal<rpma::AlignedBuf>,
+    ///     ptr_offset: u64,
+    /// ) -> rpma::Result<()> {
+    ///     use rpma::{Flags, FlushType};
+    ///     let (quiet, loud) = (Flags::COMPLETION_ON_ERROR, Flags::COMPLETION_ALWAYS);
+    ///     let mut chain = conn.chain();
+    ///     chain
+    ///         .write(log, 0, src, 0, 8, quiet, 1)?
+    ///         .flush(log, 0, 8, FlushType::Visibility, quiet, 2)?
+    ///         .atomic_write(log, ptr_offset, 8u64.to_le_bytes(), quiet, 3)?
+    ///         .flush(log, ptr_offset, 8, FlushType::Visibility, loud, 4)?;
+    ///     chain.post()?;
+    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     assert_eq!(wc.op_context, 4);
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn chain(&self) -> Chain<'_> {
+        Chain { conn: self, len: 0, wrs: [EMPTY; MAX_CHAIN], recs: [const { None }; MAX_CHAIN] }
+    }
+
+    /// `atomic_write`'s checks, then its work request (ID 0): native when
+    /// the QP has it, else an inline 8-byte write fenced behind earlier
+    /// reads (and so behind an APM flush), as librpma does.
+    pub(super) fn atomic_write_wr(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        value: [u8; 8],
+        flags: Flags,
+    ) -> Result<ChainWr> {
+        let signaled = flags.signaled()?;
+        if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
+            return Err(Error::inval(format!(
+                "atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"
+            )));
+        }
+        dst.check_range("atomic_write: dst", dst_offset, 8)?;
+        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
+        let native = self.parts.qp()?.ex().is_some_and(|ex| ex.has_atomic_write());
+        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
+        Ok(if native {
+            ChainWr::AtomicWrite {
+                flags: WrFlags { wr_id: 0, signaled, fence: flags.fence() },
+                rkey,
+                remote_addr,
+                value,
+            }
+        } else {
+            ChainWr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
+        })
+    }
+
+    /// `flush`'s checks, then its work request (ID 0) and what it holds:
+    /// native when the QP has it, else (APM) an 8-byte RDMA READ at
+    /// `dst_offset` into the connection's flush region, held.
+    pub(super) fn flush_wr(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        len: u64,
+        ty: FlushType,
+        flags: Flags,
+    ) -> Result<(ChainWr, Option<Hold>)> {
+        let signaled = flags.signaled()?;
+        match ty {
+            FlushType::Persistent if !self.direct_write_to_pmem.load(Ordering::Relaxed) => {
+                return Err(Error::nosupp(
+                    "flush(Persistent): the remote peer does not support direct write to persistent memory \
+                     (apply its PeerCfg with Conn::apply_remote_peer_cfg)",
+                ))
+            }
+            FlushType::Persistent if !dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT) => {
+                return Err(Error::nosupp(
+                    "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
+                ))
+            }
+            FlushType::Visibility if !dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY) => {
+                return Err(Error::nosupp(
+                    "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
+                ))
+            }
+            _ => {}
+        }
+        dst.check_range("flush: dst", dst_offset, len)?;
+        let qp = self.parts.qp()?;
+        let flags = WrFlags { wr_id: 0, signaled, fence: flags.fence() };
+        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
+        if qp.ex().is_some_and(|ex| ex.has_flush()) {
+            let ptype = match ty {
+                FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
+                FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
+            };
+            let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
+            return Ok((ChainWr::Flush { flags, rkey, remote_addr, len, ptype }, None));
+        }
+        dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Read,
+            sge: Some(self.parts.flush_mr.sge(0, 8)),
+            remote_addr,
+            rkey,
+            signaled,
+            fence: flags.fence,
+            inline: false,
+        };
+        // The read lands in the connection's flush region, held like any
+        // local region until the read completes.
+        Ok((ChainWr::Plain(wr), Some(self.parts.flush_mr.hold())))
+    }
+
+    /// Posts one operation built by `atomic_write_wr` or `flush_wr` alone,
+    /// as the single operations always have: the native ones through their
+    /// own `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]), the
+    /// emulated atomic write from `value` on this stack.
+    pub(super) fn post_built(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: ChainWr) -> Result<()> {
+        match wr {
+            ChainWr::Plain(w) => self.parts.post(kind, ctx, hold, w),
+            ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
+                let w = SendWr {
+                    wr_id: 0,
+                    op: SendOp::Write,
+                    sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
+                    remote_addr,
+                    rkey,
+                    signaled: flags.signaled,
+                    fence: flags.fence,
+                    inline: true,
+                };
+                self.parts.post(kind, ctx, None, w)
+            }
+            ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
+                let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
+                let s = flags.signaled;
+                let rec = SendOpRec { ctx, kind, signaled: s, hold: None, confirm: None };
+                self.parts.send.post_with(rec, |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
+            }
+            ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
+                let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
+                let s = flags.signaled;
+                let rec = SendOpRec { ctx, kind, signaled: s, hold: None, confirm: None };
+                self.parts.send.post_with(rec, |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
+            }
+        }
+    }
+}
+
+impl<'c> Chain<'c> {
+    /// Appends a checked operation.
+    fn push(&mut self, wr: ChainWr, kind: CompletionOp, ctx: u64, hold: Option<Hold>) -> Result<&mut Self> {
+        let (Some(w), Some(r)) = (self.wrs.get_mut(self.len), self.recs.get_mut(self.len)) else {
+            return Err(Error::inval(format!("a chain holds at most {MAX_CHAIN} operations")));
+        };
+        *r = Some(SendOpRec { ctx, kind, signaled: wr.signaled(), hold, confirm: None });
+        *w = wr;
+        self.len += 1;
+        Ok(self)
+    }
+
+    /// Checks an operation with a local range (held) and appends it.
+    fn push_op<M: RegMemory + Send + Sync + 'static>(&mut self, op: Op<'_, M>, mr: &MrLocal<M>) -> Result<&mut Self> {
+        if self.len >= MAX_CHAIN {
+            return Err(Error::inval(format!("a chain holds at most {MAX_CHAIN} operations")));
+        }
+        let wr = op.work_request(&self.conn.parts.peer, true)?;
+        self.push(ChainWr::Plain(wr), op.kind(), op.ctx, Some(mr.hold()))
+    }
+
+    /// Operations added so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no operation was added.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends [`Conn::read`].
+    ///
+    /// # Errors
+    /// As [`Conn::read`] for its checks; [`Error::Inval`] when the chain
+    /// already holds [`CHAIN_MAX`] operations.
+    pub fn read<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        self.push_op(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), dst)
+    }
+
+    /// Appends [`Conn::write`].
+    ///
+    /// # Errors
+    /// As [`Conn::write`] for its checks; [`Error::Inval`] when the chain
+    /// is full.
+    pub fn write<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        self.push_op(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), src)
+    }
+
+    /// Appends [`Conn::write_with_imm`].
+    ///
+    /// # Errors
+    /// As [`Conn::write_with_imm`] for its checks; [`Error::Inval`] when
+    /// the chain is full.
+    pub fn write_with_imm<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: u32,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        self.push_op(Op::write(dst, dst_offset, src, src_offset, len, Some(imm)).with(flags, op_context), src)
+    }
+
+    /// Appends [`Conn::atomic_write`]; `value` is kept in the chain and
+    /// copied when it is posted.
+    ///
+    /// # Errors
+    /// As [`Conn::atomic_write`] for its checks; [`Error::Inval`] when the
+    /// chain is full or the connection closed.
+    pub fn atomic_write(
+        &mut self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        value: [u8; 8],
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        let wr = self.conn.atomic_write_wr(dst, dst_offset, value, flags)?;
+        self.push(wr, CompletionOp::AtomicWrite, op_context, None)
+    }
+
+    /// Appends [`Conn::flush`]. A native flush honours [`Flags::FENCE`] in
+    /// a chain.
+    ///
+    /// # Errors
+    /// As [`Conn::flush`] for its checks; [`Error::Inval`] when the chain
+    /// is full or the connection closed.
+    pub fn flush(
+        &mut self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        len: u64,
+        ty: FlushType,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        let (wr, hold) = self.conn.flush_wr(dst, dst_offset, len, ty, flags)?;
+        self.push(wr, CompletionOp::Flush, op_context, hold)
+    }
+
+    /// Appends [`Conn::send`].
+    ///
+    /// # Errors
+    /// As [`Conn::send`] for its checks; [`Error::Inval`] when the chain is
+    /// full.
+    pub fn send<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        self.push_op(Op::send(src, offset, len, SendOp::Send).with(flags, op_context), src)
+    }
+
+    /// Appends [`Conn::send_with_imm`].
+    ///
+    /// # Errors
+    /// As [`Conn::send_with_imm`] for its checks; [`Error::Inval`] when the
+    /// chain is full.
+    pub fn send_with_imm<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        imm: u32,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        self.push_op(Op::send(src, offset, len, SendOp::SendImm(imm)).with(flags, op_context), src)
+    }
+
+    /// Appends [`Conn::send_with_inv`].
+    ///
+    /// # Errors
+    /// As [`Conn::send_with_inv`] for its checks; [`Error::Inval`] when the
+    /// chain is full.
+    pub fn send_with_inv<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        flags: Flags,
+        rkey: u32,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        self.push_op(Op::send(src, offset, len, SendOp::SendInv(rkey)).with(flags, op_context), src)
+    }
+
+    /// Posts the operations in the order they were added, with one call:
+    /// one `ibv_post_send` of a linked list, or, when the chain holds a
+    /// native atomic write or flush, one `ibv_wr_start` ...
+    /// `ibv_wr_complete` sequence. They take consecutive send-queue slots;
+    /// a chain whose last operation is unsignaled needs one more free slot
+    /// (kept for a signaled operation, as for single operations).
+    ///
+    /// What the caller sees when posting fails part-way: through
+    /// `ibv_post_send` the provider stops at the first operation it refuses;
+    /// the ones before it **are** posted (their completions arrive as
+    /// usual, they count in [`Conn::pending_sends`] and hold their regions
+    /// until they complete) and the error names the refused operation's
+    /// index; the rest are dropped. Through the extended interface nothing
+    /// is posted on failure. Failures of the device after posting (an
+    /// operation the remote side refuses) arrive as completions: the failed
+    /// operation's with its status (whatever its flags), the ones after it
+    /// with [`WcStatus::WR_FLUSH_ERR`](crate::WcStatus::WR_FLUSH_ERR) if
+    /// signaled, and the connection's QP is then in the error state.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: the chain is empty; it can never fit the send
+    ///   queue (more operations than `sq_size`, counting the slot kept when
+    ///   the last one is unsignaled); the connection is closed.
+    /// * [`Error::NoSupp`]: the chain holds a native atomic write or flush
+    ///   and an operation the QP's extended interface does not carry (a
+    ///   send, or a write with immediate data): nothing is posted; post it
+    ///   on its own.
+    /// * [`Error::Again`]: the send queue has not enough free slots now.
+    /// * [`Error::Provider`]: posting failed, see above.
+    pub fn post(mut self) -> Result<()> {
+        let n = self.len;
+        if n == 0 {
+            return Err(Error::inval("an empty chain: add operations before posting it"));
+        }
+        let qp = self.conn.parts.qp()?;
+        let wrs = &mut self.wrs[..n];
+        if wrs.iter().any(ChainWr::is_native) {
+            let ex = qp.ex().ok_or_else(|| Error::Unknown("a native operation without extended interface".into()))?;
+            if let Some(i) = wrs.iter().position(|w| !ex.carries(w)) {
+                return Err(Error::nosupp(format!(
+                    "chain operation {i}: the chain holds a native atomic write or flush, so it is posted through \
+                     ibv_wr_*, and this connection's QP carries only RDMA write and read there besides them: post \
+                     operation {i} on its own"
+                )));
+            }
+        }
+        self.conn.parts.send.post_chain(qp, &mut self.recs[..n], wrs)
+    }
+}
