@@ -157,7 +157,9 @@ impl Conn {
     /// # Errors
     /// [`Error::Inval`] when `flags` are empty, `dst_offset` is not a
     /// multiple of 8, the 8 bytes exceed the region, or it lacks
-    /// [`Usage::WRITE_DST`]; as [`write`](Conn::write) otherwise.
+    /// [`Usage::WRITE_DST`], or, for the emulation, the connection's
+    /// [`max_inline_data`](Conn::max_inline_data) is below 8; as
+    /// [`write`](Conn::write) otherwise.
     pub fn atomic_write(
         &self,
         dst: &MrRemote,
@@ -181,6 +183,13 @@ impl Conn {
             return self.parts.send.post_with(rec, |wr_id| {
                 ex.post_atomic_write(wr_id, signaled, dst.rkey(), dst.addr().wrapping_add(dst_offset), &value)
             });
+        }
+        if self.parts.limits.max_inline_data < 8 {
+            return Err(Error::inval(format!(
+                "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is {} \
+                 (ConnCfg::set_max_inline_data)",
+                self.parts.limits.max_inline_data
+            )));
         }
         let wr = SendWr {
             wr_id: 0,
