@@ -128,6 +128,8 @@ pub struct DeviceCaps {
     pub max_srq_wr: u32,
     /// `max_sge`.
     pub max_sge: u32,
+    /// `max_sge_rd`: SGEs of an RDMA READ.
+    pub max_sge_rd: u32,
 }
 
 impl DeviceCaps {
@@ -274,6 +276,7 @@ fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
         max_cqe: o.max_cqe.max(0) as u32,
         max_srq_wr: o.max_srq_wr.max(0) as u32,
         max_sge: o.max_sge.max(0) as u32,
+        max_sge_rd: o.max_sge_rd.max(0) as u32,
     }
 }
 

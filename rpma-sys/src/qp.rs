@@ -127,6 +127,21 @@ pub struct QpInit<'a> {
     pub send_ops_flags: u64,
 }
 
+/// A QP's granted capacities (`struct ibv_qp_cap`), from [`Qp::query_caps`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpCaps {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send work request.
+    pub max_send_sge: u32,
+    /// SGEs per receive work request.
+    pub max_recv_sge: u32,
+    /// Bytes a send work request may carry inline.
+    pub max_inline_data: u32,
+}
+
 pub(crate) enum QpOwner {
     Verbs,
     Cm(*mut ffi::rdma_cm_id),
@@ -237,6 +252,31 @@ impl Qp {
             unsafe { ffi::ibv_query_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32, &mut init) };
         from_errno_ret(rc, "ibv_query_qp")?;
         Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
+    }
+
+    /// The capacities the provider granted, read back with `ibv_query_qp`
+    /// (a provider may round the requested ones up: on Soft-RoCE the send
+    /// SGEs and the inline data share one WQE size).
+    ///
+    /// # Errors
+    /// The errno of `ibv_query_qp`.
+    pub fn query_caps(&self) -> io::Result<QpCaps> {
+        // SAFETY: plain data, all-zero is valid.
+        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: live QP, valid out-pointers.
+        let rc =
+            unsafe { ffi::ibv_query_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32, &mut init) };
+        from_errno_ret(rc, "ibv_query_qp")?;
+        let c = init.cap;
+        Ok(QpCaps {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+        })
     }
 
     /// The reliable-connection retry settings of this QP,

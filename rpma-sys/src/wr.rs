@@ -245,6 +245,99 @@ impl Qp {
     }
 }
 
+/// Most SGEs one work request carries through [`Qp::post_send_sgl`] and
+/// [`Qp::post_recv_sgl`]: their `ibv_sge` array is built on the stack.
+pub const MAX_SGL: usize = 64;
+
+/// `sgl` as `ibv_sge`s in `out`; the number of entries.
+fn raw_sgl(sgl: &[Sge], out: &mut [std::mem::MaybeUninit<ffi::ibv_sge>; MAX_SGL]) -> io::Result<i32> {
+    if sgl.len() > MAX_SGL {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    for (o, s) in out.iter_mut().zip(sgl) {
+        o.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
+    }
+    Ok(sgl.len() as i32)
+}
+
+impl Qp {
+    /// Posts one send work request whose local memory is the list `sgl`
+    /// (`ibv_post_send` with `num_sge` = `sgl.len()`, gathered in order);
+    /// `wr.sge` must be `None`. An empty list is a 0-byte operation.
+    ///
+    /// # Safety
+    /// As [`post_send`](Qp::post_send), for every entry of `sgl`.
+    ///
+    /// # Errors
+    /// `EINVAL` when `wr.sge` is set or `sgl` is longer than [`MAX_SGL`]
+    /// (nothing is posted); the errno of `ibv_post_send` (`EINVAL` also for
+    /// more entries than the QP's `max_send_sge`, or inline data over its
+    /// `max_inline_data`).
+    pub unsafe fn post_send_sgl(&self, wr: &SendWr, sgl: &[Sge]) -> io::Result<()> {
+        use ffi::ibv_wr_opcode as op;
+        if wr.sge.is_some() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let mut sges = [std::mem::MaybeUninit::<ffi::ibv_sge>::uninit(); MAX_SGL];
+        let n = raw_sgl(sgl, &mut sges)?;
+        // SAFETY: plain data, all-zero is valid.
+        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        w.wr_id = wr.wr_id;
+        w.sg_list = sges.as_mut_ptr().cast();
+        w.num_sge = n;
+        let (opcode, imm) = match wr.op {
+            SendOp::Write => (op::IBV_WR_RDMA_WRITE, None),
+            SendOp::WriteImm(i) => (op::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
+            SendOp::Read => (op::IBV_WR_RDMA_READ, None),
+            SendOp::Send => (op::IBV_WR_SEND, None),
+            SendOp::SendImm(i) => (op::IBV_WR_SEND_WITH_IMM, Some(i)),
+            SendOp::SendInv(rkey) => {
+                w.__bindgen_anon_1.invalidate_rkey = rkey;
+                (op::IBV_WR_SEND_WITH_INV, None)
+            }
+        };
+        w.opcode = opcode;
+        if let Some(i) = imm {
+            w.__bindgen_anon_1.imm_data = i.to_be();
+        }
+        if matches!(wr.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Read) {
+            w.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: wr.remote_addr, rkey: wr.rkey };
+        }
+        w.send_flags = send_flags(wr.signaled, wr.fence);
+        if wr.inline {
+            w.send_flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: live QP; `w` and the first `n` entries of `sges` (written
+        // by `raw_sgl`; the provider reads no more) live across the call;
+        // the caller guarantees the referenced memory.
+        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        from_errno_ret(rc, "ibv_post_send")
+    }
+
+    /// Posts one receive work request scattering into the list `sgl`, in
+    /// order (`ibv_post_recv` with `num_sge` = `sgl.len()`).
+    ///
+    /// # Safety
+    /// As [`post_recv`](Qp::post_recv), for every entry of `sgl`.
+    ///
+    /// # Errors
+    /// `EINVAL` when `sgl` is longer than [`MAX_SGL`] (nothing is posted);
+    /// the errno of `ibv_post_recv` (`EINVAL` also for more entries than the
+    /// QP's `max_recv_sge`, `ENOMEM` when the receive queue is full).
+    pub unsafe fn post_recv_sgl(&self, wr_id: u64, sgl: &[Sge]) -> io::Result<()> {
+        let mut sges = [std::mem::MaybeUninit::<ffi::ibv_sge>::uninit(); MAX_SGL];
+        let n = raw_sgl(sgl, &mut sges)?;
+        let mut w =
+            ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: sges.as_mut_ptr().cast(), num_sge: n };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: live QP; `w` and the `n` written entries live across the
+        // call; the caller guarantees the referenced memory.
+        let rc = unsafe { ffi::ibv_post_recv(self.as_ptr(), &mut w, &mut bad) };
+        from_errno_ret(rc, "ibv_post_recv")
+    }
+}
+
 impl Srq {
     /// Posts one receive work request to the SRQ (`ibv_post_srq_recv`).
     ///
@@ -271,6 +364,15 @@ pub fn next_rkey(rkey: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sgl_longer_than_the_stack_array_is_refused() {
+        let mut out = [std::mem::MaybeUninit::uninit(); super::MAX_SGL];
+        let one = super::Sge { addr: 1, length: 2, lkey: 3 };
+        assert_eq!(super::raw_sgl(&[one; super::MAX_SGL], &mut out).unwrap(), super::MAX_SGL as i32);
+        let e = super::raw_sgl(&[one; super::MAX_SGL + 1], &mut out).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+
     #[test]
     fn next_rkey_wraps_the_key_byte() {
         assert_eq!(super::next_rkey(0x0800_01ff), 0x0800_0100);

@@ -11,6 +11,10 @@ pub const DEFAULT_TIMEOUT_MS: i32 = 1000;
 /// rpma's default RNR NAK timer code: 12, 0.64 ms (IBA table 45).
 pub const DEFAULT_MIN_RNR_TIMER: u8 = 12;
 
+/// The inline data a connection asks for unless told otherwise: librpma's 8
+/// bytes, what its emulated atomic write (an inline 8-byte write) needs.
+pub const DEFAULT_MAX_INLINE_DATA: u32 = 8;
+
 /// How a connection is set up (librpma's `rpma_conn_cfg`).
 ///
 /// | setting | default | meaning |
@@ -24,6 +28,9 @@ pub const DEFAULT_MIN_RNR_TIMER: u8 = 12;
 /// | srq | none | a shared receive queue |
 /// | shared_cq | none | one completion queue for many connections (not in librpma; excludes rcq_size and compl_channel) |
 /// | min_rnr_timer | 12 (0.64 ms) | how long a sender waits when a message finds no receive posted here (not in librpma, which keeps rdma_cm's 0 = 655 ms) |
+/// | max_send_sge | 1 | scatter/gather elements per send-queue operation ([`Conn::write_sg`](crate::Conn::write_sg) and co.; not in librpma) |
+/// | max_recv_sge | 1 | scatter/gather elements per receive ([`Conn::recv_sg`](crate::Conn::recv_sg); not in librpma) |
+/// | max_inline_data | 8 | bytes an operation may carry inline ([`Conn::write_inline`](crate::Conn::write_inline); librpma's value, which its emulated atomic write needs) |
 ///
 /// ```
 /// let mut cfg = rpma::ConnCfg::new();
@@ -46,6 +53,9 @@ pub struct ConnCfg {
     shared_cq: Option<SharedCq>,
     min_rnr_timer: u8,
     native_ops: bool,
+    max_send_sge: u32,
+    max_recv_sge: u32,
+    max_inline_data: u32,
 }
 
 impl Default for ConnCfg {
@@ -61,6 +71,9 @@ impl Default for ConnCfg {
             shared_cq: None,
             native_ops: true,
             min_rnr_timer: DEFAULT_MIN_RNR_TIMER,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: DEFAULT_MAX_INLINE_DATA,
         }
     }
 }
@@ -222,4 +235,87 @@ impl ConnCfg {
     pub fn native_ops(&self) -> bool {
         self.native_ops
     }
+
+    /// Sets the scatter/gather elements one send-queue operation may carry
+    /// (`max_send_sge` of the QP): the longest list
+    /// [`Conn::write_sg`](crate::Conn::write_sg),
+    /// [`read_sg`](crate::Conn::read_sg) and [`send_sg`](crate::Conn::send_sg)
+    /// take. The device may grant more (Soft-RoCE sizes its work requests by
+    /// the larger of the SGEs and the inline data); the connection reports
+    /// what it got in [`Conn::max_send_sge`](crate::Conn::max_send_sge).
+    /// Checked against the device's `max_sge` when the connection is set up.
+    ///
+    /// ```
+    /// let mut cfg = rpma::ConnCfg::new();
+    /// assert_eq!(cfg.max_send_sge(), 1);
+    /// cfg.set_max_send_sge(4)?;
+    /// assert!(cfg.set_max_send_sge(0).is_err());
+    /// # Ok::<(), rpma::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for 0 or more than [`MAX_SGL`].
+    pub fn set_max_send_sge(&mut self, n: u32) -> Result<()> {
+        self.max_send_sge = check_sge("max_send_sge", n)?;
+        Ok(())
+    }
+
+    /// The scatter/gather elements asked for per send-queue operation.
+    pub fn max_send_sge(&self) -> u32 {
+        self.max_send_sge
+    }
+
+    /// Sets the scatter/gather elements one receive may carry
+    /// (`max_recv_sge` of the QP; [`Conn::recv_sg`](crate::Conn::recv_sg)).
+    /// The device may grant more ([`Conn::max_recv_sge`](crate::Conn::max_recv_sge)).
+    /// Checked against the device's `max_sge` when the connection is set up;
+    /// unused with an SRQ.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for 0 or more than [`MAX_SGL`].
+    pub fn set_max_recv_sge(&mut self, n: u32) -> Result<()> {
+        self.max_recv_sge = check_sge("max_recv_sge", n)?;
+        Ok(())
+    }
+
+    /// The scatter/gather elements asked for per receive.
+    pub fn max_recv_sge(&self) -> u32 {
+        self.max_recv_sge
+    }
+
+    /// Sets the bytes one operation may carry inline (`max_inline_data` of
+    /// the QP): the most [`Conn::write_inline`](crate::Conn::write_inline)
+    /// and [`Conn::send_inline`](crate::Conn::send_inline) take. The device
+    /// may grant more ([`Conn::max_inline_data`](crate::Conn::max_inline_data))
+    /// and refuses more than it supports when the connection is set up
+    /// ([`Error::Provider`] from `rdma_create_qp_ex`, `EINVAL`; devices
+    /// report no bound to check beforehand). Below 8 the emulated atomic
+    /// write (an inline 8-byte write, on a device without the native one)
+    /// is refused, unless the device grants 8 all the same.
+    ///
+    /// ```
+    /// let mut cfg = rpma::ConnCfg::new();
+    /// assert_eq!(cfg.max_inline_data(), 8);
+    /// cfg.set_max_inline_data(64);
+    /// assert_eq!(cfg.max_inline_data(), 64);
+    /// ```
+    pub fn set_max_inline_data(&mut self, bytes: u32) {
+        self.max_inline_data = bytes;
+    }
+
+    /// The inline bytes asked for.
+    pub fn max_inline_data(&self) -> u32 {
+        self.max_inline_data
+    }
+}
+
+/// Most scatter/gather elements a [`ConnCfg`] asks for per work request
+/// (rpma builds its lists on the stack).
+pub const MAX_SGL: u32 = rpma_sys::wr::MAX_SGL as u32;
+
+fn check_sge(what: &str, n: u32) -> Result<u32> {
+    if n == 0 || n > MAX_SGL {
+        return Err(Error::inval(format!("{what} {n} is outside 1..={MAX_SGL}")));
+    }
+    Ok(n)
 }

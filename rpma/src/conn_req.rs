@@ -1,6 +1,6 @@
 //! Connection request: a connection being set up, on either side.
 
-use crate::conn::{Conn, ConnParts};
+use crate::conn::{Conn, ConnParts, QpLimits};
 use crate::conn_cfg::ConnCfg;
 use crate::cq::{ConnCq, Cq, Trackers};
 use crate::error::{Error, Result};
@@ -198,6 +198,8 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     Capabilities::check_size("ConnCfg rq_size", cfg.rq_size(), caps.max_qp_wr, "max_qp_wr")?;
     Capabilities::check_size("ConnCfg cq_size", cfg.cq_size(), caps.max_cqe, "max_cqe")?;
     Capabilities::check_size("ConnCfg rcq_size", cfg.rcq_size(), caps.max_cqe, "max_cqe")?;
+    Capabilities::check_size("ConnCfg max_send_sge", cfg.max_send_sge(), caps.max_sge, "max_sge")?;
+    Capabilities::check_size("ConnCfg max_recv_sge", cfg.max_recv_sge(), caps.max_sge, "max_sge")?;
     let ctx = peer.context();
     let shared = if cfg.compl_channel() {
         Some(CompChannel::new(&ctx.0).map_err(|e| Error::provider_raw("ibv_create_comp_channel", e))?)
@@ -239,9 +241,9 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         srq: srq.as_ref().map(|s| s.sys()),
         max_send_wr: cfg.sq_size(),
         max_recv_wr: cfg.rq_size(),
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 8,
+        max_send_sge: cfg.max_send_sge(),
+        max_recv_sge: cfg.max_recv_sge(),
+        max_inline_data: cfg.max_inline_data(),
         send_ops_flags: ops,
     };
     let created = match id.create_qp(peer.pd(), &init) {
@@ -259,8 +261,28 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         r => r,
     };
     created.map_err(|e| {
-        Error::provider_raw(format!("rdma_create_qp_ex(sq {}, rq {})", cfg.sq_size(), cfg.rq_size()), e)
+        Error::provider_raw(
+            format!(
+                "rdma_create_qp_ex(sq {}, rq {}, max_send_sge {}, max_recv_sge {}, max_inline_data {})",
+                cfg.sq_size(),
+                cfg.rq_size(),
+                cfg.max_send_sge(),
+                cfg.max_recv_sge(),
+                cfg.max_inline_data()
+            ),
+            e,
+        )
     })?;
+    let granted = match id.qp().map(|q| q.query_caps()) {
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            rpma_log!(LogLevel::Warning, "ibv_query_qp: {e}; assuming the requested SGE and inline limits");
+            None
+        }
+        None => None,
+    };
+    let limits = QpLimits::new(granted, cfg.max_send_sge(), cfg.max_recv_sge(), cfg.max_inline_data());
+    rpma_log!(LogLevel::Debug, "QP limits {limits:?}");
     let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;
     if let ConnCq::Shared(scq) = &cq {
         // Last, so that a failure before leaves no route behind; on
@@ -281,5 +303,6 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         peer: peer.clone(),
         closed: Default::default(),
         min_rnr_timer: cfg.min_rnr_timer(),
+        limits,
     })
 }

@@ -238,6 +238,27 @@ impl SendTracker {
         })
     }
 
+    /// [`post_send`](Self::post_send) with the local memory as a list
+    /// (`wr.sge` unset): every entry of `sgl` must lie in a region `rec`
+    /// holds (scatter-gather operations hold all of them).
+    ///
+    /// # Errors
+    /// As [`post_send`](Self::post_send).
+    pub(crate) fn post_send_sgl(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, wr: SendWr, sgl: &[Sge]) -> Result<()> {
+        if wr.sge.is_some() || (!sgl.is_empty() && !wr.inline && rec.hold.is_none()) {
+            return Err(Error::Unknown("rpma bug: a tracked list send with local ranges nothing holds".into()));
+        }
+        self.post_with(rec, |wr_id| {
+            // SAFETY: as in `post_send`: every entry lies in a region the
+            // entry's hold keeps alive until this operation (or a later
+            // signaled one) completes or the QP is destroyed.
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_send_sgl(&SendWr { wr_id, ..wr }, sgl)
+            }
+        })
+    }
+
     /// The send with sequence number `wr_id` completed (`success`: its status): retire it
     /// and everything before it (unsignaled operations complete with the
     /// next signaled one).
@@ -364,6 +385,21 @@ impl RecvTracker {
             #[allow(unsafe_code)]
             unsafe {
                 qp.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    /// [`post_recv`](Self::post_recv) scattering into the list `sgl`: every
+    /// entry lies in a region `hold` keeps alive.
+    ///
+    /// # Errors
+    /// As [`post_recv`](Self::post_recv).
+    pub(crate) fn post_recv_sgl(&self, qp: &rpma_sys::qp::Qp, ctx: u64, hold: Hold, sgl: &[Sge]) -> Result<()> {
+        self.post_with(ctx, Some(hold), |wr_id| {
+            // SAFETY: as in `post_recv`, for every entry of `sgl`.
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_recv_sgl(wr_id, sgl)
             }
         })
     }

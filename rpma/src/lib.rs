@@ -31,7 +31,7 @@ mod wire;
 mod wrid;
 
 pub use common_data::CommonData;
-pub use conn::{Chain, Conn, Flags, FlushType, RetryBudget};
+pub use conn::{Chain, Conn, Flags, FlushType, RetryBudget, Sg};
 pub use conn_cfg::ConnCfg;
 pub use conn_req::ConnReq;
 pub use cq::{Completion, CompletionOp, Cq, SharedCq, WcStatus};

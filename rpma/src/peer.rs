@@ -43,6 +43,12 @@ pub struct Capabilities {
     pub max_cqe: u32,
     /// Deepest shared receive queue (`max_srq_wr`).
     pub max_srq_wr: u32,
+    /// Most scatter/gather elements in a work request (`max_sge`; 0:
+    /// not reported).
+    pub max_sge: u32,
+    /// Most scatter/gather elements in an RDMA READ (`max_sge_rd`; 0: not
+    /// reported).
+    pub max_sge_rd: u32,
 }
 
 impl Capabilities {
@@ -70,6 +76,8 @@ impl Capabilities {
             max_qp_wr: c.max_qp_wr,
             max_cqe: c.max_cqe,
             max_srq_wr: c.max_srq_wr,
+            max_sge: c.max_sge,
+            max_sge_rd: c.max_sge_rd,
         }
     }
 }

@@ -118,6 +118,12 @@ impl Conn {
                 remote_addr,
                 value,
             }
+        } else if self.parts.limits.max_inline_data < 8 {
+            return Err(Error::inval(format!(
+                "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is {} \
+                 (ConnCfg::set_max_inline_data)",
+                self.parts.limits.max_inline_data
+            )));
         } else {
             ChainWr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
         })

@@ -157,7 +157,9 @@ impl Conn {
     /// # Errors
     /// [`Error::Inval`] when `flags` are empty, `dst_offset` is not a
     /// multiple of 8, the 8 bytes exceed the region, or it lacks
-    /// [`Usage::WRITE_DST`]; as [`write`](Conn::write) otherwise.
+    /// [`Usage::WRITE_DST`], or, for the emulation, the connection's
+    /// [`max_inline_data`](Conn::max_inline_data) is below 8; as
+    /// [`write`](Conn::write) otherwise.
     pub fn atomic_write(
         &self,
         dst: &MrRemote,

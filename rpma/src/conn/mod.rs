@@ -7,10 +7,12 @@ mod chain;
 mod data;
 mod events;
 mod parts;
+mod sg;
 
 pub use crate::op::{Flags, FlushType, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
-pub(crate) use parts::ConnParts;
+pub(crate) use parts::{ConnParts, QpLimits};
+pub use sg::Sg;
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};

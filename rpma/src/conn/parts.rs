@@ -38,6 +38,30 @@ pub(crate) struct ConnParts {
     pub(crate) closed: AtomicBool,
     /// Applied to the QP when the connection is established.
     pub(crate) min_rnr_timer: u8,
+    /// What the QP was granted, read once at set-up.
+    pub(crate) limits: QpLimits,
+}
+
+/// A connection's granted QP capacities, as rpma uses them: the SGE counts
+/// capped at the stack list rpma-sys builds ([`rpma_sys::wr::MAX_SGL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpLimits {
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline_data: u32,
+}
+
+impl QpLimits {
+    /// From the granted capacities (`granted`) or, when they could not be
+    /// read, the requested ones (a created QP has at least those).
+    pub(crate) fn new(granted: Option<rpma_sys::qp::QpCaps>, send_sge: u32, recv_sge: u32, inline: u32) -> QpLimits {
+        let cap = rpma_sys::wr::MAX_SGL as u32;
+        let (s, r, i) = match granted {
+            Some(c) => (c.max_send_sge.max(send_sge), c.max_recv_sge.max(recv_sge), c.max_inline_data.max(inline)),
+            None => (send_sge, recv_sge, inline),
+        };
+        QpLimits { max_send_sge: s.min(cap), max_recv_sge: r.min(cap), max_inline_data: i }
+    }
 }
 
 impl Drop for ConnParts {
@@ -173,5 +197,23 @@ impl ConnParts {
         let qp = self.qp()?;
         let rec = SendOpRec { ctx, kind, signaled: wr.signaled, hold, confirm: None };
         self.send.post_send(qp, rec, wr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QpLimits;
+    use rpma_sys::qp::QpCaps;
+
+    #[test]
+    fn limits_are_the_granted_ones_capped_at_the_stack_list() {
+        let granted = QpCaps { max_send_sge: 100, max_recv_sge: 2, max_inline_data: 16, ..QpCaps::default() };
+        let l = QpLimits::new(Some(granted), 1, 1, 8);
+        assert_eq!((l.max_send_sge, l.max_recv_sge, l.max_inline_data), (64, 2, 16));
+        // Nothing read back (or a 0 reported, as for receives with an SRQ): what was asked.
+        let l = QpLimits::new(None, 3, 4, 8);
+        assert_eq!((l.max_send_sge, l.max_recv_sge, l.max_inline_data), (3, 4, 8));
+        let l = QpLimits::new(Some(QpCaps::default()), 3, 4, 8);
+        assert_eq!((l.max_send_sge, l.max_recv_sge, l.max_inline_data), (3, 4, 8));
     }
 }

@@ -1,0 +1,320 @@
+//! Device tests of scatter-gather lists and inline data (issue 18, goal 3)
+//! on a real RDMA device: both sides in this process, over rxe0 in the
+//! harness VM when the host has no device.
+
+use rpma::error::RPMA_E_INVAL;
+use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Sg, Usage, WcStatus};
+mod common;
+use common::{close, pair, pair_on, peer, server_region, T};
+use rpma_harness::device_tests;
+
+fn inval(r: rpma::Result<()>, needle: &str) {
+    let e = r.unwrap_err();
+    assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+    assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
+}
+
+fn region(p: &rpma::Peer, len: usize, usage: Usage, fill: u8) -> MrLocal<AlignedBuf> {
+    let mut mr = MrLocal::reg(p, AlignedBuf::new(len).unwrap(), usage).unwrap();
+    mr.write_at(0, &vec![fill; len]).unwrap();
+    mr
+}
+
+fn sg_cfg(send: u32, recv: u32) -> ConnCfg {
+    let mut cfg = ConnCfg::new();
+    cfg.set_max_send_sge(send).unwrap();
+    cfg.set_max_recv_sge(recv).unwrap();
+    cfg
+}
+
+device_tests!({
+    fn granted_caps_are_reported() {
+        let (c, s) = pair(None, None, &[], vec![]);
+        println!(
+            "  default ConnCfg (sge 1/1, inline 8): granted max_inline_data {}, max_send_sge {}, max_recv_sge {}",
+            c.max_inline_data(),
+            c.max_send_sge(),
+            c.max_recv_sge()
+        );
+        assert!(c.max_inline_data() >= 8 && c.max_send_sge() >= 1 && c.max_recv_sge() >= 1);
+        close(c, s);
+        let mut cfg = sg_cfg(4, 3);
+        cfg.set_max_inline_data(64);
+        let (c, s) = pair(Some(&cfg), None, &[], vec![]);
+        println!(
+            "  ConnCfg sge 4/3, inline 64: granted max_inline_data {}, max_send_sge {}, max_recv_sge {}",
+            c.max_inline_data(),
+            c.max_send_sge(),
+            c.max_recv_sge()
+        );
+        assert!(c.max_inline_data() >= 64 && c.max_send_sge() >= 4 && c.max_recv_sge() >= 3);
+        println!(
+            "  device max_sge {}, max_sge_rd {}",
+            c.peer().capabilities().max_sge,
+            c.peer().capabilities().max_sge_rd
+        );
+        close(c, s);
+        // Rounded up: inline 64 with 1 SGE asked; the granted SGEs are usable.
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
+        let mut cfg = ConnCfg::new();
+        cfg.set_max_inline_data(64);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let n = c.max_send_sge() as usize;
+        println!("  ConnCfg sge 1/1, inline 64: granted max_send_sge {n}, max_inline_data {}", c.max_inline_data());
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let src = region(c.peer(), 64, Usage::WRITE_SRC, 9);
+        c.write_sg(&remote, 0, &vec![Sg::new(&src, 0, 2); n], Flags::COMPLETION_ALWAYS, 1).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "{n} SGEs");
+        let mut got = vec![0u8; 2 * n];
+        smr.read_at(0, &mut got).unwrap();
+        assert_eq!(got, vec![9u8; 2 * n]);
+        close(c, s);
+        // More SGEs than the device has are refused before a QP is made.
+        let max = peer().capabilities().max_sge;
+        if max < rpma::conn_cfg::MAX_SGL {
+            let cfg = sg_cfg(max + 1, 1);
+            let e =
+                rpma::ConnReq::new(&peer(), &rpma_harness::addr(), rpma_harness::next_port(), Some(&cfg)).unwrap_err();
+            assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            assert!(e.to_string().contains(&format!("max_send_sge {} exceeds the device's max_sge {max}", max + 1)));
+        }
+        // A configured inline size the device cannot give fails at set-up.
+        let mut huge = ConnCfg::new();
+        huge.set_max_inline_data(1 << 20);
+        match rpma::ConnReq::new(&peer(), &rpma_harness::addr(), rpma_harness::next_port(), Some(&huge)) {
+            Err(e) => println!("  max_inline_data 1 MiB refused at set-up: {e}"),
+            Ok(_) => println!("  max_inline_data 1 MiB was granted"),
+        }
+    }
+
+    fn write_sg_lands_three_regions_contiguously() {
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
+        let cfg = sg_cfg(4, 1);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let mut a = region(c.peer(), 64, Usage::WRITE_SRC, b'a');
+        let b = region(c.peer(), 4096, Usage::WRITE_SRC, b'b');
+        let x = region(c.peer(), 16, Usage::WRITE_SRC, b'c');
+        let list = [Sg::new(&a, 3, 10), Sg::new(&b, 100, 1000), Sg::new(&x, 0, 16)];
+        c.write_sg(&remote, 100, &list, Flags::COMPLETION_ALWAYS, 5).unwrap();
+        // Every region is held until the completion is reaped.
+        assert_eq!((a.in_flight(), b.in_flight(), x.in_flight()), (1, 1, 1));
+        assert_eq!(a.write_at(0, b"z").unwrap_err().code(), rpma::error::RPMA_E_AGAIN);
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (5, CompletionOp::Write, WcStatus::SUCCESS));
+        assert_eq!((a.in_flight(), b.in_flight(), x.in_flight()), (0, 0, 0));
+        let mut got = vec![0u8; 1026 + 2];
+        smr.read_at(99, &mut got).unwrap();
+        let mut want = vec![(99 * 7 % 251) as u8];
+        want.extend([b'a'; 10].iter().chain(&[b'b'; 1000]).chain(&[b'c'; 16]));
+        want.push((1126 * 7 % 251) as u8);
+        assert_eq!(got, want, "the three ranges, one after the other, and nothing around them");
+        // The same region twice (one hold), and a 0-byte element (skipped).
+        a.write_at(0, b"0123456789").unwrap();
+        let list = [Sg::new(&a, 5, 5), Sg::new(&a, 0, 0), Sg::new(&a, 0, 5)];
+        c.write_sg(&remote, 0, &list, Flags::COMPLETION_ALWAYS, 6).unwrap();
+        assert_eq!(a.in_flight(), 1);
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+        let mut got = [0u8; 10];
+        smr.read_at(0, &mut got).unwrap();
+        assert_eq!(&got, b"5678901234");
+        println!("  write_sg of 3 regions (10 + 1000 + 16 bytes) landed contiguously; regions held until reaped");
+        close(c, s);
+    }
+
+    fn read_sg_scatters_into_three_regions() {
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
+        let cfg = sg_cfg(3, 1);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let a = region(c.peer(), 64, Usage::READ_DST, 0);
+        let b = region(c.peer(), 8192, Usage::READ_DST, 0);
+        let x = region(c.peer(), 64, Usage::READ_DST, 0);
+        let list = [Sg::new(&a, 60, 4), Sg::new(&b, 0, 5000), Sg::new(&x, 1, 7)];
+        c.read_sg(&list, &remote, 1000, Flags::COMPLETION_ALWAYS, 8).unwrap();
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (8, CompletionOp::Read, WcStatus::SUCCESS));
+        let pat = |from: u32, n: u32| -> Vec<u8> { (from..from + n).map(|i| (i * 7 % 251) as u8).collect() };
+        let mut g = vec![0u8; 4];
+        a.read_at(60, &mut g).unwrap();
+        assert_eq!(g, pat(1000, 4));
+        let mut g = vec![0u8; 5000];
+        b.read_at(0, &mut g).unwrap();
+        assert_eq!(g, pat(1004, 5000));
+        let mut g = vec![0u8; 9];
+        x.read_at(0, &mut g).unwrap();
+        assert_eq!(g[0], 0, "before the element");
+        assert_eq!(&g[1..8], &pat(6004, 7)[..]);
+        assert_eq!(g[8], 0, "after the element");
+        println!("  read_sg of 5011 bytes scattered into 3 regions (4 + 5000 + 7)");
+        close(c, s);
+    }
+
+    fn send_sg_into_recv_sg() {
+        let cfg = sg_cfg(3, 1);
+        let scfg = sg_cfg(1, 3);
+        let (c, s) = pair(Some(&cfg), Some(scfg), &[], vec![]);
+        println!("  server max_recv_sge granted {}", s.max_recv_sge());
+        let r1 = region(s.peer(), 8, Usage::RECV, 0);
+        let r2 = region(s.peer(), 64, Usage::RECV, 0);
+        s.recv_sg(&[Sg::new(&r1, 4, 4), Sg::new(&r2, 0, 4), Sg::new(&r2, 32, 32)], 40).unwrap();
+        assert_eq!((r1.in_flight(), r2.in_flight()), (1, 2), "one hold per posted element of different regions");
+        let mut h = MrLocal::reg(c.peer(), AlignedBuf::new(16).unwrap(), Usage::SEND).unwrap();
+        h.write_at(0, b"HEAD").unwrap();
+        let mut body = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+        body.write_at(0, b"body-of-the-message").unwrap();
+        c.send_sg(&[Sg::new(&h, 0, 4), Sg::new(&body, 0, 19)], Flags::COMPLETION_ALWAYS, 41).unwrap();
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (41, CompletionOp::Send, WcStatus::SUCCESS));
+        let wc = s.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.byte_len, wc.status), (40, CompletionOp::Recv, 23, WcStatus::SUCCESS));
+        assert_eq!((r1.in_flight(), r2.in_flight()), (0, 0));
+        let mut g = [0u8; 8];
+        r1.read_at(0, &mut g).unwrap();
+        assert_eq!(&g, b"\0\0\0\0HEAD");
+        let mut g = [0u8; 64];
+        r2.read_at(0, &mut g).unwrap();
+        assert_eq!(&g[..4], b"body");
+        assert_eq!(&g[4..32], &[0u8; 28][..]);
+        assert_eq!(&g[32..47], b"-of-the-message");
+        println!("  send_sg of 2 elements (23 bytes) scattered by recv_sg into 3 (4 + 4 + 15 of 32)");
+        // A receive list longer than the connection's max_recv_sge.
+        let big = vec![Sg::new(&r2, 0, 1); s.max_recv_sge() as usize + 1];
+        inval(s.recv_sg(&big, 0), "exceed the connection's max_recv_sge");
+        close(c, s);
+    }
+
+    fn sg_lists_are_checked_before_posting() {
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::READ_SRC);
+        let cfg = sg_cfg(2, 1);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let w = region(c.peer(), 64, Usage::WRITE_SRC, 1);
+        let r = region(c.peer(), 64, Usage::READ_DST, 1);
+        let f = Flags::COMPLETION_ALWAYS;
+        let max = c.max_send_sge() as usize;
+        let many = vec![Sg::new(&w, 0, 1); max + 1];
+        inval(
+            c.write_sg(&remote, 0, &many, f, 0),
+            &format!("write_sg: src: {} elements exceed the connection's max_send_sge {max}", max + 1),
+        );
+        inval(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&w, 60, 8)], f, 0), "write_sg: src[1]: offset 60");
+        inval(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&r, 0, 8)], f, 0), "write_sg: src[1]: the region");
+        inval(c.write_sg::<AlignedBuf>(&remote, 0, &[], f, 0), "the list is empty");
+        inval(c.write_sg(&remote, 8190, &[Sg::new(&w, 0, 4)], f, 0), "write_sg: dst");
+        inval(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 4)], Flags::empty(), 0), "flags are empty");
+        inval(c.read_sg(&[Sg::new(&r, 0, 8), Sg::new(&w, 0, 8)], &remote, 0, f, 0), "read_sg: dst[1]");
+        inval(c.send_sg(&[Sg::new(&w, 0, 8)], f, 0), "send_sg: src[0]");
+        let other = region(s.peer(), 64, Usage::WRITE_SRC, 1);
+        inval(
+            c.write_sg(&remote, 0, &[Sg::new(&w, 0, 1), Sg::new(&other, 0, 1)], f, 0),
+            "src[1]: the region is registered on another peer",
+        );
+        inval(c.recv_sg(&[Sg::new(&w, 0, 8)], 0), "recv_sg: dst[0]");
+        assert_eq!(c.pending_sends(), 0, "nothing was posted");
+        assert_eq!((w.in_flight(), r.in_flight()), (0, 0), "nothing is held");
+        assert!(c.cq().get_completion().is_err(), "no completion");
+        println!("  refused locally: {} elements (max {max}), out-of-range src[1], wrong usage, empty list", max + 1);
+        close(c, s);
+    }
+
+    fn inline_write_up_to_the_granted_limit() {
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
+        let mut cfg = ConnCfg::new();
+        cfg.set_max_inline_data(64);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let max = c.max_inline_data() as usize;
+        let data: Vec<u8> = (0..max + 1).map(|i| (i % 200) as u8 + 1).collect();
+        c.write_inline(&remote, 0, &data[..max], Flags::COMPLETION_ALWAYS, 3).unwrap();
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (3, CompletionOp::Write, WcStatus::SUCCESS));
+        let mut got = vec![0u8; max];
+        smr.read_at(0, &mut got).unwrap();
+        assert_eq!(got, data[..max], "the inline bytes landed");
+        inval(
+            c.write_inline(&remote, 0, &data, Flags::COMPLETION_ALWAYS, 0),
+            &format!("write_inline: {} bytes exceed the connection's max_inline_data {max}", max + 1),
+        );
+        inval(c.write_inline(&remote, 8190, &data[..4], Flags::COMPLETION_ALWAYS, 0), "write_inline: dst");
+        assert_eq!(c.pending_sends(), 0);
+        // With immediate data: consumes a receive on the other side.
+        let rmr = MrLocal::reg(s.peer(), AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
+        s.recv(&rmr, 0, 0, 77).unwrap();
+        c.write_inline_with_imm(&remote, 200, b"imm", Flags::COMPLETION_ALWAYS, 0xabcd, 4).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::WriteWithImm);
+        let wc = s.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.imm), (77, CompletionOp::RecvRdmaWithImm, Some(0xabcd)));
+        let mut got = [0u8; 3];
+        smr.read_at(200, &mut got).unwrap();
+        assert_eq!(&got, b"imm");
+        println!("  write_inline of {max} bytes (the granted max for 64 asked) landed; {} refused", max + 1);
+        close(c, s);
+    }
+
+    fn inline_data_is_copied_at_post() {
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let rmr = region(s.peer(), 64, Usage::RECV, 0);
+        s.recv(&rmr, 0, 64, 1).unwrap();
+        s.recv(&rmr, 32, 32, 2).unwrap();
+        let n = c.max_inline_data().min(32) as usize;
+        // A heap buffer, overwritten and freed right after each post.
+        let mut buf = vec![b'x'; n];
+        c.send_inline(&buf, Flags::COMPLETION_ON_ERROR, 10).unwrap();
+        buf.fill(b'y');
+        c.write_inline(&remote, 500, &buf, Flags::COMPLETION_ON_ERROR, 11).unwrap();
+        buf.fill(b'z');
+        drop(buf);
+        c.send_inline_with_imm(&[], Flags::COMPLETION_ALWAYS, 5, 12).unwrap();
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (12, CompletionOp::SendWithImm, WcStatus::SUCCESS));
+        let wc = s.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.byte_len, wc.status), (1, n as u32, WcStatus::SUCCESS));
+        let wc = s.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.byte_len, wc.imm), (2, 0, Some(5)));
+        let mut got = vec![0u8; n];
+        rmr.read_at(0, &mut got).unwrap();
+        assert_eq!(got, vec![b'x'; n], "the send carried the bytes of the post");
+        smr.read_at(500, &mut got).unwrap();
+        assert_eq!(got, vec![b'y'; n], "the write carried the bytes of the post");
+        println!("  inline send and write of {n} bytes arrived as posted; the source was overwritten and freed after");
+        close(c, s);
+    }
+
+    fn inline_asked_for_zero() {
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST);
+        let mut cfg = ConnCfg::new();
+        cfg.set_max_inline_data(0);
+        cfg.set_native_ops(false);
+        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let max = c.max_inline_data() as usize;
+        println!("  ConnCfg max_inline_data 0: granted {max}");
+        inval(
+            c.write_inline(&remote, 0, &vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0),
+            &format!("exceed the connection's max_inline_data {max}"),
+        );
+        inval(c.send_inline(&vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0), "send_inline");
+        let aw = c.atomic_write(&remote, 0, [1; 8], Flags::COMPLETION_ALWAYS, 1);
+        if max < 8 {
+            inval(aw, "atomic_write: the emulation is an inline 8-byte write");
+        } else {
+            aw.unwrap();
+            assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+            println!("  the device rounded 0 up to {max}: the emulated atomic write still works");
+        }
+        // A 0-byte inline write needs no inline room at all.
+        c.write_inline(&remote, 0, &[], Flags::COMPLETION_ALWAYS, 2).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+        close(c, s);
+    }
+});
