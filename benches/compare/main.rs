@@ -48,6 +48,7 @@ fn main() {
         "server" => rpma_side::server(&a[1], arg(&a, 2), arg(&a, 3)),
         "client" => rpma_side::client(&a[1], arg(&a, 2), arg(&a, 3)),
         "emulated" => rpma_side::client_emulated(&a[1], arg(&a, 2), arg(&a, 3)),
+        "inline" => rpma_side::client_inline(&a[1], arg(&a, 2), arg(&a, 3)),
         "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
@@ -226,6 +227,17 @@ fn measure() -> Res<()> {
             println!("RESULT ir {imp} {case} {:.1}", per_op(ir_iters, ir)?);
         }
     }
+    // An 8-byte inline write (rpma only: C librpma has no inline write; its
+    // baseline is the `write` rows above).
+    let ir = |n: usize| -> Res<f64> {
+        let p = rpma_harness::next_port().to_string();
+        let f = tmp.join(format!("cg.rpma-inline.{n}"));
+        let mut c = callgrind(&f);
+        c.arg(&exe).args(["ir", &addr, &p, "write_inline", &n.to_string()]);
+        pair(cmd(&exe, &["server", &addr, &p, "1"]), Some("READY"), c)?;
+        callgrind_total(&f)
+    };
+    println!("RESULT ir rpma-inline write_inline {:.1}", per_op(ir_iters, ir)?);
     // perftest's event mode (-e) exists for ib_read_lat, not for write tests
     let ir = |n: usize| -> Res<f64> {
         let p = rpma_harness::next_port().to_string();
@@ -261,6 +273,10 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
     eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
     let p = rpma_harness::next_port().to_string();
     forward(&pair(cmd(exe, &["server", addr, &p, "1"]), Some("READY"), cmd(exe, &["emulated", addr, &p, &it]))?);
+
+    eprintln!("compare: rpma small writes, inline against not");
+    let p = rpma_harness::next_port().to_string();
+    forward(&pair(cmd(exe, &["server", addr, &p, "1"]), Some("READY"), cmd(exe, &["inline", addr, &p, &it]))?);
 
     eprintln!("compare: perftest");
     // perftest's own connection set-up fails now and then on a loaded TCG

@@ -191,6 +191,50 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         )?;
     }
 
+    writeln!(
+        md,
+        "\n### Small writes, inline against not (latency µs: t_typical / t_avg; `write` + completion, signaled)\n"
+    )?;
+    writeln!(
+        md,
+        "rpma's `write_inline` and `write` on one connection asking for 256 inline bytes, in interleaved rounds; \
+         `write` on the default connection and C librpma's `rpma_write` (which has no inline write) from the \
+         latency table.\n"
+    )?;
+    writeln!(
+        md,
+        "| size | C librpma `write` | rpma `write` | rpma `write`, inline-sized QP | rpma `write_inline` | inline/write (same QP) | inline/librpma |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    for size in crate::rpma_side::INLINE_SIZES {
+        let get = |case: &str, imp: &str| lat.get(&(case.to_string(), size, imp.to_string())).copied();
+        let cell = |l: Option<Lat>| l.map_or("n/a".into(), |l| format!("{} / {}", num(l.typical, 1), num(l.avg, 1)));
+        let med = |l: Option<Lat>| l.map_or(f64::NAN, |l| l.typical);
+        let (lib, plain) = (get("write", "librpma"), get("write", "rpma"));
+        let (noinl, inl) = (get("small_write", "rpma-noinline"), get("small_write", "rpma-inline"));
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            size_label(size),
+            cell(lib),
+            cell(plain),
+            cell(noinl),
+            cell(inl),
+            ratio(med(inl), med(noinl)),
+            ratio(med(inl), med(lib))
+        )?;
+    }
+    let i = |case: &str, imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
+    writeln!(
+        md,
+        "| 8 B, instructions | {} | {} | | {} | {} (against `write`) | {} |",
+        num(i("write", "librpma"), 0),
+        num(i("write", "rpma"), 0),
+        num(i("write_inline", "rpma-inline"), 0),
+        ratio(i("write_inline", "rpma-inline"), i("write", "rpma")),
+        ratio(i("write_inline", "rpma-inline"), i("write", "librpma"))
+    )?;
+
     writeln!(md, "\n### Scale\n")?;
     writeln!(md, "| what | verbs | C librpma | rpma | rpma/verbs | rpma/librpma |")?;
     writeln!(md, "|---|---|---|---|---|---|")?;

@@ -433,6 +433,10 @@ impl Client {
             // operation is waited for before the next one is posted.
             Op::ReadUnchecked => unsafe { c.read_unchecked(&self.local, 0, &self.remote, 0, size, f, 0)? },
             Op::WriteUnchecked => unsafe { c.write_unchecked(&self.remote, 0, &self.local, 0, size, f, 0)? },
+            Op::WriteInline => {
+                let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
+                c.write_inline(&self.remote, 0, data, f, 0)?
+            }
             Op::WriteFlush | Op::AtomicWrite | Op::PingPong => unreachable!("{op:?} is not a single post"),
         }
         Ok(())
@@ -466,6 +470,11 @@ impl Client {
     }
 
     fn latency(&mut self, case: &str, size: usize, iters: usize) -> Res<Lat> {
+        Ok(stats::lat(self.samples(case, size, iters)?))
+    }
+
+    /// The latencies (µs) of `iters` operations of `case`, after a warm-up.
+    fn samples(&mut self, case: &str, size: usize, iters: usize) -> Res<Vec<f64>> {
         let op = Op::of(case)?;
         if op == Op::PingPong {
             self.set_kind(PING)?;
@@ -482,7 +491,7 @@ impl Client {
         if op == Op::PingPong {
             t.iter_mut().for_each(|x| *x /= 2.0); // perftest reports half the round trip
         }
-        Ok(stats::lat(t))
+        Ok(t)
     }
 
     /// `iters` operations with at most `qd` in flight; returns seconds.
@@ -532,6 +541,7 @@ enum Op {
     PingPong,
     ReadUnchecked,
     WriteUnchecked,
+    WriteInline,
 }
 
 impl Op {
@@ -545,6 +555,7 @@ impl Op {
             "pingpong" => Op::PingPong,
             "read_unchecked" => Op::ReadUnchecked,
             "write_unchecked" => Op::WriteUnchecked,
+            "write_inline" => Op::WriteInline,
             other => return Err(format!("unknown case {other}").into()),
         })
     }
@@ -554,6 +565,45 @@ impl Op {
 pub const LAT_SIZES: [usize; 7] = [8, 64, 256, 1024, 4096, 16384, 65536];
 pub const BW_SIZES: [usize; 2] = [4096, 65536];
 pub const QDS: [usize; 4] = [1, 4, 16, 64];
+
+/// The sizes of the small-write case, inline against not, its rounds, and
+/// the bytes `write_inline` sends (from a plain slice, no registration).
+pub const INLINE_SIZES: [usize; 3] = [8, 64, 256];
+const INLINE_ROUNDS: usize = 4;
+static INLINE_DATA: [u8; 256] = [7; 256];
+
+/// Small writes, inline (`write_inline`) against not (`write` from a
+/// registered region), on one connection asking for 256 inline bytes, in
+/// [`INLINE_ROUNDS`] interleaved rounds (the order alternating), the
+/// samples of all rounds pooled: `rpma-inline` and `rpma-noinline` rows of
+/// case `small_write`.
+pub fn client_inline(addr: &str, port: u16, iters: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    cfg.set_max_inline_data(INLINE_DATA.len() as u32);
+    let mut c = Client::connect_with(&peer, addr, port, &cfg)?;
+    eprintln!(
+        "compare: inline: granted max_inline_data {}, max_send_sge {}",
+        c.conn.max_inline_data(),
+        c.conn.max_send_sge()
+    );
+    let per_round = (iters / INLINE_ROUNDS).max(10);
+    for size in INLINE_SIZES {
+        let (mut inl, mut plain) = (Vec::new(), Vec::new());
+        for round in 0..INLINE_ROUNDS {
+            if round % 2 == 0 {
+                inl.extend(c.samples("write_inline", size, per_round)?);
+                plain.extend(c.samples("write", size, per_round)?);
+            } else {
+                plain.extend(c.samples("write", size, per_round)?);
+                inl.extend(c.samples("write_inline", size, per_round)?);
+            }
+        }
+        stats::print_lat("rpma-inline", "small_write", size, inl.len(), &stats::lat(inl));
+        stats::print_lat("rpma-noinline", "small_write", size, plain.len(), &stats::lat(plain));
+    }
+    c.close()
+}
 
 /// Runs every case of the comparison and prints `RESULT` lines.
 pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
