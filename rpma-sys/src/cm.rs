@@ -54,6 +54,13 @@ impl EventChannel {
         unsafe { (*self.inner.ch).fd }
     }
 
+    /// The channel's file descriptor, borrowed for as long as the channel.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the channel owns the fd and closes it only when the last
+        // handle (this one among them) is dropped.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd()) }
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut ffi::rdma_event_channel {
         self.inner.ch
     }

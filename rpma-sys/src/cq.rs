@@ -53,7 +53,17 @@ impl CompChannel {
         // SAFETY: live channel.
         unsafe { (*self.inner.ch).fd }
     }
+}
 
+impl std::os::fd::AsFd for CompChannel {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the channel owns the fd and closes it only when the last
+        // handle (this one among them) is dropped.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd()) }
+    }
+}
+
+impl CompChannel {
     /// Waits for the next completion event (`ibv_get_cq_event`), acknowledges
     /// it at once, and returns the [`Cq::id`] of the CQ it was for. The CQ is
     /// not re-armed.

@@ -204,6 +204,14 @@ impl Context {
         self.inner.ctx
     }
 
+    /// The context's asynchronous-event file descriptor (`async_fd`):
+    /// readable when `ibv_get_async_event` has an event.
+    pub fn async_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: live context; the fd is the context's and closes with it,
+        // which this handle keeps open.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw((*self.inner.ctx).async_fd) }
+    }
+
     /// Whether two handles refer to the same `ibv_context`.
     pub fn same_as(&self, other: &Context) -> bool {
         self.inner.ctx == other.inner.ctx

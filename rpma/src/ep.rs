@@ -102,3 +102,17 @@ impl Ep {
         drop(self.id);
     }
 }
+
+/// The event channel's fd, as [`Ep::fd`]: readable when a connection
+/// request is pending.
+impl std::os::fd::AsFd for Ep {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.channel.as_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for Ep {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}

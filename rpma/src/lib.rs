@@ -4,6 +4,8 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod access;
+#[cfg(feature = "tokio")]
+pub mod aio;
 pub mod common_data;
 pub mod conn;
 pub mod conn_cfg;

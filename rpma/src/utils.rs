@@ -212,6 +212,21 @@ impl fmt::Display for ConnEvent {
     }
 }
 
+/// The device context's asynchronous-event fd (`ibv_context.async_fd`):
+/// readable when the device has an asynchronous event (port state, a QP or
+/// SRQ error, device fatal).
+impl std::os::fd::AsFd for IbvContext {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.async_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for IbvContext {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

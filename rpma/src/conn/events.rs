@@ -140,3 +140,18 @@ impl Conn {
         self.parts.id.disconnect().map_err(|e| Error::provider_raw("rdma_disconnect", e))
     }
 }
+
+/// The connection's CM event fd, as [`Conn::event_fd`]: readable when a
+/// connection event is pending. Completions have their own fds
+/// ([`Cq`]'s, or [`Conn::compl_fd`] with a shared completion channel).
+impl std::os::fd::AsFd for Conn {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.channel.as_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for Conn {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}

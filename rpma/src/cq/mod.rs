@@ -191,6 +191,11 @@ impl Cq {
         wc_opcode: 0,
     };
 
+    /// Whether the CQ's channel is a connection's shared completion channel.
+    pub(crate) fn on_shared_channel(&self) -> bool {
+        self.shared
+    }
+
     pub(crate) fn sys(&self) -> &rpma_sys::cq::Cq {
         &self.cq
     }
@@ -353,5 +358,19 @@ fn retire(
         WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)),
         WrId::SrqRecv(slot) => srq_recv.and_then(|t| t.complete(slot)),
         WrId::Untracked(found) => found,
+    }
+}
+
+/// The completion channel's fd, as [`Cq::fd`]: readable when a completion
+/// event is pending (poll it, or register it with epoll, mio or tokio).
+impl std::os::fd::AsFd for Cq {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.channel)
+    }
+}
+
+impl std::os::fd::AsRawFd for Cq {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
     }
 }

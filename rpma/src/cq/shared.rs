@@ -339,3 +339,16 @@ impl std::ops::Deref for ConnCq {
         }
     }
 }
+
+/// The shared CQ's completion channel fd ([`Cq::fd`]).
+impl std::os::fd::AsFd for SharedCq {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self.cq())
+    }
+}
+
+impl std::os::fd::AsRawFd for SharedCq {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}

@@ -1,0 +1,218 @@
+//! Async waits on tokio (feature `tokio`): accepting connection requests,
+//! connection events and completions, awaited on tokio's reactor
+//! ([`AsyncFd`]) over the same channels the blocking calls use. No busy
+//! polling and no helper threads: a task sleeps until the channel's fd is
+//! readable. Operations stay synchronous posts (they never block); what is
+//! awaited is their completion.
+//!
+//! Each wrapper borrows its object, makes its fd non-blocking (the blocking
+//! calls on that object then return [`Error::NoEvent`] /
+//! [`Error::NoCompletion`] instead of blocking) and registers it with the
+//! runtime it is created in; an fd can be registered once per runtime at a
+//! time, so keep one wrapper per object.
+//!
+//! **Cancellation**: every future here is cancellation-safe. It consumes
+//! nothing while it waits; the event or completion it returns is taken in
+//! the same poll that returns it. A future dropped mid-wait loses nothing:
+//! the next call finds the event or completion.
+//!
+//! ```no_run
+//! # async fn f(peer: &rpma::Peer, addr: &str, dst: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+//! let conn = rpma::aio::connect(peer, addr, 7204, None, &[]).await?;
+//! let src = rpma::MrRemote::from_descriptor(conn.private_data())?;
+//! let cq = rpma::aio::AsyncCq::new(conn.cq())?;
+//! conn.read(dst, 0, &src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 1)?;
+//! let wc = cq.next_completion().await?;
+//! assert_eq!(wc.op_context, 1);
+//! # Ok(()) }
+//! ```
+
+use crate::conn_cfg::ConnCfg;
+use crate::conn_req::ConnReq;
+use crate::cq::{Completion, Cq};
+use crate::ep::Ep;
+use crate::error::{Error, Result};
+use crate::peer::Peer;
+use crate::utils::{set_nonblocking, ConnEvent};
+use crate::Conn;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// `fd` made non-blocking and registered with the current runtime.
+fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>>> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::inval(format!("rpma::aio: the {what} fd can be awaited only inside a tokio runtime")));
+    }
+    set_nonblocking(fd.as_raw_fd(), true)?;
+    // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
+    // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
+    #[allow(unsafe_code)]
+    let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+    registered.map_err(|e| {
+        Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))
+    })
+}
+
+/// Waits until `fd` is readable, then runs `take` (which must not block);
+/// `take` reporting `empty` means the readiness was stale: wait again.
+async fn when_readable<T>(
+    fd: &AsyncFd<BorrowedFd<'_>>,
+    mut take: impl FnMut() -> Result<T>,
+    empty: fn(&Error) -> bool,
+) -> Result<T> {
+    loop {
+        match take() {
+            Err(e) if empty(&e) => {}
+            other => return other,
+        }
+        let mut guard = fd.readable().await.map_err(|e| Error::provider_raw("tokio readiness", e))?;
+        match take() {
+            Err(e) if empty(&e) => guard.clear_ready(),
+            other => return other,
+        }
+    }
+}
+
+/// An [`Ep`] whose connection requests are awaited.
+pub struct AsyncEp<'a> {
+    ep: &'a Ep,
+    fd: AsyncFd<BorrowedFd<'a>>,
+}
+
+impl<'a> AsyncEp<'a> {
+    /// Registers `ep`'s event fd with the current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::Provider`] outside a runtime or when the fd cannot be made
+    /// non-blocking or registered.
+    pub fn new(ep: &'a Ep) -> Result<AsyncEp<'a>> {
+        Ok(AsyncEp { ep, fd: register(ep.as_fd(), "endpoint")? })
+    }
+
+    /// The next incoming connection request ([`Ep::next_conn_req`]).
+    /// Cancellation-safe.
+    ///
+    /// # Errors
+    /// As [`Ep::next_conn_req`], never [`Error::NoEvent`].
+    pub async fn next_conn_req(&self, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
+        when_readable(&self.fd, || self.ep.next_conn_req(cfg), |e| matches!(e, Error::NoEvent)).await
+    }
+}
+
+/// A [`Conn`] whose connection events are awaited.
+pub struct AsyncConn<'a> {
+    conn: &'a Conn,
+    fd: AsyncFd<BorrowedFd<'a>>,
+}
+
+impl<'a> AsyncConn<'a> {
+    /// Registers `conn`'s CM event fd with the current tokio runtime.
+    ///
+    /// # Errors
+    /// As [`AsyncEp::new`].
+    pub fn new(conn: &'a Conn) -> Result<AsyncConn<'a>> {
+        Ok(AsyncConn { conn, fd: register(conn.as_fd(), "connection event")? })
+    }
+
+    /// The next connection event ([`Conn::next_event`]). Cancellation-safe.
+    ///
+    /// # Errors
+    /// As [`Conn::next_event`], never [`Error::NoEvent`].
+    pub async fn next_event(&self) -> Result<ConnEvent> {
+        when_readable(&self.fd, || self.conn.next_event(), |e| matches!(e, Error::NoEvent)).await
+    }
+}
+
+/// A [`Cq`] (a connection's, an SRQ's or a [`SharedCq`](crate::SharedCq))
+/// whose completions are awaited.
+pub struct AsyncCq<'a> {
+    cq: &'a Cq,
+    fd: AsyncFd<BorrowedFd<'a>>,
+}
+
+impl<'a> AsyncCq<'a> {
+    /// Registers `cq`'s completion channel fd with the current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::SharedChannel`] for a CQ on a connection's shared completion
+    /// channel (await its connection's CQs one by one instead, or use a
+    /// [`SharedCq`](crate::SharedCq)); as [`AsyncEp::new`] otherwise.
+    pub fn new(cq: &'a Cq) -> Result<AsyncCq<'a>> {
+        if cq.on_shared_channel() {
+            return Err(Error::SharedChannel(
+                "this CQ's completion channel is shared by a connection's CQs: AsyncCq needs a CQ with its own channel"
+                    .into(),
+            ));
+        }
+        Ok(AsyncCq { cq, fd: register(cq.as_fd(), "completion channel")? })
+    }
+
+    /// The next completion ([`Cq::get_completion`], waiting on the channel
+    /// when there is none; [`Cq::wait`] re-arms the CQ). Cancellation-safe.
+    ///
+    /// # Errors
+    /// As [`Cq::get_completion`] and [`Cq::wait`], never
+    /// [`Error::NoCompletion`].
+    pub async fn next_completion(&self) -> Result<Completion> {
+        loop {
+            match self.cq.get_completion() {
+                Err(Error::NoCompletion) => {}
+                other => return other,
+            }
+            // Wait for an event, acknowledge it and re-arm; then poll again
+            // (a completion that arrived before the re-arm is found then).
+            when_readable(&self.fd, || self.cq.wait(), |e| matches!(e, Error::NoCompletion)).await?;
+        }
+    }
+
+    /// At least one and up to `wc.len()` completions ([`Cq::get_wc`]), waiting
+    /// as [`next_completion`](Self::next_completion) does. Cancellation-safe.
+    ///
+    /// # Errors
+    /// As [`Cq::get_wc`], never [`Error::NoCompletion`].
+    pub async fn get_wc(&self, wc: &mut [Completion]) -> Result<usize> {
+        loop {
+            match self.cq.get_wc(wc) {
+                Err(Error::NoCompletion) => {}
+                other => return other,
+            }
+            when_readable(&self.fd, || self.cq.wait(), |e| matches!(e, Error::NoCompletion)).await?;
+        }
+    }
+}
+
+/// Connects to `addr:port` ([`ConnReq::new`], whose address and route
+/// resolution block for at most `cfg`'s timeout) and awaits the
+/// connection's establishment. Cancellation-safe: dropped before it
+/// returns, the connection is dropped.
+///
+/// # Errors
+/// As [`ConnReq::new`] and [`ConnReq::connect`]; [`Error::Unknown`] when the
+/// first event is not `Established` (the message names it: `Rejected` when
+/// nothing listens there, `Unreachable`, ...).
+pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
+    let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
+    let ev = AsyncConn::new(&conn)?.next_event().await?;
+    if ev != ConnEvent::Established {
+        return Err(Error::Unknown(format!("connecting to {addr}:{port}: the connection was {ev}").into()));
+    }
+    set_nonblocking(conn.as_raw_fd(), false)?;
+    Ok(conn)
+}
+
+/// Accepts the next connection request on `ep` with `pdata`, and awaits its
+/// establishment. Cancellation-safe.
+///
+/// # Errors
+/// As [`AsyncEp::next_conn_req`] and [`ConnReq::connect`];
+/// [`Error::Unknown`] when the first event is not `Established`.
+pub async fn accept(ep: &AsyncEp<'_>, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
+    let conn = ep.next_conn_req(cfg).await?.connect(pdata)?;
+    let ev = AsyncConn::new(&conn)?.next_event().await?;
+    if ev != ConnEvent::Established {
+        return Err(Error::Unknown(format!("accepting a connection: the connection was {ev}").into()));
+    }
+    set_nonblocking(conn.as_raw_fd(), false)?;
+    Ok(conn)
+}
