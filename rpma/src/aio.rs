@@ -17,6 +17,7 @@
 //! the next call finds the event or completion.
 //!
 //! ```no_run
+//! # #[allow(dead_code)]
 //! # async fn f(peer: &rpma::Peer, addr: &str, dst: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
 //! let conn = rpma::aio::connect(peer, addr, 7204, None, &[]).await?;
 //! let src = rpma::MrRemote::from_descriptor(conn.private_data())?;
