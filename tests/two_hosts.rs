@@ -332,6 +332,18 @@ fn client() {
             println!("b: record 100 after the link returned: {r:?}");
         }
     }
+    // What the device reported through the cuts (issue 19): its
+    // asynchronous events, read without blocking.
+    rpma::utils::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(p.context()), true).unwrap();
+    let mut events = Vec::new();
+    loop {
+        match p.context().next_event() {
+            Ok(e) => events.push(e),
+            Err(Error::NoEvent) => break,
+            Err(e) => panic!("reading device events: {e}"),
+        }
+    }
+    println!("b: device events through both cuts: {events:?}");
     // Either way the application gives up on this connection: bounded teardown.
     let acked = c.abandon("");
 

@@ -176,6 +176,31 @@ impl Drop for ContextInner {
     }
 }
 
+/// An asynchronous event of a device, as [`Context::get_async_event`]
+/// read it (and acknowledged it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// The `enum ibv_event_type` value.
+    pub kind: u32,
+    /// What it is about.
+    pub element: AsyncElement,
+}
+
+/// What an asynchronous event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncElement {
+    /// A QP, by number.
+    Qp(u32),
+    /// A port, by number.
+    Port(u8),
+    /// A CQ, by its address (compare with [`crate::cq::Cq::id`]).
+    Cq(usize),
+    /// An SRQ, by its address.
+    Srq(usize),
+    /// The device itself.
+    Device,
+}
+
 /// A device context (`struct ibv_context`), shared by reference counting.
 #[derive(Clone)]
 pub struct Context {
@@ -210,6 +235,57 @@ impl Context {
         // SAFETY: live context; the fd is the context's and closes with it,
         // which this handle keeps open.
         unsafe { std::os::fd::BorrowedFd::borrow_raw((*self.inner.ctx).async_fd) }
+    }
+
+    /// The next asynchronous event of the device (`ibv_get_async_event`),
+    /// acknowledged at once (`ibv_ack_async_event`) after what it names is
+    /// read: blocks unless [`async_fd`](Self::async_fd) is non-blocking.
+    ///
+    /// # Errors
+    /// `EAGAIN` when nothing is pending on a non-blocking fd; the errno of
+    /// `ibv_get_async_event` otherwise.
+    pub fn get_async_event(&self) -> io::Result<AsyncEvent> {
+        use ffi::ibv_event_type as t;
+        let mut ev = std::mem::MaybeUninit::<ffi::ibv_async_event>::uninit();
+        // SAFETY: live context; `ev` is written on success.
+        let rc = unsafe { ffi::ibv_get_async_event(self.inner.ctx, ev.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(last_error("ibv_get_async_event"));
+        }
+        // SAFETY: initialised by the successful call above.
+        let mut ev = unsafe { ev.assume_init() };
+        let kind = ev.event_type;
+        // The element is live until the event is acknowledged (a destroy of
+        // its QP/SRQ/CQ waits for that), so it is read first.
+        // SAFETY: the union member that `event_type` selects (verbs.h).
+        let element = unsafe {
+            match kind {
+                t::IBV_EVENT_QP_FATAL
+                | t::IBV_EVENT_QP_REQ_ERR
+                | t::IBV_EVENT_QP_ACCESS_ERR
+                | t::IBV_EVENT_COMM_EST
+                | t::IBV_EVENT_SQ_DRAINED
+                | t::IBV_EVENT_PATH_MIG
+                | t::IBV_EVENT_PATH_MIG_ERR
+                | t::IBV_EVENT_QP_LAST_WQE_REACHED => {
+                    let qp = ev.element.qp;
+                    AsyncElement::Qp(if qp.is_null() { 0 } else { (*qp).qp_num })
+                }
+                t::IBV_EVENT_PORT_ACTIVE
+                | t::IBV_EVENT_PORT_ERR
+                | t::IBV_EVENT_LID_CHANGE
+                | t::IBV_EVENT_PKEY_CHANGE
+                | t::IBV_EVENT_SM_CHANGE
+                | t::IBV_EVENT_CLIENT_REREGISTER
+                | t::IBV_EVENT_GID_CHANGE => AsyncElement::Port(u8::try_from(ev.element.port_num).unwrap_or(0)),
+                t::IBV_EVENT_CQ_ERR => AsyncElement::Cq(ev.element.cq as usize),
+                t::IBV_EVENT_SRQ_ERR | t::IBV_EVENT_SRQ_LIMIT_REACHED => AsyncElement::Srq(ev.element.srq as usize),
+                _ => AsyncElement::Device,
+            }
+        };
+        // SAFETY: the event got above, acknowledged once.
+        unsafe { ffi::ibv_ack_async_event(&mut ev) };
+        Ok(AsyncEvent { kind, element })
     }
 
     /// Whether two handles refer to the same `ibv_context`.

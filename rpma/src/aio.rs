@@ -34,7 +34,7 @@ use crate::cq::{Completion, Cq};
 use crate::ep::Ep;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
-use crate::utils::{set_nonblocking, ConnEvent};
+use crate::utils::{set_nonblocking, ConnEvent, DeviceEvent, IbvContext};
 use crate::Conn;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use tokio::io::unix::AsyncFd;
@@ -180,6 +180,31 @@ impl<'a> AsyncCq<'a> {
             }
             when_readable(&self.fd, || self.cq.wait(), |e| matches!(e, Error::NoCompletion)).await?;
         }
+    }
+}
+
+/// A device context whose asynchronous events are awaited.
+pub struct AsyncDevice<'a> {
+    ctx: &'a IbvContext,
+    fd: AsyncFd<BorrowedFd<'a>>,
+}
+
+impl<'a> AsyncDevice<'a> {
+    /// Registers the device's async-event fd with the current tokio runtime.
+    ///
+    /// # Errors
+    /// As [`AsyncEp::new`].
+    pub fn new(ctx: &'a IbvContext) -> Result<AsyncDevice<'a>> {
+        Ok(AsyncDevice { ctx, fd: register(ctx.as_fd(), "device async-event")? })
+    }
+
+    /// The device's next asynchronous event ([`IbvContext::next_event`]).
+    /// Cancellation-safe.
+    ///
+    /// # Errors
+    /// As [`IbvContext::next_event`], never [`Error::NoEvent`].
+    pub async fn next_event(&self) -> Result<DeviceEvent> {
+        when_readable(&self.fd, || self.ctx.next_event(), |e| matches!(e, Error::NoEvent)).await
     }
 }
 

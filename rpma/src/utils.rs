@@ -212,6 +212,135 @@ impl fmt::Display for ConnEvent {
     }
 }
 
+/// What kind of asynchronous event a device reported (`enum ibv_event_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeviceEventKind {
+    /// `IBV_EVENT_CQ_ERR`: a CQ overran; its QPs are in the error state.
+    CqError,
+    /// `IBV_EVENT_QP_FATAL`: a QP went to the error state.
+    QpFatal,
+    /// `IBV_EVENT_QP_REQ_ERR`: a QP got an invalid request from its peer.
+    QpRequestError,
+    /// `IBV_EVENT_QP_ACCESS_ERR`: a QP's peer broke an access rule.
+    QpAccessError,
+    /// `IBV_EVENT_COMM_EST`: the first message arrived on a QP.
+    CommEstablished,
+    /// `IBV_EVENT_SQ_DRAINED`: a send queue drained.
+    SqDrained,
+    /// `IBV_EVENT_PATH_MIG`: a QP migrated to its alternate path.
+    PathMigrated,
+    /// `IBV_EVENT_PATH_MIG_ERR`: a path migration failed.
+    PathMigrationError,
+    /// `IBV_EVENT_DEVICE_FATAL`: the device failed; close it.
+    DeviceFatal,
+    /// `IBV_EVENT_PORT_ACTIVE`: a port came up.
+    PortActive,
+    /// `IBV_EVENT_PORT_ERR`: a port went down.
+    PortError,
+    /// `IBV_EVENT_LID_CHANGE`.
+    LidChange,
+    /// `IBV_EVENT_PKEY_CHANGE`.
+    PkeyChange,
+    /// `IBV_EVENT_SM_CHANGE`.
+    SmChange,
+    /// `IBV_EVENT_SRQ_ERR`: an SRQ failed.
+    SrqError,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`: an SRQ's receives fell below its limit.
+    SrqLimitReached,
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`: the last receive of a QP on an SRQ.
+    QpLastWqeReached,
+    /// `IBV_EVENT_CLIENT_REREGISTER`.
+    ClientReregister,
+    /// `IBV_EVENT_GID_CHANGE`: a port's GID table changed (an address came
+    /// or went on a RoCE netdev).
+    GidChange,
+    /// `IBV_EVENT_WQ_FATAL`.
+    WqFatal,
+    /// A value this version of rpma does not know.
+    Other(u32),
+}
+
+/// An asynchronous event of a device ([`IbvContext::next_event`]), already
+/// acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceEvent {
+    /// What happened.
+    pub kind: DeviceEventKind,
+    /// The QP it is about (compare with [`Conn::qp_num`](crate::Conn::qp_num)).
+    pub qp_num: Option<u32>,
+    /// The port it is about.
+    pub port: Option<u8>,
+}
+
+impl DeviceEvent {
+    fn from_sys(e: rpma_sys::device::AsyncEvent) -> DeviceEvent {
+        use rpma_sys::device::AsyncElement as El;
+        use DeviceEventKind as K;
+        const KINDS: [DeviceEventKind; 20] = [
+            K::CqError,
+            K::QpFatal,
+            K::QpRequestError,
+            K::QpAccessError,
+            K::CommEstablished,
+            K::SqDrained,
+            K::PathMigrated,
+            K::PathMigrationError,
+            K::DeviceFatal,
+            K::PortActive,
+            K::PortError,
+            K::LidChange,
+            K::PkeyChange,
+            K::SmChange,
+            K::SrqError,
+            K::SrqLimitReached,
+            K::QpLastWqeReached,
+            K::ClientReregister,
+            K::GidChange,
+            K::WqFatal,
+        ];
+        let kind = KINDS.get(e.kind as usize).copied().unwrap_or(K::Other(e.kind));
+        let (qp_num, port) = match e.element {
+            El::Qp(n) => (Some(n), None),
+            El::Port(p) => (None, Some(p)),
+            _ => (None, None),
+        };
+        DeviceEvent { kind, qp_num, port }
+    }
+}
+
+impl IbvContext {
+    /// The device's next asynchronous event (`ibv_get_async_event`, then
+    /// `ibv_ack_async_event`): port state changes, a QP or SRQ failing, the
+    /// device failing. Blocks unless the fd ([`AsFd`](std::os::fd::AsFd))
+    /// was made non-blocking. Every consumer of one device's contexts
+    /// shares its events: read them in one place.
+    ///
+    /// # Errors
+    /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
+    /// [`Error::Provider`] when `ibv_get_async_event` fails.
+    pub fn next_event(&self) -> Result<DeviceEvent> {
+        self.0.get_async_event().map(DeviceEvent::from_sys).map_err(|e| match e.raw_os_error() {
+            Some(libc::EAGAIN) => Error::NoEvent,
+            _ => Error::provider_raw("ibv_get_async_event", e),
+        })
+    }
+
+    /// [`next_event`](Self::next_event), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// As [`next_event`](Self::next_event); [`Error::NoEvent`] when
+    /// `timeout` passes first.
+    pub fn next_event_timeout(&self, timeout: std::time::Duration) -> Result<DeviceEvent> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let fd = self.0.async_fd().as_fd().as_raw_fd();
+        if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+            return Err(Error::NoEvent);
+        }
+        self.next_event()
+    }
+}
+
 /// The device context's asynchronous-event fd (`ibv_context.async_fd`):
 /// readable when the device has an asynchronous event (port state, a QP or
 /// SRQ error, device fatal).

@@ -43,6 +43,18 @@ fn checks() -> Vec<Check> {
     use ffi::*;
     let mut v = vec![
         size!(ibv_sge),
+        size!(ibv_async_event),
+        off!(ibv_async_event, event_type),
+        val!(IBV_EVENT_QP_FATAL, ibv_event_type::IBV_EVENT_QP_FATAL),
+        val!(IBV_EVENT_QP_ACCESS_ERR, ibv_event_type::IBV_EVENT_QP_ACCESS_ERR),
+        val!(IBV_EVENT_COMM_EST, ibv_event_type::IBV_EVENT_COMM_EST),
+        val!(IBV_EVENT_DEVICE_FATAL, ibv_event_type::IBV_EVENT_DEVICE_FATAL),
+        val!(IBV_EVENT_PORT_ACTIVE, ibv_event_type::IBV_EVENT_PORT_ACTIVE),
+        val!(IBV_EVENT_PORT_ERR, ibv_event_type::IBV_EVENT_PORT_ERR),
+        val!(IBV_EVENT_SRQ_LIMIT_REACHED, ibv_event_type::IBV_EVENT_SRQ_LIMIT_REACHED),
+        val!(IBV_EVENT_QP_LAST_WQE_REACHED, ibv_event_type::IBV_EVENT_QP_LAST_WQE_REACHED),
+        val!(IBV_EVENT_GID_CHANGE, ibv_event_type::IBV_EVENT_GID_CHANGE),
+        val!(IBV_EVENT_WQ_FATAL, ibv_event_type::IBV_EVENT_WQ_FATAL),
         off!(ibv_sge, lkey),
         size!(ibv_send_wr),
         off!(ibv_send_wr, wr_id),

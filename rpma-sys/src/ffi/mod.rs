@@ -18,6 +18,8 @@ mod bindings;
 pub(crate) use bindings::*;
 mod ext;
 pub(crate) use ext::*;
+mod async_event;
+pub(crate) use async_event::*;
 #[cfg(test)]
 mod layout_tests;
 

@@ -192,6 +192,7 @@ impl Cq {
     };
 
     /// Whether the CQ's channel is a connection's shared completion channel.
+    #[cfg(feature = "tokio")]
     pub(crate) fn on_shared_channel(&self) -> bool {
         self.shared
     }

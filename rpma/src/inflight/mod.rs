@@ -1,0 +1,270 @@
+//! Book-keeping of posted operations: what each one keeps alive and which
+//! user context its completion returns.
+//!
+//! Every posted work request gets an entry holding an `Arc` of the local
+//! region it uses ([`Hold`]), so the registration and its memory outlive the
+//! operation even if the user drops the [`MrLocal`](crate::MrLocal). A send
+//! queue completes in order: a completion for entry `s` retires every entry
+//! posted before it, including unsignaled ones. Receives are retired one by
+//! one. Entries still pending when the QP (or SRQ) is destroyed are released
+//! after that, when the device can no longer touch the memory.
+
+use crate::error::Error;
+use crate::wrid::CompletionOp;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+mod recv;
+mod send;
+pub(crate) use recv::RecvTracker;
+pub(crate) use send::SendTracker;
+
+/// Anything kept alive by a reference.
+pub(crate) trait Held: Send + Sync {}
+impl<T: Send + Sync + ?Sized> Held for T {}
+
+/// Keeps a registration and its memory alive.
+pub(crate) type Hold = Arc<dyn Held>;
+
+/// Told the outcome of the operation whose entry carries it, once its own
+/// completion is translated (a memory window's invalidation).
+pub(crate) trait Confirm: Send + Sync {
+    fn completed(&self, success: bool);
+}
+
+pub(crate) struct Entry {
+    pub(crate) ctx: u64,
+    pub(crate) kind: CompletionOp,
+    /// Whether the device reports this operation's own completion.
+    signaled: bool,
+    /// A later completion showed the device is done with it; its own
+    /// completion has been polled but not translated yet (another thread).
+    done: bool,
+    hold: Option<Hold>,
+    confirm: Option<Arc<dyn Confirm>>,
+}
+
+impl Entry {
+    pub(crate) fn recv(ctx: u64, hold: Option<Hold>) -> Entry {
+        Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, hold, confirm: None }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A send-queue operation to record: what its completion reports, and what
+/// it keeps alive.
+pub(crate) struct SendOpRec {
+    pub(crate) ctx: u64,
+    pub(crate) kind: CompletionOp,
+    pub(crate) signaled: bool,
+    pub(crate) hold: Option<Hold>,
+    pub(crate) confirm: Option<Arc<dyn Confirm>>,
+}
+
+#[cold]
+#[inline(never)]
+pub(super) fn too_deep(which: &str, depth: usize) -> Error {
+    Error::NoMem(format!("cannot allocate book-keeping for a {which} queue of {depth} entries").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wrid::WrId;
+
+    fn rec(ctx: u64, kind: CompletionOp, signaled: bool, hold: Option<Hold>) -> SendOpRec {
+        SendOpRec { ctx, kind, signaled, hold, confirm: None }
+    }
+
+    fn ok(_: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    #[test]
+    fn send_ring_wraps_and_ignores_unknown_ids() {
+        let t = SendTracker::new(4).unwrap(); // 4 slots
+        let mut ids = Vec::new();
+        for round in 0..10u64 {
+            // two unsignaled, one signaled: the signaled completion retires all three
+            for k in 0..3 {
+                t.post_with(rec(round * 10 + k, CompletionOp::Write, k == 2, None), |id| {
+                    ids.push(id);
+                    Ok(())
+                })
+                .unwrap();
+            }
+            let last = *ids.last().unwrap();
+            assert_eq!(t.complete(last + 1, true), None, "not posted yet");
+            assert_eq!(t.complete(last, true), Some((round * 10 + 2, CompletionOp::Write)));
+            assert_eq!(t.pending(), 0);
+            assert_eq!(t.complete(last, true), None, "already retired");
+        }
+        assert_eq!(ids, (0..30).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn the_last_slot_is_kept_for_a_signaled_operation() {
+        let t = SendTracker::new(3).unwrap();
+        t.post_with(rec(1, CompletionOp::Write, false, None), ok).unwrap();
+        t.post_with(rec(2, CompletionOp::Write, false, None), ok).unwrap();
+        let e = t.post_with(rec(3, CompletionOp::Write, false, None), ok).unwrap_err();
+        assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
+        assert!(e.to_string().contains("kept for a signaled operation"), "{e}");
+        // ... which can be posted, and whose completion retires the rest.
+        let mut id = 0;
+        t.post_with(rec(4, CompletionOp::Flush, true, None), |i| {
+            id = i;
+            Ok(())
+        })
+        .unwrap();
+        let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
+        assert!(e.to_string().contains("the send queue is full"), "{e}");
+        assert_eq!(t.complete(id, true), Some((4, CompletionOp::Flush)));
+        assert_eq!(t.pending(), 0);
+        // A queue of 1 takes signaled operations only.
+        let t = SendTracker::new(1).unwrap();
+        assert!(t.post_with(rec(1, CompletionOp::Write, false, None), ok).is_err());
+        t.post_with(rec(1, CompletionOp::Write, true, None), ok).unwrap();
+    }
+
+    #[test]
+    fn send_queue_retires_in_order_and_releases_holds() {
+        let t = SendTracker::new(4).unwrap();
+        let hold: Arc<u8> = Arc::new(7);
+        let mut ids = Vec::new();
+        for (ctx, kind, h) in [
+            (10, CompletionOp::Write, Some(hold.clone() as Hold)),
+            (11, CompletionOp::Write, Some(hold.clone() as Hold)),
+            (12, CompletionOp::Flush, None),
+        ] {
+            t.post_with(rec(ctx, kind, ctx == 12, h), |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(Arc::strong_count(&hold), 3);
+        assert_eq!(t.complete(ids[2], true), Some((12, CompletionOp::Flush)));
+        assert_eq!(Arc::strong_count(&hold), 1, "unsignaled predecessors are retired too");
+        assert_eq!(t.complete(ids[0], true), None);
+        assert_eq!(t.pending(), 0);
+    }
+
+    /// Two threads polling one CQ: thread A polled the completion of a
+    /// signaled operation, thread B the one of a later operation, and B
+    /// translates first. A still gets its own context and kind.
+    #[test]
+    fn a_signaled_predecessor_keeps_its_context_for_a_slower_poller() {
+        let t = SendTracker::new(8).unwrap();
+        let hold: Arc<u8> = Arc::new(7);
+        let mut ids = Vec::new();
+        for (ctx, kind) in [(1, CompletionOp::Read), (2, CompletionOp::Write), (3, CompletionOp::Send)] {
+            t.post_with(rec(ctx, kind, ctx != 2, Some(hold.clone() as Hold)), |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(t.complete(ids[2], true), Some((3, CompletionOp::Send)), "B first");
+        assert_eq!(Arc::strong_count(&hold), 1, "the device is done with all three");
+        assert_eq!(t.pending(), 0);
+        assert_eq!(t.complete(ids[0], true), Some((1, CompletionOp::Read)), "A still finds its own");
+        assert_eq!(t.complete(ids[0], true), None);
+        assert_eq!(t.complete(ids[1], true), None, "the unsignaled one was retired by B");
+        // The ring moved on: it is empty and takes new entries.
+        t.post_with(rec(4, CompletionOp::Read, true, None), |id| {
+            assert_eq!(id, ids[2] + 1);
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    struct Count(std::sync::Mutex<Vec<bool>>);
+    impl Confirm for Count {
+        fn completed(&self, success: bool) {
+            self.0.lock().unwrap().push(success);
+        }
+    }
+
+    #[test]
+    fn confirm_gets_the_operations_own_status() {
+        let t = SendTracker::new(4).unwrap();
+        let c = Arc::new(Count(Default::default()));
+        let mut ids = Vec::new();
+        for ok_ in [false, true] {
+            let r = SendOpRec {
+                ctx: 0,
+                kind: CompletionOp::LocalInv,
+                signaled: true,
+                hold: None,
+                confirm: Some(c.clone()),
+            };
+            t.post_with(r, |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+            t.complete(*ids.last().unwrap(), ok_).unwrap();
+        }
+        assert_eq!(*c.0.lock().unwrap(), vec![false, true]);
+    }
+
+    #[test]
+    fn send_queue_refuses_when_full_and_forgets_failed_posts() {
+        let t = SendTracker::new(3).unwrap();
+        t.post_with(rec(1, CompletionOp::Write, true, None), ok).unwrap();
+        let e = t
+            .post_with(rec(2, CompletionOp::Write, true, None), |_| {
+                Err(std::io::Error::from_raw_os_error(libc::ENOMEM))
+            })
+            .unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOMEM));
+        assert_eq!(t.pending(), 1, "a failed post leaves no entry");
+        t.post_with(rec(3, CompletionOp::Write, true, None), ok).unwrap();
+        t.post_with(rec(4, CompletionOp::Write, true, None), ok).unwrap();
+        let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
+        assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
+        assert!(e.to_string().contains("sq_size 3"), "{e}");
+    }
+
+    #[test]
+    fn huge_queues_are_an_error_not_an_abort() {
+        assert_eq!(SendTracker::new(u32::MAX).err().map(|e| e.code()), Some(crate::error::RPMA_E_NOMEM));
+        assert_eq!(RecvTracker::new(false, u32::MAX).err().map(|e| e.code()), Some(crate::error::RPMA_E_NOMEM));
+    }
+
+    #[test]
+    fn receives_complete_in_any_order() {
+        let t = RecvTracker::new(true, 4).unwrap();
+        let mut ids = Vec::new();
+        for ctx in [1, 2] {
+            t.post_with(ctx, None, |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+        }
+        let slot = |id| match WrId::decode(id) {
+            WrId::SrqRecv(s) => s,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(t.pending(), 2);
+        assert_eq!(t.complete(slot(ids[1])), Some((2, CompletionOp::Recv)));
+        assert_eq!(t.complete(slot(ids[0])), Some((1, CompletionOp::Recv)));
+        assert_eq!(t.complete(slot(ids[0])), None);
+        assert_eq!(t.pending(), 0, "a repeated completion retires nothing twice");
+        let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM))).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOMEM));
+        assert_eq!(t.pending(), 0, "a failed post leaves no entry");
+        let q = RecvTracker::new(false, 4).unwrap();
+        let mut id = 0;
+        q.post_with(3, None, |i| {
+            id = i;
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(WrId::decode(id), WrId::Recv(_)));
+    }
+}

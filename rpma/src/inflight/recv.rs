@@ -1,0 +1,120 @@
+//! The receive queue's tracker (a QP's or an SRQ's): slots by index.
+
+use super::{lock, too_deep, Entry, Hold};
+use crate::error::{Error, Result};
+use crate::wrid::{self, CompletionOp};
+use rpma_sys::wr::Sge;
+use std::sync::Mutex;
+
+/// Receives posted to a QP or an SRQ.
+pub(crate) struct RecvTracker {
+    m: Mutex<Slots>,
+    srq: bool,
+}
+
+/// Posted receives by slot: the slot index is the work request ID (with the
+/// tag bits), so retiring one is an index, not a hash lookup.
+#[derive(Default)]
+struct Slots {
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+}
+
+impl RecvTracker {
+    /// A tracker for a receive queue of `depth` entries (slots are
+    /// allocated up front, so posting does not reallocate).
+    ///
+    /// # Errors
+    /// [`Error::NoMem`] when the slots cannot be allocated.
+    pub(crate) fn new(srq: bool, depth: u32) -> Result<RecvTracker> {
+        let n = depth as usize;
+        let mut slots = Slots::default();
+        slots.entries.try_reserve_exact(n).map_err(|_| too_deep("receive", n))?;
+        slots.free.try_reserve_exact(n).map_err(|_| too_deep("receive", n))?;
+        Ok(RecvTracker { m: Mutex::new(slots), srq })
+    }
+
+    /// Posts a receive through `post` (given the wr_id) and records it.
+    pub(super) fn post_with(
+        &self,
+        ctx: u64,
+        hold: Option<Hold>,
+        post: impl FnOnce(u64) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let mut g = lock(&self.m);
+        let idx = g.free.pop().unwrap_or(g.entries.len());
+        if let Err(e) = post(wrid::recv(idx as u64, self.srq)) {
+            if idx < g.entries.len() {
+                g.free.push(idx);
+            }
+            return Err(Error::provider_raw("ibv_post_recv", e));
+        }
+        let entry = Some(Entry::recv(ctx, hold));
+        match g.entries.get_mut(idx) {
+            Some(slot) => *slot = entry,
+            None => g.entries.push(entry),
+        }
+        Ok(())
+    }
+
+    /// Posts a receive into `sge` on `qp` and records it: the region `hold`
+    /// keeps alive holds `sge`.
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when posting fails (`ENOMEM`: the queue is full).
+    pub(crate) fn post_recv(&self, qp: &rpma_sys::qp::Qp, ctx: u64, hold: Hold, sge: Option<Sge>) -> Result<()> {
+        self.post_with(ctx, Some(hold), |wr_id| {
+            // SAFETY: `sge` lies in the region the entry's hold keeps alive
+            // until the receive completes or the QP is destroyed (a failed
+            // destroy leaks the tracker, see `ConnParts::drop`).
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    /// [`post_recv`](Self::post_recv) scattering into the list `sgl`: every
+    /// entry lies in a region `hold` keeps alive.
+    ///
+    /// # Errors
+    /// As [`post_recv`](Self::post_recv).
+    pub(crate) fn post_recv_sgl(&self, qp: &rpma_sys::qp::Qp, ctx: u64, hold: Hold, sgl: &[Sge]) -> Result<()> {
+        self.post_with(ctx, Some(hold), |wr_id| {
+            // SAFETY: as in `post_recv`, for every entry of `sgl`.
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_recv_sgl(wr_id, sgl)
+            }
+        })
+    }
+
+    /// [`post_recv`](Self::post_recv) on a shared receive queue.
+    ///
+    /// # Errors
+    /// As [`post_recv`](Self::post_recv).
+    pub(crate) fn post_srq_recv(&self, srq: &rpma_sys::srq::Srq, ctx: u64, hold: Hold, sge: Option<Sge>) -> Result<()> {
+        self.post_with(ctx, Some(hold), |wr_id| {
+            // SAFETY: as in `post_recv`; a failed SRQ destroy leaks the
+            // tracker (see `SrqInner::drop`).
+            #[allow(unsafe_code)]
+            unsafe {
+                srq.post_recv(wr_id, sge)
+            }
+        })
+    }
+
+    /// The receive in `slot` (from its decoded wr_id) completed: retire it.
+    pub(crate) fn complete(&self, slot: u64) -> Option<(u64, CompletionOp)> {
+        let mut g = lock(&self.m);
+        let idx = usize::try_from(slot).ok()?;
+        let e = g.entries.get_mut(idx)?.take()?;
+        g.free.push(idx);
+        Some((e.ctx, e.kind))
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        let g = lock(&self.m);
+        g.entries.len() - g.free.len()
+    }
+}

@@ -1,0 +1,268 @@
+//! The send queue's tracker: a ring in posting order.
+
+use super::{lock, too_deep, Entry, SendOpRec};
+use crate::error::{Error, Result};
+use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
+use rpma_sys::chain::ChainWr;
+use rpma_sys::wr::{SendWr, Sge};
+use std::sync::Mutex;
+
+/// The send queue of one QP: a ring of `depth` slots in posting order. The
+/// work request ID of an entry is its sequence number, so a completion finds
+/// its entry by offset from the oldest one, without a search.
+///
+/// A completion retires its own entry and the entries posted before it (the
+/// device completes a send queue in order). An unsignaled predecessor is
+/// released then; a signaled one is only marked done, because its own
+/// completion was polled first and may be translated later by another
+/// thread polling the same CQ: it still finds its context and kind.
+pub(crate) struct SendTracker {
+    q: Mutex<Ring>,
+    depth: usize,
+}
+
+struct Ring {
+    /// Sequence number of the oldest entry (the next one to retire).
+    head: u64,
+    /// Slots from the oldest entry up to the newest.
+    len: usize,
+    /// `slots[seq & mask]`; the length is a power of two at least `depth`.
+    slots: Box<[Option<Entry>]>,
+}
+
+impl SendTracker {
+    /// A tracker for a send queue of `depth` entries.
+    ///
+    /// # Errors
+    /// [`Error::NoMem`] when the slots cannot be allocated.
+    pub(crate) fn new(depth: u32) -> Result<SendTracker> {
+        let depth = depth.max(1) as usize;
+        let n = depth.checked_next_power_of_two().ok_or_else(|| too_deep("send", depth))?;
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(n).map_err(|_| too_deep("send", depth))?;
+        slots.resize_with(n, || None);
+        Ok(SendTracker { q: Mutex::new(Ring { head: 0, len: 0, slots: slots.into_boxed_slice() }), depth })
+    }
+
+    /// Posts an operation through `post` (given the wr_id) while holding the
+    /// queue's lock, so entries are in the order the device sees them, and
+    /// records it on success. The last free slot is kept for a signaled
+    /// operation: a queue of unsignaled ones only could never be retired.
+    #[inline(always)]
+    pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> std::io::Result<()>) -> Result<()> {
+        let mut g = lock(&self.q);
+        if g.len + usize::from(!op.signaled) >= self.depth {
+            return Err(queue_full(g.len, self.depth, op.signaled));
+        }
+        let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
+        post(wrid::send(seq)).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        let mask = g.slots.len() - 1;
+        g.slots[seq as usize & mask] = Some(Entry {
+            ctx: op.ctx,
+            kind: op.kind,
+            signaled: op.signaled,
+            done: false,
+            hold: op.hold,
+            confirm: op.confirm,
+        });
+        g.len += 1;
+        Ok(())
+    }
+
+    /// Posts `wr` on `qp` and records it as `rec`: the one place a tracked
+    /// send hands local memory to the device.
+    ///
+    /// # Errors
+    /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
+    /// rpma) for a non-inline local range that `rec` does not hold.
+    #[inline(always)]
+    pub(crate) fn post_send(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, mut wr: SendWr) -> Result<()> {
+        if wr.sge.is_some() && !wr.inline && rec.hold.is_none() {
+            return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
+        }
+        self.post_with(rec, |wr_id| {
+            wr.wr_id = wr_id;
+            // SAFETY: the local range is inline (copied during the call) or
+            // lies in the region the entry's hold keeps alive until this
+            // operation (or a later signaled one) completes, or until the QP
+            // is destroyed (when that fails the connection leaks the
+            // tracker, see `ConnParts::drop`).
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_send(&wr)
+            }
+        })
+    }
+
+    /// Posts the chain `wrs` on `qp` with one call and records `recs[i]`
+    /// for `wrs[i]` under one lock, with consecutive sequence numbers: the
+    /// one place a chain hands local memory to the device. It needs
+    /// `wrs.len()` free slots, one more when its last operation is
+    /// unsignaled. When `ibv_post_send` refuses operation `k`, `0..k` are
+    /// posted (verbs semantics) and recorded; the rest are dropped.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the chain can never fit `depth`; [`Error::Again`]
+    /// when it does not fit now; [`Error::Provider`] naming the refused
+    /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain, a
+    /// missing record or a non-inline local range its record does not hold.
+    pub(crate) fn post_chain(
+        &self,
+        qp: &rpma_sys::qp::Qp,
+        recs: &mut [Option<SendOpRec>],
+        wrs: &mut [ChainWr],
+    ) -> Result<()> {
+        let n = wrs.len();
+        let unheld = |(w, r): (&ChainWr, &Option<SendOpRec>)| match (w, r) {
+            (_, None) => true,
+            (ChainWr::Plain(p), Some(r)) => p.sge.is_some() && !p.inline && r.hold.is_none(),
+            _ => false,
+        };
+        let (Some(last), true) = (wrs.last(), recs.len() == n && !wrs.iter().zip(recs.iter()).any(unheld)) else {
+            return Err(Error::Unknown("rpma bug: an empty chain, or a chained local range nothing holds".into()));
+        };
+        let need = n + usize::from(!last.signaled());
+        if need > self.depth {
+            return Err(Error::inval(format!(
+                "a chain of {n} operation(s) whose last one is {} needs {need} send-queue slots: more than the \
+                 connection's sq_size {} (ConnCfg::set_sq_size)",
+                if last.signaled() { "signaled" } else { "unsignaled (one slot is kept for a signaled one)" },
+                self.depth
+            )));
+        }
+        let mut g = lock(&self.q);
+        if g.len + need > self.depth {
+            return Err(Error::Again(
+                format!(
+                    "the send queue has {} of its {} slots taken and the chain needs {need}: reap completions \
+                     (Cq::get_wc, Cq::next_completion) and post again",
+                    g.len, self.depth
+                )
+                .into(),
+            ));
+        }
+        let base = g.head.wrapping_add(g.len as u64);
+        for (i, w) in wrs.iter_mut().enumerate() {
+            w.set_wr_id(wrid::send(base.wrapping_add(i as u64) & SEND_SEQ_MASK));
+        }
+        // SAFETY: every local range is inline (copied during the call) or
+        // lies in the region its entry's hold keeps alive until the
+        // operation (or a later signaled one) completes, or until the QP is
+        // destroyed (checked above, as in `post_send`).
+        #[allow(unsafe_code)]
+        let res = unsafe { qp.post_send_list(wrs) };
+        let posted = match &res {
+            Ok(()) => n,
+            Err((k, _)) => (*k).min(n),
+        };
+        let mask = g.slots.len() - 1;
+        for (i, r) in recs.iter_mut().take(posted).enumerate() {
+            if let Some(op) = r.take() {
+                let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
+                g.slots[seq as usize & mask] = Some(Entry {
+                    ctx: op.ctx,
+                    kind: op.kind,
+                    signaled: op.signaled,
+                    done: false,
+                    hold: op.hold,
+                    confirm: op.confirm,
+                });
+            }
+        }
+        g.len += posted;
+        drop(g);
+        res.map_err(|(k, e)| {
+            let op = match (n, wrs.iter().any(ChainWr::is_native)) {
+                (1, false) => "ibv_post_send".to_string(),
+                (1, true) => "ibv_wr_complete".to_string(),
+                (_, false) => format!(
+                    "ibv_post_send of a chain of {n}: operation {k} refused, operations 0..{k} posted (their \
+                     completions follow), {k}..{n} not posted"
+                ),
+                (_, true) => format!("ibv_wr_complete of a chain of {n}: nothing posted"),
+            };
+            Error::provider_raw(op, e)
+        })
+    }
+
+    /// [`post_send`](Self::post_send) with the local memory as a list
+    /// (`wr.sge` unset): every entry of `sgl` must lie in a region `rec`
+    /// holds (scatter-gather operations hold all of them).
+    ///
+    /// # Errors
+    /// As [`post_send`](Self::post_send).
+    pub(crate) fn post_send_sgl(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, wr: SendWr, sgl: &[Sge]) -> Result<()> {
+        if wr.sge.is_some() || (!sgl.is_empty() && !wr.inline && rec.hold.is_none()) {
+            return Err(Error::Unknown("rpma bug: a tracked list send with local ranges nothing holds".into()));
+        }
+        self.post_with(rec, |wr_id| {
+            // SAFETY: as in `post_send`: every entry lies in a region the
+            // entry's hold keeps alive until this operation (or a later
+            // signaled one) completes or the QP is destroyed.
+            #[allow(unsafe_code)]
+            unsafe {
+                qp.post_send_sgl(&SendWr { wr_id, ..wr }, sgl)
+            }
+        })
+    }
+
+    /// The send with sequence number `wr_id` completed (`success`: its status): retire it
+    /// and everything before it (unsignaled operations complete with the
+    /// next signaled one).
+    #[inline]
+    pub(crate) fn complete(&self, wr_id: u64, success: bool) -> Option<(u64, CompletionOp)> {
+        let mut g = lock(&self.q);
+        let ahead = (wr_id.wrapping_sub(g.head) & SEND_SEQ_MASK) as usize;
+        if ahead >= g.len {
+            return None; // not posted here, or already retired
+        }
+        let mask = g.slots.len() - 1;
+        let head = g.head as usize;
+        let e = g.slots[(head + ahead) & mask].take()?;
+        for k in 0..ahead {
+            if let Some(p) = &mut g.slots[(head + k) & mask] {
+                if p.signaled {
+                    p.done = true;
+                    p.hold = None;
+                } else {
+                    g.slots[(head + k) & mask] = None;
+                }
+            }
+        }
+        // Advance past the retired slots at the front.
+        while g.len > 0 && g.slots[g.head as usize & mask].is_none() {
+            g.head = (g.head + 1) & SEND_SEQ_MASK;
+            g.len -= 1;
+        }
+        drop(g);
+        if let Some(c) = &e.confirm {
+            c.completed(success);
+        }
+        Some((e.ctx, e.kind))
+    }
+
+    /// Operations posted and not yet retired.
+    pub(crate) fn pending(&self) -> usize {
+        let g = lock(&self.q);
+        let mask = g.slots.len() - 1;
+        (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done)).count()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn queue_full(len: usize, depth: usize, signaled: bool) -> Error {
+    let msg = if signaled || len >= depth {
+        format!(
+            "the send queue is full: {len} operation(s) posted and not yet retired (sq_size {depth}); \
+             reap completions (Cq::get_wc, Cq::next_completion) and post again"
+        )
+    } else {
+        format!(
+            "the send queue has {len} of its {depth} slots taken (sq_size {depth}) and the last one is kept for a \
+             signaled operation: post one with Flags::COMPLETION_ALWAYS and reap its completion, which retires the \
+             unsignaled ones before it"
+        )
+    };
+    Error::Again(msg.into())
+}
