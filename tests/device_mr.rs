@@ -30,6 +30,7 @@ fn expected_access(peer: &Peer, u: Usage) -> Access {
             Usage::SEND => Access::empty(),
             Usage::RECV => lw,
             Usage::MW_BIND => Access::MW_BIND,
+            Usage::REMOTE_ATOMIC => Access::REMOTE_ATOMIC | lw,
             _ => unreachable!(),
         };
     }
