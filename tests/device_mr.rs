@@ -30,6 +30,7 @@ fn expected_access(peer: &Peer, u: Usage) -> Access {
             Usage::SEND => Access::empty(),
             Usage::RECV => lw,
             Usage::MW_BIND => Access::MW_BIND,
+            Usage::REMOTE_ATOMIC => Access::REMOTE_ATOMIC | lw,
             _ => unreachable!(),
         };
     }
@@ -158,9 +159,9 @@ device_tests!({
         let e = MrLocal::reg(&p, vec![0u8; 64], Usage::empty()).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(e.to_string().contains("usage is empty"), "{e}");
-        let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0x600)).unwrap_err();
+        let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0xc00)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("undefined bits 0x600"), "{e}");
+        assert!(e.to_string().contains("undefined bits 0xc00"), "{e}");
     }
 
     fn reg_all_memory_kinds_and_dereg_returns_them() {

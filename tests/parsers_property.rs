@@ -5,7 +5,7 @@
 //! panic; encodings must round-trip.
 
 use rpma::gpspm::{FlushRequest, FlushResponse};
-use rpma::{CommonData, MrRemote, PeerCfg};
+use rpma::{CommonData, MrRemote, PeerCfg, Usage};
 
 mod common;
 use common::Rng;
@@ -31,26 +31,39 @@ fn le64(b: &[u8]) -> u64 {
 fn mr_descriptor_decodes_exactly_its_bytes() {
     let mut r = Rng(0x5eed_0001);
     let mut ok = 0;
+    let mut ext = 0;
     for _ in 0..CASES {
         let mut b = r.bytes(40);
         if b.len() > 20 && r.next().is_multiple_of(4) {
             b[20] = 0; // usage 0 often enough
         }
+        if b.len() > 21 && r.next().is_multiple_of(3) {
+            b[21] = rpma::MR_EXT_TAG; // rpma's extension often enough, its byte valid half the time
+            if b.len() > 22 && r.next().is_multiple_of(2) {
+                b[22] = 0x02;
+            }
+        }
+        // The extension: the tag at byte 21 and a byte granting REMOTE_ATOMIC (0x02) only.
+        let tagged = b.get(21) == Some(&rpma::MR_EXT_TAG);
+        let ext_ok = tagged && b.get(22) == Some(&0x02);
         match MrRemote::from_descriptor(&b) {
             Ok(m) => {
                 ok += 1;
-                assert!(b.len() >= 21 && b[20] != 0);
+                assert!(b.len() >= 21 && (!tagged || ext_ok) && (b[20] != 0 || ext_ok), "{b:?}");
                 assert_eq!(m.addr(), le64(&b[0..]));
                 assert_eq!(m.size(), le64(&b[8..]));
                 assert_eq!(m.rkey(), u32::from_le_bytes(b[16..20].try_into().unwrap()));
-                assert_eq!(m.usage().bits(), b[20] as u16);
+                let want = b[20] as u16 | if ext_ok { Usage::REMOTE_ATOMIC.bits() } else { 0 };
+                assert_eq!(m.usage().bits(), want);
+                ext += usize::from(ext_ok);
             }
             Err(e) => {
-                assert!(b.len() < 21 || b[20] == 0, "{b:?}: {e}");
+                assert!(b.len() < 21 || (tagged && !ext_ok) || (b[20] == 0 && !ext_ok), "{b:?}: {e}");
                 assert_eq!(e.code(), rpma::error::RPMA_E_INVAL);
             }
         }
     }
+    assert!(ext > CASES / 20, "the generator reaches extended descriptors ({ext})");
     assert!(ok > CASES / 10, "the generator reaches valid descriptors ({ok})");
 }
 

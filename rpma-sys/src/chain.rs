@@ -128,24 +128,7 @@ fn raw_wr(wr: &ChainWr, sge: &mut MaybeUninit<ffi::ibv_sge>) -> ffi::ibv_send_wr
                 w.sg_list = sge.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
                 w.num_sge = 1;
             }
-            let (opcode, imm) = match p.op {
-                SendOp::Write => (op::IBV_WR_RDMA_WRITE, None),
-                SendOp::WriteImm(i) => (op::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
-                SendOp::Read => (op::IBV_WR_RDMA_READ, None),
-                SendOp::Send => (op::IBV_WR_SEND, None),
-                SendOp::SendImm(i) => (op::IBV_WR_SEND_WITH_IMM, Some(i)),
-                SendOp::SendInv(rkey) => {
-                    w.__bindgen_anon_1.invalidate_rkey = rkey;
-                    (op::IBV_WR_SEND_WITH_INV, None)
-                }
-            };
-            w.opcode = opcode;
-            if let Some(i) = imm {
-                w.__bindgen_anon_1.imm_data = i.to_be();
-            }
-            if matches!(p.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Read) {
-                w.wr.rdma = rdma(p.remote_addr, p.rkey);
-            }
+            crate::wr::set_op(&mut w, p.op, p.remote_addr, p.rkey);
             w.send_flags = send_flags(p.signaled, p.fence, p.inline);
         }
         ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
@@ -234,6 +217,8 @@ impl Qp {
 const WRITE_WITH_IMM: u64 = send_ops::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0 as u64;
 const SEND_WITH_IMM: u64 = send_ops::IBV_QP_EX_WITH_SEND_WITH_IMM.0 as u64;
 const SEND_WITH_INV: u64 = send_ops::IBV_QP_EX_WITH_SEND_WITH_INV.0 as u64;
+const ATOMIC_CMP_AND_SWP: u64 = send_ops::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0 as u64;
+const ATOMIC_FETCH_AND_ADD: u64 = send_ops::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0 as u64;
 
 impl QpEx<'_> {
     /// Whether this QP's extended interface can post `wr`: the QP was
@@ -261,6 +246,8 @@ impl QpEx<'_> {
                             SendOp::Send => has(QP_EX_WITH_SEND) && (*q).wr_send.is_some(),
                             SendOp::SendImm(_) => has(SEND_WITH_IMM) && (*q).wr_send_imm.is_some(),
                             SendOp::SendInv(_) => has(SEND_WITH_INV) && (*q).wr_send_inv.is_some(),
+                            SendOp::CompareSwap { .. } => has(ATOMIC_CMP_AND_SWP) && (*q).wr_atomic_cmp_swp.is_some(),
+                            SendOp::FetchAdd(_) => has(ATOMIC_FETCH_AND_ADD) && (*q).wr_atomic_fetch_add.is_some(),
                         }
                 }
                 ChainWr::Inline8 { .. } => {
@@ -306,6 +293,12 @@ impl QpEx<'_> {
                             SendOp::Send => call((*q).wr_send, |f| f(q)),
                             SendOp::SendImm(i) => call((*q).wr_send_imm, |f| f(q, i.to_be())),
                             SendOp::SendInv(rkey) => call((*q).wr_send_inv, |f| f(q, rkey)),
+                            SendOp::CompareSwap { compare, swap } => {
+                                call((*q).wr_atomic_cmp_swp, |f| f(q, p.rkey, p.remote_addr, compare, swap))
+                            }
+                            SendOp::FetchAdd(add) => {
+                                call((*q).wr_atomic_fetch_add, |f| f(q, p.rkey, p.remote_addr, add))
+                            }
                         }
                         match p.sge {
                             Some(s) if p.inline => {

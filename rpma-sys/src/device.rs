@@ -130,9 +130,20 @@ pub struct DeviceCaps {
     pub max_sge: u32,
     /// `max_sge_rd`: SGEs of an RDMA READ.
     pub max_sge_rd: u32,
+    /// `atomic_cap` (`IBV_ATOMIC_NONE` 0, `IBV_ATOMIC_HCA` 1,
+    /// `IBV_ATOMIC_GLOB` 2): 8-byte compare-and-swap and fetch-and-add
+    /// are supported unless it is `IBV_ATOMIC_NONE`.
+    pub atomic_cap: u32,
 }
 
 impl DeviceCaps {
+    /// Whether the device carries out remote atomics (compare-and-swap,
+    /// fetch-and-add): `atomic_cap` is not `IBV_ATOMIC_NONE`.
+    // bindgen's enum representations differ between rdma-core versions.
+    #[allow(clippy::unnecessary_cast)]
+    pub fn atomics(&self) -> bool {
+        self.atomic_cap != ffi::IBV_ATOMIC_NONE as u32
+    }
     /// Whether type 1 memory windows are supported.
     pub fn mw_type1(&self) -> bool {
         self.device_cap_flags & IB_UVERBS_DEVICE_MEM_WINDOW != 0
@@ -361,6 +372,7 @@ fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
         max_srq_wr: o.max_srq_wr.max(0) as u32,
         max_sge: o.max_sge.max(0) as u32,
         max_sge_rd: o.max_sge_rd.max(0) as u32,
+        atomic_cap: o.atomic_cap as u32,
     }
 }
 

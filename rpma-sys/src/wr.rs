@@ -37,6 +37,65 @@ pub enum SendOp {
     /// `IBV_WR_SEND_WITH_INV`: a send that invalidates the receiver's
     /// (type 2) memory window with this rkey.
     SendInv(u32),
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP`: if the 8 bytes at the remote address
+    /// equal `compare`, they become `swap`; the previous value lands in the
+    /// local SGE (8 bytes). Operands in host order.
+    CompareSwap {
+        /// The value expected at the remote address.
+        compare: u64,
+        /// The value written when it matches.
+        swap: u64,
+    },
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD`: adds the operand (host order,
+    /// wrapping) to the 8 bytes at the remote address; the previous value
+    /// lands in the local SGE (8 bytes).
+    FetchAdd(u64),
+}
+
+/// Sets `w`'s opcode and the fields its operation carries: immediate data
+/// (big-endian on the wire), the rkey to invalidate, the remote address and
+/// key of RDMA operations (`wr.rdma`) and atomics (`wr.atomic`).
+pub(crate) fn set_op(w: &mut ffi::ibv_send_wr, op: SendOp, remote_addr: u64, rkey: u32) {
+    use ffi::ibv_wr_opcode as o;
+    let rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+    let atomic = |compare_add: u64, swap: u64| ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+        remote_addr,
+        compare_add,
+        swap,
+        rkey,
+    };
+    match op {
+        SendOp::Write => {
+            w.opcode = o::IBV_WR_RDMA_WRITE;
+            w.wr.rdma = rdma;
+        }
+        SendOp::WriteImm(i) => {
+            w.opcode = o::IBV_WR_RDMA_WRITE_WITH_IMM;
+            w.__bindgen_anon_1.imm_data = i.to_be();
+            w.wr.rdma = rdma;
+        }
+        SendOp::Read => {
+            w.opcode = o::IBV_WR_RDMA_READ;
+            w.wr.rdma = rdma;
+        }
+        SendOp::Send => w.opcode = o::IBV_WR_SEND,
+        SendOp::SendImm(i) => {
+            w.opcode = o::IBV_WR_SEND_WITH_IMM;
+            w.__bindgen_anon_1.imm_data = i.to_be();
+        }
+        SendOp::SendInv(inv) => {
+            w.opcode = o::IBV_WR_SEND_WITH_INV;
+            w.__bindgen_anon_1.invalidate_rkey = inv;
+        }
+        SendOp::CompareSwap { compare, swap } => {
+            w.opcode = o::IBV_WR_ATOMIC_CMP_AND_SWP;
+            w.wr.atomic = atomic(compare, swap);
+        }
+        SendOp::FetchAdd(add) => {
+            w.opcode = o::IBV_WR_ATOMIC_FETCH_AND_ADD;
+            w.wr.atomic = atomic(add, 0);
+        }
+    }
 }
 
 /// What a memory-window bind binds (`struct ibv_mw_bind_info`): `length`
@@ -130,31 +189,13 @@ impl Qp {
     #[inline]
     pub unsafe fn post_send(&self, wr: &SendWr) -> io::Result<()> {
         use ffi::ibv_send_flags as f;
-        use ffi::ibv_wr_opcode as op;
         let (mut sge, n) = raw_sge(&wr.sge);
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr.wr_id;
         w.sg_list = &mut sge;
         w.num_sge = n;
-        let (opcode, imm) = match wr.op {
-            SendOp::Write => (op::IBV_WR_RDMA_WRITE, None),
-            SendOp::WriteImm(i) => (op::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
-            SendOp::Read => (op::IBV_WR_RDMA_READ, None),
-            SendOp::Send => (op::IBV_WR_SEND, None),
-            SendOp::SendImm(i) => (op::IBV_WR_SEND_WITH_IMM, Some(i)),
-            SendOp::SendInv(rkey) => {
-                w.__bindgen_anon_1.invalidate_rkey = rkey;
-                (op::IBV_WR_SEND_WITH_INV, None)
-            }
-        };
-        w.opcode = opcode;
-        if let Some(i) = imm {
-            w.__bindgen_anon_1.imm_data = i.to_be();
-        }
-        if matches!(wr.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Read) {
-            w.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: wr.remote_addr, rkey: wr.rkey };
-        }
+        set_op(&mut w, wr.op, wr.remote_addr, wr.rkey);
         let mut flags = send_flags(wr.signaled, wr.fence);
         if wr.inline {
             flags |= f::IBV_SEND_INLINE.0;
@@ -274,7 +315,6 @@ impl Qp {
     /// more entries than the QP's `max_send_sge`, or inline data over its
     /// `max_inline_data`).
     pub unsafe fn post_send_sgl(&self, wr: &SendWr, sgl: &[Sge]) -> io::Result<()> {
-        use ffi::ibv_wr_opcode as op;
         if wr.sge.is_some() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -285,24 +325,7 @@ impl Qp {
         w.wr_id = wr.wr_id;
         w.sg_list = sges.as_mut_ptr().cast();
         w.num_sge = n;
-        let (opcode, imm) = match wr.op {
-            SendOp::Write => (op::IBV_WR_RDMA_WRITE, None),
-            SendOp::WriteImm(i) => (op::IBV_WR_RDMA_WRITE_WITH_IMM, Some(i)),
-            SendOp::Read => (op::IBV_WR_RDMA_READ, None),
-            SendOp::Send => (op::IBV_WR_SEND, None),
-            SendOp::SendImm(i) => (op::IBV_WR_SEND_WITH_IMM, Some(i)),
-            SendOp::SendInv(rkey) => {
-                w.__bindgen_anon_1.invalidate_rkey = rkey;
-                (op::IBV_WR_SEND_WITH_INV, None)
-            }
-        };
-        w.opcode = opcode;
-        if let Some(i) = imm {
-            w.__bindgen_anon_1.imm_data = i.to_be();
-        }
-        if matches!(wr.op, SendOp::Write | SendOp::WriteImm(_) | SendOp::Read) {
-            w.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: wr.remote_addr, rkey: wr.rkey };
-        }
+        set_op(&mut w, wr.op, wr.remote_addr, wr.rkey);
         w.send_flags = send_flags(wr.signaled, wr.fence);
         if wr.inline {
             w.send_flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;

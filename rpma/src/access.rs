@@ -31,7 +31,19 @@ bitflags! {
         /// Memory windows may be bound over the region (rpma extension,
         /// `IBV_ACCESS_MW_BIND`; local only: not carried in descriptors).
         const MW_BIND = 1 << 8;
+        /// Target of remote atomics (compare-and-swap, fetch-and-add)
+        /// issued by the remote side (rpma extension,
+        /// `IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE`). librpma's
+        /// usage byte has no bit left for it: descriptors carry it in rpma's
+        /// extension, see [`MrLocal::descriptor_ext`](crate::MrLocal::descriptor_ext).
+        const REMOTE_ATOMIC = 1 << 9;
     }
+}
+
+impl Usage {
+    /// librpma's eight `RPMA_MR_USAGE_*` flags: the bits of a descriptor's
+    /// usage byte.
+    pub const LIBRPMA: Usage = Usage::from_bits_truncate(0xff);
 }
 
 bitflags! {
@@ -75,6 +87,8 @@ bitflags! {
 /// * `RECV` → `LOCAL_WRITE`
 /// * `SEND` → nothing (a send-only region has access 0)
 /// * `MW_BIND` (rpma) → `MW_BIND`
+/// * `REMOTE_ATOMIC` (rpma) → `REMOTE_ATOMIC | LOCAL_WRITE` (ibv_reg_mr(3)
+///   requires local write with remote atomic access)
 ///
 /// ```
 /// use rpma::{mr::usage_to_access, Access, Usage};
@@ -82,6 +96,7 @@ bitflags! {
 /// assert_eq!(usage_to_access(Usage::READ_DST, true, false), Access::LOCAL_WRITE | Access::REMOTE_WRITE);
 /// assert_eq!(usage_to_access(Usage::FLUSH_TYPE_PERSISTENT, false, true), Access::FLUSH_PERSISTENT);
 /// assert_eq!(usage_to_access(Usage::SEND, false, false), Access::empty());
+/// assert_eq!(usage_to_access(Usage::REMOTE_ATOMIC, false, false), Access::REMOTE_ATOMIC | Access::LOCAL_WRITE);
 /// ```
 pub fn usage_to_access(usage: Usage, iwarp: bool, native_flush: bool) -> Access {
     let mut a = Access::empty();
@@ -116,6 +131,9 @@ pub fn usage_to_access(usage: Usage, iwarp: bool, native_flush: bool) -> Access 
     }
     if usage.contains(Usage::MW_BIND) {
         a |= Access::MW_BIND;
+    }
+    if usage.contains(Usage::REMOTE_ATOMIC) {
+        a |= Access::REMOTE_ATOMIC | Access::LOCAL_WRITE;
     }
     a
 }
@@ -167,7 +185,7 @@ mod tests {
 
     #[test]
     fn usage_table_combinations() {
-        let librpma_all = Usage::all() - Usage::MW_BIND;
+        let librpma_all = Usage::LIBRPMA;
         assert_eq!(
             usage_to_access(librpma_all, false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
@@ -182,6 +200,11 @@ mod tests {
             usage_to_access(Usage::READ_SRC | Usage::WRITE_DST, false, false),
             Access::REMOTE_READ | Access::REMOTE_WRITE | Access::LOCAL_WRITE
         );
-        assert_eq!((Usage::all() - Usage::MW_BIND).bits(), 0xff, "librpma's 8 flags, same bits");
+        assert_eq!((Usage::all() - Usage::MW_BIND - Usage::REMOTE_ATOMIC).bits(), 0xff, "librpma's 8 flags, same bits");
+        assert_eq!(Usage::LIBRPMA, Usage::all() - Usage::MW_BIND - Usage::REMOTE_ATOMIC);
+        assert_eq!(
+            usage_to_access(Usage::REMOTE_ATOMIC | Usage::READ_SRC, false, true),
+            Access::REMOTE_ATOMIC | Access::LOCAL_WRITE | Access::REMOTE_READ
+        );
     }
 }

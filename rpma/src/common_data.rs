@@ -37,13 +37,18 @@ pub struct CommonData {
 
 impl CommonData {
     /// Encodes `mr`'s descriptor (and `peer_cfg`'s) with `data_offset`.
+    /// The descriptor is [`MrLocal::descriptor_ext`]: librpma's 21 bytes,
+    /// plus rpma's 2-byte extension for a region with
+    /// [`Usage::REMOTE_ATOMIC`](crate::Usage::REMOTE_ATOMIC) (23 + 1 bytes
+    /// still fit the 24; librpma's examples find the peer configuration
+    /// after `mr_desc_size` bytes and ignore the extension).
     pub fn encode<M: RegMemory>(
         data_offset: u16,
         mr: &MrLocal<M>,
         peer_cfg: Option<&PeerCfg>,
     ) -> [u8; COMMON_DATA_SIZE] {
         let mut descriptors = [0u8; 24];
-        let d = mr.descriptor();
+        let d = mr.descriptor_ext();
         descriptors[..d.len()].copy_from_slice(&d);
         let pcfg_desc_size = match peer_cfg {
             Some(p) => {
@@ -64,7 +69,7 @@ impl CommonData {
         let d = wire::decode_common_desc(bytes)?;
         Ok(CommonData {
             data_offset: d.data_offset,
-            mr: MrRemote::from_desc(d.mr),
+            mr: MrRemote::from_desc(d.mr, d.mr_ext),
             peer_cfg: d.peer_cfg.map(PeerCfg::from_flag),
         })
     }

@@ -46,4 +46,4 @@ pub use peer::{Capabilities, Peer};
 pub use peer_cfg::PeerCfg;
 pub use srq::{Srq, SrqCfg};
 pub use utils::{ConnEvent, IbvContext};
-pub use wire::{MR_DESCRIPTOR_SIZE, PEER_CFG_DESCRIPTOR_SIZE};
+pub use wire::{MR_DESCRIPTOR_EXT_SIZE, MR_DESCRIPTOR_SIZE, MR_EXT_TAG, PEER_CFG_DESCRIPTOR_SIZE};

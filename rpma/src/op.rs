@@ -76,6 +76,12 @@ pub enum FlushType {
 /// librpma's `RPMA_ATOMIC_WRITE_ALIGNMENT`.
 pub const ATOMIC_WRITE_ALIGNMENT: u64 = 8;
 
+/// The alignment of the remote address of
+/// [`Conn::compare_and_swap`](crate::Conn::compare_and_swap) and
+/// [`Conn::fetch_and_add`](crate::Conn::fetch_and_add): the verbs require
+/// the 8 bytes of a remote atomic to be naturally aligned (rpma extension).
+pub const ATOMIC_ALIGNMENT: u64 = 8;
+
 /// The local side of an operation: a range of a region, the usage it needs
 /// and its name in error messages.
 pub(crate) struct Local<'a, M: RegMemory> {
@@ -139,6 +145,31 @@ impl<'a, M: RegMemory> Op<'a, M> {
         }
     }
 
+    /// A remote atomic (`verb` [`SendOp::CompareSwap`] or
+    /// [`SendOp::FetchAdd`]) on the 8 bytes at `src_offset` of `src`, the
+    /// previous value landing in `dst` at `dst_offset`.
+    #[inline]
+    pub(crate) fn atomic(
+        verb: SendOp,
+        dst: &'a MrLocal<M>,
+        dst_offset: usize,
+        src: &'a MrRemote,
+        src_offset: u64,
+    ) -> Self {
+        let (l, r) = match verb {
+            SendOp::CompareSwap { .. } => ("compare_and_swap: dst", "compare_and_swap: src"),
+            _ => ("fetch_and_add: dst", "fetch_and_add: src"),
+        };
+        Op {
+            verb,
+            local: Local { mr: dst, offset: dst_offset, need: Usage::READ_DST, what: l },
+            remote: Some(Remote { mr: src, offset: src_offset, need: Usage::REMOTE_ATOMIC, what: r }),
+            len: 8,
+            flags: Flags::empty(),
+            ctx: 0,
+        }
+    }
+
     /// A send of `len` bytes of `src` at `offset`: `verb` is one of
     /// [`SendOp::Send`], [`SendOp::SendImm`], [`SendOp::SendInv`].
     #[inline]
@@ -167,8 +198,9 @@ impl<'a, M: RegMemory> Op<'a, M> {
     }
 
     /// The work request (its ID left 0), after the checks: flags, length,
-    /// the local range; with `checked` also the usages, the peer and the
-    /// remote range (the `*_unchecked` paths leave those to the devices).
+    /// the local range, for an atomic the device's support; with `checked`
+    /// also the usages, the peer, the remote range and an atomic's remote
+    /// alignment (the `*_unchecked` paths leave those to the devices).
     ///
     /// # Errors
     /// [`Error::Inval`] naming the broken bound.
@@ -178,16 +210,24 @@ impl<'a, M: RegMemory> Op<'a, M> {
         let (local, len) = (&self.local, self.len);
         let len32 = validate::len32(local.what, len)?;
         local.mr.check_range(local.what, local.offset, len)?;
+        let atomic = matches!(self.verb, SendOp::CompareSwap { .. } | SendOp::FetchAdd(_));
+        if atomic && !peer.capabilities().atomics {
+            return Err(no_atomics(local.what, peer));
+        }
         if checked {
             validate::local(local.mr, local.need, local.what, peer)?;
         }
         let (remote_addr, rkey) = match &self.remote {
             Some(r) => {
+                let addr = r.mr.addr().wrapping_add(r.offset);
                 if checked {
                     r.mr.check_range(r.what, r.offset, len as u64)?;
                     validate::remote(r.mr, r.need, r.what)?;
+                    if atomic && !addr.is_multiple_of(ATOMIC_ALIGNMENT) {
+                        return Err(misaligned(r.what, r.mr.addr(), r.offset));
+                    }
                 }
-                (r.mr.addr().wrapping_add(r.offset), r.mr.rkey())
+                (addr, r.mr.rkey())
             }
             None => (0, 0),
         };
@@ -204,6 +244,26 @@ impl<'a, M: RegMemory> Op<'a, M> {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn no_atomics(what: &str, peer: &Peer) -> Error {
+    Error::nosupp(format!(
+        "{}: {} does not support remote atomics (atomic_cap is IBV_ATOMIC_NONE)",
+        what.split(':').next().unwrap_or(what),
+        peer.device_name()
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn misaligned(what: &str, region: u64, offset: u64) -> Error {
+    Error::inval(format!(
+        "{what}: the remote address {:#x} (region start {region:#x} + offset {offset}) is not a multiple of \
+         {ATOMIC_ALIGNMENT}: remote atomics need 8-aligned addresses",
+        region.wrapping_add(offset)
+    ))
+}
+
 /// The completion kind of a posted verb: the one mapping between them.
 #[inline]
 pub(crate) fn kind_of(verb: SendOp) -> CompletionOp {
@@ -214,6 +274,8 @@ pub(crate) fn kind_of(verb: SendOp) -> CompletionOp {
         SendOp::Send => CompletionOp::Send,
         SendOp::SendImm(_) => CompletionOp::SendWithImm,
         SendOp::SendInv(_) => CompletionOp::SendWithInv,
+        SendOp::CompareSwap { .. } => CompletionOp::CompareSwap,
+        SendOp::FetchAdd(_) => CompletionOp::FetchAdd,
     }
 }
 
@@ -236,5 +298,7 @@ mod tests {
         assert_eq!(kind_of(SendOp::WriteImm(1)), CompletionOp::WriteWithImm);
         assert_eq!(kind_of(SendOp::SendInv(1)), CompletionOp::SendWithInv);
         assert_eq!(kind_of(SendOp::Read), CompletionOp::Read);
+        assert_eq!(kind_of(SendOp::CompareSwap { compare: 1, swap: 2 }), CompletionOp::CompareSwap);
+        assert_eq!(kind_of(SendOp::FetchAdd(1)), CompletionOp::FetchAdd);
     }
 }

@@ -49,6 +49,11 @@ pub struct Capabilities {
     /// Most scatter/gather elements in an RDMA READ (`max_sge_rd`; 0: not
     /// reported).
     pub max_sge_rd: u32,
+    /// Remote atomics, 8-byte compare-and-swap and fetch-and-add
+    /// ([`Conn::compare_and_swap`](crate::Conn::compare_and_swap),
+    /// [`Conn::fetch_and_add`](crate::Conn::fetch_and_add)): the device's
+    /// `atomic_cap` is not `IBV_ATOMIC_NONE`.
+    pub atomics: bool,
 }
 
 impl Capabilities {
@@ -78,6 +83,7 @@ impl Capabilities {
             max_srq_wr: c.max_srq_wr,
             max_sge: c.max_sge,
             max_sge_rd: c.max_sge_rd,
+            atomics: c.atomics(),
         }
     }
 }

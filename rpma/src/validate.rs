@@ -47,6 +47,14 @@ pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer
 #[inline]
 pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
     if !mr.usage().contains(need) {
+        if need.contains(Usage::REMOTE_ATOMIC) {
+            return Err(Error::inval(format!(
+                "{what}: the remote region does not grant atomics: its descriptor says {:?}, without REMOTE_ATOMIC \
+                 (the remote side must register it with Usage::REMOTE_ATOMIC and send MrLocal::descriptor_ext, \
+                 which carries the grant in rpma's descriptor extension)",
+                mr.usage()
+            )));
+        }
         return Err(bad_usage(what, "the remote region", mr.usage(), need));
     }
     Ok(())

@@ -1,5 +1,8 @@
 //! Wire formats exchanged with peers, byte-compatible with librpma.
 //!
+//! long because: every wire format and its golden-byte tests live here, so
+//! that bincode stays confined to this one file.
+//!
 //! This is the only module that uses `bincode` (pinned `=1.3.3`, an
 //! unmaintained crate: RUSTSEC-2025-0141). The descriptors and the
 //! examples' private data are fixed, little-endian, packed layouts; the
@@ -10,6 +13,7 @@
 //! | descriptor / message | bytes | layout |
 //! |---|---|---|
 //! | memory region | 21 | `addr: u64 LE`, `size: u64 LE`, `rkey: u32 LE`, `usage: u8` |
+//! | memory region with rpma's extension | 23 | the 21 bytes above, then `0xE1` (tag), `usage_hi: u8` |
 //! | peer configuration | 1 | `direct_write_to_pmem: u8` (0 or 1; any non-zero reads as true) |
 //! | GPSPM flush request | 27 | `09 offset: u64 LE`, `11 length: u64 LE`, `19 op_context: u64 LE` (protobuf) |
 //! | GPSPM flush response | 9 | `09 op_context: u64 LE` (protobuf) |
@@ -22,6 +26,27 @@ use serde::{Deserialize, Serialize};
 pub const MR_DESCRIPTOR_SIZE: usize = 21;
 /// Size of a peer configuration descriptor.
 pub const PEER_CFG_DESCRIPTOR_SIZE: usize = 1;
+
+/// Size of a memory region descriptor with rpma's extension: librpma's 21
+/// bytes, the tag [`MR_EXT_TAG`] and the usage's second byte.
+pub const MR_DESCRIPTOR_EXT_SIZE: usize = MR_DESCRIPTOR_SIZE + 2;
+/// The byte after librpma's 21 that marks rpma's descriptor extension.
+pub const MR_EXT_TAG: u8 = 0xE1;
+/// The bits of the extension's byte (`Usage` bits 8..16, shifted down)
+/// that descriptors carry: `REMOTE_ATOMIC` (`MW_BIND` is local only).
+pub(crate) const MR_EXT_CARRIED: u8 = 0x02;
+
+// rpma's descriptor extension. librpma's usage byte has all 8 bits taken,
+// so what rpma adds travels after the 21 bytes, which librpma ignores
+// (`rpma_mr_remote_from_descriptor` accepts any size >= 21): byte 21 is the
+// tag 0xE1, byte 22 the usage's second byte (`Usage::bits() >> 8`), whose
+// only carried bit is 0x02, `REMOTE_ATOMIC`. Regions without rpma-only
+// usages get the plain 21 bytes, byte-identical to librpma's. Decoding:
+// after byte 21, a byte other than the tag is ignored, as librpma does (a
+// peer configuration byte, 0 or 1, often follows a descriptor); the tag
+// needs its byte, which must be non-zero and carry only known bits; bytes
+// after the 23rd are ignored. The usage byte may be 0 only when the
+// extension grants something (librpma refuses such a descriptor: usage 0).
 
 /// The fields of a memory region descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,9 +69,66 @@ pub(crate) fn encode_mr(d: &MrDesc) -> [u8; MR_DESCRIPTOR_SIZE] {
     out
 }
 
+/// The descriptor with rpma's extension carrying `ext` (the usage's second
+/// byte, [`MR_EXT_CARRIED`] bits only): librpma's 21 bytes alone when
+/// `ext` is 0, else 23.
+pub(crate) fn encode_mr_ext(d: &MrDesc, ext: u8) -> Vec<u8> {
+    let mut out = encode_mr(d).to_vec();
+    let ext = ext & MR_EXT_CARRIED;
+    if ext != 0 {
+        out.extend_from_slice(&[MR_EXT_TAG, ext]);
+    }
+    out
+}
+
+/// Decodes a descriptor received from a peer, with rpma's extension when
+/// present: the librpma fields and the usage's second byte (0 without the
+/// extension). Trailing bytes are ignored, as librpma does.
+///
+/// # Errors
+/// [`Error::Inval`]: shorter than 21 bytes; the tag without its byte, or
+/// with a byte that is 0 or has bits no descriptor carries; usage 0
+/// without an extension granting anything.
+pub(crate) fn decode_mr_ext(bytes: &[u8]) -> Result<(MrDesc, u8)> {
+    let d = decode_mr_fields(bytes)?;
+    let ext = match bytes.get(MR_DESCRIPTOR_SIZE) {
+        Some(&MR_EXT_TAG) => match bytes.get(MR_DESCRIPTOR_SIZE + 1) {
+            None => {
+                return Err(Error::inval(format!(
+                    "memory region descriptor: rpma's extension tag {MR_EXT_TAG:#04x} at byte 21 without its \
+                     usage byte ({} bytes; the extended form is {MR_DESCRIPTOR_EXT_SIZE})",
+                    bytes.len()
+                )))
+            }
+            Some(&e) if e == 0 || e & !MR_EXT_CARRIED != 0 => {
+                return Err(Error::inval(format!(
+                    "memory region descriptor: rpma's extension byte {e:#04x} is not a usage a descriptor \
+                     carries (known: {MR_EXT_CARRIED:#04x}, REMOTE_ATOMIC)"
+                )))
+            }
+            Some(&e) => e,
+        },
+        _ => 0,
+    };
+    if d.usage == 0 && ext == 0 {
+        return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
+    }
+    Ok((d, ext))
+}
+
 /// Decodes a descriptor received from a peer. Like librpma, trailing bytes
 /// after the first 21 are ignored.
+#[cfg(test)]
 pub(crate) fn decode_mr(bytes: &[u8]) -> Result<MrDesc> {
+    let d = decode_mr_fields(bytes)?;
+    if d.usage == 0 {
+        return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
+    }
+    Ok(d)
+}
+
+/// librpma's 21 bytes, whatever their usage byte.
+fn decode_mr_fields(bytes: &[u8]) -> Result<MrDesc> {
     if bytes.len() < MR_DESCRIPTOR_SIZE {
         return Err(Error::inval(format!(
             "memory region descriptor is {} bytes long; it must be at least {MR_DESCRIPTOR_SIZE}",
@@ -56,9 +138,6 @@ pub(crate) fn decode_mr(bytes: &[u8]) -> Result<MrDesc> {
     let d: MrDesc = opts()
         .deserialize(&bytes[..MR_DESCRIPTOR_SIZE])
         .map_err(|e| Error::inval(format!("memory region descriptor does not decode: {e}")))?;
-    if d.usage == 0 {
-        return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
-    }
     Ok(d)
 }
 
@@ -133,6 +212,61 @@ mod tests {
         assert_eq!(decode_mr(&b).unwrap(), d);
     }
 
+    /// rpma's extension: the golden vector with REMOTE_ATOMIC granted.
+    const GOLDEN_EXT: [u8; 23] = [
+        0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x00, 0x0f, 0x0e, 0x0d, 0x0c, 0x0b, 0x0a, 0x09, 0x08, 0x13, 0x12,
+        0x11, 0x10, 0x21, 0xe1, 0x02,
+    ];
+
+    #[test]
+    fn mr_extension_golden() {
+        assert_eq!(encode_mr_ext(&GOLDEN_DESC, 0x02), GOLDEN_EXT);
+        assert_eq!(decode_mr_ext(&GOLDEN_EXT).unwrap(), (GOLDEN_DESC, 0x02));
+        // Without rpma-only usages: librpma's 21 bytes exactly.
+        assert_eq!(encode_mr_ext(&GOLDEN_DESC, 0), GOLDEN);
+        // MW_BIND (0x01) is local: never written.
+        assert_eq!(encode_mr_ext(&GOLDEN_DESC, 0x01), GOLDEN);
+        // What librpma decodes: the first 21 bytes, the same region.
+        assert_eq!(decode_mr(&GOLDEN_EXT).unwrap(), GOLDEN_DESC);
+        assert_eq!(&GOLDEN_EXT[..21], &GOLDEN);
+        // Trailing bytes after the extension are ignored.
+        let mut long = GOLDEN_EXT.to_vec();
+        long.push(1);
+        assert_eq!(decode_mr_ext(&long).unwrap(), (GOLDEN_DESC, 0x02));
+        // Usage 0 is fine when the extension grants something.
+        let mut only_atomic = GOLDEN_EXT;
+        only_atomic[20] = 0;
+        assert_eq!(decode_mr_ext(&only_atomic).unwrap().1, 0x02);
+        assert!(decode_mr(&only_atomic).is_err(), "librpma refuses usage 0");
+    }
+
+    #[test]
+    fn mr_old_descriptors_decode_unchanged() {
+        assert_eq!(decode_mr_ext(&GOLDEN).unwrap(), (GOLDEN_DESC, 0));
+        // A byte other than the tag after the 21 (e.g. a peer configuration): ignored.
+        for b in [0u8, 1, 0xff, 0xe0, 0xe2] {
+            let mut long = GOLDEN.to_vec();
+            long.extend_from_slice(&[b, 0x02]);
+            assert_eq!(decode_mr_ext(&long).unwrap(), (GOLDEN_DESC, 0), "{b:#x}");
+        }
+        let mut g = GOLDEN;
+        g[20] = 0;
+        assert!(decode_mr_ext(&g).unwrap_err().to_string().contains("usage 0"));
+    }
+
+    #[test]
+    fn mr_malformed_extensions_are_errors() {
+        let e = decode_mr_ext(&GOLDEN_EXT[..22]).unwrap_err();
+        assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
+        assert!(e.to_string().contains("without its usage byte"), "{e}");
+        for bad in [0u8, 0x01, 0x04, 0x03, 0x80, 0xff] {
+            let mut g = GOLDEN_EXT;
+            g[22] = bad;
+            let e = decode_mr_ext(&g).unwrap_err();
+            assert!(e.to_string().contains("not a usage a descriptor carries"), "{bad:#x}: {e}");
+        }
+    }
+
     #[test]
     fn peer_cfg_golden() {
         assert_eq!(encode_peer_cfg(false), [0]);
@@ -154,6 +288,12 @@ mod tests {
             let bytes = x.to_le_bytes().repeat(3);
             for n in 0..bytes.len() {
                 let _ = decode_mr(&bytes[..n]);
+                let _ = decode_mr_ext(&bytes[..n]);
+                let mut tagged = bytes[..n].to_vec();
+                if n > MR_DESCRIPTOR_SIZE {
+                    tagged[MR_DESCRIPTOR_SIZE] = MR_EXT_TAG;
+                }
+                let _ = decode_mr_ext(&tagged);
                 let _ = decode_peer_cfg(&bytes[..n]);
             }
         }
@@ -204,6 +344,8 @@ pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
 pub(crate) struct CommonDataDesc {
     pub data_offset: u16,
     pub mr: MrDesc,
+    /// The usage's second byte from rpma's descriptor extension (0: none).
+    pub mr_ext: u8,
     /// `direct_write_to_pmem` of the peer configuration, when one was sent.
     pub peer_cfg: Option<bool>,
 }
@@ -215,10 +357,10 @@ pub(crate) struct CommonDataDesc {
 pub(crate) fn decode_common_desc(bytes: &[u8]) -> Result<CommonDataDesc> {
     let w = decode_common(bytes)?;
     let (mr_end, pcfg_end) = (w.mr_desc_size as usize, w.mr_desc_size as usize + w.pcfg_desc_size as usize);
-    let mr = decode_mr(&w.descriptors[..mr_end])
+    let (mr, mr_ext) = decode_mr_ext(&w.descriptors[..mr_end])
         .map_err(|e| Error::inval(format!("private data: memory region descriptor: {e}")))?;
     let peer_cfg = (w.pcfg_desc_size > 0).then(|| decode_peer_cfg(&w.descriptors[mr_end..pcfg_end])).transpose()?;
-    Ok(CommonDataDesc { data_offset: w.data_offset, mr, peer_cfg })
+    Ok(CommonDataDesc { data_offset: w.data_offset, mr, mr_ext, peer_cfg })
 }
 
 #[cfg(test)]
@@ -253,7 +395,7 @@ mod common_tests {
         descriptors[21] = 1;
         let w = CommonDataWire { data_offset: 8, mr_desc_size: 21, pcfg_desc_size: 1, descriptors };
         let d = decode_common_desc(&encode_common(&w)).unwrap();
-        assert_eq!(d, CommonDataDesc { data_offset: 8, mr, peer_cfg: Some(true) });
+        assert_eq!(d, CommonDataDesc { data_offset: 8, mr, mr_ext: 0, peer_cfg: Some(true) });
         let none = decode_common_desc(&encode_common(&CommonDataWire { pcfg_desc_size: 0, ..w })).unwrap();
         assert_eq!(none.peer_cfg, None);
         let e = decode_common_desc(&encode_common(&CommonDataWire { mr_desc_size: 20, ..w })).unwrap_err();

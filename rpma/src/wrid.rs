@@ -26,6 +26,10 @@ pub enum CompletionOp {
     WriteWithImm,
     /// `atomic_write`.
     AtomicWrite,
+    /// `compare_and_swap` (rpma extension).
+    CompareSwap,
+    /// `fetch_and_add` (rpma extension).
+    FetchAdd,
     /// `flush` (also when carried out as an 8-byte RDMA READ, APM).
     Flush,
     /// `send`.
@@ -48,7 +52,7 @@ pub enum CompletionOp {
 }
 
 /// The kinds an untracked ID can carry, by their 5-bit index.
-const KINDS: [CompletionOp; 11] = [
+const KINDS: [CompletionOp; 13] = [
     CompletionOp::Read,
     CompletionOp::Write,
     CompletionOp::WriteWithImm,
@@ -60,6 +64,8 @@ const KINDS: [CompletionOp; 11] = [
     CompletionOp::BindMw,
     CompletionOp::LocalInv,
     CompletionOp::Recv,
+    CompletionOp::CompareSwap,
+    CompletionOp::FetchAdd,
 ];
 
 const RECV_BIT: u64 = 1 << 63;
@@ -145,6 +151,8 @@ const fn kind_index(op: CompletionOp) -> u64 {
         CompletionOp::BindMw => 8,
         CompletionOp::LocalInv => 9,
         CompletionOp::Recv => 10,
+        CompletionOp::CompareSwap => 11,
+        CompletionOp::FetchAdd => 12,
         CompletionOp::RecvRdmaWithImm | CompletionOp::Other(_) => KIND_MASK,
     }
 }

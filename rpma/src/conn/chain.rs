@@ -328,6 +328,49 @@ impl<'c> Chain<'c> {
         self.push(wr, CompletionOp::AtomicWrite, op_context, None)
     }
 
+    /// Appends [`Conn::compare_and_swap`]; `dst` is held from now until
+    /// the operation completes. A chain that also holds a native atomic
+    /// write or flush cannot carry it ([`Error::NoSupp`] from
+    /// [`post`](Chain::post)).
+    ///
+    /// # Errors
+    /// As [`Conn::compare_and_swap`] for its checks; [`Error::Inval`] when
+    /// the chain is full.
+    pub fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        compare: u64,
+        swap: u64,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        let verb = SendOp::CompareSwap { compare, swap };
+        self.push_op(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), dst)
+    }
+
+    /// Appends [`Conn::fetch_and_add`], as
+    /// [`compare_and_swap`](Chain::compare_and_swap).
+    ///
+    /// # Errors
+    /// As [`Conn::fetch_and_add`] for its checks; [`Error::Inval`] when the
+    /// chain is full.
+    pub fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
+        &mut self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        add: u64,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<&mut Self> {
+        let verb = SendOp::FetchAdd(add);
+        self.push_op(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), dst)
+    }
+
     /// Appends [`Conn::flush`]. A native flush honours [`Flags::FENCE`] in
     /// a chain.
     ///
@@ -438,8 +481,9 @@ impl<'c> Chain<'c> {
             if let Some(i) = wrs.iter().position(|w| !ex.carries(w)) {
                 return Err(Error::nosupp(format!(
                     "chain operation {i}: the chain holds a native atomic write or flush, so it is posted through \
-                     ibv_wr_*, and this connection's QP carries only RDMA write and read there besides them: post \
-                     operation {i} on its own"
+                     ibv_wr_*, and this connection's QP carries only RDMA write and read there besides them (no \
+                     sends, writes with immediate data, compare-and-swap or fetch-and-add): post operation {i} on \
+                     its own"
                 )));
             }
         }

@@ -172,6 +172,168 @@ impl Conn {
         self.post_built(CompletionOp::AtomicWrite, op_context, None, wr)
     }
 
+    /// Compares the 8 bytes at `src_offset` of the remote region with
+    /// `compare` and, if equal, replaces them with `swap`, atomically; the
+    /// previous value lands in the 8 bytes at `dst_offset` of `dst`
+    /// (`IBV_WR_ATOMIC_CMP_AND_SWP`, not in librpma). The swap happened
+    /// exactly when that previous value equals `compare`.
+    ///
+    /// Values are `u64` in host order; the result lands in `dst` in host
+    /// order too, so read it with `u64::from_ne_bytes` (measured on rxe,
+    /// little-endian x86-64: the remote counter is a little-endian `u64` in
+    /// memory). The remote region must have been registered with
+    /// [`Usage::REMOTE_ATOMIC`] and described with
+    /// [`MrLocal::descriptor_ext`], which carries that grant; `dst` needs
+    /// [`Usage::READ_DST`] (the device writes the result into it: local
+    /// write access) and is kept alive until the operation completes, as
+    /// for [`read`](Conn::read). The result is valid once the completion
+    /// (or that of a later signaled operation) has been reaped.
+    ///
+    /// Atomicity holds among the atomics of all connections to the region
+    /// through one device; RDMA writes and the remote CPU are not ordered
+    /// with it (`atomic_cap` `IBV_ATOMIC_HCA`).
+    ///
+    /// ```
+    /// # #[allow(dead_code)]
+    /// // A lock word: take it if it is free (0), as 1.
+    /// fn try_lock(
+    ///     conn: &rpma::Conn,
+    ///     result: &rpma::MrLocal<rpma::AlignedBuf>,
+    ///     lock: &rpma::MrRemote,
+    /// ) -> rpma::Result<bool> {
+    ///     conn.compare_and_swap(result, 0, lock, 0, 0, 1, rpma::Flags::COMPLETION_ALWAYS, 9)?;
+    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     assert_eq!(wc.op, rpma::CompletionOp::CompareSwap);
+    ///     let mut previous = [0u8; 8];
+    ///     result.read_at(0, &mut previous)?;
+    ///     Ok(u64::from_ne_bytes(previous) == 0)
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// * [`Error::Inval`]: `flags` empty; a range exceeds its region; the
+    ///   remote address (region start + `src_offset`) is not a multiple of
+    ///   [`ATOMIC_ALIGNMENT`](crate::conn::ATOMIC_ALIGNMENT) (8); the remote
+    ///   region does not grant [`Usage::REMOTE_ATOMIC`] (its descriptor
+    ///   lacks rpma's extension); `dst` lacks [`Usage::READ_DST`] or is on
+    ///   another peer.
+    /// * [`Error::NoSupp`]: the device does not support remote atomics
+    ///   (`atomic_cap` is `IBV_ATOMIC_NONE`).
+    /// * [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    ///
+    /// A device that refuses the operation (the rkey grants no atomics, a
+    /// misaligned address) reports it in the completion's status
+    /// (`REM_ACCESS_ERR`, `REM_INV_REQ_ERR`) and leaves the remote memory
+    /// unchanged.
+    pub fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        compare: u64,
+        swap: u64,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let verb = SendOp::CompareSwap { compare, swap };
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(dst.hold()))
+    }
+
+    /// Adds `add` (wrapping) to the 8 bytes at `src_offset` of the remote
+    /// region, atomically; the previous value lands in the 8 bytes at
+    /// `dst_offset` of `dst` (`IBV_WR_ATOMIC_FETCH_AND_ADD`, not in
+    /// librpma). Byte order, grants, holds and atomicity: as
+    /// [`compare_and_swap`](Conn::compare_and_swap).
+    ///
+    /// ```
+    /// # #[allow(dead_code)]
+    /// // A ticket: the counter's value before this side's increment.
+    /// fn ticket(
+    ///     conn: &rpma::Conn,
+    ///     result: &rpma::MrLocal<rpma::AlignedBuf>,
+    ///     counter: &rpma::MrRemote,
+    /// ) -> rpma::Result<u64> {
+    ///     conn.fetch_and_add(result, 0, counter, 0, 1, rpma::Flags::COMPLETION_ALWAYS, 3)?;
+    ///     conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     let mut previous = [0u8; 8];
+    ///     result.read_at(0, &mut previous)?;
+    ///     Ok(u64::from_ne_bytes(previous))
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`compare_and_swap`](Conn::compare_and_swap).
+    pub fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        add: u64,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let verb = SendOp::FetchAdd(add);
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(dst.hold()))
+    }
+
+    /// [`compare_and_swap`](Conn::compare_and_swap) without keeping `dst`
+    /// alive and with only the local range and the device's support
+    /// checked: the usages, the remote range and the remote alignment are
+    /// left to the devices, which refuse (in the completion's status) what
+    /// the registrations or the verbs do not allow. Nothing is recorded
+    /// (see [`read_unchecked`](Conn::read_unchecked)).
+    ///
+    /// # Safety
+    /// As [`read_unchecked`](Conn::read_unchecked): `dst` must not be
+    /// dropped, deregistered or accessed until this operation's completion
+    /// (or that of a later signaled operation on this connection) has been
+    /// reaped, or the connection is dropped.
+    ///
+    /// # Errors
+    /// As [`compare_and_swap`](Conn::compare_and_swap) without the
+    /// unchecked parts, and [`Error::Inval`] when `op_context` exceeds 56
+    /// bits.
+    #[allow(unsafe_code)]
+    pub unsafe fn compare_and_swap_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        compare: u64,
+        swap: u64,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let verb = SendOp::CompareSwap { compare, swap };
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), None)
+    }
+
+    /// [`fetch_and_add`](Conn::fetch_and_add) without keeping `dst` alive,
+    /// checked as [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
+    ///
+    /// # Safety
+    /// As [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
+    ///
+    /// # Errors
+    /// As [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
+    #[allow(unsafe_code)]
+    pub unsafe fn fetch_and_add_unchecked<M: RegMemory>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        add: u64,
+        flags: Flags,
+        op_context: u64,
+    ) -> Result<()> {
+        let verb = SendOp::FetchAdd(add);
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), None)
+    }
+
     /// Makes earlier writes to the remote region durable or visible
     /// (`rpma_flush`): natively (`IBV_WR_FLUSH`) when the device supports it,
     /// else (APM) as an 8-byte RDMA READ at `dst_offset`, which completes

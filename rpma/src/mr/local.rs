@@ -101,6 +101,10 @@ impl<M: RegMemory> MrLocal<M> {
 
     /// The 21-byte descriptor for the remote side
     /// (`rpma_mr_get_descriptor`): address, size, rkey, usage, little-endian.
+    /// The usage byte holds librpma's eight flags only ([`Usage::LIBRPMA`]):
+    /// for a region with [`Usage::REMOTE_ATOMIC`] send
+    /// [`descriptor_ext`](Self::descriptor_ext) instead, or the remote side
+    /// will not know it may use atomics.
     ///
     /// # Security
     /// The descriptor carries a virtual address of this process and an rkey,
@@ -113,6 +117,44 @@ impl<M: RegMemory> MrLocal<M> {
             rkey: self.inner.mr.rkey(),
             usage: (self.inner.usage.bits() & 0xff) as u8,
         })
+    }
+
+    /// The descriptor for an rpma peer: [`descriptor`](Self::descriptor)'s
+    /// 21 bytes, followed, only when the region has a usage librpma's byte
+    /// cannot hold ([`Usage::REMOTE_ATOMIC`]), by rpma's 2-byte extension:
+    /// the tag `0xE1` and the usage's second byte (`0x02` for
+    /// `REMOTE_ATOMIC`), [`MR_DESCRIPTOR_EXT_SIZE`](crate::MR_DESCRIPTOR_EXT_SIZE)
+    /// bytes in all. For every librpma-compatible usage it is the 21 bytes
+    /// of `descriptor`, byte for byte.
+    ///
+    /// A C librpma peer accepts the extended form (it reads the first 21
+    /// bytes and ignores the rest) and sees the region's librpma usages; it
+    /// refuses it when `REMOTE_ATOMIC` is the only usage (usage byte 0).
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+    /// use rpma::{AlignedBuf, MrLocal, MrRemote, Usage};
+    /// let counter = MrLocal::reg(peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::REMOTE_ATOMIC)?;
+    /// let desc = counter.descriptor_ext(); // 23 bytes
+    /// assert_eq!(&desc[..21], &counter.descriptor()[..]);
+    /// assert!(MrRemote::from_descriptor(&desc)?.usage().contains(Usage::REMOTE_ATOMIC));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Security
+    /// As [`descriptor`](Self::descriptor).
+    pub fn descriptor_ext(&self) -> Vec<u8> {
+        let [lo, hi] = self.inner.usage.bits().to_le_bytes();
+        wire::encode_mr_ext(
+            &MrDesc {
+                addr: self.inner.mr.device_addr(),
+                size: self.inner.len as u64,
+                rkey: self.inner.mr.rkey(),
+                usage: lo,
+            },
+            hi,
+        )
     }
 
     #[inline]

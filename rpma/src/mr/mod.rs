@@ -234,6 +234,12 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
         return Err(Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}")));
     }
     check_usage(usage)?;
+    if usage.contains(Usage::REMOTE_ATOMIC) && !peer.capabilities().atomics {
+        return Err(Error::nosupp(format!(
+            "usage REMOTE_ATOMIC: {} does not support remote atomics (atomic_cap is IBV_ATOMIC_NONE)",
+            peer.device_name()
+        )));
+    }
     let access = peer.usage_to_access(usage);
     let reg = |access: Access| {
         // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory

@@ -23,19 +23,35 @@ pub struct MrRemote {
 
 impl MrRemote {
     /// Decodes a descriptor received from the remote side
-    /// (`rpma_mr_remote_from_descriptor`). Bytes after the first 21 are
-    /// ignored, as librpma does.
+    /// (`rpma_mr_remote_from_descriptor`), with rpma's extension when
+    /// present (see [`MrLocal::descriptor_ext`]): when byte 21 is the tag
+    /// `0xE1`, byte 22 adds rpma-only usages ([`Usage::REMOTE_ATOMIC`]).
+    /// Other bytes after the first 21 are ignored, as librpma does.
+    ///
+    /// ```
+    /// let mut desc = vec![0, 0x10, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0x08];
+    /// assert_eq!(rpma::MrRemote::from_descriptor(&desc)?.usage(), rpma::Usage::WRITE_DST);
+    /// desc.extend_from_slice(&[0xE1, 0x02]); // rpma's extension: REMOTE_ATOMIC
+    /// let mr = rpma::MrRemote::from_descriptor(&desc)?;
+    /// assert_eq!(mr.usage(), rpma::Usage::WRITE_DST | rpma::Usage::REMOTE_ATOMIC);
+    /// # Ok::<(), rpma::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// [`Error::Inval`] when `desc` is shorter than 21 bytes or its usage
-    /// byte is 0.
+    /// [`Error::Inval`] when `desc` is shorter than 21 bytes, its usage
+    /// byte is 0 (and no extension grants a usage), or it has the
+    /// extension's tag without a valid usage byte after it (missing, 0, or
+    /// with bits no descriptor carries).
     pub fn from_descriptor(desc: &[u8]) -> Result<MrRemote> {
-        Ok(MrRemote::from_desc(wire::decode_mr(desc)?))
+        let (d, ext) = wire::decode_mr_ext(desc)?;
+        Ok(MrRemote::from_desc(d, ext))
     }
 
-    /// The region a decoded descriptor describes.
-    pub(crate) fn from_desc(d: MrDesc) -> MrRemote {
-        MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage: Usage::from_bits_retain(d.usage as u16) }
+    /// The region a decoded descriptor describes, `ext` the usage's second
+    /// byte from rpma's extension (0 without it).
+    pub(crate) fn from_desc(d: MrDesc, ext: u8) -> MrRemote {
+        let usage = Usage::from_bits_retain(u16::from_le_bytes([d.usage, ext]));
+        MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage }
     }
 
     /// Size of the remote region in bytes (`rpma_mr_remote_get_size`).
@@ -53,7 +69,9 @@ impl MrRemote {
         self.rkey
     }
 
-    /// The usage the remote side registered it for.
+    /// The usage the remote side registered it for: librpma's usage byte,
+    /// plus [`Usage::REMOTE_ATOMIC`] when rpma's descriptor extension
+    /// grants it.
     pub fn usage(&self) -> Usage {
         self.usage
     }
