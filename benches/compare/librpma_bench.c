@@ -347,11 +347,11 @@ static void free_regions(struct client *c)
 
 /* The case, resolved once from its name so that the measured loops do not
  * compare strings (the Rust side does the same). */
-enum op { OP_READ, OP_WRITE, OP_SEND, OP_WRITE_FLUSH, OP_ATOMIC_WRITE, OP_PINGPONG };
+enum op { OP_READ, OP_WRITE, OP_SEND, OP_WRITE_FLUSH, OP_ATOMIC_WRITE, OP_PINGPONG, OP_COMMIT };
 
 static enum op op_of(const char *cs)
 {
-	static const char *names[] = {"read", "write", "send", "write_flush", "atomic_write", "pingpong"};
+	static const char *names[] = {"read", "write", "send", "write_flush", "atomic_write", "pingpong", "commit"};
 	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
 		if (!strcmp(cs, names[i]))
 			return (enum op)i;
@@ -382,6 +382,17 @@ static void once(struct client *c, enum op op, size_t size, wait_fn wait)
 	} else if (op == OP_ATOMIC_WRITE) {
 		const char v[8] = {7, 7, 7, 7, 7, 7, 7, 7};
 		CHECK(rpma_atomic_write(c->conn, c->remote, 0, v, RPMA_F_COMPLETION_ALWAYS, NULL));
+		wait(c->cq, &wc);
+	} else if (op == OP_COMMIT) {
+		/* librpma example 07's commit: the data, its flush, the pointer to
+		 * it, the pointer's flush; only the last one signaled */
+		const uint64_t at = 64;
+		CHECK(rpma_write(c->conn, c->remote, at, c->local, 0, 8, RPMA_F_COMPLETION_ON_ERROR, NULL));
+		CHECK(rpma_flush(c->conn, c->remote, at, 8, RPMA_FLUSH_TYPE_VISIBILITY, RPMA_F_COMPLETION_ON_ERROR,
+			NULL));
+		CHECK(rpma_atomic_write(c->conn, c->remote, 0, (const char *)&at, RPMA_F_COMPLETION_ON_ERROR, NULL));
+		CHECK(rpma_flush(c->conn, c->remote, 0, 8, RPMA_FLUSH_TYPE_VISIBILITY, RPMA_F_COMPLETION_ALWAYS,
+			NULL));
 		wait(c->cq, &wc);
 	} else if (op == OP_PINGPONG) {
 		CHECK(rpma_recv(c->conn, c->rbuf, 0, 8, NULL));
@@ -551,6 +562,20 @@ static int client_ir(const char *addr, const char *port, const char *cs, int ite
 	enum op op = op_of(cs);
 	for (int i = 0; i < iters; i++)
 		once(&c, op, 8, block);
+	close_client(&c);
+	free_regions(&c);
+	CHECK(rpma_peer_delete(&c.peer));
+	return 0;
+}
+
+/* The commit's latency alone (one round of the interleaved comparison). */
+static int client_commit(const char *addr, const char *port, int iters)
+{
+	struct client c = {0};
+	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	connect_client(&c, addr, port);
+	client_regions(&c);
+	latency(&c, "commit", 8, iters);
 	close_client(&c);
 	free_regions(&c);
 	CHECK(rpma_peer_delete(&c.peer));
@@ -746,6 +771,8 @@ int main(int argc, char **argv)
 		return client(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 6 && !strcmp(argv[1], "ir"))
 		return client_ir(argv[2], argv[3], argv[4], atoi(argv[5]));
+	if (argc >= 5 && !strcmp(argv[1], "commit"))
+		return client_commit(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 5 && !strcmp(argv[1], "mserver"))
 		return server_multi(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 6 && !strcmp(argv[1], "scch"))

@@ -50,6 +50,7 @@ fn main() {
         "emulated" => rpma_side::client_emulated(&a[1], arg(&a, 2), arg(&a, 3)),
         "inline" => rpma_side::client_inline(&a[1], arg(&a, 2), arg(&a, 3)),
         "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
+        "commit" => rpma_side::client_commit(&a[1], arg(&a, 2), arg(&a, 3)),
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
         "scch" => rpma_side::client_scch(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
@@ -207,10 +208,12 @@ fn measure() -> Res<()> {
         ("write", "rpma-unchecked", "unchecked"),
         ("write_flush", "rpma-emulated", "emulated"),
         ("atomic_write", "rpma-emulated", "emulated"),
+        // librpma example 07's commit: rpma's four posts, rpma's chain, librpma's four calls
+        ("commit", "rpma-chain", "chain"),
     ] {
         let other = format!("{case}_{suffix}");
         let mut progs = vec![("rpma".to_string(), &exe, case), (variant.to_string(), &exe, other.as_str())];
-        if let Some(b) = &baseline {
+        if let Some(b) = baseline.as_ref().filter(|_| case != "commit") {
             progs.push(("baseline".into(), b, case));
             progs.push((format!("baseline-{suffix}"), b, other.as_str()));
         }
@@ -256,6 +259,10 @@ fn measure() -> Res<()> {
     Ok(())
 }
 
+/// Rounds of the commit latency (rpma, then C librpma, then the other way
+/// round ...); the report gives the median of the per-round ratios.
+const COMMIT_ROUNDS: usize = 4;
+
 /// Rounds of the registration measurement (alternating which side goes
 /// first); the report gives the median of the per-round ratios.
 const REG_ROUNDS: usize = 4;
@@ -277,6 +284,18 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
     eprintln!("compare: rpma small writes, inline against not");
     let p = rpma_harness::next_port().to_string();
     forward(&pair(cmd(exe, &["server", addr, &p, "1"]), Some("READY"), cmd(exe, &["inline", addr, &p, &it]))?);
+    eprintln!("compare: librpma example 07's commit, {COMMIT_ROUNDS} rounds of alternating order");
+    for round in 0..COMMIT_ROUNDS {
+        let order = if round % 2 == 0 { [&exe, &cbin] } else { [&cbin, &exe] };
+        for prog in order {
+            let p = rpma_harness::next_port().to_string();
+            forward(&pair(
+                cmd(prog, &["server", addr, &p, "1"]),
+                Some("READY"),
+                cmd(prog, &["commit", addr, &p, &it]),
+            )?);
+        }
+    }
 
     eprintln!("compare: perftest");
     // perftest's own connection set-up fails now and then on a loaded TCG

@@ -68,8 +68,11 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     let mut ir: BTreeMap<(String, String), f64> = BTreeMap::new();
     // A case measured in several rounds has one entry per round.
     let mut rate: BTreeMap<(String, String), Vec<(usize, f64)>> = BTreeMap::new();
+    // The commit's latency, one entry per round, by implementation.
+    let mut commit: BTreeMap<String, Vec<Lat>> = BTreeMap::new();
     for r in rows {
         match r {
+            Row::Lat { imp, case, size: _, lat: l } if case == "commit" => commit.entry(imp).or_default().push(l),
             Row::Lat { imp, case, size, lat: l } => {
                 lat.insert((case, size, imp), l);
             }
@@ -233,6 +236,46 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         num(i("write_inline", "rpma-inline"), 0),
         ratio(i("write_inline", "rpma-inline"), i("write", "rpma")),
         ratio(i("write_inline", "rpma-inline"), i("write", "librpma"))
+    )?;
+
+    writeln!(
+        md,
+        "\n### librpma example 07's commit (write 8 B -> flush -> atomic_write -> flush, the last signaled, waited)\n"
+    )?;
+    writeln!(md, "| | C librpma (4 calls) | rpma (4 posts) | rpma chain (1 post) | chain/librpma | 4 posts/librpma | chain/4 posts |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    // Latency: the median of each round; ratios: the median of the per-round ratios (min-max).
+    let rounds = |imp: &str| commit.get(imp).map_or(Vec::new(), |v| v.iter().map(|l| l.typical).collect::<Vec<_>>());
+    let per_round = |a: &str, b: &str| {
+        let (ra, rb) = (rounds(a), rounds(b));
+        if ra.is_empty() || ra.len() != rb.len() {
+            return "n/a".to_string();
+        }
+        let r: Vec<f64> = ra.iter().zip(&rb).map(|(x, y)| x / y).collect();
+        let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+        format!("{:.2} ({lo:.2}-{hi:.2}, {} rounds)", median(r), ra.len())
+    };
+    let cell = |imp: &str| format!("{} µs", num(median(rounds(imp)), 1));
+    writeln!(
+        md,
+        "| latency (median) | {} | {} | {} | {} | {} | {} |",
+        cell("librpma"),
+        cell("rpma"),
+        cell("rpma-chain"),
+        per_round("rpma-chain", "librpma"),
+        per_round("rpma", "librpma"),
+        per_round("rpma-chain", "rpma")
+    )?;
+    let i = |imp: &str| ir.get(&("commit".to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
+    writeln!(
+        md,
+        "| instructions | {} | {} | {} | {} | {} | {} |",
+        num(i("librpma"), 0),
+        num(i("rpma"), 0),
+        num(i("rpma-chain"), 0),
+        ratio(i("rpma-chain"), i("librpma")),
+        ratio(i("rpma"), i("librpma")),
+        ratio(i("rpma-chain"), i("rpma"))
     )?;
 
     writeln!(md, "\n### Scale\n")?;

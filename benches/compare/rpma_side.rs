@@ -437,7 +437,9 @@ impl Client {
                 let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
                 c.write_inline(&self.remote, 0, data, f, 0)?
             }
-            Op::WriteFlush | Op::AtomicWrite | Op::PingPong => unreachable!("{op:?} is not a single post"),
+            Op::WriteFlush | Op::AtomicWrite | Op::PingPong | Op::Commit | Op::CommitChain => {
+                unreachable!("{op:?} is not a single post")
+            }
         }
         Ok(())
     }
@@ -453,6 +455,27 @@ impl Client {
             }
             Op::AtomicWrite => {
                 c.atomic_write(&self.remote, 0, [7; 8], Flags::COMPLETION_ALWAYS, 0)?;
+                wait(cq)?;
+            }
+            // librpma example 07's commit: the data, its flush, the pointer
+            // to it, the pointer's flush; only the last one signaled. As
+            // four posts, or as one chain (one doorbell).
+            Op::Commit => {
+                let (q, at) = (Flags::COMPLETION_ON_ERROR, COMMIT_AT);
+                c.write(&self.remote, at, &self.local, 0, 8, q, 0)?;
+                c.flush(&self.remote, at, 8, FlushType::Visibility, q, 0)?;
+                c.atomic_write(&self.remote, 0, at.to_le_bytes(), q, 0)?;
+                c.flush(&self.remote, 0, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 0)?;
+                wait(cq)?;
+            }
+            Op::CommitChain => {
+                let (q, at) = (Flags::COMPLETION_ON_ERROR, COMMIT_AT);
+                let mut ch = c.chain();
+                ch.write(&self.remote, at, &self.local, 0, 8, q, 0)?
+                    .flush(&self.remote, at, 8, FlushType::Visibility, q, 0)?
+                    .atomic_write(&self.remote, 0, at.to_le_bytes(), q, 0)?
+                    .flush(&self.remote, 0, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 0)?;
+                ch.post()?;
                 wait(cq)?;
             }
             Op::PingPong => {
@@ -542,7 +565,12 @@ enum Op {
     ReadUnchecked,
     WriteUnchecked,
     WriteInline,
+    Commit,
+    CommitChain,
 }
+
+/// Where the commit case writes its data (its pointer goes at 0).
+const COMMIT_AT: u64 = 64;
 
 impl Op {
     fn of(case: &str) -> Res<Op> {
@@ -556,6 +584,8 @@ impl Op {
             "read_unchecked" => Op::ReadUnchecked,
             "write_unchecked" => Op::WriteUnchecked,
             "write_inline" => Op::WriteInline,
+            "commit" => Op::Commit,
+            "commit_chain" => Op::CommitChain,
             other => return Err(format!("unknown case {other}").into()),
         })
     }
@@ -651,6 +681,16 @@ pub fn client_emulated(addr: &str, port: u16, iters: usize) -> Res<()> {
     for case in ["write_flush", "atomic_write"] {
         stats::print_lat("rpma-emulated", case, 8, iters, &c.latency(case, 8, iters)?);
     }
+    c.close()
+}
+
+/// The commit's latency, as four posts (`rpma`) and as one chain
+/// (`rpma-chain`): one round of the interleaved comparison with C librpma.
+pub fn client_commit(addr: &str, port: u16, iters: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut c = Client::connect(&peer, addr, port)?;
+    stats::print_lat("rpma", "commit", 8, iters, &c.latency("commit", 8, iters)?);
+    stats::print_lat("rpma-chain", "commit", 8, iters, &c.latency("commit_chain", 8, iters)?);
     c.close()
 }
 
