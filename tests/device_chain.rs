@@ -298,8 +298,10 @@ device_tests!({
         assert_eq!(e.code(), RPMA_E_INVAL, "4 unsignaled need a 5th slot: {e}");
         assert_eq!(c.pending_sends(), 0);
         c.read(&local, 0, &remote, 0, 8, QUIET, 50).unwrap();
-        let e = chain_of(4, LOUD).post().unwrap_err();
+        let mut kept = chain_of(4, LOUD);
+        let e = kept.post().unwrap_err();
         assert_eq!(e.code(), RPMA_E_AGAIN, "{e}");
+        assert_eq!(kept.len(), 4, "a chain refused before posting is kept");
         println!("  4 with 1 pending: {e}");
         assert_eq!(c.pending_sends(), 1, "nothing of the refused chain was posted");
         chain_of(3, LOUD).post().unwrap();
@@ -307,7 +309,8 @@ device_tests!({
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.status), (2, WcStatus::SUCCESS));
         assert_eq!(c.pending_sends(), 0);
-        chain_of(4, LOUD).post().unwrap();
+        kept.post().unwrap();
+        assert!(kept.is_empty(), "a posted chain is empty, ready to be filled again");
         assert_eq!(c.cq().next_completion(T).unwrap().op_context, 3);
         close(c, s);
     }

@@ -43,7 +43,8 @@ const EMPTY: ChainWr = ChainWr::Plain(SendWr {
 /// (or the chain is dropped unposted); the bytes of an atomic write are
 /// kept in the chain until it is posted.
 ///
-/// Dropping a chain without posting it posts nothing.
+/// Dropping a chain without posting it posts nothing (and releases the
+/// regions its operations held).
 ///
 /// See [`Conn::chain`] for an example.
 pub struct Chain<'c> {
@@ -447,6 +448,11 @@ impl<'c> Chain<'c> {
     /// a chain whose last operation is unsignaled needs one more free slot
     /// (kept for a signaled operation, as for single operations).
     ///
+    /// Afterwards the chain is empty, ready to be filled again. When it is
+    /// refused before anything is posted ([`Error::Inval`],
+    /// [`Error::NoSupp`], [`Error::Again`]) it is kept as it was: reap
+    /// completions and post it again.
+    ///
     /// What the caller sees when posting fails part-way: through
     /// `ibv_post_send` the provider stops at the first operation it refuses;
     /// the ones before it **are** posted (their completions arrive as
@@ -469,7 +475,7 @@ impl<'c> Chain<'c> {
     ///   on its own.
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
-    pub fn post(mut self) -> Result<()> {
+    pub fn post(&mut self) -> Result<()> {
         let n = self.len;
         if n == 0 {
             return Err(Error::inval("an empty chain: add operations before posting it"));
@@ -487,6 +493,12 @@ impl<'c> Chain<'c> {
                 )));
             }
         }
-        self.conn.parts.send.post_chain(qp, &mut self.recs[..n], wrs)
+        let r = self.conn.parts.send.post_chain(qp, &mut self.recs[..n], wrs);
+        if let Ok(()) | Err(Error::Provider { .. } | Error::Unknown(_)) = r {
+            // Posted, or partly posted and the rest dropped: nothing is left.
+            self.recs[..n].iter_mut().for_each(|r| *r = None);
+            self.len = 0;
+        }
+        r
     }
 }
