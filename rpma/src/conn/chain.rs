@@ -18,17 +18,6 @@ use std::sync::atomic::Ordering;
 /// Most operations in one [`Chain`].
 pub const CHAIN_MAX: usize = MAX_CHAIN;
 
-const EMPTY: ChainWr = ChainWr::Plain(SendWr {
-    wr_id: 0,
-    op: SendOp::Write,
-    sge: None,
-    remote_addr: 0,
-    rkey: 0,
-    signaled: false,
-    fence: false,
-    inline: false,
-});
-
 /// Operations to post on one connection with one call (one
 /// `ibv_post_send`, one doorbell), from [`Conn::chain`].
 ///
@@ -49,14 +38,16 @@ const EMPTY: ChainWr = ChainWr::Plain(SendWr {
 /// See [`Conn::chain`] for an example.
 pub struct Chain<'c> {
     conn: &'c Conn,
-    len: usize,
-    wrs: [ChainWr; MAX_CHAIN],
-    recs: [Option<SendOpRec>; MAX_CHAIN],
+    /// The work requests, in posting order (allocated on the first push,
+    /// kept for reuse after a post).
+    wrs: Vec<ChainWr>,
+    /// What each one's completion reports and keeps alive, by index.
+    recs: Vec<SendOpRec>,
 }
 
 impl std::fmt::Debug for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chain").field("len", &self.len).finish()
+        f.debug_struct("Chain").field("len", &self.wrs.len()).finish()
     }
 }
 
@@ -89,7 +80,7 @@ impl Conn {
     /// }
     /// ```
     pub fn chain(&self) -> Chain<'_> {
-        Chain { conn: self, len: 0, wrs: [EMPTY; MAX_CHAIN], recs: [const { None }; MAX_CHAIN] }
+        Chain { conn: self, wrs: Vec::new(), recs: Vec::new() }
     }
 
     /// `atomic_write`'s checks, then its work request (ID 0): native when
@@ -228,18 +219,25 @@ impl Conn {
 impl<'c> Chain<'c> {
     /// Appends a checked operation.
     fn push(&mut self, wr: ChainWr, kind: CompletionOp, ctx: u64, hold: Option<Hold>) -> Result<&mut Self> {
-        let (Some(w), Some(r)) = (self.wrs.get_mut(self.len), self.recs.get_mut(self.len)) else {
+        if self.wrs.len() >= MAX_CHAIN {
             return Err(Error::inval(format!("a chain holds at most {MAX_CHAIN} operations")));
-        };
-        *r = Some(SendOpRec { ctx, kind, signaled: wr.signaled(), hold, confirm: None });
-        *w = wr;
-        self.len += 1;
+        }
+        if self.wrs.capacity() == 0 {
+            // Room for librpma example 07's commit at once; fallible, as
+            // everything rpma allocates.
+            self.wrs.try_reserve(4).map_err(|_| Error::NoMem("cannot allocate a chain".into()))?;
+            self.recs.try_reserve(4).map_err(|_| Error::NoMem("cannot allocate a chain".into()))?;
+        }
+        self.wrs.try_reserve(1).map_err(|_| Error::NoMem("cannot grow a chain".into()))?;
+        self.recs.try_reserve(1).map_err(|_| Error::NoMem("cannot grow a chain".into()))?;
+        self.recs.push(SendOpRec { ctx, kind, signaled: wr.signaled(), hold, confirm: None });
+        self.wrs.push(wr);
         Ok(self)
     }
 
     /// Checks an operation with a local range (held) and appends it.
     fn push_op<M: RegMemory + Send + Sync + 'static>(&mut self, op: Op<'_, M>, mr: &MrLocal<M>) -> Result<&mut Self> {
-        if self.len >= MAX_CHAIN {
+        if self.wrs.len() >= MAX_CHAIN {
             return Err(Error::inval(format!("a chain holds at most {MAX_CHAIN} operations")));
         }
         let wr = op.work_request(&self.conn.parts.peer, true)?;
@@ -248,12 +246,12 @@ impl<'c> Chain<'c> {
 
     /// Operations added so far.
     pub fn len(&self) -> usize {
-        self.len
+        self.wrs.len()
     }
 
     /// Whether no operation was added.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.wrs.is_empty()
     }
 
     /// Appends [`Conn::read`].
@@ -476,12 +474,11 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
-        let n = self.len;
-        if n == 0 {
+        if self.wrs.is_empty() {
             return Err(Error::inval("an empty chain: add operations before posting it"));
         }
         let qp = self.conn.parts.qp()?;
-        let wrs = &mut self.wrs[..n];
+        let wrs = &mut self.wrs;
         if wrs.iter().any(ChainWr::is_native) {
             let ex = qp.ex().ok_or_else(|| Error::Unknown("a native operation without extended interface".into()))?;
             if let Some(i) = wrs.iter().position(|w| !ex.carries(w)) {
@@ -493,11 +490,12 @@ impl<'c> Chain<'c> {
                 )));
             }
         }
-        let r = self.conn.parts.send.post_chain(qp, &mut self.recs[..n], wrs);
+        let r = self.conn.parts.send.post_chain(qp, &mut self.recs, wrs);
         if let Ok(()) | Err(Error::Provider { .. } | Error::Unknown(_)) = r {
-            // Posted, or partly posted and the rest dropped: nothing is left.
-            self.recs[..n].iter_mut().for_each(|r| *r = None);
-            self.len = 0;
+            // Posted, or partly posted and the rest dropped: nothing is
+            // left (the vectors keep their room for the next operations).
+            self.recs.clear();
+            self.wrs.clear();
         }
         r
     }

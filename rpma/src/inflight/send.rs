@@ -109,13 +109,12 @@ impl SendTracker {
     pub(crate) fn post_chain(
         &self,
         qp: &rpma_sys::qp::Qp,
-        recs: &mut [Option<SendOpRec>],
+        recs: &mut Vec<SendOpRec>,
         wrs: &mut [ChainWr],
     ) -> Result<()> {
         let n = wrs.len();
-        let unheld = |(w, r): (&ChainWr, &Option<SendOpRec>)| match (w, r) {
-            (_, None) => true,
-            (ChainWr::Plain(p), Some(r)) => p.sge.is_some() && !p.inline && r.hold.is_none(),
+        let unheld = |(w, r): (&ChainWr, &SendOpRec)| match w {
+            ChainWr::Plain(p) => p.sge.is_some() && !p.inline && r.hold.is_none(),
             _ => false,
         };
         let (Some(last), true) = (wrs.last(), recs.len() == n && !wrs.iter().zip(recs.iter()).any(unheld)) else {
@@ -156,18 +155,16 @@ impl SendTracker {
             Err((k, _)) => (*k).min(n),
         };
         let mask = g.slots.len() - 1;
-        for (i, r) in recs.iter_mut().take(posted).enumerate() {
-            if let Some(op) = r.take() {
-                let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
-                g.slots[seq as usize & mask] = Some(Entry {
-                    ctx: op.ctx,
-                    kind: op.kind,
-                    signaled: op.signaled,
-                    done: false,
-                    hold: op.hold,
-                    confirm: op.confirm,
-                });
-            }
+        for (i, op) in recs.drain(..posted).enumerate() {
+            let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
+            g.slots[seq as usize & mask] = Some(Entry {
+                ctx: op.ctx,
+                kind: op.kind,
+                signaled: op.signaled,
+                done: false,
+                hold: op.hold,
+                confirm: op.confirm,
+            });
         }
         g.len += posted;
         drop(g);
