@@ -22,6 +22,13 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// The kernel's count of live verbs objects on the devices (`rdma resource
+/// show`: pd, cq, qp, cm_id, mr per device), or `None` without the tool.
+fn verbs_objects() -> Option<String> {
+    let out = std::process::Command::new("rdma").args(["resource", "show"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 /// Serves `n` connections on `ep` (each gets `desc`), each until its client
 /// closes; returns when all are closed.
 async fn serve(ep: Rc<Ep>, n: usize, desc: Vec<u8>) {
@@ -157,20 +164,24 @@ device_tests!({
         cfg.set_timeout(5000).unwrap();
         // one cycle first: libraries open their own fds on first use
         let fds = run(tokio::task::LocalSet::new().run_until(async {
-            let mut baseline = 0;
+            let mut baseline = (0, None);
             let server = tokio::task::spawn_local(serve(ep.clone(), cycles + 1, vec![]));
             for k in 0..=cycles {
                 let conn = connect(&cp, &addr(), port, Some(&cfg), &[]).await.expect("connect");
                 close(conn).await;
                 if k == 0 {
-                    baseline = open_fds();
+                    baseline = (open_fds(), verbs_objects());
                 }
             }
             server.await.unwrap();
-            (baseline, open_fds())
+            (baseline, (open_fds(), verbs_objects()))
         }));
-        println!("  {cycles} cycles: open fds {} after the first, {} after the last", fds.0, fds.1);
-        assert_eq!(fds.0, fds.1, "file descriptors leaked");
+        let ((fd0, v0), (fd1, v1)) = fds;
+        println!("  {cycles} cycles: open fds {fd0} after the first, {fd1} after the last");
+        println!("  verbs objects after the first: {v0:?}\n  after the last: {v1:?}");
+        assert_eq!(fd0, fd1, "file descriptors leaked");
+        assert!(v0.is_some(), "`rdma resource show` (iproute2) is needed to count verbs objects");
+        assert_eq!(v0, v1, "verbs objects leaked");
     }
 
     fn outside_a_runtime_it_is_an_error_not_a_panic() {

@@ -41,6 +41,15 @@ device_tests!({
         run("demo", &["demo: ok"]);
     }
 
+    fn ex_async_log() {
+        // 16 connections on one tokio thread, 8 fetch-and-add reserved
+        // appends each; the server checks every slot
+        run(
+            "async-log",
+            &["log: 128 records from 16 clients, each in its own slot; tail 128", "client: 16 connections on one thread"],
+        );
+    }
+
     fn ex_01_connection() {
         run("01-connection", &["Received a message: Hello server!", "Received a message: Hello client!"]);
     }
