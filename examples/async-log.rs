@@ -31,7 +31,10 @@ fn counts(a: &Args) -> Res<(usize, usize)> {
     let get = |i: usize, default: usize| a.rest.get(i).map_or(Ok(default), |s| s.parse::<usize>());
     let (clients, records) = (get(0, 16)?, get(1, 8)?);
     if clients == 0 || records == 0 || clients.saturating_mul(records) > 4096 {
-        return Err(format!("clients {clients} x records {records}: each must be at least 1, the product at most 4096").into());
+        return Err(format!(
+            "clients {clients} x records {records}: each must be at least 1, the product at most 4096"
+        )
+        .into());
     }
     Ok((clients, records))
 }
@@ -59,7 +62,8 @@ fn server(a: &Args) -> Res<()> {
         let aep = AsyncEp::new(&ep)?;
         let mut sessions = Vec::with_capacity(clients);
         for _ in 0..clients {
-            let conn = tokio::time::timeout(TIMEOUT, accept(&aep, None, &desc)).await.map_err(|_| "no client came")??;
+            let conn =
+                tokio::time::timeout(TIMEOUT, accept(&aep, None, &desc)).await.map_err(|_| "no client came")??;
             sessions.push(tokio::task::spawn_local(async move {
                 let ev = AsyncConn::new(&conn)?.next_event().await?;
                 conn.disconnect()?;

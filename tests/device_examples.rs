@@ -46,7 +46,10 @@ device_tests!({
         // appends each; the server checks every slot
         run(
             "async-log",
-            &["log: 128 records from 16 clients, each in its own slot; tail 128", "client: 16 connections on one thread"],
+            &[
+                "log: 128 records from 16 clients, each in its own slot; tail 128",
+                "client: 16 connections on one thread",
+            ],
         );
     }
 
