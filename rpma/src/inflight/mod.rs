@@ -44,6 +44,12 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// The entry of a posted send-queue operation.
+    #[inline(always)]
+    pub(crate) fn send(op: SendOpRec) -> Entry {
+        Entry { ctx: op.ctx, kind: op.kind, signaled: op.signaled, done: false, hold: op.hold, confirm: op.confirm }
+    }
+
     pub(crate) fn recv(ctx: u64, hold: Option<Hold>) -> Entry {
         Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, hold, confirm: None }
     }

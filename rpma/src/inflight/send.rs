@@ -57,14 +57,7 @@ impl SendTracker {
         let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
         post(wrid::send(seq)).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
         let mask = g.slots.len() - 1;
-        g.slots[seq as usize & mask] = Some(Entry {
-            ctx: op.ctx,
-            kind: op.kind,
-            signaled: op.signaled,
-            done: false,
-            hold: op.hold,
-            confirm: op.confirm,
-        });
+        g.slots[seq as usize & mask] = Some(Entry::send(op));
         g.len += 1;
         Ok(())
     }
@@ -157,14 +150,7 @@ impl SendTracker {
         let mask = g.slots.len() - 1;
         for (i, op) in recs.drain(..posted).enumerate() {
             let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
-            g.slots[seq as usize & mask] = Some(Entry {
-                ctx: op.ctx,
-                kind: op.kind,
-                signaled: op.signaled,
-                done: false,
-                hold: op.hold,
-                confirm: op.confirm,
-            });
+            g.slots[seq as usize & mask] = Some(Entry::send(op));
         }
         g.len += posted;
         drop(g);
