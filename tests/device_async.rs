@@ -184,6 +184,45 @@ device_tests!({
         assert_eq!(v0, v1, "verbs objects leaked");
     }
 
+    fn a_shared_completion_channel_is_awaited() {
+        let (sp, cp) = (peer(), peer());
+        let mut region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        region.write_at(0, b"shared channel").unwrap();
+        let port = next_port();
+        let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
+        let desc = region.descriptor().to_vec();
+        run(tokio::task::LocalSet::new().run_until(async move {
+            let server = tokio::task::spawn_local(serve(ep, 1, desc));
+            let mut cfg = ConnCfg::new();
+            cfg.set_compl_channel(true);
+            cfg.set_rcq_size(4);
+            let conn = connect(&cp, &addr(), port, Some(&cfg), &[]).await.unwrap();
+            // a CQ on the shared channel cannot be awaited on its own
+            assert!(matches!(AsyncCq::new(conn.cq()), Err(rpma::Error::SharedChannel(_))));
+            let src = MrRemote::from_descriptor(conn.private_data()).unwrap();
+            let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+            let ch = rpma::aio::AsyncChannel::new(&conn).unwrap();
+            assert!(tokio::time::timeout(Duration::from_millis(20), ch.wait()).await.is_err(), "nothing yet");
+            conn.read(&dst, 0, &src, 0, 14, Flags::COMPLETION_ALWAYS, 9).unwrap();
+            let (cq, is_rcq) = ch.wait().await.unwrap();
+            assert!(!is_rcq);
+            let wc = loop {
+                match cq.get_completion() {
+                    Ok(wc) => break wc,
+                    Err(rpma::Error::NoCompletion) => tokio::task::yield_now().await,
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(wc.op_context, 9);
+            let mut got = [0u8; 14];
+            dst.read_at(0, &mut got).unwrap();
+            assert_eq!(&got, b"shared channel");
+            drop(ch);
+            close(conn).await;
+            server.await.unwrap();
+        }));
+    }
+
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let p = peer();
         let ep = Ep::listen(&p, &addr(), next_port()).unwrap();

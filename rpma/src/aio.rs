@@ -125,6 +125,37 @@ impl<'a> AsyncConn<'a> {
     }
 }
 
+/// A connection's shared completion channel
+/// ([`ConnCfg::set_compl_channel`]), awaited as [`Conn::wait`] waits on it.
+pub struct AsyncChannel<'a> {
+    conn: &'a Conn,
+    fd: AsyncFd<BorrowedFd<'a>>,
+}
+
+impl<'a> AsyncChannel<'a> {
+    /// Registers `conn`'s shared completion channel fd with the current
+    /// tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::NotSharedChnl`] without a shared channel; as
+    /// [`AsyncEp::new`] otherwise.
+    pub fn new(conn: &'a Conn) -> Result<AsyncChannel<'a>> {
+        Ok(AsyncChannel { conn, fd: register(conn.compl_as_fd()?, "shared completion channel")? })
+    }
+
+    /// Waits for a completion event on the channel ([`Conn::wait`]): the CQ
+    /// with an event (re-armed) and whether it is the receive CQ; drain it
+    /// with [`Cq::get_wc`] / [`Cq::get_completion`] next. Cancellation-safe
+    /// (nothing is consumed while waiting).
+    ///
+    /// # Errors
+    /// As [`Conn::wait`], never [`Error::NoCompletion`].
+    pub async fn wait(&self) -> Result<(&'a Cq, bool)> {
+        let conn = self.conn;
+        when_readable(&self.fd, || conn.wait(), |e| matches!(e, Error::NoCompletion)).await
+    }
+}
+
 /// A [`Cq`] (a connection's, an SRQ's or a [`SharedCq`](crate::SharedCq))
 /// whose completions are awaited.
 pub struct AsyncCq<'a> {

@@ -92,6 +92,19 @@ impl Conn {
         }
     }
 
+    /// [`compl_fd`](Conn::compl_fd), borrowed for as long as the connection.
+    ///
+    /// # Errors
+    /// As [`compl_fd`](Conn::compl_fd).
+    pub fn compl_as_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        match &self.parts.shared {
+            Some(c) => Ok(std::os::fd::AsFd::as_fd(c)),
+            None => {
+                Err(Error::NotSharedChnl("the connection was configured without a shared completion channel".into()))
+            }
+        }
+    }
+
     /// Waits on the shared completion channel (`rpma_conn_wait`): returns the
     /// CQ with a completion event (re-armed) and whether it is the RCQ.
     ///
