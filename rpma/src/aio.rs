@@ -250,12 +250,7 @@ impl<'a> AsyncDevice<'a> {
 /// nothing listens there, `Unreachable`, ...).
 pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
     let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
-    let ev = AsyncConn::new(&conn)?.next_event().await?;
-    if ev != ConnEvent::Established {
-        return Err(Error::Unknown(format!("connecting to {addr}:{port}: the connection was {ev}").into()));
-    }
-    set_nonblocking(conn.as_raw_fd(), false)?;
-    Ok(conn)
+    established(conn, || format!("connecting to {addr}:{port}")).await
 }
 
 /// Accepts the next connection request on `ep` with `pdata`, and awaits its
@@ -266,9 +261,16 @@ pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, 
 /// [`Error::Unknown`] when the first event is not `Established`.
 pub async fn accept(ep: &AsyncEp<'_>, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
     let conn = ep.next_conn_req(cfg).await?.connect(pdata)?;
+    established(conn, || "accepting a connection".to_string()).await
+}
+
+/// Awaits `conn`'s first event, which must be `Established` (`what` names
+/// the attempt in the error otherwise), and leaves its event fd blocking
+/// again, as a connection made without `aio` has it.
+async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> {
     let ev = AsyncConn::new(&conn)?.next_event().await?;
     if ev != ConnEvent::Established {
-        return Err(Error::Unknown(format!("accepting a connection: the connection was {ev}").into()));
+        return Err(Error::Unknown(format!("{}: the connection was {ev}", what()).into()));
     }
     set_nonblocking(conn.as_raw_fd(), false)?;
     Ok(conn)
