@@ -161,6 +161,8 @@ enum Owner {
     /// owner's reference on the device until this context is gone. Typed
     /// as `Any` so the device layer does not name the layers above it.
     Kept(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>),
+    /// Lent by a C caller (the C ABI's `rpma_peer_new`): never closed here.
+    Borrowed,
 }
 
 struct ContextInner {
@@ -233,6 +235,22 @@ impl Context {
     /// as `keeper` is alive, and must not be closed by anyone else meanwhile.
     pub(crate) unsafe fn kept_by(ctx: *mut ffi::ibv_context, keeper: Box<dyn std::any::Any + Send + Sync>) -> Self {
         Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Kept(keeper) }) }
+    }
+
+    /// A context a C caller lends (`struct ibv_context *` given to the C
+    /// ABI's `rpma_peer_new`): used, never closed.
+    ///
+    /// # Safety
+    /// `ctx` must point to an open `ibv_context` that stays open as long as
+    /// the returned context or any handle created from it (a PD, a CQ, ...)
+    /// is alive: librpma's own contract for the context it is given.
+    pub unsafe fn borrowed(ctx: *mut std::ffi::c_void) -> Self {
+        Context { inner: Arc::new(ContextInner { ctx: ctx.cast(), owner: Owner::Borrowed }) }
+    }
+
+    /// The context's address (what C code knows as `struct ibv_context *`).
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.inner.ctx.cast()
     }
 
     /// The raw pointer, for the other handles of this crate.

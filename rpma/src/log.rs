@@ -187,6 +187,13 @@ fn default_function(r: &LogRecord<'_>, main: bool, aux: bool) {
     }
 }
 
+/// librpma's stderr line for `r`, as the default function prints it for
+/// the aux threshold: for log functions that keep that format (the C ABI's
+/// default function does).
+pub fn aux_line(r: &LogRecord<'_>) -> String {
+    format_aux(r, std::time::SystemTime::now())
+}
+
 /// librpma's stderr line: `<Mon DD HH:MM:SS>.<usec> [tid] *LEVEL* file: line: func: msg`
 /// (the time is UTC here).
 fn format_aux(r: &LogRecord<'_>, now: std::time::SystemTime) -> String {

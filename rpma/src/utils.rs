@@ -53,6 +53,25 @@ impl IbvContext {
     pub fn device_name(&self) -> String {
         self.0.device_name()
     }
+
+    /// The context's address, what C code knows as `struct ibv_context *`
+    /// (the C ABI's `rpma_utils_get_ibv_context` hands it out).
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.0.as_raw()
+    }
+
+    /// A context C code lends by address (the C ABI's `rpma_peer_new`): used,
+    /// never closed by rpma.
+    ///
+    /// # Safety
+    /// `ctx` must point to an open `struct ibv_context` that stays open as
+    /// long as the returned value, its clones, and every object made from it
+    /// (peers, regions, connections) are alive.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_raw(ctx: std::ptr::NonNull<std::ffi::c_void>) -> IbvContext {
+        // SAFETY: the caller's contract is the one Context::borrowed needs.
+        IbvContext(unsafe { Context::borrowed(ctx.as_ptr()) })
+    }
 }
 
 /// Which side of a connection an address belongs to

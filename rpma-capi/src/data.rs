@@ -1,0 +1,237 @@
+//! The data path: `rpma_read`, `rpma_write`, `rpma_write_with_imm`,
+//! `rpma_atomic_write`, `rpma_flush`, `rpma_send`, `rpma_send_with_imm`,
+//! `rpma_recv`.
+//!
+//! Each runs rpma's checked operation: offsets and lengths are checked
+//! against both regions and usages against the operation before anything is
+//! posted (librpma leaves that to the NIC), and the local region stays
+//! registered until the device completes the operation. `op_context`
+//! travels as all 64 bits. Zero-byte operations with NULL regions and zero
+//! offsets and length are allowed, as in librpma.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+use rpma::{Conn, Error, Flags, FlushType, MrRemote, RawMemory, Sg};
+
+use crate::mr::RpmaMrLocal;
+use crate::{guard, null, obj};
+
+/// librpma's `RPMA_F_COMPLETION_ON_ERROR | RPMA_F_COMPLETION_ALWAYS`.
+const C_FLAGS: c_int = 3;
+
+#[inline]
+fn flags_of(flags: c_int) -> Result<Flags, Error> {
+    if flags & !C_FLAGS != 0 {
+        return Err(bad_flags(flags));
+    }
+    // 0 is refused by the operation itself (no completion kind chosen).
+    Ok(Flags::from_bits_truncate(flags as u32))
+}
+
+#[cold]
+fn bad_flags(flags: c_int) -> Error {
+    Error::inval(format!("flags {flags:#x} has bits outside RPMA_F_COMPLETION_ALWAYS (0x3)"))
+}
+
+/// An empty remote region for librpma's zero-byte read and write.
+fn no_remote() -> &'static MrRemote {
+    static NONE: OnceLock<MrRemote> = OnceLock::new();
+    NONE.get_or_init(|| {
+        // addr 0, size 0, rkey 0, usages READ_SRC | WRITE_DST.
+        let mut d = [0u8; rpma::MR_DESCRIPTOR_SIZE];
+        d[20] = 0b1001;
+        MrRemote::from_descriptor(&d).unwrap_or_else(|e| unreachable!("a fixed descriptor decodes: {e}"))
+    })
+}
+
+/// Librpma's zero-byte form: both regions NULL, all offsets and `len` 0.
+#[inline]
+fn zero_byte(local: *const RpmaMrLocal, remote: *const MrRemote, offs: [usize; 2], len: usize) -> bool {
+    local.is_null() && remote.is_null() && offs == [0, 0] && len == 0
+}
+
+const NO_SG: &[Sg<'static, RawMemory>] = &[];
+
+/// `rpma_read`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_read(
+    conn: *mut Conn,
+    dst: *mut RpmaMrLocal,
+    dst_offset: usize,
+    src: *const MrRemote,
+    src_offset: usize,
+    len: usize,
+    flags: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_read", || {
+        // SAFETY: librpma's contract: a live connection of this library.
+        let conn = unsafe { obj(conn, "conn") }?;
+        let flags = flags_of(flags)?;
+        let ctx = op_context as u64;
+        if zero_byte(dst, src, [dst_offset, src_offset], len) {
+            return conn.read_sg(NO_SG, no_remote(), 0, flags, ctx);
+        }
+        // SAFETY: librpma's contract: live regions of this library.
+        let (dst, src) = unsafe { (obj(dst, "dst")?, obj(src, "src")?) };
+        conn.read(dst, dst_offset, src, src_offset as u64, len, flags, ctx)
+    })
+}
+
+/// `rpma_write`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_write(
+    conn: *mut Conn,
+    dst: *mut MrRemote,
+    dst_offset: usize,
+    src: *const RpmaMrLocal,
+    src_offset: usize,
+    len: usize,
+    flags: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_write", || {
+        // SAFETY: librpma's contract: a live connection of this library.
+        let conn = unsafe { obj(conn, "conn") }?;
+        let flags = flags_of(flags)?;
+        let ctx = op_context as u64;
+        if zero_byte(src, dst, [dst_offset, src_offset], len) {
+            return conn.write_sg(no_remote(), 0, NO_SG, flags, ctx);
+        }
+        // SAFETY: librpma's contract: live regions of this library.
+        let (dst, src) = unsafe { (obj(dst, "dst")?, obj(src, "src")?) };
+        conn.write(dst, dst_offset as u64, src, src_offset, len, flags, ctx)
+    })
+}
+
+/// `rpma_write_with_imm`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_write_with_imm(
+    conn: *mut Conn,
+    dst: *mut MrRemote,
+    dst_offset: usize,
+    src: *const RpmaMrLocal,
+    src_offset: usize,
+    len: usize,
+    flags: c_int,
+    imm: u32,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_write_with_imm", || {
+        // SAFETY: librpma's contract: live objects of this library.
+        let (conn, dst, src) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?, obj(src, "src")?) };
+        conn.write_with_imm(dst, dst_offset as u64, src, src_offset, len, flags_of(flags)?, imm, op_context as u64)
+    })
+}
+
+/// `rpma_atomic_write`: `dst_offset` must be 8-byte aligned.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_atomic_write(
+    conn: *mut Conn,
+    dst: *mut MrRemote,
+    dst_offset: usize,
+    src: *const c_char,
+    flags: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_atomic_write", || {
+        // SAFETY: librpma's contract: live objects of this library.
+        let (conn, dst) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?) };
+        if src.is_null() {
+            return Err(null("src"));
+        }
+        let mut value = [0u8; 8];
+        // SAFETY: librpma's contract: src points to 8 readable bytes.
+        unsafe { value.as_mut_ptr().copy_from_nonoverlapping(src.cast::<u8>(), 8) };
+        conn.atomic_write(dst, dst_offset as u64, value, flags_of(flags)?, op_context as u64)
+    })
+}
+
+/// `rpma_flush`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_flush(
+    conn: *mut Conn,
+    dst: *mut MrRemote,
+    dst_offset: usize,
+    len: usize,
+    type_: c_int,
+    flags: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_flush", || {
+        // SAFETY: librpma's contract: live objects of this library.
+        let (conn, dst) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?) };
+        let ty = match type_ {
+            0 => FlushType::Persistent,
+            1 => FlushType::Visibility,
+            t => {
+                return Err(Error::inval(format!(
+                    "flush type {t} is neither RPMA_FLUSH_TYPE_PERSISTENT (0) nor RPMA_FLUSH_TYPE_VISIBILITY (1)"
+                )))
+            }
+        };
+        conn.flush(dst, dst_offset as u64, len as u64, ty, flags_of(flags)?, op_context as u64)
+    })
+}
+
+/// `rpma_send`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_send(
+    conn: *mut Conn,
+    src: *const RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    flags: c_int,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_send", || {
+        // SAFETY: librpma's contract: a live connection of this library.
+        let conn = unsafe { obj(conn, "conn") }?;
+        let (flags, ctx) = (flags_of(flags)?, op_context as u64);
+        if src.is_null() && offset == 0 && len == 0 {
+            return conn.send_sg(NO_SG, flags, ctx);
+        }
+        // SAFETY: librpma's contract: a live region of this library.
+        conn.send(unsafe { obj(src, "src") }?, offset, len, flags, ctx)
+    })
+}
+
+/// `rpma_send_with_imm`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_send_with_imm(
+    conn: *mut Conn,
+    src: *const RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    flags: c_int,
+    imm: u32,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_send_with_imm", || {
+        // SAFETY: librpma's contract: live objects of this library.
+        let (conn, src) = unsafe { (obj(conn, "conn")?, obj(src, "src")?) };
+        conn.send_with_imm(src, offset, len, flags_of(flags)?, imm, op_context as u64)
+    })
+}
+
+/// `rpma_recv`.
+#[no_mangle]
+pub unsafe extern "C" fn rpma_recv(
+    conn: *mut Conn,
+    dst: *mut RpmaMrLocal,
+    offset: usize,
+    len: usize,
+    op_context: *const c_void,
+) -> c_int {
+    guard("rpma_recv", || {
+        // SAFETY: librpma's contract: a live connection of this library.
+        let conn = unsafe { obj(conn, "conn") }?;
+        let ctx = op_context as u64;
+        if dst.is_null() && offset == 0 && len == 0 {
+            return conn.recv_sg(NO_SG, ctx);
+        }
+        // SAFETY: librpma's contract: a live region of this library.
+        conn.recv(unsafe { obj(dst, "dst") }?, offset, len, ctx)
+    })
+}

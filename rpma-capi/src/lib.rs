@@ -1,0 +1,209 @@
+//! librpma's C ABI over rpma: `librpma.so.0` for C librpma's users.
+//!
+//! Every function of librpma 1.3's `librpma.h` (84, symbol version node
+//! `LIBRPMA_1.0`) is exported here with the header's signature, its error
+//! codes (`RPMA_E_*`), its ownership rules (`T **` arguments of `*_delete`,
+//! `*_dereg`, `*_shutdown` and `rpma_conn_req_connect` are set to NULL) and
+//! its `errno` behaviour (a provider error leaves the failing call's errno).
+//! `harness/capi-build` links the static library this crate builds into
+//! `librpma.so.0` and `librpma.a`; docs/capi.md says how to install and use
+//! it, and where it deliberately differs from C librpma.
+//!
+//! # The boundary
+//! This crate is the project's second FFI boundary: C calls in. Each
+//! exported function runs inside [`guard`], which catches panics (none
+//! crosses into C: they become `RPMA_E_UNKNOWN`, logged) and turns
+//! [`rpma::Error`] into librpma's codes. Pointers from C are checked for
+//! NULL (librpma's `RPMA_E_INVAL`) and otherwise trusted as librpma trusts
+//! them: the `# Safety` contract of every exported function is librpma's
+//! documented contract for it (valid objects made by this library, memory
+//! registered by `rpma_mr_reg` kept valid until `rpma_mr_dereg`).
+//!
+//! Objects: each opaque C type is a boxed rpma object (`rpma_peer` is a
+//! [`rpma::Peer`], `rpma_conn` a [`rpma::Conn`], ...); configuration objects
+//! are behind a mutex, since librpma's setters and getters are thread-safe.
+//! `rpma_cq` pointers point at the connection's (or SRQ's) own [`rpma::Cq`].
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+// Every exported function takes raw pointers from C: their contract is
+// librpma's, stated once above and in docs/capi.md rather than per function.
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard, Once};
+
+use rpma::log::LogLevel;
+use rpma::Error;
+
+pub mod cfg;
+pub mod conn;
+pub mod data;
+pub mod log;
+pub mod mr;
+pub mod peer;
+
+/// `Result` of an exported function's body.
+pub(crate) type Res = Result<(), Error>;
+
+static INIT: Once = Once::new();
+
+/// Runs `body` for the exported function `name`: initialises logging once
+/// (librpma's library constructor), catches a panic (`RPMA_E_UNKNOWN`,
+/// logged as FATAL), and maps an error to its `RPMA_E_*` code, logging it
+/// and, for a provider error, leaving its errno in `errno`.
+#[inline]
+pub(crate) fn guard(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
+    INIT.call_once(log::init);
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => fail(name, e),
+        Err(_) => {
+            rpma::log::emit(
+                LogLevel::Fatal,
+                file!(),
+                line!(),
+                name,
+                format_args!("{name}: panicked inside rpma's C ABI (a bug in rpma; please report it)"),
+            );
+            rpma::error::RPMA_E_UNKNOWN
+        }
+    }
+}
+
+#[cold]
+fn fail(name: &'static str, e: Error) -> c_int {
+    // Expected outcomes of polling calls are not failures worth a line.
+    let level = match e {
+        Error::NoCompletion | Error::NoEvent | Error::Again(_) => LogLevel::Debug,
+        Error::Inval(_) | Error::NoSupp(_) | Error::SharedChannel(_) | Error::NotSharedChnl(_) => LogLevel::Warning,
+        _ => LogLevel::Error,
+    };
+    rpma::log::emit(level, file!(), line!(), name, format_args!("{name}: {e}"));
+    if let Some(errno) = e.errno() {
+        // SAFETY: __errno_location returns this thread's errno.
+        unsafe { *libc::__errno_location() = errno };
+    }
+    e.code()
+}
+
+/// `RPMA_E_INVAL` for a NULL `what`.
+#[cold]
+pub(crate) fn null(what: &str) -> Error {
+    Error::inval(format!("{what} is NULL"))
+}
+
+/// The object behind a C pointer, or `RPMA_E_INVAL` when it is NULL.
+///
+/// # Safety
+/// A non-NULL `p` points to a live `T` (made by this library) for `'a`.
+#[inline]
+pub(crate) unsafe fn obj<'a, T>(p: *const T, what: &str) -> Result<&'a T, Error> {
+    // SAFETY: the caller's contract.
+    unsafe { p.as_ref() }.ok_or_else(|| null(what))
+}
+
+/// Checks an output pointer for NULL (librpma writes outputs only on success).
+#[inline]
+pub(crate) fn out<T>(p: *mut T, what: &str) -> Result<*mut T, Error> {
+    if p.is_null() {
+        Err(null(what))
+    } else {
+        Ok(p)
+    }
+}
+
+/// A C string argument as UTF-8, `RPMA_E_INVAL` when NULL or not UTF-8.
+///
+/// # Safety
+/// A non-NULL `s` points to a NUL-terminated string.
+pub(crate) unsafe fn cstr<'a>(s: *const c_char, what: &str) -> Result<&'a str, Error> {
+    if s.is_null() {
+        return Err(null(what));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { CStr::from_ptr(s) }.to_str().map_err(|_| Error::inval(format!("{what} is not valid UTF-8")))
+}
+
+/// Moves `v` into a new heap object and writes its address to `*ptr`.
+///
+/// # Safety
+/// `ptr` is non-NULL and valid for a write.
+pub(crate) unsafe fn give<T>(ptr: *mut *mut T, v: T) {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.write(Box::into_raw(Box::new(v))) };
+}
+
+/// Takes the object out of `*ptr` (setting `*ptr` to NULL): `None` when
+/// `*ptr` is NULL, `RPMA_E_INVAL` when `ptr` is.
+///
+/// # Safety
+/// `ptr` is NULL or valid for reads and writes, and a non-NULL `*ptr` was
+/// made by [`give`] and is not used afterwards.
+pub(crate) unsafe fn take<T>(ptr: *mut *mut T, what: &str) -> Result<Option<Box<T>>, Error> {
+    let ptr = out(ptr, what)?;
+    // SAFETY: the caller's contract.
+    let p = unsafe { ptr.replace(std::ptr::null_mut()) };
+    // SAFETY: made by Box::into_raw in `give`, taken once (the slot is NULL now).
+    Ok((!p.is_null()).then(|| unsafe { Box::from_raw(p) }))
+}
+
+/// A configuration object: librpma's cfg setters and getters are
+/// thread-safe, so each is behind a mutex.
+#[derive(Debug)]
+pub struct Locked<T>(Mutex<T>);
+
+impl<T> Locked<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Locked(Mutex::new(v))
+    }
+    /// The value (a poisoned lock is taken over: every value is valid).
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `rpma_err_2str`: librpma's text for an error code.
+#[no_mangle]
+pub extern "C" fn rpma_err_2str(ret: c_int) -> *const c_char {
+    static TEXTS: [(c_int, &CStr); 11] = [
+        (0, c"Success"),
+        (rpma::error::RPMA_E_NOSUPP, c"Not supported"),
+        (rpma::error::RPMA_E_PROVIDER, c"Provider error occurred"),
+        (rpma::error::RPMA_E_NOMEM, c"Out of memory"),
+        (rpma::error::RPMA_E_INVAL, c"Invalid argument"),
+        (rpma::error::RPMA_E_NO_COMPLETION, c"No next completion available"),
+        (rpma::error::RPMA_E_NO_EVENT, c"No next event available"),
+        (rpma::error::RPMA_E_AGAIN, c"Temporary error, try again"),
+        (rpma::error::RPMA_E_SHARED_CHANNEL, c"Completion channel is shared"),
+        (rpma::error::RPMA_E_NOT_SHARED_CHNL, c"Completion channel is not shared"),
+        (rpma::error::RPMA_E_UNKNOWN, c"Unknown error"),
+    ];
+    TEXTS.iter().find(|(c, _)| *c == ret).map_or(c"Unknown error", |(_, s)| s).as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn err_2str_matches_rpma() {
+        for code in (-100010..=-100000).chain([0, 1, -1, c_int::MIN]) {
+            // SAFETY: rpma_err_2str returns a static NUL-terminated string.
+            let s = unsafe { CStr::from_ptr(rpma_err_2str(code)) };
+            assert_eq!(s.to_str().unwrap(), rpma::err_2str(code), "code {code}");
+        }
+    }
+
+    #[test]
+    fn a_panic_is_an_unknown_error() {
+        assert_eq!(guard("test", || panic!("boom")), rpma::error::RPMA_E_UNKNOWN);
+    }
+
+    #[test]
+    fn a_provider_error_leaves_its_errno() {
+        let e = Error::provider("ibv_test", std::io::Error::from_raw_os_error(libc::EBUSY));
+        assert_eq!(guard("test", || Err(e)), rpma::error::RPMA_E_PROVIDER);
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EBUSY));
+    }
+}
