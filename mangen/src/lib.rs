@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use syn::spanned::Spanned;
 
+pub mod capi;
+
 /// Where rpma's sources are, under the repository root.
 pub const SRC: &str = "rpma/src";
 
@@ -129,7 +131,7 @@ fn docs_of(attrs: &[syn::Attribute]) -> (String, bool) {
     (out, hidden)
 }
 
-fn slice(src: &str, from: proc_macro2::Span, to: proc_macro2::Span) -> String {
+pub(crate) fn slice(src: &str, from: proc_macro2::Span, to: proc_macro2::Span) -> String {
     let text = &src[from.byte_range().start..to.byte_range().start];
     text.trim().lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
 }
@@ -920,10 +922,21 @@ pub fn pages(root: &Path) -> Result<BTreeMap<String, String>, String> {
 pub fn pages_in(src: &Path) -> Result<BTreeMap<String, String>, String> {
     let all = items_in(src)?;
     let examples = type_examples_in(src)?;
+    // rpma-capi's exports, next to rpma/src (none when that is not there,
+    // e.g. a copy of rpma/src alone).
+    let capi_src = src.join("../../rpma-capi/src");
+    let capi = if capi_src.exists() { capi::functions(&capi_src)? } else { BTreeMap::new() };
     let mut out = BTreeMap::new();
     for (name, item) in &all {
-        let md = page_markdown(item, &all, &examples);
+        let mut md = page_markdown(item, &all, &examples);
+        if let Some(f) = capi.get(name) {
+            let at = md.rfind("# SEE ALSO").unwrap_or(md.len());
+            md.insert_str(at, &capi::section(name, f));
+        }
         out.insert(format!("man3/{name}.3"), mandown::convert(&md, &name.to_uppercase(), 3));
+    }
+    for (name, f) in capi.iter().filter(|(n, _)| !all.contains_key(*n)) {
+        out.insert(format!("man3/{name}.3"), mandown::convert(&capi::page(name, f), &name.to_uppercase(), 3));
     }
     let overview = src.join("../doc/rpma.7.md");
     let md = fs::read_to_string(&overview).map_err(|e| format!("{}: {e}", overview.display()))?;

@@ -305,18 +305,21 @@ pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(
     })
 }
 
-/// `rpma_conn_wait` (`flags` is reserved, as in librpma).
+/// `rpma_conn_wait` (`flags` is reserved, as in librpma; `is_rcq` may be
+/// NULL).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_wait(conn: *mut Conn, _flags: c_int, cq: *mut *mut Cq, is_rcq: *mut bool) -> c_int {
     guard("rpma_conn_wait", || {
         // SAFETY: librpma's contract: a live connection of this library.
         let conn = unsafe { obj(conn, "conn") }?;
-        let (o_cq, o_rcq) = (out(cq, "cq")?, out(is_rcq, "is_rcq")?);
+        let o_cq = out(cq, "cq")?;
         let (got, rcq) = conn.wait()?;
-        // SAFETY: checked non-NULL outputs.
+        // SAFETY: checked non-NULL output; is_rcq is NULL or valid for a write.
         unsafe {
             o_cq.write((got as *const Cq).cast_mut());
-            o_rcq.write(rcq);
+            if !is_rcq.is_null() {
+                is_rcq.write(rcq);
+            }
         }
         Ok(())
     })

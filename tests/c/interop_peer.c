@@ -133,6 +133,8 @@ static int server(const char *addr, const char *port)
 	CHECK(rpma_mr_dereg(&rmr));
 	CHECK(rpma_mr_dereg(&mr));
 	CHECK(rpma_peer_delete(&peer));
+	free(rbuf);
+	free(buf);
 	return 0;
 }
 
@@ -216,6 +218,7 @@ done:
 	CHECK(rpma_mr_remote_delete(&rmr));
 	CHECK(rpma_mr_dereg(&mr));
 	CHECK(rpma_peer_delete(&peer));
+	free(buf);
 	return 0;
 }
 

@@ -1,0 +1,199 @@
+//! The C ABI, measured: the project's C benchmark program
+//! (`benches/compare/librpma_bench.c`), built once against C librpma, run on
+//! C librpma and on rpma's `librpma.so.0` (the same binary, switched by
+//! `LD_LIBRARY_PATH`), in the same device run.
+//!
+//! `harness/capi-build` (release) first, then `cargo bench --bench capi`.
+//! Without a device on the host it runs in the harness's Soft-RoCE VM.
+//! Latency (median per case) and bandwidth are taken in rounds of
+//! alternating order (C librpma first, then rpma first, ...), and each cell
+//! reports the median of the per-round ratios rpma/C librpma with its
+//! minimum and maximum; instructions per operation (callgrind, 2N minus N)
+//! are deterministic and taken once. Knobs: `RPMA_BENCH_ITERS` (operations
+//! per case, default 1000), `RPMA_BENCH_ROUNDS` (default 5),
+//! `RPMA_BENCH_IR_ITERS` (default 200).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` lists tests: there are none
+    }
+    rpma_harness::ensure_device();
+    if let Err(e) = run() {
+        eprintln!("capi bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The C program, `lib` (None: C librpma) searched first.
+fn cmd(cbin: &Path, lib: Option<&Path>, args: &[&str]) -> Command {
+    let mut c = Command::new(cbin);
+    c.env_remove("LD_LIBRARY_PATH").args(args);
+    if let Some(l) = lib {
+        c.env("LD_LIBRARY_PATH", l);
+    }
+    c
+}
+
+/// Server and client of one run; returns the client's stdout.
+fn pair(server: Command, mut client: Command) -> Res<String> {
+    let mut server = server;
+    let mut s = server.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
+    let mut out = BufReader::new(s.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    while !line.contains("READY") {
+        line.clear();
+        if out.read_line(&mut line)? == 0 {
+            return Err("the server exited before READY".into());
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let c = client.stderr(Stdio::inherit()).output()?;
+    let t0 = Instant::now();
+    while s.try_wait()?.is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = s.kill();
+            return Err("the server did not exit".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !c.status.success() {
+        return Err(format!("the client failed: {}", c.status).into());
+    }
+    Ok(String::from_utf8_lossy(&c.stdout).into_owned())
+}
+
+/// `RESULT lat librpma CASE SIZE ITERS min typical ...` -> ("lat CASE SIZE", typical µs);
+/// `RESULT bw librpma CASE SIZE QD ITERS Mops` -> ("bw CASE SIZE qdQD", Mops).
+fn results(out: &str) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    for l in out.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f.as_slice() {
+            ["RESULT", "lat", _, case, size, _, _, typical, ..] => {
+                m.insert(format!("lat {case} {size}"), typical.parse().unwrap_or(f64::NAN));
+            }
+            ["RESULT", "bw", _, case, size, qd, _, mops] => {
+                m.insert(format!("bw {case} {size} qd{qd}"), mops.parse().unwrap_or(f64::NAN));
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+fn callgrind_total(f: &Path) -> Res<f64> {
+    let text = std::fs::read_to_string(f)?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("totals:") || l.starts_with("summary:"))
+        .ok_or_else(|| format!("no totals in {}", f.display()))?;
+    Ok(line.split_whitespace().nth(1).ok_or("empty totals")?.parse()?)
+}
+
+/// One case's values: C librpma's, rpma's, and the per-round ratios.
+type Cell = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn run() -> Res<()> {
+    let addr = rpma_harness::addr();
+    let iters = env("RPMA_BENCH_ITERS", 1000).max(20);
+    let rounds = env("RPMA_BENCH_ROUNDS", 5).max(1);
+    let ir_iters = env("RPMA_BENCH_IR_ITERS", 200).max(10);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo.join("target"));
+    let lib = target.join("capi").join("lib");
+    if !lib.join("librpma.so.0").exists() {
+        return Err(format!("{} lacks librpma.so.0: run harness/capi-build first", lib.display()).into());
+    }
+    let tmp = std::env::temp_dir().join(format!("rpma-capi-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let cbin = tmp.join("librpma_bench");
+    let st = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&cbin)
+        .arg(repo.join("benches/compare/librpma_bench.c"))
+        .args(["-lrpma", "-libverbs"])
+        .status()?;
+    if !st.success() {
+        return Err("gcc could not build librpma_bench.c (needs librpma-dev)".into());
+    }
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    println!(
+        "device run: {} kernel {}, {iters} operations per case, {rounds} rounds, C program {}",
+        std::env::var("RPMA_TEST_ENV").unwrap_or_else(|_| "native".into()),
+        kernel.trim(),
+        cbin.display()
+    );
+    let it = iters.to_string();
+    let mut cells: BTreeMap<String, Cell> = BTreeMap::new();
+    for round in 0..rounds {
+        let order: [Option<&Path>; 2] = if round % 2 == 0 { [None, Some(&lib)] } else { [Some(&lib), None] };
+        let mut got: [BTreeMap<String, f64>; 2] = Default::default();
+        for l in order {
+            let port = rpma_harness::next_port().to_string();
+            let out =
+                pair(cmd(&cbin, l, &["server", &addr, &port, "1"]), cmd(&cbin, l, &["client", &addr, &port, &it]))?;
+            got[usize::from(l.is_some())] = results(&out);
+        }
+        for (k, c) in &got[0] {
+            if let Some(r) = got[1].get(k) {
+                let e = cells.entry(k.clone()).or_default();
+                e.0.push(*c);
+                e.1.push(*r);
+                e.2.push(r / c);
+            }
+        }
+        eprintln!("capi bench: round {} of {rounds} done", round + 1);
+    }
+    println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max) of {rounds} rounds |");
+    println!("|---|---|---|---|");
+    for (k, (c, r, ratio)) in &cells {
+        let unit = if k.starts_with("lat") { "µs" } else { "Mops/s" };
+        let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+        println!(
+            "| {k} | {:.2} {unit} | {:.2} {unit} | {:.2} ({lo:.2}-{hi:.2}) |",
+            median(c.clone()),
+            median(r.clone()),
+            median(ratio.clone())
+        );
+    }
+    println!("\n| instructions per operation (callgrind, 2N-N, N = {ir_iters}) | C librpma | rpma's C ABI | ratio |");
+    println!("|---|---|---|---|");
+    for case in ["read", "write", "write_flush", "atomic_write", "commit"] {
+        let mut per = [0.0f64; 2];
+        for (i, l) in [None, Some(lib.as_path())].into_iter().enumerate() {
+            let count = |n: usize| -> Res<f64> {
+                let port = rpma_harness::next_port().to_string();
+                let f = tmp.join(format!("cg.{i}.{case}.{n}"));
+                let mut c = Command::new("valgrind");
+                c.args(["--tool=callgrind", "-q"]).arg(format!("--callgrind-out-file={}", f.display()));
+                c.arg(&cbin).args(["ir", &addr, &port, case, &n.to_string()]).env_remove("LD_LIBRARY_PATH");
+                if let Some(l) = l {
+                    c.env("LD_LIBRARY_PATH", l);
+                }
+                pair(cmd(&cbin, l, &["server", &addr, &port, "1"]), c)?;
+                callgrind_total(&f)
+            };
+            per[i] = (count(2 * ir_iters)? - count(ir_iters)?) / ir_iters as f64;
+        }
+        println!("| {case} | {:.0} | {:.0} | {:.2} |", per[0], per[1], per[1] / per[0]);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! rpma's C ABI (crate rpma-capi, `librpma.so.0` from `harness/capi-build`)
+//! on a real RDMA device. The project's C programs are built once, against
+//! C librpma's header and library (Debian's librpma-dev), and each run is
+//! switched to rpma's library by `LD_LIBRARY_PATH` alone:
+//! * tests/c/example_peer.c, librpma's 17 example contracts: on rpma against
+//!   itself on C librpma (both directions), against itself on rpma, and
+//!   against the Rust examples (both directions);
+//! * tests/c/interop_peer.c's seven cases (read, write + flush both types,
+//!   atomic write, send, send with immediate, write with immediate): on rpma
+//!   against the Rust interop peer and against itself on C librpma, both
+//!   directions, bytes checked where they land;
+//! * both C programs on rpma's library under valgrind memcheck.
+//!
+//! tests/capi_abi.rs checks the exports and signatures without a device.
+
+mod interop;
+
+use interop::{
+    build_c, c_example_peer, capi_lib_dir, case_on, interop_case_ok, run_pair, target_dir, Side, EXAMPLES,
+    INTEROP_CASES,
+};
+use rpma_harness::{addr, device_tests, next_port};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn c_interop() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    build_c("interop_peer", &BIN)
+}
+
+/// Runs every example for each (server, client) pair; prints the table and
+/// fails when a cell failed.
+fn examples_matrix(pairs: &[(Side, Side)]) {
+    let mut table = String::from("\n  | example |");
+    for (s, c) in pairs {
+        table += &format!(" {} server, {} client |", s.label(), c.label());
+    }
+    table += &format!("\n  |---|{}\n", "---|".repeat(pairs.len()));
+    let mut failed = Vec::new();
+    for ex in EXAMPLES {
+        table += &format!("  | {} |", ex.peer);
+        for &(server, client) in pairs {
+            let (problems, transcript) = run_pair(ex, server, client);
+            if problems.is_empty() {
+                table += " ok |";
+            } else {
+                table += " FAIL |";
+                let what = format!("{} ({} server, {} client)", ex.peer, server.label(), client.label());
+                println!("\n  {what} FAILED: {}\n{transcript}", problems.join("; "));
+                failed.push(what);
+            }
+        }
+        table += "\n";
+    }
+    println!("{table}");
+    assert!(failed.is_empty(), "pairs failed: {}", failed.join(", "));
+}
+
+const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
+
+/// `bin args` under memcheck on rpma's library; the other side runs plainly
+/// on C librpma. Asserts both exit 0 and memcheck found nothing.
+fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, client_args: &[&str]) {
+    let port = next_port().to_string();
+    let lib = capi_lib_dir();
+    let cmd = |role: &str, checked: bool| {
+        let mut c = if checked {
+            let mut v = Command::new("valgrind");
+            v.args(["-q", "--leak-check=full", "--show-leak-kinds=definite,possible"])
+                .args(["--errors-for-leak-kinds=definite,possible", "--error-exitcode=97"])
+                .arg(format!("--suppressions={SUPP}"))
+                .arg(bin)
+                .env("LD_LIBRARY_PATH", &lib);
+            v
+        } else {
+            let mut p = Command::new(bin);
+            p.env_remove("LD_LIBRARY_PATH");
+            p
+        };
+        c.args(example).args([role, &addr(), &port]);
+        if role == "client" {
+            c.args(client_args);
+        }
+        c
+    };
+    let srv = cmd("server", memcheck_server).spawn().expect("valgrind (harness/install-deps installs it)");
+    std::thread::sleep(std::time::Duration::from_secs(if memcheck_server { 4 } else { 1 }));
+    let cli = cmd("client", !memcheck_server).output().unwrap();
+    let srv = srv.wait_with_output().unwrap();
+    let name = format!("{} {}", bin.file_name().unwrap().to_string_lossy(), example.unwrap_or(""));
+    let checked = if memcheck_server { "server" } else { "client" };
+    for (who, out) in [("client", &cli), ("server", &srv)] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() != Some(97), "{name} {who}: memcheck errors on rpma's library:\n{err}");
+        assert!(out.status.success(), "{name} {who} failed: {}\n{err}", out.status);
+    }
+    println!("  {name}: the {checked} on rpma's library is clean under memcheck");
+}
+
+device_tests!({
+    /// librpma's example contracts: the C peer on rpma's library against the
+    /// same binary on C librpma, both directions, and against itself.
+    fn c_examples_on_rpma_against_c_librpma() {
+        examples_matrix(&[(Side::CRpma, Side::C), (Side::C, Side::CRpma), (Side::CRpma, Side::CRpma)]);
+    }
+
+    /// The same contracts: the C peer on rpma's library against the Rust
+    /// examples, both directions.
+    fn c_examples_on_rpma_against_rust() {
+        examples_matrix(&[(Side::CRpma, Side::Rust), (Side::Rust, Side::CRpma)]);
+    }
+
+    /// interop_peer.c on rpma's library against the Rust interop peer and
+    /// against itself on C librpma, both directions.
+    fn interop_peer_on_rpma() {
+        let c = c_interop().clone();
+        let rust = target_dir().join("examples").join("interop-peer");
+        let lib = capi_lib_dir();
+        let rpma = Some(lib.as_path());
+        #[allow(clippy::type_complexity)]
+        let pairs: [(&PathBuf, Option<&Path>, &PathBuf, Option<&Path>, &str, &str, &str); 4] = [
+            (&c, rpma, &rust, None, "C", "Rust", "C on rpma server, Rust client"),
+            (&rust, None, &c, rpma, "Rust", "C", "Rust server, C on rpma client"),
+            (&c, rpma, &c, None, "C", "C", "C on rpma server, C on C librpma client"),
+            (&c, None, &c, rpma, "C", "C", "C on C librpma server, C on rpma client"),
+        ];
+        let mut failed = Vec::new();
+        for (srv, srv_lib, cli, cli_lib, srv_name, cli_name, label) in pairs {
+            for name in INTEROP_CASES {
+                let (s, k) = case_on(srv, srv_lib, cli, cli_lib, name);
+                let ok = interop_case_ok(name, &s, &k, srv_name, cli_name);
+                println!("  | {label} | {name} | {} |", if ok { "ok" } else { "FAILED" });
+                if !ok {
+                    println!("server:\n{s}\nclient:\n{k}");
+                    failed.push(format!("{label}: {name}"));
+                }
+            }
+        }
+        assert!(failed.is_empty(), "failed: {failed:?}");
+    }
+
+    /// Both C programs on rpma's library under valgrind memcheck, each side
+    /// in turn, against the other side on C librpma.
+    fn c_programs_on_rpma_under_memcheck() {
+        let peer = c_example_peer().clone();
+        for server in [false, true] {
+            memcheck_pair(c_interop(), None, server, &["write-flush-vis"]);
+            memcheck_pair(c_interop(), None, server, &["send-imm"]);
+            memcheck_pair(&peer, Some("02"), server, &[]);
+            memcheck_pair(&peer, Some("08"), server, &["7", "3"]);
+            memcheck_pair(&peer, Some("12"), server, &["7", "3"]);
+        }
+    }
+});
