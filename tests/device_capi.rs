@@ -6,9 +6,10 @@
 //!   itself on C librpma (both directions), against itself on rpma, and
 //!   against the Rust examples (both directions);
 //! * tests/c/interop_peer.c's seven cases (read, write + flush both types,
-//!   atomic write, send, send with immediate, write with immediate): on rpma
-//!   against the Rust interop peer and against itself on C librpma, both
-//!   directions, bytes checked where they land;
+//!   atomic write, send, send with immediate, write with immediate): built a
+//!   second time, linked to rpma's library, against the Rust interop peer,
+//!   and the C librpma build switched to rpma against itself on C librpma,
+//!   both directions, bytes checked where they land;
 //! * both C programs on rpma's library under valgrind memcheck.
 //!
 //! tests/capi_abi.rs checks the exports and signatures without a device.
@@ -16,13 +17,14 @@
 mod interop;
 
 use interop::{
-    build_c, c_example_peer, capi_lib_dir, case_on, interop_case_ok, run_pair, target_dir, Side, EXAMPLES,
-    INTEROP_CASES,
+    build_c, build_c_linked, c_example_peer, capi_lib_dir, case_on, interop_case_ok, run_pair, target_dir, Side,
+    EXAMPLES, INTEROP_CASES,
 };
 use rpma_harness::{addr, device_tests, next_port};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 fn c_interop() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -84,9 +86,21 @@ fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, clien
         }
         c
     };
-    let srv = cmd("server", memcheck_server).spawn().expect("valgrind (harness/install-deps installs it)");
-    std::thread::sleep(std::time::Duration::from_secs(if memcheck_server { 4 } else { 1 }));
-    let cli = cmd("client", !memcheck_server).output().unwrap();
+    let mut srv = cmd("server", memcheck_server)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("valgrind (harness/install-deps installs it)");
+    // A server under memcheck takes a while to listen: retry a client that
+    // was refused while the server still runs (for up to 90 s).
+    let t0 = Instant::now();
+    let cli = loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let out = cmd("client", !memcheck_server).output().unwrap();
+        if out.status.success() || srv.try_wait().unwrap().is_some() || t0.elapsed() > Duration::from_secs(90) {
+            break out;
+        }
+    };
     let srv = srv.wait_with_output().unwrap();
     let name = format!("{} {}", bin.file_name().unwrap().to_string_lossy(), example.unwrap_or(""));
     let checked = if memcheck_server { "server" } else { "client" };
@@ -118,10 +132,12 @@ device_tests!({
         let rust = target_dir().join("examples").join("interop-peer");
         let lib = capi_lib_dir();
         let rpma = Some(lib.as_path());
+        // The same source built once more, linked to rpma's library.
+        let c_rpma = build_c_linked("interop_peer", rpma);
         #[allow(clippy::type_complexity)]
         let pairs: [(&PathBuf, Option<&Path>, &PathBuf, Option<&Path>, &str, &str, &str); 4] = [
-            (&c, rpma, &rust, None, "C", "Rust", "C on rpma server, Rust client"),
-            (&rust, None, &c, rpma, "Rust", "C", "Rust server, C on rpma client"),
+            (&c_rpma, rpma, &rust, None, "C", "Rust", "C linked to rpma server, Rust client"),
+            (&rust, None, &c_rpma, rpma, "Rust", "C", "Rust server, C linked to rpma client"),
             (&c, rpma, &c, None, "C", "C", "C on rpma server, C on C librpma client"),
             (&c, None, &c, rpma, "C", "C", "C on C librpma server, C on rpma client"),
         ];
@@ -140,16 +156,22 @@ device_tests!({
         assert!(failed.is_empty(), "failed: {failed:?}");
     }
 
-    /// Both C programs on rpma's library under valgrind memcheck, each side
-    /// in turn, against the other side on C librpma.
-    fn c_programs_on_rpma_under_memcheck() {
+    /// Both C programs on rpma's library under valgrind memcheck, as
+    /// clients, against servers on C librpma.
+    fn c_clients_on_rpma_under_memcheck() {
         let peer = c_example_peer().clone();
-        for server in [false, true] {
-            memcheck_pair(c_interop(), None, server, &["write-flush-vis"]);
-            memcheck_pair(c_interop(), None, server, &["send-imm"]);
-            memcheck_pair(&peer, Some("02"), server, &[]);
-            memcheck_pair(&peer, Some("08"), server, &["7", "3"]);
-            memcheck_pair(&peer, Some("12"), server, &["7", "3"]);
-        }
+        memcheck_pair(c_interop(), None, false, &["write-flush-vis"]);
+        memcheck_pair(c_interop(), None, false, &["send-imm"]);
+        memcheck_pair(&peer, Some("02"), false, &[]);
+        memcheck_pair(&peer, Some("08"), false, &["7", "3"]);
+        memcheck_pair(&peer, Some("12"), false, &["7", "3"]);
+    }
+
+    /// The same as servers, against clients on C librpma.
+    fn c_servers_on_rpma_under_memcheck() {
+        let peer = c_example_peer().clone();
+        memcheck_pair(c_interop(), None, true, &["write-flush-vis"]);
+        memcheck_pair(&peer, Some("08"), true, &["7", "3"]);
+        memcheck_pair(&peer, Some("12"), true, &["7", "3"]);
     }
 });

@@ -8,7 +8,9 @@ use rpma::{Completion, Conn, ConnReq, Cq, Ep, Error, Peer, Srq};
 
 use crate::cfg::{conn_cfg_of, RpmaConnCfg, RpmaSrqCfg};
 use crate::mr::RpmaMrLocal;
-use crate::{cstr, give, guard, obj, out, take};
+use crate::{cstr, give, guard, note, obj, out, take};
+use rpma::log::LogLevel;
+use rpma::ConnEvent;
 
 /// `struct rpma_conn_private_data`.
 #[repr(C)]
@@ -109,6 +111,7 @@ pub unsafe extern "C" fn rpma_ep_listen(
         let port = port_of(port)?;
         let o = out(ep_ptr, "ep_ptr")?;
         let ep = Ep::listen(peer, addr, port)?;
+        note(LogLevel::Notice, "rpma_ep_listen", format_args!("Waiting for incoming connection on {addr}:{port}"));
         // SAFETY: checked non-NULL output.
         unsafe { give(o, ep) };
         Ok(())
@@ -173,6 +176,7 @@ pub unsafe extern "C" fn rpma_conn_req_new(
         let (peer, addr, cfg) = unsafe { (obj(peer, "peer")?, cstr(addr, "addr")?, conn_cfg_of(cfg)) };
         let port = port_of(port)?;
         let o = out(req_ptr, "req_ptr")?;
+        note(LogLevel::Notice, "rpma_conn_req_new", format_args!("Requesting a connection to {addr}:{port}"));
         let req = ConnReq::new(peer, addr, port, cfg.as_ref())?;
         // SAFETY: checked non-NULL output.
         unsafe { give(o, req) };
@@ -274,6 +278,9 @@ pub unsafe extern "C" fn rpma_conn_next_event(conn: *mut Conn, event: *mut c_int
         let conn = unsafe { obj(conn, "conn") }?;
         let o = out(event, "event")?;
         let ev = conn.next_event()?;
+        if ev != ConnEvent::Undefined {
+            note(LogLevel::Notice, "rpma_conn_next_event", format_args!("{ev}"));
+        }
         // SAFETY: checked non-NULL output.
         unsafe { o.write(ev as c_int) };
         Ok(())
@@ -328,8 +335,12 @@ pub unsafe extern "C" fn rpma_conn_wait(conn: *mut Conn, _flags: c_int, cq: *mut
 /// `rpma_conn_disconnect`.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_disconnect(conn: *mut Conn) -> c_int {
-    // SAFETY: librpma's contract: a live connection of this library.
-    guard("rpma_conn_disconnect", || unsafe { obj(conn, "conn") }?.disconnect())
+    guard("rpma_conn_disconnect", || {
+        // SAFETY: librpma's contract: a live connection of this library.
+        let conn = unsafe { obj(conn, "conn") }?;
+        note(LogLevel::Notice, "rpma_conn_disconnect", format_args!("Requesting for disconnection"));
+        conn.disconnect()
+    })
 }
 
 /// `rpma_conn_delete`: operations still in flight keep their regions

@@ -53,7 +53,10 @@ fn zero_byte(local: *const RpmaMrLocal, remote: *const MrRemote, offs: [usize; 2
 
 const NO_SG: &[Sg<'static, RawMemory>] = &[];
 
-/// `rpma_read`.
+/// `rpma_read`: rpma's checked `Conn::read`. Both ranges are checked
+/// against their regions and `dst` must have `RPMA_MR_USAGE_READ_DST`, `src`
+/// `RPMA_MR_USAGE_READ_SRC` (else `RPMA_E_INVAL`, nothing posted); `dst`
+/// stays registered until the read completes.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_read(
     conn: *mut Conn,
@@ -79,7 +82,10 @@ pub unsafe extern "C" fn rpma_read(
     })
 }
 
-/// `rpma_write`.
+/// `rpma_write`: rpma's checked `Conn::write`. Both ranges are checked
+/// against their regions and the usages `WRITE_SRC` / `WRITE_DST` (else
+/// `RPMA_E_INVAL`, nothing posted); `src` stays registered until the write
+/// completes.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_write(
     conn: *mut Conn,
@@ -105,7 +111,8 @@ pub unsafe extern "C" fn rpma_write(
     })
 }
 
-/// `rpma_write_with_imm`.
+/// `rpma_write_with_imm`: as `rpma_write`; `imm` is posted in network
+/// order, as librpma does (the receiver reads it with `ntohl`).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_write_with_imm(
     conn: *mut Conn,
@@ -125,7 +132,9 @@ pub unsafe extern "C" fn rpma_write_with_imm(
     })
 }
 
-/// `rpma_atomic_write`: `dst_offset` must be 8-byte aligned.
+/// `rpma_atomic_write`: `dst_offset` must be 8-byte aligned and the 8 bytes
+/// inside the region (else `RPMA_E_INVAL`); native `IBV_WR_ATOMIC_WRITE`
+/// where the device and libibverbs have it, else a fenced inline write.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_atomic_write(
     conn: *mut Conn,
@@ -148,7 +157,10 @@ pub unsafe extern "C" fn rpma_atomic_write(
     })
 }
 
-/// `rpma_flush`.
+/// `rpma_flush`: the range is checked against the region;
+/// `RPMA_FLUSH_TYPE_PERSISTENT` needs the peer's persistent-flush usage
+/// (else `RPMA_E_NOSUPP`, as librpma). Native `IBV_WR_FLUSH` where available,
+/// else librpma's emulation (an 8-byte RDMA read).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_flush(
     conn: *mut Conn,
@@ -175,7 +187,8 @@ pub unsafe extern "C" fn rpma_flush(
     })
 }
 
-/// `rpma_send`.
+/// `rpma_send`: the range is checked against `src` and its usage `SEND`;
+/// `src` stays registered until the send completes.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_send(
     conn: *mut Conn,
@@ -197,7 +210,7 @@ pub unsafe extern "C" fn rpma_send(
     })
 }
 
-/// `rpma_send_with_imm`.
+/// `rpma_send_with_imm`: as `rpma_send`, with `imm` in network order.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_send_with_imm(
     conn: *mut Conn,
@@ -215,7 +228,9 @@ pub unsafe extern "C" fn rpma_send_with_imm(
     })
 }
 
-/// `rpma_recv`.
+/// `rpma_recv`: the range is checked against `dst` and its usage `RECV`;
+/// `dst` stays registered until a message lands (or the connection is
+/// deleted).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_recv(
     conn: *mut Conn,

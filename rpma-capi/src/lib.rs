@@ -11,7 +11,7 @@
 //!
 //! # The boundary
 //! This crate is the project's second FFI boundary: C calls in. Each
-//! exported function runs inside [`guard`], which catches panics (none
+//! exported function runs inside `guard`, which catches panics (none
 //! crosses into C: they become `RPMA_E_UNKNOWN`, logged) and turns
 //! [`rpma::Error`] into librpma's codes. Pointers from C are checked for
 //! NULL (librpma's `RPMA_E_INVAL`) and otherwise trusted as librpma trusts
@@ -85,6 +85,12 @@ fn fail(name: &'static str, e: Error) -> c_int {
         unsafe { *libc::__errno_location() = errno };
     }
     e.code()
+}
+
+/// A NOTICE (or other) line as C librpma logs it at the same point, so that
+/// a C program's log reads the same on rpma.
+pub(crate) fn note(level: LogLevel, func: &'static str, args: std::fmt::Arguments<'_>) {
+    rpma::log::emit(level, file!(), line!(), func, args);
 }
 
 /// `RPMA_E_INVAL` for a NULL `what`.

@@ -98,6 +98,13 @@ pub unsafe extern "C" fn rpma_peer_new(ibv_ctx: *mut c_void, peer_ptr: *mut *mut
         let o = out(peer_ptr, "peer_ptr")?;
         let ctx = context_of(ibv_ctx)?;
         let peer = Peer::new(&ctx)?;
+        if !peer.is_native_atomic_write_supported() {
+            crate::note(
+                rpma::log::LogLevel::Info,
+                "rpma_peer_new",
+                format_args!("Native atomic write is not supported - ordinary RDMA write will be used instead."),
+            );
+        }
         // SAFETY: checked non-NULL output.
         unsafe { give(o, peer) };
         Ok(())

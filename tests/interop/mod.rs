@@ -19,19 +19,23 @@ pub fn target_dir() -> PathBuf {
 
 /// Builds a C peer once per run; fails loudly without gcc or librpma-dev.
 pub fn build_c(name: &str, cell: &'static OnceLock<PathBuf>) -> &'static PathBuf {
-    cell.get_or_init(|| {
-        let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
-        let out = target_dir().join(name);
-        let st = Command::new("gcc")
-            .args(["-O1", "-Wall", "-Werror", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .args(["-lrpma", "-libverbs"])
-            .status()
-            .expect("gcc (harness/install-deps installs it with librpma-dev)");
-        assert!(st.success(), "building {src} against librpma failed");
-        out
-    })
+    cell.get_or_init(|| build_c_linked(name, None))
+}
+
+/// Builds `tests/c/NAME.c` against C librpma's header, linked to the
+/// system's C librpma (`lib` None) or to the librpma in `lib` (rpma's C ABI).
+pub fn build_c_linked(name: &str, lib: Option<&Path>) -> PathBuf {
+    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let out = target_dir().join(if lib.is_some() { format!("{name}-rpma") } else { name.to_string() });
+    let mut gcc = Command::new("gcc");
+    gcc.args(["-O1", "-Wall", "-Werror", "-o"]).arg(&out).arg(&src);
+    if let Some(l) = lib {
+        gcc.arg(format!("-L{}", l.display()));
+    }
+    let st =
+        gcc.args(["-lrpma", "-libverbs"]).status().expect("gcc (harness/install-deps installs it with librpma-dev)");
+    assert!(st.success(), "building {src} against librpma failed");
+    out
 }
 
 /// rpma's C ABI as `harness/capi-build` installs it (harness/test runs it
