@@ -11,7 +11,8 @@
 //! minimum and maximum; instructions per operation (callgrind, 2N minus N)
 //! are deterministic and taken once. Knobs: `RPMA_BENCH_ITERS` (operations
 //! per case, default 1000), `RPMA_BENCH_ROUNDS` (default 5),
-//! `RPMA_BENCH_IR_ITERS` (default 200).
+//! `RPMA_BENCH_IR_ITERS` (default 200), `RPMA_BENCH_ONLY=ir` (only the
+//! instruction counts).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -142,7 +143,8 @@ fn run() -> Res<()> {
     );
     let it = iters.to_string();
     let mut cells: BTreeMap<String, Cell> = BTreeMap::new();
-    for round in 0..rounds {
+    let only_ir = std::env::var("RPMA_BENCH_ONLY").as_deref() == Ok("ir");
+    for round in (0..rounds).filter(|_| !only_ir) {
         let order: [Option<&Path>; 2] = if round % 2 == 0 { [None, Some(&lib)] } else { [Some(&lib), None] };
         let mut got: [BTreeMap<String, f64>; 2] = Default::default();
         for l in order {
@@ -164,12 +166,13 @@ fn run() -> Res<()> {
     println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max) of {rounds} rounds |");
     println!("|---|---|---|---|");
     for (k, (c, r, ratio)) in &cells {
-        let unit = if k.starts_with("lat") { "µs" } else { "Mops/s" };
+        // Latency in µs; bandwidth in thousand operations per second.
+        let (unit, scale) = if k.starts_with("lat") { ("µs", 1.0) } else { ("kops/s", 1000.0) };
         let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
         println!(
             "| {k} | {:.2} {unit} | {:.2} {unit} | {:.2} ({lo:.2}-{hi:.2}) |",
-            median(c.clone()),
-            median(r.clone()),
+            median(c.clone()) * scale,
+            median(r.clone()) * scale,
             median(ratio.clone())
         );
     }

@@ -395,6 +395,17 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         if num_entries_got.is_null() && want != 1 {
             return Err(Error::inval("num_entries_got is NULL while num_entries is not 1"));
         }
+        if want == 1 {
+            // The common single poll, without a batch buffer to initialise.
+            let c = cq.get_completion()?;
+            // SAFETY: librpma's contract: room for num_entries (1) completions.
+            unsafe { wc.write(IbvWc::from(&c)) };
+            if !num_entries_got.is_null() {
+                // SAFETY: non-NULL output.
+                unsafe { num_entries_got.write(1) };
+            }
+            return Ok(());
+        }
         let mut got = [Cq::EMPTY; WC_BATCH];
         let n = cq.get_wc(&mut got[..want.min(WC_BATCH)])?;
         for (i, c) in got[..n].iter().enumerate() {
