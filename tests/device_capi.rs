@@ -59,6 +59,13 @@ fn examples_matrix(pairs: &[(Side, Side)]) {
     assert!(failed.is_empty(), "pairs failed: {}", failed.join(", "));
 }
 
+/// Whether an RDMA CM ID listens on `port` (`rdma resource show cm_id`).
+fn listening(port: &str) -> bool {
+    let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    text.lines().any(|l| l.contains("LISTEN") && l.contains(&format!(":{port} ")))
+}
+
 const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
 
 /// `bin args` under memcheck on rpma's library; the other side runs plainly
@@ -80,6 +87,9 @@ fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, clien
             p.env_remove("LD_LIBRARY_PATH");
             p
         };
+        // memcheck on a loaded TCG guest can take half a minute to start a
+        // program: the plain side waits longer than its default 30 s.
+        c.env("EXAMPLE_PEER_WAIT_MS", "150000").env("EXAMPLE_PEER_TIMEOUT", "400");
         c.args(example).args([role, &addr(), &port]);
         if role == "client" {
             c.args(client_args);
@@ -91,23 +101,23 @@ fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, clien
         .stderr(Stdio::piped())
         .spawn()
         .expect("valgrind (harness/install-deps installs it)");
-    // A server under memcheck takes a while to listen: retry a client that
-    // was refused while the server still runs (for up to 90 s).
+    // The client starts once the server listens (a server under memcheck
+    // takes a while), or once it has exited (its output then says why).
     let t0 = Instant::now();
-    let cli = loop {
-        std::thread::sleep(Duration::from_secs(1));
-        let out = cmd("client", !memcheck_server).output().unwrap();
-        if out.status.success() || srv.try_wait().unwrap().is_some() || t0.elapsed() > Duration::from_secs(90) {
-            break out;
-        }
-    };
+    while !listening(&port) && srv.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let cli = cmd("client", !memcheck_server).output().unwrap();
     let srv = srv.wait_with_output().unwrap();
     let name = format!("{} {}", bin.file_name().unwrap().to_string_lossy(), example.unwrap_or(""));
     let checked = if memcheck_server { "server" } else { "client" };
+    let text = |o: &std::process::Output| {
+        format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    };
+    let both = format!("client {}:\n{}\nserver {}:\n{}", cli.status, text(&cli), srv.status, text(&srv));
     for (who, out) in [("client", &cli), ("server", &srv)] {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.code() != Some(97), "{name} {who}: memcheck errors on rpma's library:\n{err}");
-        assert!(out.status.success(), "{name} {who} failed: {}\n{err}", out.status);
+        assert!(out.status.code() != Some(97), "{name} {who}: memcheck errors on rpma's library:\n{both}");
+        assert!(out.status.success(), "{name} {who} failed: {}\n{both}", out.status);
     }
     println!("  {name}: the {checked} on rpma's library is clean under memcheck");
 }

@@ -18,8 +18,9 @@
  * instead."
  *
  * Deliberate differences from librpma's examples, none visible on the wire:
- * - every wait is bounded (30 s per wait, EXAMPLE_PEER_TIMEOUT seconds for
- *   the whole run, default 120), and an expired wait is an error;
+ * - every wait is bounded (EXAMPLE_PEER_WAIT_MS per wait, default 30 s;
+ *   EXAMPLE_PEER_TIMEOUT seconds for the whole run, default 120), and an
+ *   expired wait is an error;
  * - a client retries a rejected connection every 100 ms for up to 10 s
  *   (librpma's clients try once; 01 retries 10 times 5 s apart), so a test
  *   need not wait until the server listens;
@@ -80,7 +81,8 @@
 
 #define NO_PMEM_MSG "No <pmem-path> provided. Using DRAM instead.\n"
 
-#define WAIT_MS 30000
+/* each wait's bound (EXAMPLE_PEER_WAIT_MS, default 30 s) */
+static int64_t WAIT_MS = 30000;
 #define CONNECT_RETRY_MS 10000
 
 struct common_data {
@@ -2058,6 +2060,9 @@ int main(int argc, char *argv[])
 	const char *t = getenv("EXAMPLE_PEER_TIMEOUT");
 	if (t && atoi(t) > 0)
 		timeout = (unsigned)atoi(t);
+	const char *w = getenv("EXAMPLE_PEER_WAIT_MS");
+	if (w && atoi(w) > 0)
+		WAIT_MS = atoi(w);
 	signal(SIGALRM, on_alarm);
 	alarm(timeout);
 	setvbuf(stdout, NULL, _IOLBF, 0);
