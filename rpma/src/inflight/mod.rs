@@ -62,6 +62,12 @@ impl Entry {
         (e, op.confirm)
     }
 
+    /// The entry of a send-queue operation without a [`Confirm`].
+    #[inline(always)]
+    pub(crate) fn plain(ctx: u64, kind: CompletionOp, signaled: bool, hold: Option<Hold>) -> Entry {
+        Entry { ctx, kind, signaled, done: false, confirms: false, hold }
+    }
+
     pub(crate) fn recv(ctx: u64, hold: Option<Hold>) -> Entry {
         Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, confirms: false, hold }
     }

@@ -1,7 +1,7 @@
 //! The send queue's tracker: a ring in posting order.
 
 use super::lock::{SpinGuard, SpinLock};
-use super::{too_deep, Confirm, Entry, SendOpRec};
+use super::{too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Error, Result};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::ChainWr;
@@ -80,13 +80,13 @@ impl SendTracker {
     /// free. The last free slot is kept for a signaled operation: a queue
     /// of unsignaled ones only could never be retired.
     #[inline(always)]
-    fn reserve(&self, op: &SendOpRec) -> Result<(SpinGuard<'_, Ring>, u64)> {
+    fn reserve(&self, signaled: bool, confirms: bool) -> Result<(SpinGuard<'_, Ring>, u64)> {
         let mut g = self.q.lock();
-        if g.len + usize::from(!op.signaled) >= self.depth {
-            return Err(queue_full(g.len, self.depth, op.signaled));
+        if g.len + usize::from(!signaled) >= self.depth {
+            return Err(queue_full(g.len, self.depth, signaled));
         }
         let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
-        if op.confirm.is_some() {
+        if confirms {
             g.reserve_confirms(1)?;
         }
         Ok((g, seq))
@@ -97,27 +97,37 @@ impl SendTracker {
     /// records it on success.
     #[inline(always)]
     pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> std::io::Result<()>) -> Result<()> {
-        let (mut g, seq) = self.reserve(&op)?;
+        let (mut g, seq) = self.reserve(op.signaled, op.confirm.is_some())?;
         post(wrid::send(seq)).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
         g.record(seq, op);
         g.len += 1;
         Ok(())
     }
 
-    /// Posts `wr` on `qp` and records it as `rec`: the one place a tracked
+    /// Posts `wr` on `qp` and records it (its completion reports `ctx` and
+    /// `kind`; `hold` keeps its local range alive): the one place a tracked
     /// send hands local memory to the device. As
-    /// [`post_with`](Self::post_with), without a closure in between (the
-    /// whole post is inlined into each operation).
+    /// [`post_with`](Self::post_with), without a closure or a record in
+    /// between (the whole post is inlined into each operation, and the
+    /// entry written into its slot from registers).
     ///
     /// # Errors
     /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
-    /// rpma) for a non-inline local range that `rec` does not hold.
+    /// rpma) for a non-inline local range that `hold` does not hold.
     #[inline(always)]
-    pub(crate) fn post_send(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, mut wr: SendWr) -> Result<()> {
-        if wr.sge.is_some() && !wr.inline && rec.hold.is_none() {
+    pub(crate) fn post_send(
+        &self,
+        qp: &rpma_sys::qp::Qp,
+        ctx: u64,
+        kind: CompletionOp,
+        hold: Option<Hold>,
+        mut wr: SendWr,
+    ) -> Result<()> {
+        if wr.sge.is_some() && !wr.inline && hold.is_none() {
             return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
         }
-        let (mut g, seq) = self.reserve(&rec)?;
+        let signaled = wr.signaled;
+        let (mut g, seq) = self.reserve(signaled, false)?;
         wr.wr_id = wrid::send(seq);
         // SAFETY: the local range is inline (copied during the call) or
         // lies in the region the entry's hold keeps alive until this
@@ -126,7 +136,8 @@ impl SendTracker {
         // tracker, see `ConnParts::drop`).
         #[allow(unsafe_code)]
         unsafe { qp.post_send(&wr) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
-        g.record(seq, rec);
+        let mask = g.slots.len() - 1;
+        g.slots[seq as usize & mask] = Some(Entry::plain(ctx, kind, signaled, hold));
         g.len += 1;
         Ok(())
     }
