@@ -153,7 +153,8 @@ impl SendTracker {
     /// [`Error::Inval`] when the chain can never fit `depth`; [`Error::Again`]
     /// when it does not fit now; [`Error::Provider`] naming the refused
     /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain, a
-    /// missing record or a non-inline local range its record does not hold.
+    /// missing record, a non-inline local range its record does not hold,
+    /// or a record with a [`Confirm`] (chains carry none).
     pub(crate) fn post_chain(
         &self,
         qp: &rpma_sys::qp::Qp,
@@ -161,12 +162,17 @@ impl SendTracker {
         wrs: &mut [ChainWr],
     ) -> Result<()> {
         let n = wrs.len();
-        let unheld = |(w, r): (&ChainWr, &SendOpRec)| match w {
-            ChainWr::Plain(p) => p.sge.is_some() && !p.inline && r.hold.is_none(),
-            _ => false,
+        let unheld = |(w, r): (&ChainWr, &SendOpRec)| {
+            r.confirm.is_some()
+                || match w {
+                    ChainWr::Plain(p) => p.sge.is_some() && !p.inline && r.hold.is_none(),
+                    _ => false,
+                }
         };
         let (Some(last), true) = (wrs.last(), recs.len() == n && !wrs.iter().zip(recs.iter()).any(unheld)) else {
-            return Err(Error::Unknown("rpma bug: an empty chain, or a chained local range nothing holds".into()));
+            return Err(Error::Unknown(
+                "rpma bug: an empty chain, a chained local range nothing holds, or a chained confirm".into(),
+            ));
         };
         let need = n + usize::from(!last.signaled());
         if need > self.depth {
@@ -188,7 +194,6 @@ impl SendTracker {
                 .into(),
             ));
         }
-        g.reserve_confirms(recs.iter().filter(|r| r.confirm.is_some()).count())?;
         let base = g.head.wrapping_add(g.len as u64);
         for (i, w) in wrs.iter_mut().enumerate() {
             w.set_wr_id(wrid::send(base.wrapping_add(i as u64) & SEND_SEQ_MASK));
@@ -203,8 +208,11 @@ impl SendTracker {
             Ok(()) => n,
             Err((k, _)) => (*k).min(n),
         };
+        let mask = g.slots.len() - 1;
         for (i, op) in recs.drain(..posted).enumerate() {
-            g.record(base.wrapping_add(i as u64) & SEND_SEQ_MASK, op);
+            // No confirm (refused above).
+            let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
+            g.slots[seq as usize & mask] = Some(Entry::plain(op.ctx, op.kind, op.signaled, op.hold));
         }
         g.len += posted;
         drop(g);
