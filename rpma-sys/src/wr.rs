@@ -55,6 +55,7 @@ pub enum SendOp {
 /// Sets `w`'s opcode and the fields its operation carries: immediate data
 /// (big-endian on the wire), the rkey to invalidate, the remote address and
 /// key of RDMA operations (`wr.rdma`) and atomics (`wr.atomic`).
+#[inline]
 pub(crate) fn set_op(w: &mut ffi::ibv_send_wr, op: SendOp, remote_addr: u64, rkey: u32) {
     use ffi::ibv_wr_opcode as o;
     let rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
@@ -156,6 +157,7 @@ pub struct SendWr {
     pub inline: bool,
 }
 
+#[inline]
 fn send_flags(signaled: bool, fence: bool) -> u32 {
     let mut f = 0;
     if signaled {
@@ -167,6 +169,7 @@ fn send_flags(signaled: bool, fence: bool) -> u32 {
     f
 }
 
+#[inline]
 fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
     match s {
         Some(s) => (ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }, 1),
@@ -186,7 +189,7 @@ impl Qp {
     /// # Errors
     /// The errno of `ibv_post_send` (`ENOMEM` when the send queue is full,
     /// `EINVAL` for a bad request).
-    #[inline]
+    #[inline(always)]
     pub unsafe fn post_send(&self, wr: &SendWr) -> io::Result<()> {
         use ffi::ibv_send_flags as f;
         let (mut sge, n) = raw_sge(&wr.sge);

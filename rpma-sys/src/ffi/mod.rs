@@ -40,6 +40,7 @@ fn set_errno(e: c_int) {
 ///
 /// # Safety
 /// `qp` is live; `wr` is a valid chain; `bad` is valid for writes.
+#[inline]
 pub(crate) unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     // SAFETY: per the function contract; every provider sets post_send.
     unsafe {
@@ -54,6 +55,7 @@ pub(crate) unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *
 ///
 /// # Safety
 /// As [`ibv_post_send`].
+#[inline]
 pub(crate) unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
@@ -68,6 +70,7 @@ pub(crate) unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *
 ///
 /// # Safety
 /// `srq` is live; `wr` is a valid chain; `bad` is valid for writes.
+#[inline]
 pub(crate) unsafe fn ibv_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
@@ -82,6 +85,7 @@ pub(crate) unsafe fn ibv_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, 
 ///
 /// # Safety
 /// `cq` is live; `wc` is valid for `n` writes.
+#[inline]
 pub(crate) unsafe fn ibv_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: per the function contract.
     unsafe {
@@ -96,6 +100,7 @@ pub(crate) unsafe fn ibv_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
 ///
 /// # Safety
 /// `cq` is live.
+#[inline]
 pub(crate) unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: per the function contract.
     unsafe {

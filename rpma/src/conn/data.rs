@@ -24,6 +24,7 @@ impl Conn {
     /// [`Usage::READ_DST`] or is on another peer, or `src` lacks
     /// [`Usage::READ_SRC`]; [`Error::Again`] when the send queue is full;
     /// [`Error::Provider`] when posting fails.
+    #[inline]
     pub fn read<M: RegMemory + Send + Sync + 'static>(
         &self,
         dst: &MrLocal<M>,
@@ -71,6 +72,7 @@ impl Conn {
     /// As [`read`](Conn::read), and [`Error::Inval`] when `op_context`
     /// exceeds 56 bits.
     #[allow(unsafe_code)]
+    #[inline]
     pub unsafe fn read_unchecked<M: RegMemory>(
         &self,
         dst: &MrLocal<M>,
@@ -90,6 +92,7 @@ impl Conn {
     /// # Errors
     /// As [`read`](Conn::read), with `src` needing [`Usage::WRITE_SRC`] and
     /// `dst` [`Usage::WRITE_DST`].
+    #[inline]
     pub fn write<M: RegMemory + Send + Sync + 'static>(
         &self,
         dst: &MrRemote,
@@ -116,6 +119,7 @@ impl Conn {
     /// As [`write`](Conn::write), and [`Error::Inval`] when `op_context`
     /// exceeds 56 bits.
     #[allow(unsafe_code)]
+    #[inline]
     pub unsafe fn write_unchecked<M: RegMemory>(
         &self,
         dst: &MrRemote,

@@ -3,7 +3,7 @@
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, RecvTracker, SendOpRec, SendTracker};
+use crate::inflight::{Hold, RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{MrLocal, Usage};
@@ -195,8 +195,7 @@ impl ConnParts {
     #[inline(always)]
     pub(crate) fn post(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
         let qp = self.qp()?;
-        let rec = SendOpRec { ctx, kind, signaled: wr.signaled, hold, confirm: None };
-        self.send.post_send(qp, rec, wr)
+        self.send.post_send(qp, ctx, kind, hold, wr)
     }
 }
 

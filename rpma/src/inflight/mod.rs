@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::wrid::CompletionOp;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod lock;
 mod recv;
 mod send;
 pub(crate) use recv::RecvTracker;
@@ -39,19 +40,36 @@ pub(crate) struct Entry {
     /// A later completion showed the device is done with it; its own
     /// completion has been polled but not translated yet (another thread).
     done: bool,
+    /// Whether the send tracker keeps a [`Confirm`] for it (in a side
+    /// list, so the entries of ordinary operations stay small).
+    confirms: bool,
     hold: Option<Hold>,
-    confirm: Option<Arc<dyn Confirm>>,
 }
 
 impl Entry {
-    /// The entry of a posted send-queue operation.
+    /// The entry of a posted send-queue operation, and what to tell of its
+    /// completion (kept beside the ring).
     #[inline(always)]
-    pub(crate) fn send(op: SendOpRec) -> Entry {
-        Entry { ctx: op.ctx, kind: op.kind, signaled: op.signaled, done: false, hold: op.hold, confirm: op.confirm }
+    pub(crate) fn send(op: SendOpRec) -> (Entry, Option<Arc<dyn Confirm>>) {
+        let e = Entry {
+            ctx: op.ctx,
+            kind: op.kind,
+            signaled: op.signaled,
+            done: false,
+            confirms: op.confirm.is_some(),
+            hold: op.hold,
+        };
+        (e, op.confirm)
+    }
+
+    /// The entry of a send-queue operation without a [`Confirm`].
+    #[inline(always)]
+    pub(crate) fn plain(ctx: u64, kind: CompletionOp, signaled: bool, hold: Option<Hold>) -> Entry {
+        Entry { ctx, kind, signaled, done: false, confirms: false, hold }
     }
 
     pub(crate) fn recv(ctx: u64, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, hold, confirm: None }
+        Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, confirms: false, hold }
     }
 }
 

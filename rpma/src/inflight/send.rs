@@ -1,11 +1,12 @@
 //! The send queue's tracker: a ring in posting order.
 
-use super::{lock, too_deep, Entry, SendOpRec};
+use super::lock::{SpinGuard, SpinLock};
+use super::{too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Error, Result};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::ChainWr;
 use rpma_sys::wr::{SendWr, Sge};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 /// The send queue of one QP: a ring of `depth` slots in posting order. The
 /// work request ID of an entry is its sequence number, so a completion finds
@@ -17,7 +18,7 @@ use std::sync::Mutex;
 /// completion was polled first and may be translated later by another
 /// thread polling the same CQ: it still finds its context and kind.
 pub(crate) struct SendTracker {
-    q: Mutex<Ring>,
+    q: SpinLock<Ring>,
     depth: usize,
 }
 
@@ -28,6 +29,36 @@ struct Ring {
     len: usize,
     /// `slots[seq & mask]`; the length is a power of two at least `depth`.
     slots: Box<[Option<Entry>]>,
+    /// The [`Confirm`]s of the entries marked `confirms`, by sequence
+    /// number (memory-window invalidations only: rarely more than one).
+    confirms: Vec<(u64, Arc<dyn Confirm>)>,
+}
+
+impl Ring {
+    /// Records `op` as sequence number `seq` (room in `confirms` was
+    /// reserved before posting).
+    #[inline(always)]
+    fn record(&mut self, seq: u64, op: SendOpRec) {
+        let (entry, confirm) = Entry::send(op);
+        if let Some(c) = confirm {
+            self.confirms.push((seq, c));
+        }
+        let mask = self.slots.len() - 1;
+        self.slots[seq as usize & mask] = Some(entry);
+    }
+
+    /// Reserves room for `n` more confirms, before posting.
+    fn reserve_confirms(&mut self, n: usize) -> Result<()> {
+        self.confirms.try_reserve(n).map_err(|_| Error::NoMem("cannot record a memory-window invalidation".into()))
+    }
+
+    /// Takes the confirm of sequence number `seq`.
+    #[cold]
+    #[inline(never)]
+    fn take_confirm(&mut self, seq: u64) -> Option<Arc<dyn Confirm>> {
+        let i = self.confirms.iter().position(|(s, _)| *s == seq)?;
+        Some(self.confirms.swap_remove(i).1)
+    }
 }
 
 impl SendTracker {
@@ -41,50 +72,74 @@ impl SendTracker {
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(|_| too_deep("send", depth))?;
         slots.resize_with(n, || None);
-        Ok(SendTracker { q: Mutex::new(Ring { head: 0, len: 0, slots: slots.into_boxed_slice() }), depth })
+        let ring = Ring { head: 0, len: 0, slots: slots.into_boxed_slice(), confirms: Vec::new() };
+        Ok(SendTracker { q: SpinLock::new(ring), depth })
+    }
+
+    /// Locks the ring for posting `op`: its sequence number, if a slot is
+    /// free. The last free slot is kept for a signaled operation: a queue
+    /// of unsignaled ones only could never be retired.
+    #[inline(always)]
+    fn reserve(&self, signaled: bool, confirms: bool) -> Result<(SpinGuard<'_, Ring>, u64)> {
+        let mut g = self.q.lock();
+        if g.len + usize::from(!signaled) >= self.depth {
+            return Err(queue_full(g.len, self.depth, signaled));
+        }
+        let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
+        if confirms {
+            g.reserve_confirms(1)?;
+        }
+        Ok((g, seq))
     }
 
     /// Posts an operation through `post` (given the wr_id) while holding the
     /// queue's lock, so entries are in the order the device sees them, and
-    /// records it on success. The last free slot is kept for a signaled
-    /// operation: a queue of unsignaled ones only could never be retired.
+    /// records it on success.
     #[inline(always)]
     pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> std::io::Result<()>) -> Result<()> {
-        let mut g = lock(&self.q);
-        if g.len + usize::from(!op.signaled) >= self.depth {
-            return Err(queue_full(g.len, self.depth, op.signaled));
-        }
-        let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
+        let (mut g, seq) = self.reserve(op.signaled, op.confirm.is_some())?;
         post(wrid::send(seq)).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
-        let mask = g.slots.len() - 1;
-        g.slots[seq as usize & mask] = Some(Entry::send(op));
+        g.record(seq, op);
         g.len += 1;
         Ok(())
     }
 
-    /// Posts `wr` on `qp` and records it as `rec`: the one place a tracked
-    /// send hands local memory to the device.
+    /// Posts `wr` on `qp` and records it (its completion reports `ctx` and
+    /// `kind`; `hold` keeps its local range alive): the one place a tracked
+    /// send hands local memory to the device. As
+    /// [`post_with`](Self::post_with), without a closure or a record in
+    /// between (the whole post is inlined into each operation, and the
+    /// entry written into its slot from registers).
     ///
     /// # Errors
     /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
-    /// rpma) for a non-inline local range that `rec` does not hold.
+    /// rpma) for a non-inline local range that `hold` does not hold.
     #[inline(always)]
-    pub(crate) fn post_send(&self, qp: &rpma_sys::qp::Qp, rec: SendOpRec, mut wr: SendWr) -> Result<()> {
-        if wr.sge.is_some() && !wr.inline && rec.hold.is_none() {
+    pub(crate) fn post_send(
+        &self,
+        qp: &rpma_sys::qp::Qp,
+        ctx: u64,
+        kind: CompletionOp,
+        hold: Option<Hold>,
+        mut wr: SendWr,
+    ) -> Result<()> {
+        if wr.sge.is_some() && !wr.inline && hold.is_none() {
             return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
         }
-        self.post_with(rec, |wr_id| {
-            wr.wr_id = wr_id;
-            // SAFETY: the local range is inline (copied during the call) or
-            // lies in the region the entry's hold keeps alive until this
-            // operation (or a later signaled one) completes, or until the QP
-            // is destroyed (when that fails the connection leaks the
-            // tracker, see `ConnParts::drop`).
-            #[allow(unsafe_code)]
-            unsafe {
-                qp.post_send(&wr)
-            }
-        })
+        let signaled = wr.signaled;
+        let (mut g, seq) = self.reserve(signaled, false)?;
+        wr.wr_id = wrid::send(seq);
+        // SAFETY: the local range is inline (copied during the call) or
+        // lies in the region the entry's hold keeps alive until this
+        // operation (or a later signaled one) completes, or until the QP
+        // is destroyed (when that fails the connection leaks the
+        // tracker, see `ConnParts::drop`).
+        #[allow(unsafe_code)]
+        unsafe { qp.post_send(&wr) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        let mask = g.slots.len() - 1;
+        g.slots[seq as usize & mask] = Some(Entry::plain(ctx, kind, signaled, hold));
+        g.len += 1;
+        Ok(())
     }
 
     /// Posts the chain `wrs` on `qp` with one call and records `recs[i]`
@@ -98,7 +153,8 @@ impl SendTracker {
     /// [`Error::Inval`] when the chain can never fit `depth`; [`Error::Again`]
     /// when it does not fit now; [`Error::Provider`] naming the refused
     /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain, a
-    /// missing record or a non-inline local range its record does not hold.
+    /// missing record, a non-inline local range its record does not hold,
+    /// or a record with a [`Confirm`] (chains carry none).
     pub(crate) fn post_chain(
         &self,
         qp: &rpma_sys::qp::Qp,
@@ -106,12 +162,17 @@ impl SendTracker {
         wrs: &mut [ChainWr],
     ) -> Result<()> {
         let n = wrs.len();
-        let unheld = |(w, r): (&ChainWr, &SendOpRec)| match w {
-            ChainWr::Plain(p) => p.sge.is_some() && !p.inline && r.hold.is_none(),
-            _ => false,
+        let unheld = |(w, r): (&ChainWr, &SendOpRec)| {
+            r.confirm.is_some()
+                || match w {
+                    ChainWr::Plain(p) => p.sge.is_some() && !p.inline && r.hold.is_none(),
+                    _ => false,
+                }
         };
         let (Some(last), true) = (wrs.last(), recs.len() == n && !wrs.iter().zip(recs.iter()).any(unheld)) else {
-            return Err(Error::Unknown("rpma bug: an empty chain, or a chained local range nothing holds".into()));
+            return Err(Error::Unknown(
+                "rpma bug: an empty chain, a chained local range nothing holds, or a chained confirm".into(),
+            ));
         };
         let need = n + usize::from(!last.signaled());
         if need > self.depth {
@@ -122,7 +183,7 @@ impl SendTracker {
                 self.depth
             )));
         }
-        let mut g = lock(&self.q);
+        let mut g = self.q.lock();
         if g.len + need > self.depth {
             return Err(Error::Again(
                 format!(
@@ -149,8 +210,9 @@ impl SendTracker {
         };
         let mask = g.slots.len() - 1;
         for (i, op) in recs.drain(..posted).enumerate() {
+            // No confirm (refused above).
             let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
-            g.slots[seq as usize & mask] = Some(Entry::send(op));
+            g.slots[seq as usize & mask] = Some(Entry::plain(op.ctx, op.kind, op.signaled, op.hold));
         }
         g.len += posted;
         drop(g);
@@ -194,21 +256,32 @@ impl SendTracker {
     /// next signaled one).
     #[inline]
     pub(crate) fn complete(&self, wr_id: u64, success: bool) -> Option<(u64, CompletionOp)> {
-        let mut g = lock(&self.q);
+        let mut g = self.q.lock();
         let ahead = (wr_id.wrapping_sub(g.head) & SEND_SEQ_MASK) as usize;
         if ahead >= g.len {
             return None; // not posted here, or already retired
         }
         let mask = g.slots.len() - 1;
-        let head = g.head as usize;
-        let e = g.slots[(head + ahead) & mask].take()?;
-        for k in 0..ahead {
-            if let Some(p) = &mut g.slots[(head + k) & mask] {
-                if p.signaled {
-                    p.done = true;
-                    p.hold = None;
-                } else {
-                    g.slots[(head + k) & mask] = None;
+        let head = g.head;
+        let e = g.slots[(head as usize + ahead) & mask].take()?;
+        if ahead == 0 {
+            // The common case (every operation signaled): the oldest one.
+            g.head = (head + 1) & SEND_SEQ_MASK;
+            g.len -= 1;
+        } else {
+            for k in 0..ahead {
+                let i = (head as usize + k) & mask;
+                if let Some(p) = &mut g.slots[i] {
+                    if p.signaled {
+                        p.done = true;
+                        p.hold = None;
+                    } else {
+                        let confirms = p.confirms;
+                        g.slots[i] = None;
+                        if confirms {
+                            g.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
+                        }
+                    }
                 }
             }
         }
@@ -217,8 +290,9 @@ impl SendTracker {
             g.head = (g.head + 1) & SEND_SEQ_MASK;
             g.len -= 1;
         }
+        let confirm = if e.confirms { g.take_confirm(head.wrapping_add(ahead as u64) & SEND_SEQ_MASK) } else { None };
         drop(g);
-        if let Some(c) = &e.confirm {
+        if let Some(c) = confirm {
             c.completed(success);
         }
         Some((e.ctx, e.kind))
@@ -226,7 +300,7 @@ impl SendTracker {
 
     /// Operations posted and not yet retired.
     pub(crate) fn pending(&self) -> usize {
-        let g = lock(&self.q);
+        let g = self.q.lock();
         let mask = g.slots.len() - 1;
         (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done)).count()
     }
