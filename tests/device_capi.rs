@@ -10,6 +10,8 @@
 //!   second time, linked to rpma's library, against the Rust interop peer,
 //!   and the C librpma build switched to rpma against itself on C librpma,
 //!   both directions, bytes checked where they land;
+//! * the C benchmark program built against C librpma and linked to rpma's
+//!   library, each build as the other's server;
 //! * both C programs on rpma's library under valgrind memcheck.
 //!
 //! tests/capi_abi.rs checks the exports and signatures without a device.
@@ -164,6 +166,59 @@ device_tests!({
             }
         }
         assert!(failed.is_empty(), "failed: {failed:?}");
+    }
+
+    /// The C benchmark program (benches/compare/librpma_bench.c), built once
+    /// against C librpma and once linked to rpma's library, each build as
+    /// the server of the other: every case of its client (latency, streams,
+    /// ping-pongs, sends) completes and reports.
+    fn c_bench_program_built_both_ways() {
+        let lib = capi_lib_dir();
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/compare/librpma_bench.c");
+        let build = |out: &str, link: Option<&Path>| {
+            let bin = target_dir().join(out);
+            let mut gcc = Command::new("gcc");
+            gcc.args(["-O1", "-o"]).arg(&bin).arg(src);
+            if let Some(l) = link {
+                gcc.arg(format!("-L{}", l.display()));
+            }
+            assert!(gcc.args(["-lrpma", "-libverbs"]).status().unwrap().success(), "building {src}");
+            bin
+        };
+        let (on_c, on_rpma) = (build("librpma_bench", None), build("librpma_bench-rpma", Some(&lib)));
+        for (server, server_lib, client, client_lib, label) in [
+            (&on_rpma, Some(lib.as_path()), &on_c, None, "linked to rpma (server), on C librpma (client)"),
+            (&on_c, None, &on_rpma, Some(lib.as_path()), "on C librpma (server), linked to rpma (client)"),
+        ] {
+            let port = next_port().to_string();
+            let env = |c: &mut Command, l: Option<&Path>| {
+                c.env_remove("LD_LIBRARY_PATH");
+                if let Some(l) = l {
+                    c.env("LD_LIBRARY_PATH", l);
+                }
+            };
+            let mut s = Command::new(server);
+            env(&mut s, server_lib);
+            let mut srv = s.args(["server", &addr(), &port, "1"]).stdout(Stdio::piped()).spawn().unwrap();
+            let t0 = Instant::now();
+            while !listening(&port) && srv.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let mut c = Command::new(client);
+            env(&mut c, client_lib);
+            let out = c.args(["client", &addr(), &port, "20"]).output().unwrap();
+            let srv = srv.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let results = text.lines().filter(|l| l.starts_with("RESULT ")).count();
+            assert!(
+                out.status.success() && srv.status.success() && results > 20,
+                "{label}: client {} ({results} RESULT lines), server {}:\n{text}\n{}",
+                out.status,
+                srv.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            println!("  librpma_bench {label}: {results} cases measured");
+        }
     }
 
     /// Both C programs on rpma's library under valgrind memcheck, as
