@@ -29,9 +29,9 @@
 // librpma's, stated once above and in docs/capi.md rather than per function.
 #![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
 use rpma::log::LogLevel;
 use rpma::Error;
@@ -169,23 +169,43 @@ impl<T> Locked<T> {
     }
 }
 
+/// rpma's text for `code` as a C string that lives as long as the process.
+/// The table is built once from `text` (rpma's own table, the one home of
+/// these strings) over `codes`, and `other`, a code `text` gives its text
+/// for unknown codes to, which every other code gets too.
+pub(crate) fn c_text(
+    table: &'static OnceLock<Vec<(c_int, CString)>>,
+    codes: &[c_int],
+    other: c_int,
+    text: fn(c_int) -> &'static str,
+    code: c_int,
+) -> *const c_char {
+    let t = table.get_or_init(|| {
+        codes.iter().chain([&other]).map(|&c| (c, CString::new(text(c)).unwrap_or_default())).collect()
+    });
+    t.iter().find(|(c, _)| *c == code).unwrap_or(&t[t.len() - 1]).1.as_ptr()
+}
+
 /// `rpma_err_2str`: librpma's text for an error code.
 #[no_mangle]
 pub extern "C" fn rpma_err_2str(ret: c_int) -> *const c_char {
-    static TEXTS: [(c_int, &CStr); 11] = [
-        (0, c"Success"),
-        (rpma::error::RPMA_E_NOSUPP, c"Not supported"),
-        (rpma::error::RPMA_E_PROVIDER, c"Provider error occurred"),
-        (rpma::error::RPMA_E_NOMEM, c"Out of memory"),
-        (rpma::error::RPMA_E_INVAL, c"Invalid argument"),
-        (rpma::error::RPMA_E_NO_COMPLETION, c"No next completion available"),
-        (rpma::error::RPMA_E_NO_EVENT, c"No next event available"),
-        (rpma::error::RPMA_E_AGAIN, c"Temporary error, try again"),
-        (rpma::error::RPMA_E_SHARED_CHANNEL, c"Completion channel is shared"),
-        (rpma::error::RPMA_E_NOT_SHARED_CHNL, c"Completion channel is not shared"),
-        (rpma::error::RPMA_E_UNKNOWN, c"Unknown error"),
+    static TEXTS: OnceLock<Vec<(c_int, CString)>> = OnceLock::new();
+    use rpma::error::*;
+    const CODES: [c_int; 11] = [
+        0,
+        RPMA_E_UNKNOWN,
+        RPMA_E_NOSUPP,
+        RPMA_E_PROVIDER,
+        RPMA_E_NOMEM,
+        RPMA_E_INVAL,
+        RPMA_E_NO_COMPLETION,
+        RPMA_E_NO_EVENT,
+        RPMA_E_AGAIN,
+        RPMA_E_SHARED_CHANNEL,
+        RPMA_E_NOT_SHARED_CHNL,
     ];
-    TEXTS.iter().find(|(c, _)| *c == ret).map_or(c"Unknown error", |(_, s)| s).as_ptr()
+    // 1: a code rpma gives its "Unknown error" text, as any other.
+    c_text(&TEXTS, &CODES, 1, rpma::err_2str, ret)
 }
 
 #[cfg(test)]

@@ -79,16 +79,9 @@ pub unsafe extern "C" fn rpma_utils_ibv_context_is_odp_capable(
 /// `rpma_utils_conn_event_2str`.
 #[no_mangle]
 pub extern "C" fn rpma_utils_conn_event_2str(conn_event: c_int) -> *const c_char {
-    match conn_event {
-        -1 => c"Undefined connection event",
-        0 => c"Connection established",
-        1 => c"Connection closed",
-        2 => c"Connection lost",
-        3 => c"Connection rejected",
-        4 => c"Connection unreachable",
-        _ => c"Unsupported connection event",
-    }
-    .as_ptr()
+    static TEXTS: std::sync::OnceLock<Vec<(c_int, std::ffi::CString)>> = std::sync::OnceLock::new();
+    // -1 ..= 4: librpma's events; 5: one rpma calls unsupported, as any other.
+    crate::c_text(&TEXTS, &[-1, 0, 1, 2, 3, 4], 5, utils::conn_event_value_2str, conn_event)
 }
 
 /// `rpma_peer_new`.
