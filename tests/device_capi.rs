@@ -19,12 +19,12 @@
 mod interop;
 
 use interop::{
-    build_c, build_c_linked, c_example_peer, capi_lib_dir, case_on, interop_case_ok, run_pair, target_dir, Side,
-    EXAMPLES, INTEROP_CASES,
+    build_c, build_c_linked, build_c_source, c_example_peer, capi_lib_dir, case_on, interop_case_ok, run_pair,
+    target_dir, with_lib, Side, EXAMPLES, INTEROP_CASES,
 };
 use rpma_harness::{addr, device_tests, next_port};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -61,6 +61,15 @@ fn examples_matrix(pairs: &[(Side, Side)]) {
     assert!(failed.is_empty(), "pairs failed: {}", failed.join(", "));
 }
 
+/// Waits until `server` listens on `port`, has exited (its output then says
+/// why), or `limit` has passed: then a client may start.
+fn wait_listening(port: &str, server: &mut Child, limit: Duration) {
+    let t0 = Instant::now();
+    while !listening(port) && server.try_wait().unwrap().is_none() && t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Whether an RDMA CM ID listens on `port` (`rdma resource show cm_id`).
 fn listening(port: &str) -> bool {
     let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
@@ -77,17 +86,14 @@ fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, clien
     let lib = capi_lib_dir();
     let cmd = |role: &str, checked: bool| {
         let mut c = if checked {
-            let mut v = Command::new("valgrind");
+            let mut v = with_lib(Command::new("valgrind"), Some(&lib));
             v.args(["-q", "--leak-check=full", "--show-leak-kinds=definite,possible"])
                 .args(["--errors-for-leak-kinds=definite,possible", "--error-exitcode=97"])
                 .arg(format!("--suppressions={SUPP}"))
-                .arg(bin)
-                .env("LD_LIBRARY_PATH", &lib);
+                .arg(bin);
             v
         } else {
-            let mut p = Command::new(bin);
-            p.env_remove("LD_LIBRARY_PATH");
-            p
+            with_lib(Command::new(bin), None)
         };
         // memcheck on a loaded TCG guest can take half a minute to start a
         // program: the plain side waits longer than its default 30 s.
@@ -103,12 +109,8 @@ fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, clien
         .stderr(Stdio::piped())
         .spawn()
         .expect("valgrind (harness/install-deps installs it)");
-    // The client starts once the server listens (a server under memcheck
-    // takes a while), or once it has exited (its output then says why).
-    let t0 = Instant::now();
-    while !listening(&port) && srv.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(90) {
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // A server under memcheck takes a while to listen.
+    wait_listening(&port, &mut srv, Duration::from_secs(90));
     let cli = cmd("client", !memcheck_server).output().unwrap();
     let srv = srv.wait_with_output().unwrap();
     let name = format!("{} {}", bin.file_name().unwrap().to_string_lossy(), example.unwrap_or(""));
@@ -174,39 +176,22 @@ device_tests!({
     /// ping-pongs, sends) completes and reports.
     fn c_bench_program_built_both_ways() {
         let lib = capi_lib_dir();
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/compare/librpma_bench.c");
-        let build = |out: &str, link: Option<&Path>| {
-            let bin = target_dir().join(out);
-            let mut gcc = Command::new("gcc");
-            gcc.args(["-O1", "-o"]).arg(&bin).arg(src);
-            if let Some(l) = link {
-                gcc.arg(format!("-L{}", l.display()));
-            }
-            assert!(gcc.args(["-lrpma", "-libverbs"]).status().unwrap().success(), "building {src}");
-            bin
-        };
-        let (on_c, on_rpma) = (build("librpma_bench", None), build("librpma_bench-rpma", Some(&lib)));
+        let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/compare/librpma_bench.c"));
+        let (on_c, on_rpma) =
+            (build_c_source(src, "librpma_bench", None), build_c_source(src, "librpma_bench", Some(&lib)));
         for (server, server_lib, client, client_lib, label) in [
             (&on_rpma, Some(lib.as_path()), &on_c, None, "linked to rpma (server), on C librpma (client)"),
             (&on_c, None, &on_rpma, Some(lib.as_path()), "on C librpma (server), linked to rpma (client)"),
         ] {
             let port = next_port().to_string();
-            let env = |c: &mut Command, l: Option<&Path>| {
-                c.env_remove("LD_LIBRARY_PATH");
-                if let Some(l) = l {
-                    c.env("LD_LIBRARY_PATH", l);
-                }
-            };
-            let mut s = Command::new(server);
-            env(&mut s, server_lib);
-            let mut srv = s.args(["server", &addr(), &port, "1"]).stdout(Stdio::piped()).spawn().unwrap();
-            let t0 = Instant::now();
-            while !listening(&port) && srv.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            let mut c = Command::new(client);
-            env(&mut c, client_lib);
-            let out = c.args(["client", &addr(), &port, "20"]).output().unwrap();
+            let mut srv = with_lib(Command::new(server), server_lib)
+                .args(["server", &addr(), &port, "1"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            wait_listening(&port, &mut srv, Duration::from_secs(60));
+            let out =
+                with_lib(Command::new(client), client_lib).args(["client", &addr(), &port, "20"]).output().unwrap();
             let srv = srv.wait_with_output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             let results = text.lines().filter(|l| l.starts_with("RESULT ")).count();

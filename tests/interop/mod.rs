@@ -26,15 +26,21 @@ pub fn build_c(name: &str, cell: &'static OnceLock<PathBuf>) -> &'static PathBuf
 /// system's C librpma (`lib` None) or to the librpma in `lib` (rpma's C ABI).
 pub fn build_c_linked(name: &str, lib: Option<&Path>) -> PathBuf {
     let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    build_c_source(Path::new(&src), name, lib)
+}
+
+/// Builds the C program `src` as `target_dir()/NAME` (`NAME-rpma` when
+/// linked to the librpma in `lib`); fails loudly without gcc or librpma-dev.
+pub fn build_c_source(src: &Path, name: &str, lib: Option<&Path>) -> PathBuf {
     let out = target_dir().join(if lib.is_some() { format!("{name}-rpma") } else { name.to_string() });
     let mut gcc = Command::new("gcc");
-    gcc.args(["-O1", "-Wall", "-Werror", "-o"]).arg(&out).arg(&src);
+    gcc.args(["-O1", "-Wall", "-Werror", "-o"]).arg(&out).arg(src);
     if let Some(l) = lib {
         gcc.arg(format!("-L{}", l.display()));
     }
     let st =
         gcc.args(["-lrpma", "-libverbs"]).status().expect("gcc (harness/install-deps installs it with librpma-dev)");
-    assert!(st.success(), "building {src} against librpma failed");
+    assert!(st.success(), "building {} against librpma failed", src.display());
     out
 }
 
@@ -48,7 +54,7 @@ pub fn capi_lib_dir() -> PathBuf {
 }
 
 /// `cmd` with `lib` (rpma's C ABI) searched first, or the system's librpma.
-fn with_lib(mut cmd: Command, lib: Option<&Path>) -> Command {
+pub fn with_lib(mut cmd: Command, lib: Option<&Path>) -> Command {
     cmd.env_remove("LD_LIBRARY_PATH");
     if let Some(l) = lib {
         cmd.env("LD_LIBRARY_PATH", l);
