@@ -214,6 +214,7 @@ impl Cq {
     /// [`Conn::wait`](crate::Conn::wait)); [`Error::NoCompletion`] when no
     /// event is pending on a non-blocking fd; [`Error::Provider`] when
     /// re-arming fails.
+    #[inline]
     pub fn wait(&self) -> Result<()> {
         if self.shared {
             return Err(Error::SharedChannel(
@@ -223,7 +224,7 @@ impl Cq {
         if self.routes.as_ref().is_some_and(|r| r.stashed()) {
             return Ok(()); // completions set aside by a dropped connection's drain
         }
-        self.channel.get_event().map_err(|_| Error::NoCompletion)?;
+        self.cq.get_event().map_err(|_| Error::NoCompletion)?;
         self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
     }
 
