@@ -92,11 +92,11 @@ fn spin_ok(cq: &Cq) -> Res<()> {
 /// instruction-count case, as the C program's `block`.
 fn block(cq: &Cq) -> Res<()> {
     cq.wait()?;
-    let wc = cq.get_completion()?;
-    if !wc.status.is_success() {
-        return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+    match cq.get_completion() {
+        Ok(wc) if wc.status.is_success() => Ok(()),
+        Ok(wc) => Err(format!("{:?} failed: {}", wc.op, wc.status).into()),
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// Busy-polls `cq` until a completion of kind `op` (others are skipped).

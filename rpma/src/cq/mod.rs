@@ -274,6 +274,7 @@ impl Cq {
     ///
     /// # Errors
     /// As [`get_wc`](Cq::get_wc).
+    #[inline]
     pub fn get_completion(&self) -> Result<Completion> {
         if let Some(r) = &self.routes {
             return r.get_completion(self);
@@ -326,12 +327,8 @@ impl Cq {
 #[inline]
 fn completion(w: &Wc, found: Option<(u64, CompletionOp)>) -> Completion {
     let (op_context, op) = match found {
-        Some((ctx, CompletionOp::Recv)) => (ctx, wrid::recv_kind(w.opcode)),
         Some(x) => x,
-        None => {
-            rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
-            (w.wr_id, CompletionOp::Other(w.opcode))
-        }
+        None => unknown(w),
     };
     Completion {
         op_context,
@@ -345,9 +342,17 @@ fn completion(w: &Wc, found: Option<(u64, CompletionOp)>) -> Completion {
     }
 }
 
+/// What a completion for an ID nothing posted here reports (logged).
+#[cold]
+#[inline(never)]
+fn unknown(w: &Wc) -> (u64, CompletionOp) {
+    rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
+    (w.wr_id, CompletionOp::Other(w.opcode))
+}
+
 /// Retires the entry a completion names in the tracker its ID points to;
-/// returns the operation's context and kind (`None`: nothing posted here
-/// has that ID).
+/// returns the operation's context and kind, a receive's from the device's
+/// opcode (`None`: nothing posted here has that ID).
 #[inline]
 fn retire(
     w: &Wc,
@@ -357,8 +362,8 @@ fn retire(
 ) -> Option<(u64, CompletionOp)> {
     match WrId::decode(w.wr_id) {
         WrId::Send(seq) => send.and_then(|t| t.complete(seq, w.status == 0)),
-        WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)),
-        WrId::SrqRecv(slot) => srq_recv.and_then(|t| t.complete(slot)),
+        WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode))),
+        WrId::SrqRecv(slot) => srq_recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode))),
         WrId::Untracked(found) => found,
     }
 }

@@ -52,6 +52,17 @@ impl Ring {
         self.confirms.try_reserve(n).map_err(|_| Error::NoMem("cannot record a memory-window invalidation".into()))
     }
 
+    /// Moves the head past the retired (empty) slots at the front.
+    #[cold]
+    #[inline(never)]
+    fn advance(&mut self) {
+        let mask = self.slots.len() - 1;
+        while self.len > 0 && self.slots[self.head as usize & mask].is_none() {
+            self.head = (self.head + 1) & SEND_SEQ_MASK;
+            self.len -= 1;
+        }
+    }
+
     /// Takes the confirm of sequence number `seq`.
     #[cold]
     #[inline(never)]
@@ -263,33 +274,48 @@ impl SendTracker {
         }
         let mask = g.slots.len() - 1;
         let head = g.head;
-        let e = g.slots[(head as usize + ahead) & mask].take()?;
+        // The common case (every operation signaled): the oldest one, with
+        // no confirm, and the next one (if any) still waiting.
         if ahead == 0 {
-            // The common case (every operation signaled): the oldest one.
-            g.head = (head + 1) & SEND_SEQ_MASK;
-            g.len -= 1;
-        } else {
-            for k in 0..ahead {
-                let i = (head as usize + k) & mask;
-                if let Some(p) = &mut g.slots[i] {
-                    if p.signaled {
-                        p.done = true;
-                        p.hold = None;
-                    } else {
-                        let confirms = p.confirms;
-                        g.slots[i] = None;
-                        if confirms {
-                            g.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
-                        }
+            if let Some(e) = g.slots[head as usize & mask].take_if(|e| !e.confirms) {
+                g.head = (head + 1) & SEND_SEQ_MASK;
+                g.len -= 1;
+                if g.len == 0 || g.slots[g.head as usize & mask].is_some() {
+                    drop(g);
+                    return Some((e.ctx, e.kind)); // `e`'s hold is released here, unlocked
+                }
+                g.advance();
+                drop(g);
+                return Some((e.ctx, e.kind));
+            }
+        }
+        Self::complete_slow(g, ahead, success)
+    }
+
+    /// [`complete`](Self::complete) of an entry with predecessors or with a
+    /// confirm.
+    #[cold]
+    #[inline(never)]
+    fn complete_slow(mut g: SpinGuard<'_, Ring>, ahead: usize, success: bool) -> Option<(u64, CompletionOp)> {
+        let mask = g.slots.len() - 1;
+        let head = g.head;
+        let e = g.slots[(head as usize + ahead) & mask].take()?;
+        for k in 0..ahead {
+            let i = (head as usize + k) & mask;
+            if let Some(p) = &mut g.slots[i] {
+                if p.signaled {
+                    p.done = true;
+                    p.hold = None;
+                } else {
+                    let confirms = p.confirms;
+                    g.slots[i] = None;
+                    if confirms {
+                        g.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
                     }
                 }
             }
         }
-        // Advance past the retired slots at the front.
-        while g.len > 0 && g.slots[g.head as usize & mask].is_none() {
-            g.head = (g.head + 1) & SEND_SEQ_MASK;
-            g.len -= 1;
-        }
+        g.advance();
         let confirm = if e.confirms { g.take_confirm(head.wrapping_add(ahead as u64) & SEND_SEQ_MASK) } else { None };
         drop(g);
         if let Some(c) = confirm {
