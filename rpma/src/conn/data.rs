@@ -24,7 +24,7 @@ impl Conn {
     /// [`Usage::READ_DST`] or is on another peer, or `src` lacks
     /// [`Usage::READ_SRC`]; [`Error::Again`] when the send queue is full;
     /// [`Error::Provider`] when posting fails.
-    #[inline]
+    #[inline(always)]
     pub fn read<M: RegMemory + Send + Sync + 'static>(
         &self,
         dst: &MrLocal<M>,
@@ -92,7 +92,7 @@ impl Conn {
     /// # Errors
     /// As [`read`](Conn::read), with `src` needing [`Usage::WRITE_SRC`] and
     /// `dst` [`Usage::WRITE_DST`].
-    #[inline]
+    #[inline(always)]
     pub fn write<M: RegMemory + Send + Sync + 'static>(
         &self,
         dst: &MrRemote,
