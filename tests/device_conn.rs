@@ -335,6 +335,39 @@ device_tests!({
         close(c, s);
     }
 
+    /// `Cq::wait` acknowledges completion events in batches
+    /// (`rpma_sys::cq::ACK_BATCH`); the ones not acknowledged yet are
+    /// acknowledged before the CQ is destroyed, which would otherwise block
+    /// forever in `ibv_destroy_cq`. Waits on both sides of a batch, then
+    /// the connection is dropped, within a bounded time.
+    fn blocking_waits_across_the_ack_batch_then_drop() {
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
+        // Each read: wait for its completion event (the CQ is armed at
+        // creation and re-armed by every wait), then take the completion.
+        let n = u64::from(rpma_sys::cq::ACK_BATCH) + 3;
+        for k in 0..n {
+            c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, k).unwrap();
+            c.cq().wait_timeout(T).unwrap();
+            let wc = c.cq().get_completion().unwrap();
+            assert_eq!((wc.op_context, wc.status), (k, WcStatus::SUCCESS));
+        }
+        println!("  {n} reads, each waited for with Cq::wait_timeout");
+        // Drop everything on another thread: a hang in ibv_destroy_cq
+        // (unacknowledged events) fails the test instead of stalling it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            close(c, s);
+            drop(local);
+            drop(smr);
+            tx.send(()).unwrap();
+        });
+        rx.recv_timeout(T).expect("closing and dropping the connection hung (unacknowledged CQ events?)");
+    }
+
     fn send_queue_overflow_is_reported() {
         let mut cfg = ConnCfg::new();
         cfg.set_sq_size(4);
