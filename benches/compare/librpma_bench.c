@@ -598,6 +598,27 @@ static int client_conns(const char *addr, const char *port, int n)
 	return 0;
 }
 
+/* the mapping at addr's AnonHugePages in kB (/proc/self/smaps), -1 if not
+ * found: transparent huge pages pin in far fewer steps */
+static long anon_huge_kb(const void *addr)
+{
+	char line[256], start[32];
+	long kb = -1;
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return -1;
+	snprintf(start, sizeof(start), "%lx-", (unsigned long)(uintptr_t)addr);
+	while (fgets(line, sizeof(line), f)) {
+		if (!in)
+			in = !strncmp(line, start, strlen(start));
+		else if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
 /* 1 GiB as 2 MiB regions, then as one region: librpma, then raw verbs */
 static int registration(const char *addr)
 {
@@ -613,6 +634,8 @@ static int registration(const char *addr)
 	}
 	for (size_t i = 0; i < gib; i += 4096)
 		buf[i] = 1; /* fault every page in before timing */
+	printf("INFO-THP librpma reg start%%2M 0x%zx AnonHugePages %ld kB\n", (size_t)((uintptr_t)buf % chunk),
+	       anon_huge_kb(buf));
 	int usage = RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_WRITE_DST;
 	struct rpma_mr_local **mrs = calloc(n, sizeof(*mrs));
 	uint64_t t0 = now_ns();

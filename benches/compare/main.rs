@@ -144,7 +144,8 @@ fn pair(server: Command, ready: Option<&str>, mut client: Command) -> Res<String
 }
 
 fn forward(out: &str) {
-    for l in out.lines().filter(|l| l.starts_with("RESULT ")) {
+    // INFO-THP: the registration's huge-page backing, for the log only.
+    for l in out.lines().filter(|l| l.starts_with("RESULT ") || l.starts_with("INFO-THP ")) {
         println!("{l}");
     }
     let _ = std::io::stdout().flush();

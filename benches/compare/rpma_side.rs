@@ -782,6 +782,19 @@ impl Drop for AnonMap {
     }
 }
 
+/// How the mapping at `addr` is backed: its `AnonHugePages` in kB (from
+/// `/proc/self/smaps`), or `None` if it is not found. Registration pins
+/// every page, and transparent huge pages pin in far fewer steps, so this
+/// says whether the two sides registered alike.
+fn anon_huge_kb(addr: usize) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut lines = smaps.lines();
+    let start = format!("{addr:x}-");
+    lines.find(|l| l.starts_with(&start))?;
+    let l = lines.find(|l| l.starts_with("AnonHugePages:"))?;
+    l.split_whitespace().nth(1)?.parse().ok()
+}
+
 pub fn registration(addr: &str) -> Res<()> {
     const GIB: usize = 1 << 30;
     const CHUNK: usize = 2 << 20;
@@ -793,6 +806,11 @@ pub fn registration(addr: &str) -> Res<()> {
     for p in buf.as_mut_slice().chunks_mut(4096) {
         p[0] = 1; // fault every page in before timing
     }
+    println!(
+        "INFO-THP rpma reg start%2M {:#x} AnonHugePages {} kB",
+        buf.ptr as usize % CHUNK,
+        anon_huge_kb(buf.ptr as usize).map_or(-1, |k| k as i64)
+    );
     let usage = Usage::READ_SRC | Usage::WRITE_DST;
     // Slices of `buf` registered as RawMemory: each region is deregistered
     // before `buf` goes, and `buf` is leaked if any deregistration fails.

@@ -153,6 +153,17 @@ pub fn set_function(f: Option<Box<LogFunction>>) {
     *slot = f;
 }
 
+/// Whether a message at `level` would be emitted (either threshold admits
+/// it). `rpma_log!` tests this inline before calling [`emit`], so a message
+/// below both thresholds (e.g. the debug line of every registration) costs
+/// two loads and compares, not a call.
+#[doc(hidden)]
+#[inline]
+pub fn enabled(level: LogLevel) -> bool {
+    let l = level as i32;
+    level != LogLevel::Disabled && (l <= MAIN.load(Ordering::Relaxed) || l <= AUX.load(Ordering::Relaxed))
+}
+
 /// Emits one message; used through the crate's `rpma_log!` macro.
 #[doc(hidden)]
 pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, args: fmt::Arguments<'_>) {
@@ -233,9 +244,12 @@ fn month_day(days: u64) -> (u64, u64) {
 
 /// `rpma_log!(LogLevel::Error, "...", args)`: log through the thresholds.
 macro_rules! rpma_log {
-    ($lvl:expr, $($arg:tt)+) => {
-        $crate::log::emit($lvl, file!(), line!(), module_path!(), format_args!($($arg)+))
-    };
+    ($lvl:expr, $($arg:tt)+) => {{
+        let lvl = $lvl;
+        if $crate::log::enabled(lvl) {
+            $crate::log::emit(lvl, file!(), line!(), module_path!(), format_args!($($arg)+))
+        }
+    }};
 }
 pub(crate) use rpma_log;
 

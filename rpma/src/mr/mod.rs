@@ -256,41 +256,56 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
     };
     let (mr, odp) = match reg(access) {
         Ok(mr) => (mr, false),
-        Err(e) => match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
-            OdpFallback::Fail => {
-                // rxe (and the IBA 1.5 rule it follows) grants persistent
-                // flush only on memory the kernel knows as persistent.
-                let hint = if access.contains(Access::FLUSH_PERSISTENT) && e.raw_os_error() == Some(libc::EINVAL) {
-                    " (the device refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory; \
-                     with native RDMA FLUSH, register DRAM without Usage::FLUSH_TYPE_PERSISTENT)"
-                } else {
-                    ""
-                };
-                return Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?}){hint}"), e));
-            }
-            OdpFallback::Refuse => {
-                rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
-                return Err(Error::provider_raw(
-                    format!(
-                        "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
-                    ),
-                    e,
-                ));
-            }
-            OdpFallback::Retry => {
-                let odp_access = access | Access::ON_DEMAND;
-                let mr = reg(odp_access).map_err(|e| {
-                    Error::provider_raw(
-                        format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
-                        e,
-                    )
-                })?;
-                (mr, true)
-            }
-        },
+        Err(e) => reg_failed(peer, len, access, e, reg)?,
     };
     rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
     Ok((mr, odp))
+}
+
+/// A failed `ibv_reg_mr`: librpma's On-Demand Paging retry when the memory
+/// cannot be pinned and the peer is ODP capable, else the error. Kept out of
+/// [`register`] (cold) so the registration path itself stays short.
+#[cold]
+#[inline(never)]
+fn reg_failed(
+    peer: &Peer,
+    len: usize,
+    access: Access,
+    e: std::io::Error,
+    reg: impl Fn(Access) -> std::io::Result<Mr>,
+) -> Result<(Mr, bool)> {
+    match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
+        OdpFallback::Fail => {
+            // rxe (and the IBA 1.5 rule it follows) grants persistent
+            // flush only on memory the kernel knows as persistent.
+            let hint = if access.contains(Access::FLUSH_PERSISTENT) && e.raw_os_error() == Some(libc::EINVAL) {
+                " (the device refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory; \
+                 with native RDMA FLUSH, register DRAM without Usage::FLUSH_TYPE_PERSISTENT)"
+            } else {
+                ""
+            };
+            Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?}){hint}"), e))
+        }
+        OdpFallback::Refuse => {
+            rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
+            Err(Error::provider_raw(
+                format!(
+                    "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
+                ),
+                e,
+            ))
+        }
+        OdpFallback::Retry => {
+            let odp_access = access | Access::ON_DEMAND;
+            let mr = reg(odp_access).map_err(|e| {
+                Error::provider_raw(
+                    format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
+                    e,
+                )
+            })?;
+            Ok((mr, true))
+        }
+    }
 }
 
 /// `offset + len` must not overflow nor exceed `size`; the error names all three.
