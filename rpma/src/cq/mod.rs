@@ -209,6 +209,11 @@ impl Cq {
     /// Waits for a completion event, acknowledges it and re-arms the CQ
     /// (`rpma_cq_wait`). Blocks unless the fd was made non-blocking.
     ///
+    /// Unlike librpma, which acknowledges every event at once, the events
+    /// are acknowledged in batches of [`rpma_sys::cq::ACK_BATCH`] (as
+    /// `ibv_get_cq_event(3)` advises: `ibv_ack_cq_events` takes a mutex),
+    /// the rest before the CQ is destroyed.
+    ///
     /// # Errors
     /// [`Error::SharedChannel`] when the channel is shared (use
     /// [`Conn::wait`](crate::Conn::wait)); [`Error::NoCompletion`] when no
