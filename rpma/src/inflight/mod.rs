@@ -17,7 +17,7 @@ mod lock;
 mod recv;
 mod send;
 pub(crate) use recv::RecvTracker;
-pub(crate) use send::SendTracker;
+pub(crate) use send::{chain_is_full, SendChain, SendTracker};
 
 /// Anything kept alive by a reference.
 pub(crate) trait Held: Send + Sync {}
