@@ -53,6 +53,11 @@ impl Conn {
     /// An empty chain of operations on this connection, posted together
     /// by [`Chain::post`] (not in librpma).
     ///
+    /// A chain keeps its operations (at most [`CHAIN_MAX`]) in itself,
+    /// about 4 KiB: filling and posting it allocates nothing, and each
+    /// operation's work request is built as it is added. It is ready to be
+    /// filled again after [`Chain::post`].
+    ///
     /// ```
     /// # #[allow(dead_code)]
     /// // librpma example 07's commit: the data, its flush, the pointer to it

@@ -52,6 +52,34 @@ impl Ring {
         self.confirms.try_reserve(n).map_err(|_| Error::NoMem("cannot record a memory-window invalidation".into()))
     }
 
+    /// Retires the `ahead` entries from sequence number `head` on, which a
+    /// later completion showed the device is done with: unsignaled ones are
+    /// released, signaled ones (their own completions still to be
+    /// translated) marked done and their holds released. Whether none of
+    /// them is left (no signaled one).
+    #[inline(never)]
+    fn retire_before(&mut self, head: u64, ahead: usize) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut all_gone = true;
+        for k in 0..ahead {
+            let i = (head as usize + k) & mask;
+            if let Some(p) = &mut self.slots[i] {
+                if p.signaled {
+                    p.done = true;
+                    p.hold = None;
+                    all_gone = false;
+                } else {
+                    let confirms = p.confirms;
+                    self.slots[i] = None;
+                    if confirms {
+                        self.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
+                    }
+                }
+            }
+        }
+        all_gone
+    }
+
     /// Takes the confirm of sequence number `seq`.
     #[cold]
     #[inline(never)]
@@ -228,30 +256,10 @@ impl SendTracker {
             // The common case (every operation signaled): the oldest one.
             g.head = (head + 1) & SEND_SEQ_MASK;
             g.len -= 1;
-        } else {
-            // Whether every predecessor is gone (none signaled and still to
-            // be translated): then so is the whole front up to this entry.
-            let mut all_gone = true;
-            for k in 0..ahead {
-                let i = (head as usize + k) & mask;
-                if let Some(p) = &mut g.slots[i] {
-                    if p.signaled {
-                        p.done = true;
-                        p.hold = None;
-                        all_gone = false;
-                    } else {
-                        let confirms = p.confirms;
-                        g.slots[i] = None;
-                        if confirms {
-                            g.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
-                        }
-                    }
-                }
-            }
-            if all_gone {
-                g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
-                g.len -= ahead + 1;
-            }
+        } else if g.retire_before(head, ahead) {
+            // Every predecessor is gone: so is the whole front up to here.
+            g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
+            g.len -= ahead + 1;
         }
         // Advance past the retired slots at the front.
         while g.len > 0 && g.slots[g.head as usize & mask].is_none() {
