@@ -18,8 +18,8 @@ use std::mem::MaybeUninit;
 
 use ffi::ibv_qp_create_send_ops_flags as send_ops;
 
-/// Most work requests one [`Qp::post_send_list`] call takes (the list is
-/// built on the stack).
+/// Most work requests of a [`ChainList`] (kept in the list itself, and
+/// linked on the stack when posted).
 pub const MAX_CHAIN: usize = 16;
 
 /// One work request of a chain ([`Qp::post_send_list`]).
@@ -71,17 +71,6 @@ pub enum ChainWr {
 }
 
 impl ChainWr {
-    /// Sets the work request ID.
-    #[inline]
-    pub fn set_wr_id(&mut self, wr_id: u64) {
-        match self {
-            ChainWr::Plain(w) => w.wr_id = wr_id,
-            ChainWr::Inline8 { flags, .. } | ChainWr::AtomicWrite { flags, .. } | ChainWr::Flush { flags, .. } => {
-                flags.wr_id = wr_id
-            }
-        }
-    }
-
     /// Whether it asks for a completion (`IBV_SEND_SIGNALED`).
     #[inline]
     pub fn signaled(&self) -> bool {
@@ -100,6 +89,182 @@ impl ChainWr {
     }
 }
 
+/// A chain to post with [`Qp::post_send_list`]: up to [`MAX_CHAIN`] work
+/// requests, each with its caller's record `T` (what keeps its local memory
+/// alive, what its completion reports), kept in place: a list allocates
+/// nothing, and moving it copies it whole. Each request's `ibv_send_wr` and
+/// SGE are built as it is added; posting only links them.
+pub struct ChainList<T> {
+    /// `wrs`, `raw`, `sges` and `recs` are initialised up to `len`.
+    len: usize,
+    /// Whether one of the requests is native ([`ChainWr::is_native`]).
+    native: bool,
+    /// Bit `i`: request `i` is a [`ChainWr::Inline8`], whose SGE points at
+    /// its bytes in `wrs[i]` (set when posting: the list may move before).
+    inline8: u16,
+    /// The requests as added (the extended interface's path posts these).
+    wrs: [MaybeUninit<ChainWr>; MAX_CHAIN],
+    /// Their `ibv_send_wr`s, but for `wr_id`, `next` and `sg_list` (set when
+    /// posting).
+    raw: [MaybeUninit<ffi::ibv_send_wr>; MAX_CHAIN],
+    /// Their SGEs (meaningful where `raw[i].num_sge` is 1).
+    sges: [MaybeUninit<ffi::ibv_sge>; MAX_CHAIN],
+    recs: [MaybeUninit<T>; MAX_CHAIN],
+}
+
+// The inline bit mask has a bit for every request.
+const _: () = assert!(MAX_CHAIN <= u16::BITS as usize);
+
+impl<T> std::fmt::Debug for ChainList<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainList").field("wrs", &self.wrs()).finish_non_exhaustive()
+    }
+}
+
+impl<T> Default for ChainList<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> ChainList<T> {
+    /// An empty list.
+    #[inline]
+    pub const fn new() -> Self {
+        ChainList {
+            len: 0,
+            native: false,
+            inline8: 0,
+            wrs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+            raw: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+            sges: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+            recs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+        }
+    }
+
+    /// Requests in the list.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the list is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the list holds [`MAX_CHAIN`] requests.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.len >= MAX_CHAIN
+    }
+
+    /// Whether one of the requests is native ([`ChainWr::is_native`]), so
+    /// the list is posted through the extended interface.
+    #[inline]
+    pub fn has_native(&self) -> bool {
+        self.native
+    }
+
+    /// Appends `wr` with its record; both are handed back when the list is
+    /// full.
+    #[inline(always)]
+    pub fn push(&mut self, wr: ChainWr, rec: T) -> Result<(), (ChainWr, T)> {
+        let i = self.len;
+        let (Some(w), Some(raw), Some(sge), Some(r)) =
+            (self.wrs.get_mut(i), self.raw.get_mut(i), self.sges.get_mut(i), self.recs.get_mut(i))
+        else {
+            return Err((wr, rec));
+        };
+        self.native |= wr.is_native();
+        if let ChainWr::Inline8 { .. } = wr {
+            self.inline8 |= 1 << i;
+        }
+        raw_wr(&wr, raw, sge);
+        w.write(wr);
+        r.write(rec);
+        self.len = i + 1;
+        Ok(())
+    }
+
+    /// The requests, in order.
+    #[inline]
+    pub fn wrs(&self) -> &[ChainWr] {
+        // SAFETY: wrs[..len] are initialised (len <= MAX_CHAIN), and
+        // MaybeUninit<ChainWr> has ChainWr's layout.
+        unsafe { std::slice::from_raw_parts(self.wrs.as_ptr().cast::<ChainWr>(), self.len) }
+    }
+
+    /// Empties the list, handing the records of the first `posted` requests
+    /// to `f` with their index, in order, and dropping the rest.
+    #[inline(always)]
+    pub fn take(&mut self, posted: usize, mut f: impl FnMut(usize, T)) {
+        let n = self.len;
+        // Emptied first: should `f` unwind, the records not yet moved leak
+        // (never dropped twice).
+        self.len = 0;
+        self.native = false;
+        self.inline8 = 0;
+        let posted = posted.min(n);
+        let (out, rest) = self.recs.split_at_mut(posted.min(MAX_CHAIN));
+        for (i, r) in out.iter().enumerate() {
+            // SAFETY: recs[..n] were initialised; each is read out once
+            // (the list no longer counts them).
+            f(i, unsafe { r.assume_init_read() });
+        }
+        for r in rest.iter_mut().take(n - posted) {
+            // SAFETY: as above, the ones not handed out, dropped once.
+            unsafe { r.assume_init_drop() };
+        }
+    }
+
+    /// Empties the list, dropping the records.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.take(0, |_, _| {});
+    }
+
+    /// Links the `ibv_send_wr`s of the first `n` (> 0) requests in order,
+    /// request `i` with ID `wr_id(i)`, each to its SGE; returns the first.
+    /// The pointers stay valid while the list is neither moved nor changed.
+    #[inline(always)]
+    fn link(&mut self, wr_id: impl Fn(usize) -> u64) -> *mut ffi::ibv_send_wr {
+        let n = self.len;
+        let raw: *mut ffi::ibv_send_wr = self.raw.as_mut_ptr().cast();
+        let sges: *mut ffi::ibv_sge = self.sges.as_mut_ptr().cast();
+        let wrs: *const ChainWr = self.wrs.as_ptr().cast();
+        for i in 0..n {
+            let next = if i + 1 < n { raw.wrapping_add(i + 1) } else { std::ptr::null_mut() };
+            // SAFETY: i < n = len <= MAX_CHAIN: raw[i], sges[i] and wrs[i]
+            // are initialised elements of this list, reached through
+            // pointers to its arrays; the SGE of an inline request points at
+            // its bytes in wrs[i].
+            unsafe {
+                let w = raw.add(i);
+                (*w).wr_id = wr_id(i);
+                (*w).next = next;
+                (*w).sg_list = sges.add(i);
+                if self.inline8 & (1 << i) != 0 {
+                    if let ChainWr::Inline8 { value, .. } = &*wrs.add(i) {
+                        (*sges.add(i)).addr = value.as_ptr() as u64;
+                    }
+                }
+            }
+        }
+        raw
+    }
+}
+
+impl<T> Drop for ChainList<T> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.len != 0 {
+            self.clear();
+        }
+    }
+}
+
 fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
     use ffi::ibv_send_flags as f;
     let mut x = 0;
@@ -115,47 +280,47 @@ fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
     x
 }
 
-/// The `ibv_send_wr` of `wr` (not linked), its one SGE at `sge`.
-fn raw_wr(wr: &ChainWr, sge: &mut MaybeUninit<ffi::ibv_sge>) -> ffi::ibv_send_wr {
+/// Writes the `ibv_send_wr` of `wr` into `raw`, unlinked (no ID, `next`
+/// nor `sg_list`: see [`ChainList::link`]), and its one SGE (if any) into
+/// `sge` (the SGE of an [`ChainWr::Inline8`] without its address).
+#[inline(always)]
+fn raw_wr(wr: &ChainWr, raw: &mut MaybeUninit<ffi::ibv_send_wr>, sge: &mut MaybeUninit<ffi::ibv_sge>) {
     use ffi::ibv_wr_opcode as op;
     // SAFETY: plain data, all-zero is valid.
-    let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-    let rdma = |addr: u64, rkey: u32| ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: addr, rkey };
+    let w = raw.write(unsafe { std::mem::zeroed() });
     match wr {
         ChainWr::Plain(p) => {
-            w.wr_id = p.wr_id;
             if let Some(s) = p.sge {
-                w.sg_list = sge.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
+                sge.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
                 w.num_sge = 1;
             }
-            crate::wr::set_op(&mut w, p.op, p.remote_addr, p.rkey);
+            crate::wr::set_op(w, p.op, p.remote_addr, p.rkey);
             w.send_flags = send_flags(p.signaled, p.fence, p.inline);
         }
-        ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
-            w.wr_id = flags.wr_id;
-            w.sg_list = sge.write(ffi::ibv_sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 });
+        ChainWr::Inline8 { flags, rkey, remote_addr, .. } => {
+            sge.write(ffi::ibv_sge { addr: 0, length: 8, lkey: 0 });
             w.num_sge = 1;
-            w.opcode = op::IBV_WR_RDMA_WRITE;
-            w.wr.rdma = rdma(*remote_addr, *rkey);
+            crate::wr::set_op(w, SendOp::Write, *remote_addr, *rkey);
             w.send_flags = send_flags(flags.signaled, flags.fence, true);
         }
-        // Never reached: post_send_list sends these to the extended path.
-        ChainWr::AtomicWrite { flags, .. } | ChainWr::Flush { flags, .. } => {
-            w.wr_id = flags.wr_id;
+        // Never posted through ibv_post_send: a list holding one goes to
+        // the extended interface.
+        ChainWr::AtomicWrite { .. } | ChainWr::Flush { .. } => {
             w.opcode = op::IBV_WR_DRIVER1; // refused by every provider (EINVAL)
         }
     }
-    w
 }
 
 impl Qp {
-    /// Posts `wrs` in order with one call: as one linked list through
-    /// `ibv_post_send` (one doorbell), or, when one of them is native
-    /// ([`ChainWr::is_native`]), as one `ibv_wr_start` ... `ibv_wr_complete`
-    /// sequence on the extended interface.
+    /// Posts the requests of `list` in order with one call, request `i`
+    /// with the work request ID `wr_id(i)` (the IDs in the requests are not
+    /// used): as one linked list through `ibv_post_send` (one doorbell),
+    /// or, when one of them is native ([`ChainList::has_native`]), as one
+    /// `ibv_wr_start` ... `ibv_wr_complete` sequence on the extended
+    /// interface.
     ///
     /// # Safety
-    /// As [`Qp::post_send`], for every request in `wrs` (the bytes of an
+    /// As [`Qp::post_send`], for every request in `list` (the bytes of an
     /// [`ChainWr::Inline8`] and of a native atomic write are copied during
     /// the call).
     ///
@@ -168,47 +333,38 @@ impl Qp {
     /// * through the extended interface `k` is always 0: `ibv_wr_complete`
     ///   posts all or nothing; `EOPNOTSUPP` (before anything is built) when
     ///   the QP's extended interface does not carry one of the requests (see
-    ///   [`QpEx::carries`]);
-    /// * `(0, EINVAL)` for more than [`MAX_CHAIN`] requests.
-    pub unsafe fn post_send_list(&self, wrs: &[ChainWr]) -> Result<(), (usize, io::Error)> {
-        let n = wrs.len();
+    ///   [`QpEx::carries`]).
+    #[inline]
+    pub unsafe fn post_send_list<T>(
+        &self,
+        list: &mut ChainList<T>,
+        wr_id: impl Fn(usize) -> u64,
+    ) -> Result<(), (usize, io::Error)> {
+        let n = list.len();
         if n == 0 {
             return Ok(());
         }
-        if n > MAX_CHAIN {
-            return Err((0, io::Error::from_raw_os_error(libc::EINVAL)));
-        }
-        if wrs.iter().any(ChainWr::is_native) {
+        if list.has_native() {
             let Some(mut ex) = self.ex() else {
                 return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
             };
             // SAFETY: the caller's guarantee, passed on.
-            return unsafe { ex.post_list(wrs) }.map_err(|e| (0, e));
+            return unsafe { ex.post_list(list.wrs(), wr_id) }.map_err(|e| (0, e));
         }
-        let mut raw = [const { MaybeUninit::<ffi::ibv_send_wr>::uninit() }; MAX_CHAIN];
-        let mut sges = [const { MaybeUninit::<ffi::ibv_sge>::uninit() }; MAX_CHAIN];
-        let base: *mut ffi::ibv_send_wr = raw.as_mut_ptr().cast();
-        for (i, (wr, sge)) in wrs.iter().zip(sges.iter_mut()).enumerate() {
-            let mut w = raw_wr(wr, sge);
-            // The next element of `raw`, written in the next round (its
-            // address is fixed: `raw` does not move).
-            w.next = if i + 1 < n { base.wrapping_add(i + 1) } else { std::ptr::null_mut() };
-            // SAFETY: i < n <= MAX_CHAIN: inside `raw`, written through the
-            // one pointer the list is built on.
-            unsafe { base.add(i).write(w) };
-        }
+        let first = list.link(wr_id);
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: live QP; raw[0..n] are initialised and linked in order,
-        // their SGEs in `sges` and the inline bytes in `wrs` live across the
-        // call; the caller guarantees the memory the SGEs name.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), base, &mut bad) };
+        // SAFETY: live QP; the list's n requests are initialised and linked
+        // in order, their SGEs and inline bytes in the list, which is
+        // borrowed (neither moved nor changed) across the call; the caller
+        // guarantees the memory the SGEs name.
+        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), first, &mut bad) };
         if rc == 0 {
             return Ok(());
         }
         let k = if bad.is_null() {
             0
         } else {
-            ((bad as usize).wrapping_sub(base as usize) / std::mem::size_of::<ffi::ibv_send_wr>()).min(n)
+            ((bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<ffi::ibv_send_wr>()).min(n)
         };
         Err((k, crate::from_errno_ret(rc, "ibv_post_send").err().unwrap_or_else(|| io::Error::other("ibv_post_send"))))
     }
@@ -259,8 +415,9 @@ impl QpEx<'_> {
         }
     }
 
-    /// Posts `wrs` as one `ibv_wr_start` ... `ibv_wr_complete` sequence:
-    /// all of them or, when `ibv_wr_complete` fails, none.
+    /// Posts `wrs` as one `ibv_wr_start` ... `ibv_wr_complete` sequence,
+    /// request `i` with the work request ID `wr_id(i)`: all of them or,
+    /// when `ibv_wr_complete` fails, none.
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request in `wrs`.
@@ -268,7 +425,7 @@ impl QpEx<'_> {
     /// # Errors
     /// `EOPNOTSUPP` (before anything is built) when a request is not
     /// [`carried`](Self::carries); the errno of `ibv_wr_complete`.
-    pub unsafe fn post_list(&mut self, wrs: &[ChainWr]) -> io::Result<()> {
+    pub unsafe fn post_list(&mut self, wrs: &[ChainWr], wr_id: impl Fn(usize) -> u64) -> io::Result<()> {
         if !wrs.iter().all(|w| self.carries(w)) {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
@@ -279,10 +436,10 @@ impl QpEx<'_> {
         // provider before the builder or setter returns.
         unsafe {
             ffi::ibv_wr_start(q);
-            for wr in wrs {
+            for (i, wr) in wrs.iter().enumerate() {
+                (*q).wr_id = wr_id(i);
                 match *wr {
                     ChainWr::Plain(p) => {
-                        (*q).wr_id = p.wr_id;
                         (*q).wr_flags = send_flags(p.signaled, p.fence, false);
                         match p.op {
                             SendOp::Write => call((*q).wr_rdma_write, |f| f(q, p.rkey, p.remote_addr)),
@@ -309,18 +466,15 @@ impl QpEx<'_> {
                         }
                     }
                     ChainWr::Inline8 { flags, rkey, remote_addr, ref value } => {
-                        (*q).wr_id = flags.wr_id;
                         (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
                         call((*q).wr_rdma_write, |f| f(q, rkey, remote_addr));
                         call((*q).wr_set_inline_data, |f| f(q, value.as_ptr() as *mut libc::c_void, 8));
                     }
                     ChainWr::AtomicWrite { flags, rkey, remote_addr, ref value } => {
-                        (*q).wr_id = flags.wr_id;
                         (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
                         call((*q).wr_atomic_write, |f| f(q, rkey, remote_addr, value.as_ptr().cast()));
                     }
                     ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
-                        (*q).wr_id = flags.wr_id;
                         (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
                         call((*q).wr_flush, |f| f(q, rkey, remote_addr, len, ptype, FLUSH_RANGE));
                     }
@@ -336,5 +490,115 @@ impl QpEx<'_> {
 fn call<F>(f: Option<F>, go: impl FnOnce(F)) {
     if let Some(f) = f {
         go(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wr::Sge;
+    use std::rc::Rc;
+
+    fn write(signaled: bool) -> ChainWr {
+        ChainWr::Plain(SendWr {
+            wr_id: 0,
+            op: SendOp::Write,
+            sge: Some(Sge { addr: 0x1000, length: 8, lkey: 7 }),
+            remote_addr: 0x2000,
+            rkey: 9,
+            signaled,
+            fence: false,
+            inline: false,
+        })
+    }
+
+    fn inline8(value: [u8; 8]) -> ChainWr {
+        let flags = WrFlags { wr_id: 0, signaled: false, fence: true };
+        ChainWr::Inline8 { flags, rkey: 3, remote_addr: 0x3000, value }
+    }
+
+    #[test]
+    fn a_list_holds_max_chain_and_hands_back_the_rest() {
+        let mut l = ChainList::new();
+        for i in 0..MAX_CHAIN {
+            assert!(l.push(write(false), i).is_ok());
+        }
+        assert!(l.is_full());
+        let (_, rec) = l.push(write(true), 99).unwrap_err();
+        assert_eq!(rec, 99);
+        assert_eq!(l.len(), MAX_CHAIN);
+    }
+
+    #[test]
+    fn take_hands_out_the_posted_records_in_order_and_drops_the_rest() {
+        let held = Rc::new(());
+        let mut l = ChainList::new();
+        for i in 0..5 {
+            l.push(write(i == 4), (i, held.clone())).unwrap();
+        }
+        assert_eq!(Rc::strong_count(&held), 6);
+        let mut out = Vec::new();
+        l.take(3, |i, (k, h)| out.push((i, k, h)));
+        assert!(l.is_empty());
+        assert_eq!(out.iter().map(|(i, k, _)| (*i, *k)).collect::<Vec<_>>(), [(0, 0), (1, 1), (2, 2)]);
+        assert_eq!(Rc::strong_count(&held), 4, "the two not posted are dropped");
+        drop(out);
+        // Posting more than the list holds hands out what it holds.
+        l.push(write(true), (0, held.clone())).unwrap();
+        let mut n = 0;
+        l.take(usize::MAX, |_, _| n += 1);
+        assert_eq!(n, 1);
+        // A list dropped with records drops them.
+        l.push(write(true), (0, held.clone())).unwrap();
+        l.push(write(true), (1, held.clone())).unwrap();
+        drop(l);
+        assert_eq!(Rc::strong_count(&held), 1);
+    }
+
+    #[test]
+    fn link_builds_the_verbs_list_in_order() {
+        let mut l = ChainList::new();
+        l.push(write(false), ()).unwrap();
+        l.push(inline8(*b"pointer!"), ()).unwrap();
+        l.push(write(true), ()).unwrap();
+        assert!(!l.has_native());
+        let first = l.link(|i| 100 + i as u64);
+        let mut seen = Vec::new();
+        let mut w = first;
+        // SAFETY: the list is linked and neither moved nor changed.
+        unsafe {
+            while !w.is_null() {
+                let s = &*(*w).sg_list;
+                seen.push(((*w).wr_id, (*w).opcode, (*w).send_flags, (*w).num_sge, s.length, (*w).wr.rdma.rkey));
+                if (*w).send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0 {
+                    let bytes = std::slice::from_raw_parts(s.addr as *const u8, s.length as usize);
+                    assert_eq!(bytes, b"pointer!");
+                } else {
+                    assert_eq!((s.addr, s.lkey, (*w).wr.rdma.remote_addr), (0x1000, 7, 0x2000));
+                }
+                w = (*w).next;
+            }
+        }
+        use ffi::ibv_send_flags as f;
+        let write_op = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        assert_eq!(
+            seen,
+            [
+                (100, write_op, 0, 1, 8, 9),
+                (101, write_op, f::IBV_SEND_FENCE.0 | f::IBV_SEND_INLINE.0, 1, 8, 3),
+                (102, write_op, f::IBV_SEND_SIGNALED.0, 1, 8, 9),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_native_request_marks_the_list() {
+        let mut l = ChainList::new();
+        l.push(write(false), ()).unwrap();
+        let flags = WrFlags { wr_id: 0, signaled: true, fence: false };
+        l.push(ChainWr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: [0; 8] }, ()).unwrap();
+        assert!(l.has_native());
+        l.clear();
+        assert!(!l.has_native() && l.is_empty());
     }
 }

@@ -321,6 +321,7 @@ impl Qp {
 
     /// The extended work-request interface, when the QP was created with
     /// `send_ops_flags`.
+    #[inline]
     pub fn ex(&self) -> Option<QpEx<'_>> {
         if self.send_ops == 0 {
             return None;
@@ -394,12 +395,14 @@ pub struct QpEx<'a> {
 impl QpEx<'_> {
     /// Whether the provider implements `ibv_wr_atomic_write` for this QP
     /// (it was created with [`QP_EX_WITH_ATOMIC_WRITE`] on a capable device).
+    #[inline]
     pub fn has_atomic_write(&self) -> bool {
         // SAFETY: live qp_ex, created with the op, so the library has the member.
         self.send_ops & QP_EX_WITH_ATOMIC_WRITE != 0 && unsafe { (*self.qpx).wr_atomic_write.is_some() }
     }
 
     /// Whether the provider implements `ibv_wr_flush` for this QP.
+    #[inline]
     pub fn has_flush(&self) -> bool {
         // SAFETY: live qp_ex, created with the op, so the library has the member.
         self.send_ops & QP_EX_WITH_FLUSH != 0 && unsafe { (*self.qpx).wr_flush.is_some() }

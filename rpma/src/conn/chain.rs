@@ -5,7 +5,7 @@
 
 use super::Conn;
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, SendOpRec};
+use crate::inflight::{chain_is_full, Hold, SendChain, SendOpRec};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote, Usage};
 use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
@@ -38,22 +38,25 @@ pub const CHAIN_MAX: usize = MAX_CHAIN;
 /// See [`Conn::chain`] for an example.
 pub struct Chain<'c> {
     conn: &'c Conn,
-    /// The work requests, in posting order (allocated on the first push,
-    /// kept for reuse after a post).
-    wrs: Vec<ChainWr>,
-    /// What each one's completion reports and keeps alive, by index.
-    recs: Vec<SendOpRec>,
+    /// The work requests, in posting order, each with what its completion
+    /// reports and keeps alive: in the chain itself (no allocation).
+    ops: SendChain,
 }
 
 impl std::fmt::Debug for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chain").field("len", &self.wrs.len()).finish()
+        f.debug_struct("Chain").field("len", &self.len()).finish()
     }
 }
 
 impl Conn {
     /// An empty chain of operations on this connection, posted together
     /// by [`Chain::post`] (not in librpma).
+    ///
+    /// A chain keeps its operations (at most [`CHAIN_MAX`]) in itself,
+    /// about 4 KiB: filling and posting it allocates nothing, and each
+    /// operation's work request is built as it is added. It is ready to be
+    /// filled again after [`Chain::post`].
     ///
     /// ```
     /// # #[allow(dead_code)]
@@ -80,12 +83,13 @@ impl Conn {
     /// }
     /// ```
     pub fn chain(&self) -> Chain<'_> {
-        Chain { conn: self, wrs: Vec::new(), recs: Vec::new() }
+        Chain { conn: self, ops: SendChain::new() }
     }
 
     /// `atomic_write`'s checks, then its work request (ID 0): native when
     /// the QP has it, else an inline 8-byte write fenced behind earlier
     /// reads (and so behind an APM flush), as librpma does.
+    #[inline(always)]
     pub(super) fn atomic_write_wr(
         &self,
         dst: &MrRemote,
@@ -124,6 +128,7 @@ impl Conn {
     /// `flush`'s checks, then its work request (ID 0) and what it holds:
     /// native when the QP has it, else (APM) an 8-byte RDMA READ at
     /// `dst_offset` into the connection's flush region, held.
+    #[inline(always)]
     pub(super) fn flush_wr(
         &self,
         dst: &MrRemote,
@@ -218,27 +223,17 @@ impl Conn {
 
 impl<'c> Chain<'c> {
     /// Appends a checked operation.
+    #[inline(always)]
     fn push(&mut self, wr: ChainWr, kind: CompletionOp, ctx: u64, hold: Option<Hold>) -> Result<&mut Self> {
-        if self.wrs.len() >= MAX_CHAIN {
-            return Err(Error::inval(format!("a chain holds at most {MAX_CHAIN} operations")));
-        }
-        if self.wrs.capacity() == 0 {
-            // Room for librpma example 07's commit at once; fallible, as
-            // everything rpma allocates.
-            self.wrs.try_reserve(4).map_err(|_| Error::NoMem("cannot allocate a chain".into()))?;
-            self.recs.try_reserve(4).map_err(|_| Error::NoMem("cannot allocate a chain".into()))?;
-        }
-        self.wrs.try_reserve(1).map_err(|_| Error::NoMem("cannot grow a chain".into()))?;
-        self.recs.try_reserve(1).map_err(|_| Error::NoMem("cannot grow a chain".into()))?;
-        self.recs.push(SendOpRec { ctx, kind, signaled: wr.signaled(), hold, confirm: None });
-        self.wrs.push(wr);
+        self.ops.push(wr, ctx, kind, hold)?;
         Ok(self)
     }
 
     /// Checks an operation with a local range (held) and appends it.
+    #[inline(always)]
     fn push_op<M: RegMemory + Send + Sync + 'static>(&mut self, op: Op<'_, M>, mr: &MrLocal<M>) -> Result<&mut Self> {
-        if self.wrs.len() >= MAX_CHAIN {
-            return Err(Error::inval(format!("a chain holds at most {MAX_CHAIN} operations")));
+        if self.ops.is_full() {
+            return Err(chain_is_full());
         }
         let wr = op.work_request(&self.conn.parts.peer, true)?;
         self.push(ChainWr::Plain(wr), op.kind(), op.ctx, Some(mr.hold()))
@@ -246,12 +241,12 @@ impl<'c> Chain<'c> {
 
     /// Operations added so far.
     pub fn len(&self) -> usize {
-        self.wrs.len()
+        self.ops.wrs().len()
     }
 
     /// Whether no operation was added.
     pub fn is_empty(&self) -> bool {
-        self.wrs.is_empty()
+        self.ops.wrs().is_empty()
     }
 
     /// Appends [`Conn::read`].
@@ -474,29 +469,26 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
-        if self.wrs.is_empty() {
+        if self.is_empty() {
             return Err(Error::inval("an empty chain: add operations before posting it"));
         }
         let qp = self.conn.parts.qp()?;
-        let wrs = &mut self.wrs;
-        if wrs.iter().any(ChainWr::is_native) {
+        if self.ops.has_native() {
             let ex = qp.ex().ok_or_else(|| Error::Unknown("a native operation without extended interface".into()))?;
-            if let Some(i) = wrs.iter().position(|w| !ex.carries(w)) {
-                return Err(Error::nosupp(format!(
-                    "chain operation {i}: the chain holds a native atomic write or flush, so it is posted through \
-                     ibv_wr_*, and this connection's QP carries only RDMA write and read there besides them (no \
-                     sends, writes with immediate data, compare-and-swap or fetch-and-add): post operation {i} on \
-                     its own"
-                )));
+            if let Some(i) = self.ops.wrs().iter().position(|w| !ex.carries(w)) {
+                return Err(not_carried(i));
             }
         }
-        let r = self.conn.parts.send.post_chain(qp, &mut self.recs, wrs);
-        if let Ok(()) | Err(Error::Provider { .. } | Error::Unknown(_)) = r {
-            // Posted, or partly posted and the rest dropped: nothing is
-            // left (the vectors keep their room for the next operations).
-            self.recs.clear();
-            self.wrs.clear();
-        }
-        r
+        self.conn.parts.send.post_chain(qp, &mut self.ops)
     }
+}
+
+#[cold]
+#[inline(never)]
+fn not_carried(i: usize) -> Error {
+    Error::nosupp(format!(
+        "chain operation {i}: the chain holds a native atomic write or flush, so it is posted through ibv_wr_*, and \
+         this connection's QP carries only RDMA write and read there besides them (no sends, writes with \
+         immediate data, compare-and-swap or fetch-and-add): post operation {i} on its own"
+    ))
 }

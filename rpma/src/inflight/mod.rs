@@ -17,7 +17,7 @@ mod lock;
 mod recv;
 mod send;
 pub(crate) use recv::RecvTracker;
-pub(crate) use send::SendTracker;
+pub(crate) use send::{chain_is_full, SendChain, SendTracker};
 
 /// Anything kept alive by a reference.
 pub(crate) trait Held: Send + Sync {}
@@ -251,6 +251,41 @@ mod tests {
         let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
         assert!(e.to_string().contains("sq_size 3"), "{e}");
+    }
+
+    /// A chain takes an operation with a non-inline local range only with
+    /// a hold on it, and at most `MAX_CHAIN` of them.
+    #[test]
+    fn a_chain_refuses_an_unheld_range_and_a_full_chain() {
+        use rpma_sys::chain::{ChainWr, MAX_CHAIN};
+        use rpma_sys::wr::{SendOp, SendWr, Sge};
+        let wr = |inline| {
+            ChainWr::Plain(SendWr {
+                wr_id: 0,
+                op: SendOp::Write,
+                sge: Some(Sge { addr: 64, length: 8, lkey: 1 }),
+                remote_addr: 0,
+                rkey: 2,
+                signaled: false,
+                fence: false,
+                inline,
+            })
+        };
+        let hold: Arc<u8> = Arc::new(7);
+        let mut c = SendChain::new();
+        let e = c.push(wr(false), 1, CompletionOp::Write, None).unwrap_err();
+        assert!(matches!(e, Error::Unknown(_)), "{e}");
+        assert!(c.wrs().is_empty(), "nothing added");
+        c.push(wr(true), 1, CompletionOp::Write, None).unwrap(); // inline: copied when posted
+        for k in 1..MAX_CHAIN {
+            c.push(wr(false), k as u64, CompletionOp::Write, Some(hold.clone() as Hold)).unwrap();
+        }
+        assert!(c.is_full());
+        let e = c.push(wr(false), 99, CompletionOp::Write, Some(hold.clone() as Hold)).unwrap_err();
+        assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
+        assert_eq!(Arc::strong_count(&hold), MAX_CHAIN, "the refused operation's hold is released");
+        drop(c);
+        assert_eq!(Arc::strong_count(&hold), 1, "a chain dropped unposted releases its holds");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use super::lock::{SpinGuard, SpinLock};
 use super::{too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Error, Result};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
-use rpma_sys::chain::ChainWr;
+use rpma_sys::chain::{ChainList, ChainWr, MAX_CHAIN};
 use rpma_sys::wr::{SendWr, Sge};
 use std::sync::Arc;
 
@@ -61,6 +61,34 @@ impl Ring {
             self.head = (self.head + 1) & SEND_SEQ_MASK;
             self.len -= 1;
         }
+    }
+
+    /// Retires the `ahead` entries from sequence number `head` on, which a
+    /// later completion showed the device is done with: unsignaled ones are
+    /// released, signaled ones (their own completions still to be
+    /// translated) marked done and their holds released. Whether none of
+    /// them is left (no signaled one).
+    #[inline(never)]
+    fn retire_before(&mut self, head: u64, ahead: usize) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut all_gone = true;
+        for k in 0..ahead {
+            let i = (head as usize + k) & mask;
+            if let Some(p) = &mut self.slots[i] {
+                if p.signaled {
+                    p.done = true;
+                    p.hold = None;
+                    all_gone = false;
+                } else {
+                    let confirms = p.confirms;
+                    self.slots[i] = None;
+                    if confirms {
+                        self.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
+                    }
+                }
+            }
+        }
+        all_gone
     }
 
     /// Takes the confirm of sequence number `seq`.
@@ -134,7 +162,7 @@ impl SendTracker {
         hold: Option<Hold>,
         mut wr: SendWr,
     ) -> Result<()> {
-        if wr.sge.is_some() && !wr.inline && hold.is_none() {
+        if needs_hold(&wr) && hold.is_none() {
             return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
         }
         let signaled = wr.signaled;
@@ -153,92 +181,52 @@ impl SendTracker {
         Ok(())
     }
 
-    /// Posts the chain `wrs` on `qp` with one call and records `recs[i]`
-    /// for `wrs[i]` under one lock, with consecutive sequence numbers: the
-    /// one place a chain hands local memory to the device. It needs
-    /// `wrs.len()` free slots, one more when its last operation is
-    /// unsignaled. When `ibv_post_send` refuses operation `k`, `0..k` are
-    /// posted (verbs semantics) and recorded; the rest are dropped.
+    /// Posts `chain` on `qp` with one call and records its entries under
+    /// one lock, with consecutive sequence numbers: the one place a chain
+    /// hands local memory to the device. It needs `chain.len()` free
+    /// slots, one more when its last operation is unsignaled. When
+    /// `ibv_post_send` refuses operation `k`, `0..k` are posted (verbs
+    /// semantics) and recorded; the rest are dropped. Afterwards `chain` is
+    /// empty, unless it was refused before posting ([`Error::Inval`],
+    /// [`Error::Again`], [`Error::Unknown`] for an empty chain): then it is
+    /// as it was.
     ///
     /// # Errors
     /// [`Error::Inval`] when the chain can never fit `depth`; [`Error::Again`]
     /// when it does not fit now; [`Error::Provider`] naming the refused
-    /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain, a
-    /// missing record, a non-inline local range its record does not hold,
-    /// or a record with a [`Confirm`] (chains carry none).
-    pub(crate) fn post_chain(
-        &self,
-        qp: &rpma_sys::qp::Qp,
-        recs: &mut Vec<SendOpRec>,
-        wrs: &mut [ChainWr],
-    ) -> Result<()> {
-        let n = wrs.len();
-        let unheld = |(w, r): (&ChainWr, &SendOpRec)| {
-            r.confirm.is_some()
-                || match w {
-                    ChainWr::Plain(p) => p.sge.is_some() && !p.inline && r.hold.is_none(),
-                    _ => false,
-                }
-        };
-        let (Some(last), true) = (wrs.last(), recs.len() == n && !wrs.iter().zip(recs.iter()).any(unheld)) else {
-            return Err(Error::Unknown(
-                "rpma bug: an empty chain, a chained local range nothing holds, or a chained confirm".into(),
-            ));
-        };
-        let need = n + usize::from(!last.signaled());
+    /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain.
+    #[inline]
+    pub(crate) fn post_chain(&self, qp: &rpma_sys::qp::Qp, chain: &mut SendChain) -> Result<()> {
+        let n = chain.ops.len();
+        if n == 0 {
+            return Err(Error::Unknown("rpma bug: an empty chain".into()));
+        }
+        let need = n + usize::from(!chain.last_signaled);
         if need > self.depth {
-            return Err(Error::inval(format!(
-                "a chain of {n} operation(s) whose last one is {} needs {need} send-queue slots: more than the \
-                 connection's sq_size {} (ConnCfg::set_sq_size)",
-                if last.signaled() { "signaled" } else { "unsignaled (one slot is kept for a signaled one)" },
-                self.depth
-            )));
+            return Err(chain_too_long(n, chain.last_signaled, self.depth));
         }
         let mut g = self.q.lock();
         if g.len + need > self.depth {
-            return Err(Error::Again(
-                format!(
-                    "the send queue has {} of its {} slots taken and the chain needs {need}: reap completions \
-                     (Cq::get_wc, Cq::next_completion) and post again",
-                    g.len, self.depth
-                )
-                .into(),
-            ));
+            return Err(chain_full(g.len, self.depth, need));
         }
         let base = g.head.wrapping_add(g.len as u64);
-        for (i, w) in wrs.iter_mut().enumerate() {
-            w.set_wr_id(wrid::send(base.wrapping_add(i as u64) & SEND_SEQ_MASK));
-        }
         // SAFETY: every local range is inline (copied during the call) or
         // lies in the region its entry's hold keeps alive until the
         // operation (or a later signaled one) completes, or until the QP is
-        // destroyed (checked above, as in `post_send`).
+        // destroyed (`SendChain::push` refuses a chained operation whose
+        // local range nothing holds, as `post_send` does).
         #[allow(unsafe_code)]
-        let res = unsafe { qp.post_send_list(wrs) };
+        let res = unsafe { qp.post_send_list(&mut chain.ops, |i| wrid::send(base.wrapping_add(i as u64))) };
         let posted = match &res {
             Ok(()) => n,
-            Err((k, _)) => (*k).min(n),
+            Err((k, _)) => *k,
         };
+        let native = chain.ops.has_native();
         let mask = g.slots.len() - 1;
-        for (i, op) in recs.drain(..posted).enumerate() {
-            // No confirm (refused above).
-            let seq = base.wrapping_add(i as u64) & SEND_SEQ_MASK;
-            g.slots[seq as usize & mask] = Some(Entry::plain(op.ctx, op.kind, op.signaled, op.hold));
-        }
-        g.len += posted;
+        chain.ops.take(posted, |i, e| g.slots[wrid::send(base.wrapping_add(i as u64)) as usize & mask] = Some(e));
+        g.len += posted.min(n);
         drop(g);
-        res.map_err(|(k, e)| {
-            let op = match (n, wrs.iter().any(ChainWr::is_native)) {
-                (1, false) => "ibv_post_send".to_string(),
-                (1, true) => "ibv_wr_complete".to_string(),
-                (_, false) => format!(
-                    "ibv_post_send of a chain of {n}: operation {k} refused, operations 0..{k} posted (their \
-                     completions follow), {k}..{n} not posted"
-                ),
-                (_, true) => format!("ibv_wr_complete of a chain of {n}: nothing posted"),
-            };
-            Error::provider_raw(op, e)
-        })
+        res.map_err(|(k, e)| chain_failed(n, native, k, e))
     }
 
     /// [`post_send`](Self::post_send) with the local memory as a list
@@ -300,20 +288,13 @@ impl SendTracker {
         let mask = g.slots.len() - 1;
         let head = g.head;
         let e = g.slots[(head as usize + ahead) & mask].take()?;
-        for k in 0..ahead {
-            let i = (head as usize + k) & mask;
-            if let Some(p) = &mut g.slots[i] {
-                if p.signaled {
-                    p.done = true;
-                    p.hold = None;
-                } else {
-                    let confirms = p.confirms;
-                    g.slots[i] = None;
-                    if confirms {
-                        g.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
-                    }
-                }
-            }
+        if ahead == 0 {
+            g.head = (head + 1) & SEND_SEQ_MASK;
+            g.len -= 1;
+        } else if g.retire_before(head, ahead) {
+            // Every predecessor is gone: so is the whole front up to here.
+            g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
+            g.len -= ahead + 1;
         }
         g.advance();
         let confirm = if e.confirms { g.take_confirm(head.wrapping_add(ahead as u64) & SEND_SEQ_MASK) } else { None };
@@ -330,6 +311,113 @@ impl SendTracker {
         let mask = g.slots.len() - 1;
         (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done)).count()
     }
+}
+
+/// Whether `wr` names local memory the device reaches after the post (not
+/// inline): a tracked post of it needs a hold on that memory.
+#[inline(always)]
+fn needs_hold(wr: &SendWr) -> bool {
+    wr.sge.is_some() && !wr.inline
+}
+
+/// The operations of a chain before it is posted, each work request with
+/// its ring entry (context, kind, signaled, hold), in place (at most
+/// [`MAX_CHAIN`]). [`push`](Self::push) is the only way in, and refuses an
+/// operation whose local memory nothing holds, so [`SendTracker::post_chain`]
+/// may hand all of them to the device.
+pub(crate) struct SendChain {
+    ops: ChainList<Entry>,
+    /// Whether the last operation is signaled.
+    last_signaled: bool,
+}
+
+impl SendChain {
+    /// An empty chain.
+    #[inline]
+    pub(crate) const fn new() -> SendChain {
+        SendChain { ops: ChainList::new(), last_signaled: false }
+    }
+
+    /// The operations, in order.
+    #[inline]
+    pub(crate) fn wrs(&self) -> &[ChainWr] {
+        self.ops.wrs()
+    }
+
+    /// Whether one of the operations is native (posted through `ibv_wr_*`).
+    #[inline]
+    pub(crate) fn has_native(&self) -> bool {
+        self.ops.has_native()
+    }
+
+    /// Whether no more operation fits.
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.ops.is_full()
+    }
+
+    /// Appends `wr`, whose completion reports `ctx` and `kind`, and `hold`,
+    /// which keeps its local memory alive until it completes.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the chain is full; [`Error::Unknown`] (a bug in
+    /// rpma) for a non-inline local range `hold` does not hold.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, wr: ChainWr, ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Result<()> {
+        if matches!(&wr, ChainWr::Plain(p) if needs_hold(p)) && hold.is_none() {
+            return Err(Error::Unknown("rpma bug: a chained local range nothing holds".into()));
+        }
+        let signaled = wr.signaled();
+        self.ops.push(wr, Entry::plain(ctx, kind, signaled, hold)).map_err(|_| chain_is_full())?;
+        self.last_signaled = signaled;
+        Ok(())
+    }
+}
+
+/// A full chain's error.
+#[cold]
+#[inline(never)]
+pub(crate) fn chain_is_full() -> Error {
+    Error::inval(format!("a chain holds at most {MAX_CHAIN} operations"))
+}
+
+#[cold]
+#[inline(never)]
+fn chain_too_long(n: usize, signaled: bool, depth: usize) -> Error {
+    let need = n + usize::from(!signaled);
+    Error::inval(format!(
+        "a chain of {n} operation(s) whose last one is {} needs {need} send-queue slots: more than the \
+         connection's sq_size {depth} (ConnCfg::set_sq_size)",
+        if signaled { "signaled" } else { "unsignaled (one slot is kept for a signaled one)" },
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn chain_full(len: usize, depth: usize, need: usize) -> Error {
+    Error::Again(
+        format!(
+            "the send queue has {len} of its {depth} slots taken and the chain needs {need}: reap completions \
+             (Cq::get_wc, Cq::next_completion) and post again"
+        )
+        .into(),
+    )
+}
+
+/// The error of a chain of `n` whose post failed at operation `k`.
+#[cold]
+#[inline(never)]
+fn chain_failed(n: usize, native: bool, k: usize, e: std::io::Error) -> Error {
+    let op = match (n, native) {
+        (1, false) => "ibv_post_send".to_string(),
+        (1, true) => "ibv_wr_complete".to_string(),
+        (_, false) => format!(
+            "ibv_post_send of a chain of {n}: operation {k} refused, operations 0..{k} posted (their \
+             completions follow), {k}..{n} not posted"
+        ),
+        (_, true) => format!("ibv_wr_complete of a chain of {n}: nothing posted"),
+    };
+    Error::provider_raw(op, e)
 }
 
 #[cold]
