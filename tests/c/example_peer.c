@@ -284,7 +284,21 @@ static int cqs_of(struct rpma_conn *conn, bool rcq, bool shared, struct cqs *q)
 }
 
 /* Takes the next completion from q's queues, waiting up to WAIT_MS. */
+static int next_wc_or_close(struct cqs *q, struct ibv_wc *wc, bool watch_close);
+
 static int next_wc(struct cqs *q, struct ibv_wc *wc)
+{
+	return next_wc_or_close(q, wc, false);
+}
+
+/*
+ * next_wc; with watch_close it also watches the connection's events and
+ * returns 1 when the peer closed the connection first (RPMA_CONN_CLOSED): a
+ * client's last message (DONE, unsignaled) can be flushed by its own
+ * disconnect right after it, so a server waiting for it sees the close
+ * instead (as examples/common's completion_or_close).
+ */
+static int next_wc_or_close(struct cqs *q, struct ibv_wc *wc, bool watch_close)
 {
 	int64_t deadline = now_ms() + WAIT_MS;
 	struct rpma_cq *all[2] = {q->cq, q->rcq};
@@ -300,7 +314,7 @@ static int next_wc(struct cqs *q, struct ibv_wc *wc)
 				return -1;
 			}
 		}
-		struct pollfd pfd[2];
+		struct pollfd pfd[3];
 		int npfd = 0;
 		if (q->shared) {
 			TRY(rpma_conn_get_compl_fd(q->conn, &pfd[0].fd));
@@ -309,6 +323,9 @@ static int next_wc(struct cqs *q, struct ibv_wc *wc)
 			for (int i = 0; i < ncq; i++)
 				TRY(rpma_cq_get_fd(all[i], &pfd[npfd++].fd));
 		}
+		int ncompl = npfd;
+		if (watch_close)
+			TRY(rpma_conn_get_event_fd(q->conn, &pfd[npfd++].fd));
 		for (int i = 0; i < npfd; i++)
 			pfd[i].events = POLLIN;
 		int r = poll_until(pfd, npfd, deadline);
@@ -318,7 +335,12 @@ static int next_wc(struct cqs *q, struct ibv_wc *wc)
 			ERR("timed out waiting for a completion");
 			return -1;
 		}
-		for (int i = 0; i < npfd; i++) {
+		if (npfd > ncompl && (pfd[ncompl].revents & POLLIN)) {
+			if (expect_event(q->conn, RPMA_CONN_CLOSED))
+				return -1;
+			return 1;
+		}
+		for (int i = 0; i < ncompl; i++) {
 			if (!(pfd[i].revents & POLLIN))
 				continue;
 			struct rpma_cq *got = NULL;
@@ -1258,13 +1280,19 @@ static int pp_check(const struct ibv_wc *wc, const uint64_t *recv)
 	return 0;
 }
 
-/* Waits for the receive and, when send_pending, the send, in any order. */
-static int pp_wait(struct cqs *q, const uint64_t *recv, bool send_pending)
+/*
+ * Waits for the receive and, when send_pending, the send, in any order;
+ * with watch_close, returns 1 when the peer closed the connection first.
+ */
+static int pp_wait(struct cqs *q, const uint64_t *recv, bool send_pending, bool watch_close)
 {
 	bool got_recv = false, got_send = !send_pending;
 	while (!got_recv || !got_send) {
 		struct ibv_wc wc;
-		if (next_wc(q, &wc) || pp_check(&wc, recv))
+		int r = next_wc_or_close(q, &wc, watch_close);
+		if (r == 1)
+			return 1;
+		if (r || pp_check(&wc, recv))
 			return -1;
 		if (wc.opcode == IBV_WC_RECV)
 			got_recv = true;
@@ -1316,7 +1344,7 @@ static int pp_client(int argc, char **argv, const struct pp *pp)
 		printf("%s sent: %" PRIu64 "\n", prefix, value);
 		*send = value;
 		TRY(rpma_send(conn, send_mr, 0, MSG_SIZE, RPMA_F_COMPLETION_ALWAYS, NULL));
-		if (pp_wait(&q, recv, true))
+		if (pp_wait(&q, recv, true, false))
 			return -1;
 		value = *recv;
 		printf("%s received: %" PRIu64 "\n", prefix, value);
@@ -1350,8 +1378,14 @@ static int pp_server(int argc, char **argv, const struct pp *pp)
 		return -1;
 	bool send_pending = false;
 	for (;;) {
-		if (pp_wait(&q, recv, send_pending))
+		int r = pp_wait(&q, recv, send_pending, true);
+		if (r < 0)
 			return -1;
+		if (r == 1) {
+			/* the client closed first; its DONE was lost to that */
+			TRY(rpma_conn_disconnect(conn));
+			return delete_conn(conn);
+		}
 		if (*recv == I_M_DONE)
 			break;
 		printf("%s received: %" PRIu64 "\n", pp->prefix, *recv);
