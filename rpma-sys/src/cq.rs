@@ -74,15 +74,22 @@ impl CompChannel {
     /// event pending).
     #[inline]
     pub fn get_event(&self) -> io::Result<usize> {
+        let cq = self.next_event()?;
+        // SAFETY: a CQ cannot finish ibv_destroy_cq while it has an unacked
+        // event, so `cq` is live here; acking once matches the one event.
+        unsafe { ffi::ibv_ack_cq_events(cq, 1) };
+        Ok(cq as usize)
+    }
+
+    /// `ibv_get_cq_event`: the CQ of the next event, not acknowledged.
+    #[inline]
+    fn next_event(&self) -> io::Result<*mut ffi::ibv_cq> {
         let mut cq: *mut ffi::ibv_cq = std::ptr::null_mut();
         let mut cq_ctx: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: live channel; valid out-pointers.
         let rc = unsafe { ffi::ibv_get_cq_event(self.inner.ch, &mut cq, &mut cq_ctx) };
         from_minus1_ret(rc, "ibv_get_cq_event")?;
-        // SAFETY: a CQ cannot finish ibv_destroy_cq while it has an unacked
-        // event, so `cq` is live here; acking once matches the one event.
-        unsafe { ffi::ibv_ack_cq_events(cq, 1) };
-        Ok(cq as usize)
+        Ok(cq)
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_comp_channel {
@@ -280,11 +287,7 @@ impl Cq {
         let Some(ch) = &self.inner.channel else {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         };
-        let mut cq: *mut ffi::ibv_cq = std::ptr::null_mut();
-        let mut cq_ctx: *mut std::ffi::c_void = std::ptr::null_mut();
-        // SAFETY: live channel; valid out-pointers.
-        let rc = unsafe { ffi::ibv_get_cq_event(ch.as_ptr(), &mut cq, &mut cq_ctx) };
-        from_minus1_ret(rc, "ibv_get_cq_event")?;
+        let cq = ch.next_event()?;
         if cq != self.inner.cq {
             // Another CQ on the same channel: acknowledge at once. SAFETY:
             // as in CompChannel::get_event.

@@ -268,13 +268,11 @@ impl SendTracker {
             if let Some(e) = g.slots[head as usize & mask].take_if(|e| !e.confirms) {
                 g.head = (head + 1) & SEND_SEQ_MASK;
                 g.len -= 1;
-                if g.len == 0 || g.slots[g.head as usize & mask].is_some() {
-                    drop(g);
-                    return Some((e.ctx, e.kind)); // `e`'s hold is released here, unlocked
+                if g.len != 0 && g.slots[g.head as usize & mask].is_none() {
+                    g.advance();
                 }
-                g.advance();
                 drop(g);
-                return Some((e.ctx, e.kind));
+                return Some((e.ctx, e.kind)); // `e`'s hold is released here, unlocked
             }
         }
         Self::complete_slow(g, ahead, success)
