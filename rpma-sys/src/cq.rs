@@ -121,6 +121,111 @@ pub struct Wc {
     pub wc_flags: u32,
 }
 
+/// What a completion says, read through methods: implemented by [`Wc`]
+/// (a copy) and by [`PolledWc`] (read in place, where the provider wrote
+/// it), so one translation serves both.
+pub trait WcView {
+    /// The work request ID given when posting.
+    fn wr_id(&self) -> u64;
+    /// `ibv_wc_status` value (0 = success).
+    fn status(&self) -> u32;
+    /// `ibv_wc_opcode` value.
+    fn opcode(&self) -> u32;
+    /// Bytes transferred (receives).
+    fn byte_len(&self) -> u32;
+    /// Immediate data in host order (`IBV_WC_WITH_IMM`), or the
+    /// invalidated rkey (`IBV_WC_WITH_INV`).
+    fn imm_data(&self) -> u32;
+    /// Local QP number.
+    fn qp_num(&self) -> u32;
+    /// `ibv_wc_flags`.
+    fn wc_flags(&self) -> u32;
+}
+
+impl WcView for Wc {
+    #[inline(always)]
+    fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+    #[inline(always)]
+    fn status(&self) -> u32 {
+        self.status
+    }
+    #[inline(always)]
+    fn opcode(&self) -> u32 {
+        self.opcode
+    }
+    #[inline(always)]
+    fn byte_len(&self) -> u32 {
+        self.byte_len
+    }
+    #[inline(always)]
+    fn imm_data(&self) -> u32 {
+        self.imm_data
+    }
+    #[inline(always)]
+    fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+    #[inline(always)]
+    fn wc_flags(&self) -> u32 {
+        self.wc_flags
+    }
+}
+
+/// A completion where [`Cq::poll_in`] had the provider write it (`struct
+/// ibv_wc` as is): its fields are read in place, when needed, so a caller
+/// that translates it after other work copies nothing ahead.
+#[repr(transparent)]
+pub struct PolledWc(ffi::ibv_wc);
+
+// bindgen's enum representations differ between rdma-core versions.
+#[allow(clippy::unnecessary_cast)]
+impl WcView for PolledWc {
+    #[inline(always)]
+    fn wr_id(&self) -> u64 {
+        self.0.wr_id
+    }
+    #[inline(always)]
+    fn status(&self) -> u32 {
+        self.0.status as u32
+    }
+    #[inline(always)]
+    fn opcode(&self) -> u32 {
+        self.0.opcode as u32
+    }
+    #[inline(always)]
+    fn byte_len(&self) -> u32 {
+        self.0.byte_len
+    }
+    #[inline(always)]
+    fn imm_data(&self) -> u32 {
+        Wc::imm_of(&self.0)
+    }
+    #[inline(always)]
+    fn qp_num(&self) -> u32 {
+        self.0.qp_num
+    }
+    #[inline(always)]
+    fn wc_flags(&self) -> u32 {
+        self.0.wc_flags
+    }
+}
+
+impl std::fmt::Debug for PolledWc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_wc().fmt(f)
+    }
+}
+
+impl PolledWc {
+    /// A copy with every field ([`Wc`]).
+    #[inline]
+    pub fn to_wc(&self) -> Wc {
+        Wc::from_raw(&self.0)
+    }
+}
+
 /// `IBV_WC_WITH_IMM`.
 pub const WC_WITH_IMM: u32 = 1 << 1;
 /// `IBV_WC_WITH_INV`.
@@ -134,19 +239,31 @@ impl Wc {
     #[allow(clippy::unnecessary_cast)]
     #[inline]
     fn from_raw(w: &ffi::ibv_wc) -> Wc {
-        // SAFETY: both union members are u32; reading either is defined.
-        let raw_imm = unsafe { w.__bindgen_anon_1.imm_data };
         Wc {
             wr_id: w.wr_id,
             status: w.status as u32,
             opcode: w.opcode as u32,
             vendor_err: w.vendor_err,
             byte_len: w.byte_len,
-            // An invalidated rkey is in host order; immediate data in network order.
-            imm_data: if w.wc_flags & WC_WITH_INV != 0 { raw_imm } else { u32::from_be(raw_imm) },
+            imm_data: Wc::imm_of(w),
             qp_num: w.qp_num,
             src_qp: w.src_qp,
             wc_flags: w.wc_flags,
+        }
+    }
+}
+
+impl Wc {
+    /// `w`'s immediate data in host order, or its invalidated rkey.
+    #[inline(always)]
+    fn imm_of(w: &ffi::ibv_wc) -> u32 {
+        // SAFETY: both union members are u32; reading either is defined.
+        let raw = unsafe { w.__bindgen_anon_1.imm_data };
+        // An invalidated rkey is in host order; immediate data in network order.
+        if w.wc_flags & WC_WITH_INV != 0 {
+            raw
+        } else {
+            u32::from_be(raw)
         }
     }
 }
@@ -372,6 +489,24 @@ impl Cq {
         match n {
             // SAFETY: the provider returned 1: the entry is initialised.
             1 => Ok(Some(Wc::from_raw(unsafe { raw.assume_init_ref() }))),
+            0 => Ok(None),
+            _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
+        }
+    }
+
+    /// Polls one completion into `slot` (`ibv_poll_cq` with room for
+    /// one), where it stays: the caller reads its fields in place.
+    ///
+    /// # Errors
+    /// A provider failure of `ibv_poll_cq`.
+    #[inline]
+    pub fn poll_in<'a>(&self, slot: &'a mut MaybeUninit<PolledWc>) -> io::Result<Option<&'a PolledWc>> {
+        // SAFETY: live CQ; `slot` has room for one `ibv_wc` (PolledWc is
+        // transparent), which the provider initialises when it returns 1.
+        let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, 1, slot.as_mut_ptr().cast()) };
+        match n {
+            // SAFETY: the provider returned 1: the entry is initialised.
+            1 => Ok(Some(unsafe { slot.assume_init_ref() })),
             0 => Ok(None),
             _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
         }

@@ -5,7 +5,7 @@
 
 use super::Conn;
 use crate::error::{Error, Result};
-use crate::inflight::{chain_is_full, Hold, SendChain, SendOpRec};
+use crate::inflight::{chain_is_full, Hold, SendChain, SendOpRec, NO_HOLD};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote, Usage};
 use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
@@ -191,7 +191,7 @@ impl Conn {
     /// emulated atomic write from `value` on this stack.
     pub(super) fn post_built(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: ChainWr) -> Result<()> {
         match wr {
-            ChainWr::Plain(w) => self.parts.post(kind, ctx, hold, w),
+            ChainWr::Plain(w) => self.parts.post(kind, ctx, hold.map(|h| move || h), w),
             ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
                 let w = SendWr {
                     wr_id: 0,
@@ -203,7 +203,7 @@ impl Conn {
                     fence: flags.fence,
                     inline: true,
                 };
-                self.parts.post(kind, ctx, None, w)
+                self.parts.post(kind, ctx, NO_HOLD, w)
             }
             ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
                 let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;

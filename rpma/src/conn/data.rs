@@ -5,7 +5,7 @@
 
 use super::Conn;
 use crate::error::Result;
-use crate::inflight::Hold;
+use crate::inflight::{Hold, NO_HOLD};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote};
 use crate::op::{Flags, FlushType, Op};
@@ -35,7 +35,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), Some(dst.hold()))
+        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), Some(|| dst.hold()))
     }
 
     /// [`read`](Conn::read) without keeping `dst` alive: the fast path for
@@ -83,7 +83,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), None)
+        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), NO_HOLD)
     }
 
     /// Writes `len` bytes of `src` at `src_offset` to the remote region at
@@ -103,7 +103,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), Some(src.hold()))
+        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), Some(|| src.hold()))
     }
 
     /// [`write`](Conn::write) without keeping `src` alive, with only the
@@ -130,7 +130,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), None)
+        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), NO_HOLD)
     }
 
     /// [`write`](Conn::write) with immediate data, which the other side gets
@@ -150,7 +150,10 @@ impl Conn {
         imm: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::write(dst, dst_offset, src, src_offset, len, Some(imm)).with(flags, op_context), Some(src.hold()))
+        self.post(
+            Op::write(dst, dst_offset, src, src_offset, len, Some(imm)).with(flags, op_context),
+            Some(|| src.hold()),
+        )
     }
 
     /// Writes 8 bytes atomically at `dst_offset` (`rpma_atomic_write`):
@@ -241,7 +244,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         let verb = SendOp::CompareSwap { compare, swap };
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(dst.hold()))
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(|| dst.hold()))
     }
 
     /// Adds `add` (wrapping) to the 8 bytes at `src_offset` of the remote
@@ -279,7 +282,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         let verb = SendOp::FetchAdd(add);
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(dst.hold()))
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(|| dst.hold()))
     }
 
     /// [`compare_and_swap`](Conn::compare_and_swap) without keeping `dst`
@@ -312,7 +315,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         let verb = SendOp::CompareSwap { compare, swap };
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), None)
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), NO_HOLD)
     }
 
     /// [`fetch_and_add`](Conn::fetch_and_add) without keeping `dst` alive,
@@ -335,7 +338,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         let verb = SendOp::FetchAdd(add);
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), None)
+        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), NO_HOLD)
     }
 
     /// Makes earlier writes to the remote region durable or visible
@@ -376,7 +379,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::send(src, offset, len, SendOp::Send).with(flags, op_context), Some(src.hold()))
+        self.post(Op::send(src, offset, len, SendOp::Send).with(flags, op_context), Some(|| src.hold()))
     }
 
     /// [`send`](Conn::send) with immediate data, delivered in host order
@@ -393,7 +396,7 @@ impl Conn {
         imm: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::send(src, offset, len, SendOp::SendImm(imm)).with(flags, op_context), Some(src.hold()))
+        self.post(Op::send(src, offset, len, SendOp::SendImm(imm)).with(flags, op_context), Some(|| src.hold()))
     }
 
     /// [`send`](Conn::send) that also invalidates the other side's type 2
@@ -411,7 +414,7 @@ impl Conn {
         rkey: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::send(src, offset, len, SendOp::SendInv(rkey)).with(flags, op_context), Some(src.hold()))
+        self.post(Op::send(src, offset, len, SendOp::SendInv(rkey)).with(flags, op_context), Some(|| src.hold()))
     }
 
     /// Posts a receive of up to `len` bytes into `dst` at `offset`
@@ -464,11 +467,12 @@ impl Conn {
         self.parts.send.pending()
     }
 
-    /// Checks `op` and posts it: tracked, keeping `hold` until its
-    /// completion, or without `hold` untracked (the `*_unchecked` paths,
-    /// whose callers keep the memory alive).
+    /// Checks `op` and posts it: tracked, keeping what `hold` gives (a
+    /// hold on `op`'s local region, taken only once the checks passed)
+    /// until its completion, or without `hold` untracked (the
+    /// `*_unchecked` paths, whose callers keep the memory alive).
     #[inline(always)]
-    fn post<M: RegMemory>(&self, op: Op<'_, M>, hold: Option<Hold>) -> Result<()> {
+    fn post<M: RegMemory>(&self, op: Op<'_, M>, hold: Option<impl FnOnce() -> Hold>) -> Result<()> {
         let wr = op.work_request(&self.parts.peer, hold.is_some())?;
         match hold {
             Some(h) => self.parts.post(op.kind(), op.ctx, Some(h), wr),

@@ -190,10 +190,17 @@ impl ConnParts {
         unsafe { qp.post_send(&SendWr { wr_id, ..wr }) }.map_err(|e| Error::provider_raw("ibv_post_send", e))
     }
 
-    /// Posts `wr` through the send tracker, which keeps `hold` (the region
-    /// of `wr`'s local range) until the operation completes.
+    /// Posts `wr` through the send tracker, which keeps what `hold` gives
+    /// (a hold on the region of `wr`'s local range) until the operation
+    /// completes.
     #[inline(always)]
-    pub(crate) fn post(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: SendWr) -> Result<()> {
+    pub(crate) fn post(
+        &self,
+        kind: CompletionOp,
+        ctx: u64,
+        hold: Option<impl FnOnce() -> Hold>,
+        wr: SendWr,
+    ) -> Result<()> {
         let qp = self.qp()?;
         self.send.post_send(qp, ctx, kind, hold, wr)
     }

@@ -6,7 +6,7 @@
 
 use super::Conn;
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, SendOpRec};
+use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote, Usage};
 use crate::op::{kind_of, Flags};
@@ -401,7 +401,7 @@ impl Conn {
             fence: flags.fence(),
             inline: true,
         };
-        self.parts.post(kind_of(verb), op_context, None, wr)
+        self.parts.post(kind_of(verb), op_context, NO_HOLD, wr)
     }
 
     /// Posts a checked list through the send tracker, which keeps its hold

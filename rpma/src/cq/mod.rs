@@ -11,7 +11,7 @@ use crate::log::{rpma_log, LogLevel};
 use crate::utils::IbvContext;
 pub use crate::wrid::CompletionOp;
 use crate::wrid::{self, WrId};
-use rpma_sys::cq::{CompChannel, Wc, WC_WITH_IMM, WC_WITH_INV};
+use rpma_sys::cq::{CompChannel, WcView, WC_WITH_IMM, WC_WITH_INV};
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -284,8 +284,9 @@ impl Cq {
         if let Some(r) = &self.routes {
             return r.get_completion(self);
         }
-        match self.cq.poll_one() {
-            Ok(Some(w)) => Ok(self.translate(&w)),
+        let mut slot = std::mem::MaybeUninit::uninit();
+        match self.cq.poll_in(&mut slot) {
+            Ok(Some(w)) => Ok(self.translate(w)),
             Ok(None) => Err(Error::NoCompletion),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
         }
@@ -323,14 +324,14 @@ impl Cq {
     }
 
     #[inline]
-    fn translate(&self, w: &Wc) -> Completion {
+    fn translate(&self, w: &impl WcView) -> Completion {
         completion(w, retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref()))
     }
 }
 
 /// The completion of `w`, given what its tracker recorded (`found`).
 #[inline]
-fn completion(w: &Wc, found: Option<(u64, CompletionOp)>) -> Completion {
+fn completion(w: &impl WcView, found: Option<(u64, CompletionOp)>) -> Completion {
     let (op_context, op) = match found {
         Some(x) => x,
         None => unknown(w),
@@ -338,21 +339,21 @@ fn completion(w: &Wc, found: Option<(u64, CompletionOp)>) -> Completion {
     Completion {
         op_context,
         op,
-        status: WcStatus(w.status),
-        byte_len: w.byte_len,
-        imm: (w.wc_flags & WC_WITH_IMM != 0).then_some(w.imm_data),
-        invalidated_rkey: (w.wc_flags & WC_WITH_INV != 0).then_some(w.imm_data),
-        qp_num: w.qp_num,
-        wc_opcode: w.opcode,
+        status: WcStatus(w.status()),
+        byte_len: w.byte_len(),
+        imm: (w.wc_flags() & WC_WITH_IMM != 0).then_some(w.imm_data()),
+        invalidated_rkey: (w.wc_flags() & WC_WITH_INV != 0).then_some(w.imm_data()),
+        qp_num: w.qp_num(),
+        wc_opcode: w.opcode(),
     }
 }
 
 /// What a completion for an ID nothing posted here reports (logged).
 #[cold]
 #[inline(never)]
-fn unknown(w: &Wc) -> (u64, CompletionOp) {
-    rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id);
-    (w.wr_id, CompletionOp::Other(w.opcode))
+fn unknown(w: &impl WcView) -> (u64, CompletionOp) {
+    rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id());
+    (w.wr_id(), CompletionOp::Other(w.opcode()))
 }
 
 /// Retires the entry a completion names in the tracker its ID points to;
@@ -360,15 +361,17 @@ fn unknown(w: &Wc) -> (u64, CompletionOp) {
 /// opcode (`None`: nothing posted here has that ID).
 #[inline]
 fn retire(
-    w: &Wc,
+    w: &impl WcView,
     send: Option<&SendTracker>,
     recv: Option<&RecvTracker>,
     srq_recv: Option<&RecvTracker>,
 ) -> Option<(u64, CompletionOp)> {
-    match WrId::decode(w.wr_id) {
-        WrId::Send(seq) => send.and_then(|t| t.complete(seq, w.status == 0)),
-        WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode))),
-        WrId::SrqRecv(slot) => srq_recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode))),
+    match WrId::decode(w.wr_id()) {
+        WrId::Send(seq) => send.and_then(|t| t.complete(seq, w.status() == 0)),
+        WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode()))),
+        WrId::SrqRecv(slot) => {
+            srq_recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode())))
+        }
         WrId::Untracked(found) => found,
     }
 }

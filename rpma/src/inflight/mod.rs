@@ -26,6 +26,10 @@ impl<T: Send + Sync + ?Sized> Held for T {}
 /// Keeps a registration and its memory alive.
 pub(crate) type Hold = Arc<dyn Held>;
 
+/// No hold to take (an untracked or inline post), as the `hold` argument
+/// of the posting functions that take the hold late.
+pub(crate) const NO_HOLD: Option<fn() -> Hold> = None;
+
 /// Told the outcome of the operation whose entry carries it, once its own
 /// completion is translated (a memory window's invalidation).
 pub(crate) trait Confirm: Send + Sync {

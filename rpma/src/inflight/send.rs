@@ -3,6 +3,7 @@
 use super::lock::{SpinGuard, SpinLock};
 use super::{too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Error, Result};
+use crate::log::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::{ChainList, ChainWr, MAX_CHAIN};
 use rpma_sys::wr::{SendWr, Sge};
@@ -144,22 +145,27 @@ impl SendTracker {
     }
 
     /// Posts `wr` on `qp` and records it (its completion reports `ctx` and
-    /// `kind`; `hold` keeps its local range alive): the one place a tracked
-    /// send hands local memory to the device. As
+    /// `kind`; what `hold` gives keeps its local range alive): the one
+    /// place a tracked send hands local memory to the device. As
     /// [`post_with`](Self::post_with), without a closure or a record in
     /// between (the whole post is inlined into each operation, and the
     /// entry written into its slot from registers).
     ///
+    /// `hold` is called once the post succeeded, before this returns: the
+    /// caller's borrow of the region keeps it alive until then, the hold
+    /// from then on (taking it late keeps it out of the registers the
+    /// checks and the post need).
+    ///
     /// # Errors
     /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
-    /// rpma) for a non-inline local range that `hold` does not hold.
+    /// rpma) for a non-inline local range without a `hold`.
     #[inline(always)]
     pub(crate) fn post_send(
         &self,
         qp: &rpma_sys::qp::Qp,
         ctx: u64,
         kind: CompletionOp,
-        hold: Option<Hold>,
+        hold: Option<impl FnOnce() -> Hold>,
         mut wr: SendWr,
     ) -> Result<()> {
         if needs_hold(&wr) && hold.is_none() {
@@ -169,14 +175,20 @@ impl SendTracker {
         let (mut g, seq) = self.reserve(signaled, false)?;
         wr.wr_id = wrid::send(seq);
         // SAFETY: the local range is inline (copied during the call) or
-        // lies in the region the entry's hold keeps alive until this
-        // operation (or a later signaled one) completes, or until the QP
-        // is destroyed (when that fails the connection leaks the
+        // lies in the region the caller borrows until this returns, and
+        // that the entry's hold keeps alive from before this returns until
+        // this operation (or a later signaled one) completes, or until the
+        // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
         #[allow(unsafe_code)]
         unsafe { qp.post_send(&wr) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        let hold = hold.map(|h| h());
         let mask = g.slots.len() - 1;
-        g.slots[seq as usize & mask] = Some(Entry::plain(ctx, kind, signaled, hold));
+        let slot = &mut g.slots[seq as usize & mask];
+        if slot.is_some() {
+            overwritten(slot); // never: the ring had room
+        }
+        *slot = Some(Entry::plain(ctx, kind, signaled, hold));
         g.len += 1;
         Ok(())
     }
@@ -309,6 +321,16 @@ impl SendTracker {
         let mask = g.slots.len() - 1;
         (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done)).count()
     }
+}
+
+/// Empties a slot that should have been empty (a bug in rpma), leaking
+/// its entry (whose hold may still cover memory the device reaches): out
+/// of line, so the common post writes its entry straight into the slot.
+#[cold]
+#[inline(never)]
+fn overwritten(slot: &mut Option<Entry>) {
+    rpma_log!(LogLevel::Error, "rpma bug: a send-queue slot was still taken when posting; its entry is leaked");
+    std::mem::forget(slot.take());
 }
 
 /// Whether `wr` names local memory the device reaches after the post (not
