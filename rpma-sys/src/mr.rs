@@ -43,6 +43,11 @@ pub struct Mr {
     pd: Pd,
     access: u32,
     iova: Option<u64>,
+    /// [`device_addr`](Mr::device_addr) and [`lkey`](Mr::lkey), read
+    /// once after each (re)registration: the data path reads them per
+    /// operation.
+    dev_addr: u64,
+    lkey: u32,
 }
 
 // SAFETY: ibv_mr is usable from any thread; it is only destroyed by Drop/dereg.
@@ -101,7 +106,18 @@ impl Mr {
         if mr.is_null() {
             return Err(last_error(op));
         }
-        Ok(Mr { mr, pd: pd.clone(), access, iova })
+        let mut me = Mr { mr, pd: pd.clone(), access, iova, dev_addr: 0, lkey: 0 };
+        me.refresh();
+        Ok(me)
+    }
+
+    /// Reads the device address and lkey again (after `ibv_reg_mr` or
+    /// `ibv_rereg_mr`, which update the `ibv_mr` in place).
+    fn refresh(&mut self) {
+        // SAFETY: live MR (freed only by Drop/dereg).
+        let (addr, lkey) = unsafe { ((*self.mr).addr as u64, (*self.mr).lkey) };
+        self.dev_addr = self.iova.unwrap_or(addr);
+        self.lkey = lkey;
     }
 
     /// Re-registers the region (`ibv_rereg_mr`): a new protection domain,
@@ -144,6 +160,7 @@ impl Mr {
             if memory.is_some() {
                 me.iova = None;
             }
+            me.refresh();
         };
         if rc == 0 {
             update(self);
@@ -162,6 +179,8 @@ impl Mr {
         if class == ReregClass::DoForkOld {
             update(self);
         }
+        // Whatever happened, the ibv_mr says what the device uses now.
+        self.refresh();
         Err(ReregFailure { class, error })
     }
 
@@ -177,8 +196,9 @@ impl Mr {
 
     /// Start of the region as the device addresses it: the iova of
     /// [`Mr::reg_iova`], else the process address.
+    #[inline]
     pub fn device_addr(&self) -> u64 {
-        self.iova.unwrap_or_else(|| self.addr())
+        self.dev_addr
     }
 
     /// Start of the region in this process (`ibv_mr.addr`; libibverbs keeps
@@ -195,9 +215,9 @@ impl Mr {
     }
 
     /// Local key.
+    #[inline]
     pub fn lkey(&self) -> u32 {
-        // SAFETY: live MR.
-        unsafe { (*self.mr).lkey }
+        self.lkey
     }
 
     /// Remote key.

@@ -194,8 +194,10 @@ impl Peer {
     }
 
     /// Whether `other` is this peer or a clone of it (same protection domain).
+    #[inline]
     pub fn same_pd(&self, other: &Peer) -> bool {
-        self.inner.pd.same_as(&other.inner.pd)
+        // The same peer (a clone) is the common case: one compare.
+        Arc::ptr_eq(&self.inner, &other.inner) || self.inner.pd.same_as(&other.inner.pd)
     }
 
     pub(crate) fn native_rereg_missing(&self) -> bool {
