@@ -157,6 +157,40 @@ pub struct SendWr {
     pub inline: bool,
 }
 
+/// A send work request in verbs' form (`ibv_send_wr` and its SGE), built
+/// ahead of its post by [`SendWr::build`]: [`Qp::post_built`] adds only the
+/// ID, so a caller can convert before taking a lock, straight into the
+/// memory the provider reads.
+pub struct BuiltSend {
+    w: ffi::ibv_send_wr,
+    sge: ffi::ibv_sge,
+}
+
+impl std::fmt::Debug for BuiltSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltSend").field("opcode", &self.w.opcode).field("num_sge", &self.w.num_sge).finish()
+    }
+}
+
+impl SendWr {
+    /// This request in verbs' form (its `wr_id` is given when posting).
+    #[inline(always)]
+    pub fn build(&self) -> BuiltSend {
+        use ffi::ibv_send_flags as f;
+        let (sge, n) = raw_sge(&self.sge);
+        // SAFETY: plain data, all-zero is valid.
+        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        w.num_sge = n;
+        set_op(&mut w, self.op, self.remote_addr, self.rkey);
+        let mut flags = send_flags(self.signaled, self.fence);
+        if self.inline {
+            flags |= f::IBV_SEND_INLINE.0;
+        }
+        w.send_flags = flags;
+        BuiltSend { w, sge }
+    }
+}
+
 #[inline]
 fn send_flags(signaled: bool, fence: bool) -> u32 {
     let mut f = 0;
@@ -191,23 +225,28 @@ impl Qp {
     /// `EINVAL` for a bad request).
     #[inline(always)]
     pub unsafe fn post_send(&self, wr: &SendWr) -> io::Result<()> {
-        use ffi::ibv_send_flags as f;
-        let (mut sge, n) = raw_sge(&wr.sge);
-        // SAFETY: plain data, all-zero is valid.
-        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        w.wr_id = wr.wr_id;
-        w.sg_list = &mut sge;
-        w.num_sge = n;
-        set_op(&mut w, wr.op, wr.remote_addr, wr.rkey);
-        let mut flags = send_flags(wr.signaled, wr.fence);
-        if wr.inline {
-            flags |= f::IBV_SEND_INLINE.0;
-        }
-        w.send_flags = flags;
+        let mut b = wr.build();
+        // SAFETY: the caller's contract, for the memory `wr` names.
+        unsafe { self.post_built(&mut b, wr.wr_id) }
+    }
+
+    /// Posts a work request built ahead ([`SendWr::build`]) with `wr_id`
+    /// (`ibv_post_send`).
+    ///
+    /// # Safety
+    /// As [`post_send`](Qp::post_send), for the memory the request names.
+    ///
+    /// # Errors
+    /// As [`post_send`](Qp::post_send).
+    #[inline(always)]
+    pub unsafe fn post_built(&self, b: &mut BuiltSend, wr_id: u64) -> io::Result<()> {
+        b.w.wr_id = wr_id;
+        b.w.sg_list = &mut b.sge;
         let mut bad = std::ptr::null_mut();
-        // SAFETY: live QP; `w` and `sge` live across the call (inline data is
-        // copied during it); the caller guarantees the referenced memory.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        // SAFETY: live QP; `b.w` and `b.sge` live across the call (inline
+        // data is copied during it); the caller guarantees the referenced
+        // memory.
+        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut b.w, &mut bad) };
         from_errno_ret(rc, "ibv_post_send")
     }
 

@@ -166,14 +166,15 @@ impl SendTracker {
         ctx: u64,
         kind: CompletionOp,
         hold: Option<impl FnOnce() -> Hold>,
-        mut wr: SendWr,
+        wr: SendWr,
     ) -> Result<()> {
         if needs_hold(&wr) && hold.is_none() {
             return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
         }
         let signaled = wr.signaled;
+        // Converted before the lock, straight into what the provider reads.
+        let mut built = wr.build();
         let (mut g, seq) = self.reserve(signaled, false)?;
-        wr.wr_id = wrid::send(seq);
         // SAFETY: the local range is inline (copied during the call) or
         // lies in the region the caller borrows until this returns, and
         // that the entry's hold keeps alive from before this returns until
@@ -181,7 +182,7 @@ impl SendTracker {
         // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
         #[allow(unsafe_code)]
-        unsafe { qp.post_send(&wr) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        unsafe { qp.post_built(&mut built, wrid::send(seq)) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
         let hold = hold.map(|h| h());
         let mask = g.slots.len() - 1;
         let slot = &mut g.slots[seq as usize & mask];
