@@ -12,7 +12,7 @@
 use crate::ffi;
 use crate::qp::{Qp, FLUSH_RANGE};
 use crate::qp::{QpEx, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE, QP_EX_WITH_SEND};
-use crate::wr::{SendOp, SendWr, WrFlags};
+use crate::wr::{SendOp, SendWr, Sge, WrFlags};
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -92,32 +92,45 @@ impl ChainWr {
 /// A chain to post with [`Qp::post_send_list`]: up to [`MAX_CHAIN`] work
 /// requests, each with its caller's record `T` (what keeps its local memory
 /// alive, what its completion reports), kept in place: a list allocates
-/// nothing, and moving it copies it whole. Each request's `ibv_send_wr` and
-/// SGE are built as it is added; posting only links them.
+/// nothing, and moving it copies it whole. Each request is built once, as
+/// it is added, straight into its `ibv_send_wr` and SGE (a native request
+/// too, in the same slots: see [`get`](Self::get)); posting only links them.
 pub struct ChainList<T> {
-    /// `wrs`, `raw`, `sges` and `recs` are initialised up to `len`.
+    /// `raw`, `sges` and `recs` are initialised up to `len`, `vals` where
+    /// the request is an [`ChainWr::Inline8`] or a native atomic write.
     len: usize,
     /// Whether one of the requests is native ([`ChainWr::is_native`]).
     native: bool,
     /// Bit `i`: request `i` is a [`ChainWr::Inline8`], whose SGE points at
-    /// its bytes in `wrs[i]` (set when posting: the list may move before).
+    /// its bytes in `vals[i]` (set when posting: the list may move before).
     inline8: u16,
-    /// The requests as added (the extended interface's path posts these).
-    wrs: [MaybeUninit<ChainWr>; MAX_CHAIN],
-    /// Their `ibv_send_wr`s, but for `wr_id`, `next` and `sg_list` (set when
-    /// posting).
+    /// The requests' `ibv_send_wr`s, but for `wr_id`, `next` and `sg_list`
+    /// (set when posting). A native request's has the opcode
+    /// `IBV_WR_DRIVER1` (refused by every provider), its kind in
+    /// `imm_data` ([`NATIVE_ATOMIC_WRITE`], [`NATIVE_FLUSH`]), its remote
+    /// address and key in `wr.rdma` and, for a flush, its length and
+    /// placement type in its SGE's `addr` and `length` (with `num_sge` 0).
     raw: [MaybeUninit<ffi::ibv_send_wr>; MAX_CHAIN],
     /// Their SGEs (meaningful where `raw[i].num_sge` is 1).
     sges: [MaybeUninit<ffi::ibv_sge>; MAX_CHAIN],
-    recs: [MaybeUninit<T>; MAX_CHAIN],
+    /// The bytes of an inline write or a native atomic write.
+    vals: [MaybeUninit<[u8; 8]>; MAX_CHAIN],
+    /// The records, each as `Some` (so `take_into` copies one into a slot
+    /// of `Option<T>` as it is).
+    recs: [MaybeUninit<Option<T>>; MAX_CHAIN],
 }
+
+/// `imm_data` of a native atomic write's `ibv_send_wr` in a [`ChainList`].
+const NATIVE_ATOMIC_WRITE: u32 = 0;
+/// `imm_data` of a native flush's `ibv_send_wr` in a [`ChainList`].
+const NATIVE_FLUSH: u32 = 1;
 
 // The inline bit mask has a bit for every request.
 const _: () = assert!(MAX_CHAIN <= u16::BITS as usize);
 
 impl<T> std::fmt::Debug for ChainList<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChainList").field("wrs", &self.wrs()).finish_non_exhaustive()
+        f.debug_struct("ChainList").field("wrs", &self.iter().collect::<Vec<_>>()).finish_non_exhaustive()
     }
 }
 
@@ -135,9 +148,9 @@ impl<T> ChainList<T> {
             len: 0,
             native: false,
             inline8: 0,
-            wrs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
             raw: [const { MaybeUninit::uninit() }; MAX_CHAIN],
             sges: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+            vals: [const { MaybeUninit::uninit() }; MAX_CHAIN],
             recs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
         }
     }
@@ -172,28 +185,87 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn push(&mut self, wr: ChainWr, rec: T) -> Result<(), (ChainWr, T)> {
         let i = self.len;
-        let (Some(w), Some(raw), Some(sge), Some(r)) =
-            (self.wrs.get_mut(i), self.raw.get_mut(i), self.sges.get_mut(i), self.recs.get_mut(i))
+        let (Some(raw), Some(sge), Some(val), Some(r)) =
+            (self.raw.get_mut(i), self.sges.get_mut(i), self.vals.get_mut(i), self.recs.get_mut(i))
         else {
             return Err((wr, rec));
         };
-        self.native |= wr.is_native();
-        if let ChainWr::Inline8 { .. } = wr {
-            self.inline8 |= 1 << i;
+        raw_wr(&wr, raw, sge, val);
+        match wr {
+            ChainWr::Inline8 { .. } => self.inline8 |= 1 << i,
+            ChainWr::AtomicWrite { .. } | ChainWr::Flush { .. } => self.native = true,
+            ChainWr::Plain(_) => {}
         }
-        raw_wr(&wr, raw, sge);
-        w.write(wr);
-        r.write(rec);
+        r.write(Some(rec));
         self.len = i + 1;
         Ok(())
     }
 
-    /// The requests, in order.
-    #[inline]
-    pub fn wrs(&self) -> &[ChainWr] {
-        // SAFETY: wrs[..len] are initialised (len <= MAX_CHAIN), and
-        // MaybeUninit<ChainWr> has ChainWr's layout.
-        unsafe { std::slice::from_raw_parts(self.wrs.as_ptr().cast::<ChainWr>(), self.len) }
+    /// Request `i` as it was added (`None` past the end).
+    pub fn get(&self, i: usize) -> Option<ChainWr> {
+        use ffi::ibv_wr_opcode as o;
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: i < len: raw[i] and sges[i] are initialised (sges[i]
+        // only read where num_sge is 1 or the request is native, which
+        // both write it), vals[i] where read (inline or native atomic
+        // write, which write it); the union members read are plain
+        // integers of a struct that was zeroed before it was filled.
+        unsafe {
+            let w = self.raw[i].assume_init_ref();
+            let signaled = w.send_flags & ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0;
+            let fence = w.send_flags & ffi::ibv_send_flags::IBV_SEND_FENCE.0 != 0;
+            let flags = WrFlags { wr_id: 0, signaled, fence };
+            let (rdma, atomic, imm) = (w.wr.rdma, w.wr.atomic, w.__bindgen_anon_1.imm_data);
+            let (remote_addr, rkey) = (rdma.remote_addr, rdma.rkey);
+            if w.opcode == o::IBV_WR_DRIVER1 {
+                return Some(if imm == NATIVE_FLUSH {
+                    let s = self.sges[i].assume_init_ref();
+                    ChainWr::Flush { flags, rkey, remote_addr, len: s.addr as usize, ptype: s.length as u8 }
+                } else {
+                    ChainWr::AtomicWrite { flags, rkey, remote_addr, value: self.vals[i].assume_init() }
+                });
+            }
+            if self.inline8 & (1 << i) != 0 {
+                return Some(ChainWr::Inline8 { flags, rkey, remote_addr, value: self.vals[i].assume_init() });
+            }
+            let (op, remote_addr, rkey) = match w.opcode {
+                o::IBV_WR_RDMA_WRITE => (SendOp::Write, remote_addr, rkey),
+                o::IBV_WR_RDMA_WRITE_WITH_IMM => (SendOp::WriteImm(u32::from_be(imm)), remote_addr, rkey),
+                o::IBV_WR_RDMA_READ => (SendOp::Read, remote_addr, rkey),
+                o::IBV_WR_SEND => (SendOp::Send, 0, 0),
+                o::IBV_WR_SEND_WITH_IMM => (SendOp::SendImm(u32::from_be(imm)), 0, 0),
+                o::IBV_WR_SEND_WITH_INV => (SendOp::SendInv(w.__bindgen_anon_1.invalidate_rkey), 0, 0),
+                o::IBV_WR_ATOMIC_CMP_AND_SWP => {
+                    let op = SendOp::CompareSwap { compare: atomic.compare_add, swap: atomic.swap };
+                    (op, atomic.remote_addr, atomic.rkey)
+                }
+                o::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+                    (SendOp::FetchAdd(atomic.compare_add), atomic.remote_addr, atomic.rkey)
+                }
+                _ => return None, // never written by `push`
+            };
+            let sge = (w.num_sge == 1).then(|| {
+                let s = self.sges[i].assume_init_ref();
+                Sge { addr: s.addr, length: s.length, lkey: s.lkey }
+            });
+            Some(ChainWr::Plain(SendWr {
+                wr_id: 0,
+                op,
+                sge,
+                remote_addr,
+                rkey,
+                signaled,
+                fence,
+                inline: w.send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0,
+            }))
+        }
+    }
+
+    /// The requests, in order, as they were added.
+    pub fn iter(&self) -> impl Iterator<Item = ChainWr> + Clone + '_ {
+        (0..self.len).filter_map(|i| self.get(i))
     }
 
     /// Empties the list, handing the records of the first `posted` requests
@@ -209,13 +281,48 @@ impl<T> ChainList<T> {
         let posted = posted.min(n);
         let (out, rest) = self.recs.split_at_mut(posted.min(MAX_CHAIN));
         for (i, r) in out.iter().enumerate() {
-            // SAFETY: recs[..n] were initialised; each is read out once
-            // (the list no longer counts them).
-            f(i, unsafe { r.assume_init_read() });
+            // SAFETY: recs[..n] were initialised (each `Some`); each is
+            // read out once (the list no longer counts them).
+            if let Some(rec) = unsafe { r.assume_init_read() } {
+                f(i, rec);
+            }
         }
-        for r in rest.iter_mut().take(n - posted) {
-            // SAFETY: as above, the ones not handed out, dropped once.
-            unsafe { r.assume_init_drop() };
+        if posted < n {
+            drop_rest(rest, n - posted);
+        }
+    }
+
+    /// Empties the list, moving the records of the first `posted` requests
+    /// into `slots`, request `i`'s into `slots[at(i)]` (dropping what was
+    /// there first: nothing, for a caller whose free slots are empty), and
+    /// dropping the rest. Each record goes straight from the list into its
+    /// slot.
+    ///
+    /// # Panics
+    /// When `at(i)` is out of `slots`' bounds (the records not yet moved
+    /// then leak, never dropped twice).
+    #[inline(always)]
+    pub fn take_into(&mut self, posted: usize, slots: &mut [Option<T>], at: impl Fn(usize) -> usize) {
+        let n = self.len;
+        // Emptied first, as in `take`.
+        self.len = 0;
+        self.native = false;
+        self.inline8 = 0;
+        let posted = posted.min(n).min(MAX_CHAIN);
+        for (i, r) in self.recs.iter().enumerate().take(posted) {
+            let slot = &mut slots[at(i)];
+            if slot.is_some() {
+                clear_slot(slot);
+            }
+            // SAFETY: recs[i] (i < n) is initialised, a `Option<T>` like
+            // the slot, and read out once (the list no longer counts it);
+            // the slot is empty (nothing to drop is overwritten), and
+            // apart from the list (`slots` is borrowed mutably while the
+            // list is).
+            unsafe { std::ptr::copy_nonoverlapping(r.as_ptr(), slot, 1) };
+        }
+        if posted < n {
+            drop_rest(&mut self.recs[posted..], n - posted);
         }
     }
 
@@ -225,34 +332,58 @@ impl<T> ChainList<T> {
         self.take(0, |_, _| {});
     }
 
-    /// Links the `ibv_send_wr`s of the first `n` (> 0) requests in order,
-    /// request `i` with ID `wr_id(i)`, each to its SGE; returns the first.
-    /// The pointers stay valid while the list is neither moved nor changed.
+    /// Links the `ibv_send_wr`s of the `len` (> 0) requests in order,
+    /// request `i` with ID `wr_id(i)`, each to its SGE, and the SGE of an
+    /// inline write to its bytes; returns the first. The pointers stay
+    /// valid while the list is neither moved nor changed.
     #[inline(always)]
     fn link(&mut self, wr_id: impl Fn(usize) -> u64) -> *mut ffi::ibv_send_wr {
-        let n = self.len;
+        let n = self.len.min(MAX_CHAIN);
         let raw: *mut ffi::ibv_send_wr = self.raw.as_mut_ptr().cast();
         let sges: *mut ffi::ibv_sge = self.sges.as_mut_ptr().cast();
-        let wrs: *const ChainWr = self.wrs.as_ptr().cast();
-        for i in 0..n {
-            let next = if i + 1 < n { raw.wrapping_add(i + 1) } else { std::ptr::null_mut() };
-            // SAFETY: i < n = len <= MAX_CHAIN: raw[i], sges[i] and wrs[i]
-            // are initialised elements of this list, reached through
-            // pointers to its arrays; the SGE of an inline request points at
-            // its bytes in wrs[i].
-            unsafe {
+        let vals: *mut [u8; 8] = self.vals.as_mut_ptr().cast();
+        // SAFETY: i < n = len <= MAX_CHAIN: raw[i] and sges[i] are
+        // elements of this list (raw[i] initialised), reached through
+        // pointers to its arrays; `raw.add(n)` is one past the last linked
+        // one at most, only stored (then overwritten by the null).
+        unsafe {
+            for i in 0..n {
                 let w = raw.add(i);
                 (*w).wr_id = wr_id(i);
-                (*w).next = next;
+                (*w).next = raw.add(i + 1);
                 (*w).sg_list = sges.add(i);
-                if self.inline8 & (1 << i) != 0 {
-                    if let ChainWr::Inline8 { value, .. } = &*wrs.add(i) {
-                        (*sges.add(i)).addr = value.as_ptr() as u64;
-                    }
-                }
+            }
+            if n > 0 {
+                (*raw.add(n - 1)).next = std::ptr::null_mut();
+            }
+            // The SGE of an inline write names its bytes (sges[i] was
+            // written by `push` for it, so is initialised).
+            let mut m = u32::from(self.inline8) & ((1u32 << n) - 1);
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                (*sges.add(i)).addr = vals.add(i) as u64;
+                m &= m - 1;
             }
         }
         raw
+    }
+}
+
+/// Empties a slot `ChainList::take_into` fills.
+#[cold]
+#[inline(never)]
+fn clear_slot<T>(slot: &mut Option<T>) {
+    *slot = None;
+}
+
+/// Drops the first `k` records of `rest`.
+#[cold]
+#[inline(never)]
+fn drop_rest<T>(rest: &mut [MaybeUninit<T>], k: usize) {
+    for r in rest.iter_mut().take(k) {
+        // SAFETY: the caller's records not handed out (initialised, no
+        // longer counted by the list), dropped once.
+        unsafe { r.assume_init_drop() };
     }
 }
 
@@ -265,30 +396,30 @@ impl<T> Drop for ChainList<T> {
     }
 }
 
+#[inline(always)]
 fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
     use ffi::ibv_send_flags as f;
-    let mut x = 0;
-    if signaled {
-        x |= f::IBV_SEND_SIGNALED.0;
-    }
-    if fence {
-        x |= f::IBV_SEND_FENCE.0;
-    }
-    if inline {
-        x |= f::IBV_SEND_INLINE.0;
-    }
-    x
+    // Branch-free: the bits are 2, 1 and 8.
+    const _: () = assert!(f::IBV_SEND_SIGNALED.0 == 2 && f::IBV_SEND_FENCE.0 == 1 && f::IBV_SEND_INLINE.0 == 8);
+    (u32::from(signaled) << 1) | u32::from(fence) | (u32::from(inline) << 3)
 }
 
 /// Writes the `ibv_send_wr` of `wr` into `raw`, unlinked (no ID, `next`
-/// nor `sg_list`: see [`ChainList::link`]), and its one SGE (if any) into
-/// `sge` (the SGE of an [`ChainWr::Inline8`] without its address).
+/// nor `sg_list`: see [`ChainList::link`]), its one SGE (if any) into
+/// `sge` (the SGE of an [`ChainWr::Inline8`] without its address) and the
+/// bytes of an inline or native atomic write into `val`; see
+/// [`ChainList`] for a native request's.
 #[inline(always)]
-fn raw_wr(wr: &ChainWr, raw: &mut MaybeUninit<ffi::ibv_send_wr>, sge: &mut MaybeUninit<ffi::ibv_sge>) {
+fn raw_wr(
+    wr: &ChainWr,
+    raw: &mut MaybeUninit<ffi::ibv_send_wr>,
+    sge: &mut MaybeUninit<ffi::ibv_sge>,
+    val: &mut MaybeUninit<[u8; 8]>,
+) {
     use ffi::ibv_wr_opcode as op;
     // SAFETY: plain data, all-zero is valid.
     let w = raw.write(unsafe { std::mem::zeroed() });
-    match wr {
+    match *wr {
         ChainWr::Plain(p) => {
             if let Some(s) = p.sge {
                 sge.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
@@ -297,16 +428,29 @@ fn raw_wr(wr: &ChainWr, raw: &mut MaybeUninit<ffi::ibv_send_wr>, sge: &mut Maybe
             crate::wr::set_op(w, p.op, p.remote_addr, p.rkey);
             w.send_flags = send_flags(p.signaled, p.fence, p.inline);
         }
-        ChainWr::Inline8 { flags, rkey, remote_addr, .. } => {
+        ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
             sge.write(ffi::ibv_sge { addr: 0, length: 8, lkey: 0 });
+            val.write(value);
             w.num_sge = 1;
-            crate::wr::set_op(w, SendOp::Write, *remote_addr, *rkey);
+            crate::wr::set_op(w, SendOp::Write, remote_addr, rkey);
             w.send_flags = send_flags(flags.signaled, flags.fence, true);
         }
-        // Never posted through ibv_post_send: a list holding one goes to
-        // the extended interface.
-        ChainWr::AtomicWrite { .. } | ChainWr::Flush { .. } => {
-            w.opcode = op::IBV_WR_DRIVER1; // refused by every provider (EINVAL)
+        // Never posted through ibv_post_send (a list holding one goes to
+        // the extended interface), and refused by every provider should
+        // it be.
+        ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
+            w.opcode = op::IBV_WR_DRIVER1;
+            w.__bindgen_anon_1.imm_data = NATIVE_ATOMIC_WRITE;
+            w.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+            w.send_flags = send_flags(flags.signaled, flags.fence, false);
+            val.write(value);
+        }
+        ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
+            w.opcode = op::IBV_WR_DRIVER1;
+            w.__bindgen_anon_1.imm_data = NATIVE_FLUSH;
+            w.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+            w.send_flags = send_flags(flags.signaled, flags.fence, false);
+            sge.write(ffi::ibv_sge { addr: len as u64, length: u32::from(ptype), lkey: 0 });
         }
     }
 }
@@ -349,7 +493,7 @@ impl Qp {
                 return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
             };
             // SAFETY: the caller's guarantee, passed on.
-            return unsafe { ex.post_list(list.wrs(), wr_id) }.map_err(|e| (0, e));
+            return unsafe { ex.post_list(list.iter(), wr_id) }.map_err(|e| (0, e));
         }
         let first = list.link(wr_id);
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
@@ -425,8 +569,12 @@ impl QpEx<'_> {
     /// # Errors
     /// `EOPNOTSUPP` (before anything is built) when a request is not
     /// [`carried`](Self::carries); the errno of `ibv_wr_complete`.
-    pub unsafe fn post_list(&mut self, wrs: &[ChainWr], wr_id: impl Fn(usize) -> u64) -> io::Result<()> {
-        if !wrs.iter().all(|w| self.carries(w)) {
+    pub unsafe fn post_list(
+        &mut self,
+        wrs: impl Iterator<Item = ChainWr> + Clone,
+        wr_id: impl Fn(usize) -> u64,
+    ) -> io::Result<()> {
+        if !wrs.clone().all(|w| self.carries(&w)) {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
         let q = self.qpx;
@@ -436,9 +584,9 @@ impl QpEx<'_> {
         // provider before the builder or setter returns.
         unsafe {
             ffi::ibv_wr_start(q);
-            for (i, wr) in wrs.iter().enumerate() {
+            for (i, wr) in wrs.enumerate() {
                 (*q).wr_id = wr_id(i);
-                match *wr {
+                match wr {
                     ChainWr::Plain(p) => {
                         (*q).wr_flags = send_flags(p.signaled, p.fence, false);
                         match p.op {
@@ -589,6 +737,44 @@ mod tests {
                 (102, write_op, f::IBV_SEND_SIGNALED.0, 1, 8, 9),
             ]
         );
+    }
+
+    #[test]
+    fn get_gives_back_every_request_as_added() {
+        let flags = WrFlags { wr_id: 0, signaled: true, fence: true };
+        let sge = Some(Sge { addr: 0x1000, length: 8, lkey: 7 });
+        let plain = |op, sge, remote_addr, rkey, inline| {
+            ChainWr::Plain(SendWr { wr_id: 0, op, sge, remote_addr, rkey, signaled: false, fence: true, inline })
+        };
+        let wrs = [
+            plain(SendOp::Write, sge, 0x2000, 9, false),
+            plain(SendOp::Write, sge, 0x2000, 9, true),
+            plain(SendOp::WriteImm(0x01020304), None, 0x2000, 9, false),
+            plain(SendOp::Read, sge, 0x2008, 10, false),
+            plain(SendOp::Send, sge, 0, 0, false),
+            plain(SendOp::SendImm(5), sge, 0, 0, false),
+            plain(SendOp::SendInv(77), None, 0, 0, false),
+            plain(SendOp::CompareSwap { compare: 1, swap: 2 }, sge, 0x3000, 11, false),
+            plain(SendOp::FetchAdd(3), sge, 0x3008, 12, false),
+            inline8(*b"pointer!"),
+            ChainWr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: *b"12345678" },
+            ChainWr::Flush { flags, rkey: 2, remote_addr: 16, len: 1 << 40, ptype: 1 },
+        ];
+        let mut l = ChainList::new();
+        for w in wrs {
+            l.push(w, ()).unwrap();
+        }
+        let back: Vec<String> = l.iter().map(|w| format!("{w:?}")).collect();
+        let want: Vec<String> = wrs.iter().map(|w| format!("{w:?}")).collect();
+        assert_eq!(back, want);
+        assert!(l.get(wrs.len()).is_none());
+    }
+
+    #[test]
+    fn a_list_of_40_byte_records_is_about_3_kib() {
+        // rpma's `Conn::chain` documents the size (its ring entries have a niche, as this record).
+        let size = std::mem::size_of::<ChainList<(std::num::NonZeroU64, [u64; 4])>>();
+        assert!((3 * 1024..3 * 1024 + 64).contains(&size), "{size}");
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl Conn {
     /// by [`Chain::post`] (not in librpma).
     ///
     /// A chain keeps its operations (at most [`CHAIN_MAX`]) in itself,
-    /// about 4 KiB: filling and posting it allocates nothing, and each
+    /// about 3 KiB: filling and posting it allocates nothing, and each
     /// operation's work request is built as it is added. It is ready to be
     /// filled again after [`Chain::post`].
     ///
@@ -97,32 +97,33 @@ impl Conn {
         value: [u8; 8],
         flags: Flags,
     ) -> Result<ChainWr> {
+        let (flags, native) = self.atomic_write_checks(dst, dst_offset, flags)?;
+        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
+        Ok(if native {
+            ChainWr::AtomicWrite { flags, rkey, remote_addr, value }
+        } else {
+            ChainWr::Inline8 { flags, rkey, remote_addr, value }
+        })
+    }
+
+    /// `atomic_write`'s checks: its flags (ID 0; the emulation's fenced) and
+    /// whether it is native.
+    #[inline(always)]
+    fn atomic_write_checks(&self, dst: &MrRemote, dst_offset: u64, flags: Flags) -> Result<(WrFlags, bool)> {
         let signaled = flags.signaled()?;
         if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
-            return Err(Error::inval(format!(
-                "atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"
-            )));
+            return Err(misaligned_atomic_write(dst_offset));
         }
         dst.check_range("atomic_write: dst", dst_offset, 8)?;
         validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
         let native = self.parts.qp()?.ex().is_some_and(|ex| ex.has_atomic_write());
-        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
-        Ok(if native {
-            ChainWr::AtomicWrite {
-                flags: WrFlags { wr_id: 0, signaled, fence: flags.fence() },
-                rkey,
-                remote_addr,
-                value,
-            }
-        } else if self.parts.limits.max_inline_data < 8 {
-            return Err(Error::inval(format!(
-                "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is {} \
-                 (ConnCfg::set_max_inline_data)",
-                self.parts.limits.max_inline_data
-            )));
-        } else {
-            ChainWr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
-        })
+        if native {
+            return Ok((WrFlags { wr_id: 0, signaled, fence: flags.fence() }, true));
+        }
+        if self.parts.limits.max_inline_data < 8 {
+            return Err(no_inline8(self.parts.limits.max_inline_data));
+        }
+        Ok((WrFlags { wr_id: 0, signaled, fence: true }, false))
     }
 
     /// `flush`'s checks, then its work request (ID 0) and what it holds:
@@ -137,52 +138,59 @@ impl Conn {
         ty: FlushType,
         flags: Flags,
     ) -> Result<(ChainWr, Option<Hold>)> {
+        let (flags, native) = self.flush_checks(dst, dst_offset, len, ty, flags)?;
+        if native {
+            return Ok((native_flush(dst, dst_offset, len, ty, flags)?, None));
+        }
+        let (wr, hold) = self.apm_flush(dst, dst_offset, flags);
+        Ok((ChainWr::Plain(wr), Some(hold)))
+    }
+
+    /// `flush`'s checks: its flags (ID 0) and whether it is native (else
+    /// the APM read's range is checked too).
+    #[inline(always)]
+    fn flush_checks(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        len: u64,
+        ty: FlushType,
+        flags: Flags,
+    ) -> Result<(WrFlags, bool)> {
         let signaled = flags.signaled()?;
-        match ty {
-            FlushType::Persistent if !self.direct_write_to_pmem.load(Ordering::Relaxed) => {
-                return Err(Error::nosupp(
-                    "flush(Persistent): the remote peer does not support direct write to persistent memory \
-                     (apply its PeerCfg with Conn::apply_remote_peer_cfg)",
-                ))
-            }
-            FlushType::Persistent if !dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT) => {
-                return Err(Error::nosupp(
-                    "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
-                ))
-            }
-            FlushType::Visibility if !dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY) => {
-                return Err(Error::nosupp(
-                    "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
-                ))
-            }
-            _ => {}
+        let pmem = || self.direct_write_to_pmem.load(Ordering::Relaxed);
+        let supported = match ty {
+            FlushType::Persistent => pmem() && dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT),
+            FlushType::Visibility => dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY),
+        };
+        if !supported {
+            return Err(unsupported_flush(ty, pmem()));
         }
         dst.check_range("flush: dst", dst_offset, len)?;
-        let qp = self.parts.qp()?;
-        let flags = WrFlags { wr_id: 0, signaled, fence: flags.fence() };
-        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
-        if qp.ex().is_some_and(|ex| ex.has_flush()) {
-            let ptype = match ty {
-                FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
-                FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
-            };
-            let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
-            return Ok((ChainWr::Flush { flags, rkey, remote_addr, len, ptype }, None));
+        let native = self.parts.qp()?.ex().is_some_and(|ex| ex.has_flush());
+        if !native {
+            dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
         }
-        dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
+        Ok((WrFlags { wr_id: 0, signaled, fence: flags.fence() }, native))
+    }
+
+    /// The APM flush's read (after `flush_checks`): 8 bytes at
+    /// `dst_offset` into the connection's flush region, and its hold.
+    #[inline(always)]
+    fn apm_flush(&self, dst: &MrRemote, dst_offset: u64, flags: WrFlags) -> (SendWr, Hold) {
         let wr = SendWr {
             wr_id: 0,
             op: SendOp::Read,
             sge: Some(self.parts.flush_mr.sge(0, 8)),
-            remote_addr,
-            rkey,
-            signaled,
+            remote_addr: dst.addr().wrapping_add(dst_offset),
+            rkey: dst.rkey(),
+            signaled: flags.signaled,
             fence: flags.fence,
             inline: false,
         };
         // The read lands in the connection's flush region, held like any
         // local region until the read completes.
-        Ok((ChainWr::Plain(wr), Some(self.parts.flush_mr.hold())))
+        (wr, self.parts.flush_mr.hold())
     }
 
     /// Posts one operation built by `atomic_write_wr` or `flush_wr` alone,
@@ -229,6 +237,13 @@ impl<'c> Chain<'c> {
         Ok(self)
     }
 
+    /// Appends a checked native operation (nothing held): apart, so that
+    /// the emulations' pushes are built for their one kind of request.
+    #[inline(never)]
+    fn push_native(&mut self, wr: ChainWr, kind: CompletionOp, ctx: u64) -> Result<&mut Self> {
+        self.push(wr, kind, ctx, None)
+    }
+
     /// Checks an operation with a local range (held) and appends it.
     #[inline(always)]
     fn push_op<M: RegMemory + Send + Sync + 'static>(&mut self, op: Op<'_, M>, mr: &MrLocal<M>) -> Result<&mut Self> {
@@ -241,12 +256,12 @@ impl<'c> Chain<'c> {
 
     /// Operations added so far.
     pub fn len(&self) -> usize {
-        self.ops.wrs().len()
+        self.ops.len()
     }
 
     /// Whether no operation was added.
     pub fn is_empty(&self) -> bool {
-        self.ops.wrs().is_empty()
+        self.ops.len() == 0
     }
 
     /// Appends [`Conn::read`].
@@ -254,6 +269,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::read`] for its checks; [`Error::Inval`] when the chain
     /// already holds [`CHAIN_MAX`] operations.
+    #[inline]
     pub fn read<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         dst: &MrLocal<M>,
@@ -272,6 +288,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::write`] for its checks; [`Error::Inval`] when the chain
     /// is full.
+    #[inline]
     pub fn write<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         dst: &MrRemote,
@@ -290,6 +307,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::write_with_imm`] for its checks; [`Error::Inval`] when
     /// the chain is full.
+    #[inline]
     pub fn write_with_imm<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         dst: &MrRemote,
@@ -310,6 +328,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::atomic_write`] for its checks; [`Error::Inval`] when the
     /// chain is full or the connection closed.
+    #[inline]
     pub fn atomic_write(
         &mut self,
         dst: &MrRemote,
@@ -318,8 +337,16 @@ impl<'c> Chain<'c> {
         flags: Flags,
         op_context: u64,
     ) -> Result<&mut Self> {
-        let wr = self.conn.atomic_write_wr(dst, dst_offset, value, flags)?;
-        self.push(wr, CompletionOp::AtomicWrite, op_context, None)
+        let (flags, native) = self.conn.atomic_write_checks(dst, dst_offset, flags)?;
+        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
+        if native {
+            return self.push_native(
+                ChainWr::AtomicWrite { flags, rkey, remote_addr, value },
+                CompletionOp::AtomicWrite,
+                op_context,
+            );
+        }
+        self.push(ChainWr::Inline8 { flags, rkey, remote_addr, value }, CompletionOp::AtomicWrite, op_context, None)
     }
 
     /// Appends [`Conn::compare_and_swap`]; `dst` is held from now until
@@ -330,6 +357,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::compare_and_swap`] for its checks; [`Error::Inval`] when
     /// the chain is full.
+    #[inline]
     pub fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         dst: &MrLocal<M>,
@@ -351,6 +379,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::fetch_and_add`] for its checks; [`Error::Inval`] when the
     /// chain is full.
+    #[inline]
     pub fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         dst: &MrLocal<M>,
@@ -371,6 +400,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::flush`] for its checks; [`Error::Inval`] when the chain
     /// is full or the connection closed.
+    #[inline(always)]
     pub fn flush(
         &mut self,
         dst: &MrRemote,
@@ -380,8 +410,12 @@ impl<'c> Chain<'c> {
         flags: Flags,
         op_context: u64,
     ) -> Result<&mut Self> {
-        let (wr, hold) = self.conn.flush_wr(dst, dst_offset, len, ty, flags)?;
-        self.push(wr, CompletionOp::Flush, op_context, hold)
+        let (flags, native) = self.conn.flush_checks(dst, dst_offset, len, ty, flags)?;
+        if native {
+            return self.push_native(native_flush(dst, dst_offset, len, ty, flags)?, CompletionOp::Flush, op_context);
+        }
+        let (wr, hold) = self.conn.apm_flush(dst, dst_offset, flags);
+        self.push(ChainWr::Plain(wr), CompletionOp::Flush, op_context, Some(hold))
     }
 
     /// Appends [`Conn::send`].
@@ -389,6 +423,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::send`] for its checks; [`Error::Inval`] when the chain is
     /// full.
+    #[inline]
     pub fn send<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         src: &MrLocal<M>,
@@ -405,6 +440,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::send_with_imm`] for its checks; [`Error::Inval`] when the
     /// chain is full.
+    #[inline]
     pub fn send_with_imm<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         src: &MrLocal<M>,
@@ -422,6 +458,7 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`Conn::send_with_inv`] for its checks; [`Error::Inval`] when the
     /// chain is full.
+    #[inline]
     pub fn send_with_inv<M: RegMemory + Send + Sync + 'static>(
         &mut self,
         src: &MrLocal<M>,
@@ -469,18 +506,65 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
-        if self.is_empty() {
-            return Err(Error::inval("an empty chain: add operations before posting it"));
-        }
         let qp = self.conn.parts.qp()?;
         if self.ops.has_native() {
-            let ex = qp.ex().ok_or_else(|| Error::Unknown("a native operation without extended interface".into()))?;
-            if let Some(i) = self.ops.wrs().iter().position(|w| !ex.carries(w)) {
-                return Err(not_carried(i));
-            }
+            check_carried(qp, &self.ops)?;
         }
+        // Refuses an empty chain (Error::Inval).
         self.conn.parts.send.post_chain(qp, &mut self.ops)
     }
+}
+
+/// Whether the QP's extended interface carries every operation of a chain
+/// holding a native one.
+#[inline(never)]
+fn check_carried(qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
+    let ex = qp.ex().ok_or_else(|| Error::Unknown("a native operation without extended interface".into()))?;
+    match ops.iter().position(|w| !ex.carries(&w)) {
+        Some(i) => Err(not_carried(i)),
+        None => Ok(()),
+    }
+}
+
+/// A native flush's request (after `flush_checks`).
+#[inline(always)]
+fn native_flush(dst: &MrRemote, dst_offset: u64, len: u64, ty: FlushType, flags: WrFlags) -> Result<ChainWr> {
+    let ptype = match ty {
+        FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
+        FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
+    };
+    let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
+    Ok(ChainWr::Flush { flags, rkey: dst.rkey(), remote_addr: dst.addr().wrapping_add(dst_offset), len, ptype })
+}
+
+/// Why a flush of type `ty` is not supported (`pmem`: the peer's direct
+/// write to persistent memory).
+#[cold]
+#[inline(never)]
+fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
+    Error::nosupp(match ty {
+        FlushType::Persistent if !pmem => {
+            "flush(Persistent): the remote peer does not support direct write to persistent memory \
+             (apply its PeerCfg with Conn::apply_remote_peer_cfg)"
+        }
+        FlushType::Persistent => "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
+        FlushType::Visibility => "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn misaligned_atomic_write(dst_offset: u64) -> Error {
+    Error::inval(format!("atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"))
+}
+
+#[cold]
+#[inline(never)]
+fn no_inline8(max_inline_data: u32) -> Error {
+    Error::inval(format!(
+        "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is \
+         {max_inline_data} (ConnCfg::set_max_inline_data)"
+    ))
 }
 
 #[cold]

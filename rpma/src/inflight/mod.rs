@@ -279,7 +279,7 @@ mod tests {
         let mut c = SendChain::new();
         let e = c.push(wr(false), 1, CompletionOp::Write, None).unwrap_err();
         assert!(matches!(e, Error::Unknown(_)), "{e}");
-        assert!(c.wrs().is_empty(), "nothing added");
+        assert_eq!(c.len(), 0, "nothing added");
         c.push(wr(true), 1, CompletionOp::Write, None).unwrap(); // inline: copied when posted
         for k in 1..MAX_CHAIN {
             c.push(wr(false), k as u64, CompletionOp::Write, Some(hold.clone() as Hold)).unwrap();

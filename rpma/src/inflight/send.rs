@@ -69,23 +69,26 @@ impl Ring {
     /// released, signaled ones (their own completions still to be
     /// translated) marked done and their holds released. Whether none of
     /// them is left (no signaled one).
-    #[inline(never)]
+    #[inline(always)]
     fn retire_before(&mut self, head: u64, ahead: usize) -> bool {
-        let mask = self.slots.len() - 1;
+        // The slots apart from the confirms, so the loop keeps them in
+        // registers while dropping holds.
+        let Ring { slots, confirms, .. } = self;
+        let slots = &mut slots[..];
+        let mask = slots.len() - 1;
         let mut all_gone = true;
         for k in 0..ahead {
             let i = (head as usize + k) & mask;
-            if let Some(p) = &mut self.slots[i] {
-                if p.signaled {
-                    p.done = true;
-                    p.hold = None;
-                    all_gone = false;
-                } else {
-                    let confirms = p.confirms;
-                    self.slots[i] = None;
-                    if confirms {
-                        self.take_confirm(head.wrapping_add(k as u64) & SEND_SEQ_MASK);
-                    }
+            let Some(p) = &mut slots[i] else { continue };
+            if p.signaled {
+                p.done = true;
+                p.hold = None;
+                all_gone = false;
+            } else {
+                let had_confirm = p.confirms;
+                slots[i] = None;
+                if had_confirm {
+                    take_confirm(confirms, head.wrapping_add(k as u64) & SEND_SEQ_MASK);
                 }
             }
         }
@@ -96,9 +99,16 @@ impl Ring {
     #[cold]
     #[inline(never)]
     fn take_confirm(&mut self, seq: u64) -> Option<Arc<dyn Confirm>> {
-        let i = self.confirms.iter().position(|(s, _)| *s == seq)?;
-        Some(self.confirms.swap_remove(i).1)
+        take_confirm(&mut self.confirms, seq)
     }
+}
+
+/// Takes the confirm of sequence number `seq` from `confirms`.
+#[cold]
+#[inline(never)]
+fn take_confirm(confirms: &mut Vec<(u64, Arc<dyn Confirm>)>, seq: u64) -> Option<Arc<dyn Confirm>> {
+    let i = confirms.iter().position(|(s, _)| *s == seq)?;
+    Some(confirms.swap_remove(i).1)
 }
 
 impl SendTracker {
@@ -212,7 +222,7 @@ impl SendTracker {
     pub(crate) fn post_chain(&self, qp: &rpma_sys::qp::Qp, chain: &mut SendChain) -> Result<()> {
         let n = chain.ops.len();
         if n == 0 {
-            return Err(Error::Unknown("rpma bug: an empty chain".into()));
+            return Err(empty_chain());
         }
         let need = n + usize::from(!chain.last_signaled);
         if need > self.depth {
@@ -232,14 +242,18 @@ impl SendTracker {
         let res = unsafe { qp.post_send_list(&mut chain.ops, |i| wrid::send(base.wrapping_add(i as u64))) };
         let posted = match &res {
             Ok(()) => n,
-            Err((k, _)) => *k,
+            Err((k, _)) => (*k).min(n),
         };
         let native = chain.ops.has_native();
         let mask = g.slots.len() - 1;
-        chain.ops.take(posted, |i, e| g.slots[wrid::send(base.wrapping_add(i as u64)) as usize & mask] = Some(e));
-        g.len += posted.min(n);
+        // Into free slots (`len + need <= depth`), masked into range.
+        chain.ops.take_into(posted, &mut g.slots, |i| wrid::send(base.wrapping_add(i as u64)) as usize & mask);
+        g.len += posted;
         drop(g);
-        res.map_err(|(k, e)| chain_failed(n, native, k, e))
+        match res {
+            Ok(()) => Ok(()),
+            Err((k, e)) => Err(chain_failed(n, native, k, e)),
+        }
     }
 
     /// [`post_send`](Self::post_send) with the local memory as a list
@@ -292,8 +306,7 @@ impl SendTracker {
     }
 
     /// [`complete`](Self::complete) of an entry with predecessors or with a
-    /// confirm.
-    #[cold]
+    /// confirm (a chain's completion comes here).
     #[inline(never)]
     fn complete_slow(mut g: SpinGuard<'_, Ring>, ahead: usize, success: bool) -> Option<(u64, CompletionOp)> {
         let mask = g.slots.len() - 1;
@@ -307,7 +320,9 @@ impl SendTracker {
             g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
             g.len -= ahead + 1;
         }
-        g.advance();
+        if g.len != 0 && g.slots[g.head as usize & mask].is_none() {
+            g.advance();
+        }
         let confirm = if e.confirms { g.take_confirm(head.wrapping_add(ahead as u64) & SEND_SEQ_MASK) } else { None };
         drop(g);
         if let Some(c) = confirm {
@@ -359,10 +374,15 @@ impl SendChain {
         SendChain { ops: ChainList::new(), last_signaled: false }
     }
 
-    /// The operations, in order.
+    /// Operations in the chain.
     #[inline]
-    pub(crate) fn wrs(&self) -> &[ChainWr] {
-        self.ops.wrs()
+    pub(crate) fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// The operations, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = ChainWr> + '_ {
+        self.ops.iter()
     }
 
     /// Whether one of the operations is native (posted through `ibv_wr_*`).
@@ -400,6 +420,12 @@ impl SendChain {
 #[inline(never)]
 pub(crate) fn chain_is_full() -> Error {
     Error::inval(format!("a chain holds at most {MAX_CHAIN} operations"))
+}
+
+#[cold]
+#[inline(never)]
+fn empty_chain() -> Error {
+    Error::inval("an empty chain: add operations before posting it")
 }
 
 #[cold]
