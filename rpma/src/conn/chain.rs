@@ -5,14 +5,14 @@
 
 use super::Conn;
 use crate::error::{Error, Result};
-use crate::inflight::{chain_is_full, Hold, SendChain, SendOpRec, NO_HOLD};
+use crate::inflight::{chain_is_full, Hold, SendChain, SendOpRec};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote, Usage};
 use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
 use crate::validate;
 use crate::wrid::CompletionOp;
 use rpma_sys::chain::{ChainWr, MAX_CHAIN};
-use rpma_sys::wr::{SendOp, SendWr, Sge, WrFlags};
+use rpma_sys::wr::{SendOp, SendWr, WrFlags};
 use std::sync::atomic::Ordering;
 
 /// Most operations in one [`Chain`].
@@ -86,30 +86,10 @@ impl Conn {
         Chain { conn: self, ops: SendChain::new() }
     }
 
-    /// `atomic_write`'s checks, then its work request (ID 0): native when
-    /// the QP has it, else an inline 8-byte write fenced behind earlier
-    /// reads (and so behind an APM flush), as librpma does.
-    #[inline(always)]
-    pub(super) fn atomic_write_wr(
-        &self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        value: [u8; 8],
-        flags: Flags,
-    ) -> Result<ChainWr> {
-        let (flags, native) = self.atomic_write_checks(dst, dst_offset, flags)?;
-        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
-        Ok(if native {
-            ChainWr::AtomicWrite { flags, rkey, remote_addr, value }
-        } else {
-            ChainWr::Inline8 { flags, rkey, remote_addr, value }
-        })
-    }
-
     /// `atomic_write`'s checks: its flags (ID 0; the emulation's fenced) and
     /// whether it is native.
     #[inline(always)]
-    fn atomic_write_checks(&self, dst: &MrRemote, dst_offset: u64, flags: Flags) -> Result<(WrFlags, bool)> {
+    pub(super) fn atomic_write_checks(&self, dst: &MrRemote, dst_offset: u64, flags: Flags) -> Result<(WrFlags, bool)> {
         let signaled = flags.signaled()?;
         if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
             return Err(misaligned_atomic_write(dst_offset));
@@ -126,30 +106,10 @@ impl Conn {
         Ok((WrFlags { wr_id: 0, signaled, fence: true }, false))
     }
 
-    /// `flush`'s checks, then its work request (ID 0) and what it holds:
-    /// native when the QP has it, else (APM) an 8-byte RDMA READ at
-    /// `dst_offset` into the connection's flush region, held.
-    #[inline(always)]
-    pub(super) fn flush_wr(
-        &self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        len: u64,
-        ty: FlushType,
-        flags: Flags,
-    ) -> Result<(ChainWr, Option<Hold>)> {
-        let (flags, native) = self.flush_checks(dst, dst_offset, len, ty, flags)?;
-        if native {
-            return Ok((native_flush(dst, dst_offset, len, ty, flags)?, None));
-        }
-        let (wr, hold) = self.apm_flush(dst, dst_offset, flags);
-        Ok((ChainWr::Plain(wr), Some(hold)))
-    }
-
     /// `flush`'s checks: its flags (ID 0) and whether it is native (else
     /// the APM read's range is checked too).
     #[inline(always)]
-    fn flush_checks(
+    pub(super) fn flush_checks(
         &self,
         dst: &MrRemote,
         dst_offset: u64,
@@ -175,10 +135,12 @@ impl Conn {
     }
 
     /// The APM flush's read (after `flush_checks`): 8 bytes at
-    /// `dst_offset` into the connection's flush region, and its hold.
+    /// `dst_offset` into the connection's flush region, which its post
+    /// holds like any local region until the read completes
+    /// (`self.parts.flush_mr.hold()`).
     #[inline(always)]
-    fn apm_flush(&self, dst: &MrRemote, dst_offset: u64, flags: WrFlags) -> (SendWr, Hold) {
-        let wr = SendWr {
+    pub(super) fn apm_flush(&self, dst: &MrRemote, dst_offset: u64, flags: WrFlags) -> SendWr {
+        SendWr {
             wr_id: 0,
             op: SendOp::Read,
             sge: Some(self.parts.flush_mr.sge(0, 8)),
@@ -187,44 +149,27 @@ impl Conn {
             signaled: flags.signaled,
             fence: flags.fence,
             inline: false,
-        };
-        // The read lands in the connection's flush region, held like any
-        // local region until the read completes.
-        (wr, self.parts.flush_mr.hold())
+        }
     }
 
-    /// Posts one operation built by `atomic_write_wr` or `flush_wr` alone,
-    /// as the single operations always have: the native ones through their
-    /// own `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]), the
-    /// emulated atomic write from `value` on this stack.
-    pub(super) fn post_built(&self, kind: CompletionOp, ctx: u64, hold: Option<Hold>, wr: ChainWr) -> Result<()> {
+    /// Posts a native atomic write or flush alone, through its own
+    /// `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]), as the single
+    /// operations always have: out of line, so the emulations' posts stay
+    /// small.
+    #[inline(never)]
+    pub(super) fn post_native(&self, kind: CompletionOp, ctx: u64, wr: ChainWr) -> Result<()> {
+        let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
+        let rec = |signaled| SendOpRec { ctx, kind, signaled, hold: None, confirm: None };
         match wr {
-            ChainWr::Plain(w) => self.parts.post(kind, ctx, hold.map(|h| move || h), w),
-            ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
-                let w = SendWr {
-                    wr_id: 0,
-                    op: SendOp::Write,
-                    sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
-                    remote_addr,
-                    rkey,
-                    signaled: flags.signaled,
-                    fence: flags.fence,
-                    inline: true,
-                };
-                self.parts.post(kind, ctx, NO_HOLD, w)
-            }
             ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
-                let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
                 let s = flags.signaled;
-                let rec = SendOpRec { ctx, kind, signaled: s, hold: None, confirm: None };
-                self.parts.send.post_with(rec, |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
+                self.parts.send.post_with(rec(s), |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
             }
             ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
-                let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
                 let s = flags.signaled;
-                let rec = SendOpRec { ctx, kind, signaled: s, hold: None, confirm: None };
-                self.parts.send.post_with(rec, |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
+                self.parts.send.post_with(rec(s), |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
             }
+            _ => Err(Error::Unknown("rpma bug: post_native with an emulated request".into())),
         }
     }
 }
@@ -414,8 +359,8 @@ impl<'c> Chain<'c> {
         if native {
             return self.push_native(native_flush(dst, dst_offset, len, ty, flags)?, CompletionOp::Flush, op_context);
         }
-        let (wr, hold) = self.conn.apm_flush(dst, dst_offset, flags);
-        self.push(ChainWr::Plain(wr), CompletionOp::Flush, op_context, Some(hold))
+        let wr = self.conn.apm_flush(dst, dst_offset, flags);
+        self.push(ChainWr::Plain(wr), CompletionOp::Flush, op_context, Some(self.conn.parts.flush_mr.hold()))
     }
 
     /// Appends [`Conn::send`].
@@ -528,7 +473,13 @@ fn check_carried(qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
 
 /// A native flush's request (after `flush_checks`).
 #[inline(always)]
-fn native_flush(dst: &MrRemote, dst_offset: u64, len: u64, ty: FlushType, flags: WrFlags) -> Result<ChainWr> {
+pub(super) fn native_flush(
+    dst: &MrRemote,
+    dst_offset: u64,
+    len: u64,
+    ty: FlushType,
+    flags: WrFlags,
+) -> Result<ChainWr> {
     let ptype = match ty {
         FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
         FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,

@@ -3,6 +3,7 @@
 //! the native verb and librpma's emulation) and posted through the
 //! connection's trackers.
 
+use super::chain::native_flush;
 use super::Conn;
 use crate::error::Result;
 use crate::inflight::{Hold, NO_HOLD};
@@ -12,7 +13,7 @@ use crate::op::{Flags, FlushType, Op};
 use crate::wrid::CompletionOp;
 #[cfg(doc)] // the links of the doc comments
 use crate::{error::Error, mr::Usage};
-use rpma_sys::wr::SendOp;
+use rpma_sys::wr::{SendOp, SendWr, Sge};
 
 impl Conn {
     /// Reads `len` bytes at `src_offset` of the remote region into `dst` at
@@ -175,8 +176,25 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let wr = self.atomic_write_wr(dst, dst_offset, value, flags)?;
-        self.post_built(CompletionOp::AtomicWrite, op_context, None, wr)
+        let (flags, native) = self.atomic_write_checks(dst, dst_offset, flags)?;
+        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
+        if native {
+            let wr = rpma_sys::chain::ChainWr::AtomicWrite { flags, rkey, remote_addr, value };
+            return self.post_native(CompletionOp::AtomicWrite, op_context, wr);
+        }
+        // Emulated: an inline 8-byte write of `value` (on this stack,
+        // copied during the post), fenced behind earlier reads.
+        let wr = SendWr {
+            wr_id: 0,
+            op: SendOp::Write,
+            sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
+            remote_addr,
+            rkey,
+            signaled: flags.signaled,
+            fence: flags.fence,
+            inline: true,
+        };
+        self.parts.post(CompletionOp::AtomicWrite, op_context, NO_HOLD, wr)
     }
 
     /// Compares the 8 bytes at `src_offset` of the remote region with
@@ -362,8 +380,12 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let (wr, hold) = self.flush_wr(dst, dst_offset, len, ty, flags)?;
-        self.post_built(CompletionOp::Flush, op_context, hold, wr)
+        let (flags, native) = self.flush_checks(dst, dst_offset, len, ty, flags)?;
+        if native {
+            return self.post_native(CompletionOp::Flush, op_context, native_flush(dst, dst_offset, len, ty, flags)?);
+        }
+        let wr = self.apm_flush(dst, dst_offset, flags);
+        self.parts.post(CompletionOp::Flush, op_context, Some(|| self.parts.flush_mr.hold()), wr)
     }
 
     /// Sends `len` bytes of `src` at `offset` to a receive posted by the
