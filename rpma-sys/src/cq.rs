@@ -121,93 +121,51 @@ pub struct Wc {
     pub wc_flags: u32,
 }
 
-/// What a completion says, read through methods: implemented by [`Wc`]
-/// (a copy) and by [`PolledWc`] (read in place, where the provider wrote
-/// it), so one translation serves both.
-pub trait WcView {
-    /// The work request ID given when posting.
-    fn wr_id(&self) -> u64;
-    /// `ibv_wc_status` value (0 = success).
-    fn status(&self) -> u32;
-    /// `ibv_wc_opcode` value.
-    fn opcode(&self) -> u32;
-    /// Bytes transferred (receives).
-    fn byte_len(&self) -> u32;
-    /// Immediate data in host order (`IBV_WC_WITH_IMM`), or the
-    /// invalidated rkey (`IBV_WC_WITH_INV`).
-    fn imm_data(&self) -> u32;
-    /// Local QP number.
-    fn qp_num(&self) -> u32;
-    /// `ibv_wc_flags`.
-    fn wc_flags(&self) -> u32;
-}
-
-impl WcView for Wc {
-    #[inline(always)]
-    fn wr_id(&self) -> u64 {
-        self.wr_id
-    }
-    #[inline(always)]
-    fn status(&self) -> u32 {
-        self.status
-    }
-    #[inline(always)]
-    fn opcode(&self) -> u32 {
-        self.opcode
-    }
-    #[inline(always)]
-    fn byte_len(&self) -> u32 {
-        self.byte_len
-    }
-    #[inline(always)]
-    fn imm_data(&self) -> u32 {
-        self.imm_data
-    }
-    #[inline(always)]
-    fn qp_num(&self) -> u32 {
-        self.qp_num
-    }
-    #[inline(always)]
-    fn wc_flags(&self) -> u32 {
-        self.wc_flags
-    }
-}
-
-/// A completion where [`Cq::poll_in`] had the provider write it (`struct
-/// ibv_wc` as is): its fields are read in place, when needed, so a caller
-/// that translates it after other work copies nothing ahead.
+/// A completion as the provider wrote it (`struct ibv_wc` as is), read
+/// through its methods: [`Cq::poll_in`] has the provider write it into the
+/// caller's slot, so a caller that translates it after other work copies
+/// nothing ahead; [`Cq::poll_one`] and [`Cq::poll_each`] hand it out too.
 #[repr(transparent)]
+#[derive(Clone, Copy)]
 pub struct PolledWc(ffi::ibv_wc);
 
 // bindgen's enum representations differ between rdma-core versions.
 #[allow(clippy::unnecessary_cast)]
-impl WcView for PolledWc {
+impl PolledWc {
+    /// The work request ID given when posting.
     #[inline(always)]
-    fn wr_id(&self) -> u64 {
+    pub fn wr_id(&self) -> u64 {
         self.0.wr_id
     }
+    /// `ibv_wc_status` value (0 = success).
     #[inline(always)]
-    fn status(&self) -> u32 {
+    pub fn status(&self) -> u32 {
         self.0.status as u32
     }
+    /// `ibv_wc_opcode` value.
     #[inline(always)]
-    fn opcode(&self) -> u32 {
+    pub fn opcode(&self) -> u32 {
         self.0.opcode as u32
     }
+    /// Bytes transferred (receives).
     #[inline(always)]
-    fn byte_len(&self) -> u32 {
+    pub fn byte_len(&self) -> u32 {
         self.0.byte_len
     }
+    /// Immediate data in host order (`IBV_WC_WITH_IMM`), or the
+    /// invalidated rkey (`IBV_WC_WITH_INV`).
     #[inline(always)]
-    fn imm_data(&self) -> u32 {
+    pub fn imm_data(&self) -> u32 {
         Wc::imm_of(&self.0)
     }
+    /// Local QP number.
     #[inline(always)]
-    fn qp_num(&self) -> u32 {
+    pub fn qp_num(&self) -> u32 {
         self.0.qp_num
     }
+    /// `ibv_wc_flags`.
     #[inline(always)]
-    fn wc_flags(&self) -> u32 {
+    pub fn wc_flags(&self) -> u32 {
         self.0.wc_flags
     }
 }
@@ -439,7 +397,7 @@ impl Cq {
     /// # Errors
     /// A provider failure of `ibv_poll_cq`.
     pub fn poll(&self, out: &mut [Wc]) -> io::Result<usize> {
-        self.poll_each(out.len(), |i, w| out[i] = w)
+        self.poll_each(out.len(), |i, w| out[i] = w.to_wc())
     }
 
     /// Polls up to `max` completions (`ibv_poll_cq`), handing each to `f`
@@ -450,7 +408,7 @@ impl Cq {
     /// # Errors
     /// A provider failure of `ibv_poll_cq` (completions handed to `f`
     /// before it stay handed).
-    pub fn poll_each(&self, max: usize, mut f: impl FnMut(usize, Wc)) -> io::Result<usize> {
+    pub fn poll_each(&self, max: usize, mut f: impl FnMut(usize, &PolledWc)) -> io::Result<usize> {
         const CHUNK: usize = 16;
         let mut raw: [MaybeUninit<ffi::ibv_wc>; CHUNK] = [const { MaybeUninit::uninit() }; CHUNK];
         let mut got = 0;
@@ -464,8 +422,9 @@ impl Cq {
             }
             let n = n as usize;
             for src in &raw[..n] {
-                // SAFETY: the provider initialised the first n entries.
-                f(got, Wc::from_raw(unsafe { src.assume_init_ref() }));
+                // SAFETY: the provider initialised the first n entries;
+                // PolledWc is a transparent ibv_wc.
+                f(got, unsafe { &*src.as_ptr().cast::<PolledWc>() });
                 got += 1;
             }
             if n < want {
@@ -475,23 +434,15 @@ impl Cq {
         Ok(got)
     }
 
-    /// Polls one completion (`ibv_poll_cq` with room for one): the
-    /// shortest path for callers that reap completions one at a time.
+    /// Polls one completion (`ibv_poll_cq` with room for one), as a copy:
+    /// [`poll_in`](Cq::poll_in) for callers that keep it.
     ///
     /// # Errors
     /// A provider failure of `ibv_poll_cq`.
     #[inline]
-    pub fn poll_one(&self) -> io::Result<Option<Wc>> {
-        let mut raw = MaybeUninit::<ffi::ibv_wc>::uninit();
-        // SAFETY: live CQ; `raw` has room for one entry, which the provider
-        // initialises when it returns 1.
-        let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, 1, raw.as_mut_ptr()) };
-        match n {
-            // SAFETY: the provider returned 1: the entry is initialised.
-            1 => Ok(Some(Wc::from_raw(unsafe { raw.assume_init_ref() }))),
-            0 => Ok(None),
-            _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
-        }
+    pub fn poll_one(&self) -> io::Result<Option<PolledWc>> {
+        let mut slot = MaybeUninit::uninit();
+        Ok(self.poll_in(&mut slot)?.copied())
     }
 
     /// Polls one completion into `slot` (`ibv_poll_cq` with room for

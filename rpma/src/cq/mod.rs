@@ -11,7 +11,7 @@ use crate::log::{rpma_log, LogLevel};
 use crate::utils::IbvContext;
 pub use crate::wrid::CompletionOp;
 use crate::wrid::{self, WrId};
-use rpma_sys::cq::{CompChannel, WcView, WC_WITH_IMM, WC_WITH_INV};
+use rpma_sys::cq::{CompChannel, PolledWc, WC_WITH_IMM, WC_WITH_INV};
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -265,7 +265,7 @@ impl Cq {
         let got = match &self.routes {
             None => self
                 .cq
-                .poll_each(wc.len(), |i, w| wc[i] = self.translate(&w))
+                .poll_each(wc.len(), |i, w| wc[i] = self.translate(w))
                 .map_err(|e| Error::provider_raw("ibv_poll_cq", e))?,
             Some(r) => r.get_wc(self, wc)?,
         };
@@ -324,14 +324,14 @@ impl Cq {
     }
 
     #[inline]
-    fn translate(&self, w: &impl WcView) -> Completion {
+    fn translate(&self, w: &PolledWc) -> Completion {
         completion(w, retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref()))
     }
 }
 
 /// The completion of `w`, given what its tracker recorded (`found`).
 #[inline]
-fn completion(w: &impl WcView, found: Option<(u64, CompletionOp)>) -> Completion {
+fn completion(w: &PolledWc, found: Option<(u64, CompletionOp)>) -> Completion {
     let (op_context, op) = match found {
         Some(x) => x,
         None => unknown(w),
@@ -351,7 +351,7 @@ fn completion(w: &impl WcView, found: Option<(u64, CompletionOp)>) -> Completion
 /// What a completion for an ID nothing posted here reports (logged).
 #[cold]
 #[inline(never)]
-fn unknown(w: &impl WcView) -> (u64, CompletionOp) {
+fn unknown(w: &PolledWc) -> (u64, CompletionOp) {
     rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id());
     (w.wr_id(), CompletionOp::Other(w.opcode()))
 }
@@ -361,17 +361,17 @@ fn unknown(w: &impl WcView) -> (u64, CompletionOp) {
 /// opcode (`None`: nothing posted here has that ID).
 #[inline]
 fn retire(
-    w: &impl WcView,
+    w: &PolledWc,
     send: Option<&SendTracker>,
     recv: Option<&RecvTracker>,
     srq_recv: Option<&RecvTracker>,
 ) -> Option<(u64, CompletionOp)> {
+    // A receive's kind comes from the device's opcode.
+    let received = |t: Option<&RecvTracker>, slot| t?.complete(slot).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode())));
     match WrId::decode(w.wr_id()) {
         WrId::Send(seq) => send.and_then(|t| t.complete(seq, w.status() == 0)),
-        WrId::Recv(slot) => recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode()))),
-        WrId::SrqRecv(slot) => {
-            srq_recv.and_then(|t| t.complete(slot)).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode())))
-        }
+        WrId::Recv(slot) => received(recv, slot),
+        WrId::SrqRecv(slot) => received(srq_recv, slot),
         WrId::Untracked(found) => found,
     }
 }

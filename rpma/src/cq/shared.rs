@@ -9,7 +9,7 @@ use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::peer::Peer;
 use crate::wrid::CompletionOp;
-use rpma_sys::cq::Wc;
+use rpma_sys::cq::PolledWc;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -169,7 +169,7 @@ impl Hasher for QpHasher {
 pub(crate) struct Routes {
     map: RwLock<HashMap<u32, Trackers, BuildHasherDefault<QpHasher>>>,
     /// Completions of other connections polled by a drain, returned first.
-    stash: Mutex<VecDeque<Wc>>,
+    stash: Mutex<VecDeque<PolledWc>>,
     reserved: Mutex<u64>,
     size: u32,
 }
@@ -242,7 +242,7 @@ impl Routes {
                         break;
                     }
                 };
-                if w.qp_num == qp_num {
+                if w.qp_num() == qp_num {
                     let _ = route(&map, &w);
                     continue;
                 }
@@ -297,7 +297,7 @@ impl Routes {
         let rest = &mut wc[got..];
         let polled = cq
             .cq
-            .poll_each(rest.len(), |i, w| rest[i] = super::completion(&w, route(&map, &w)))
+            .poll_each(rest.len(), |i, w| rest[i] = super::completion(w, route(&map, w)))
             .map_err(|e| Error::provider_raw("ibv_poll_cq", e));
         match polled {
             Ok(n) => Ok(got + n),
@@ -309,17 +309,17 @@ impl Routes {
 
 /// Retires what `w` names in its QP's trackers.
 #[inline]
-fn route(map: &Map, w: &Wc) -> Option<(u64, CompletionOp)> {
-    match map.get(&w.qp_num) {
+fn route(map: &Map, w: &PolledWc) -> Option<(u64, CompletionOp)> {
+    match map.get(&w.qp_num()) {
         Some(t) => retire(w, Some(&t.send), Some(&t.recv), t.srq_recv.as_deref()),
         None => {
             rpma_log!(
                 LogLevel::Info,
                 "shared CQ: a completion of QP {}, which is on no connection (wr_id {:#x})",
-                w.qp_num,
-                w.wr_id
+                w.qp_num(),
+                w.wr_id()
             );
-            Some((w.wr_id, CompletionOp::Other(w.opcode)))
+            Some((w.wr_id(), CompletionOp::Other(w.opcode())))
         }
     }
 }
