@@ -53,7 +53,16 @@ impl Ring {
         self.confirms.try_reserve(n).map_err(|_| Error::NoMem("cannot record a memory-window invalidation".into()))
     }
 
-    /// Moves the head past the retired (empty) slots at the front.
+    /// Moves the head past the retired (empty) slots at the front, if
+    /// any: the check inline, the walk out of line.
+    #[inline(always)]
+    fn skip_retired(&mut self) {
+        if self.len != 0 && self.slots[self.head as usize & (self.slots.len() - 1)].is_none() {
+            self.advance();
+        }
+    }
+
+    /// [`skip_retired`](Self::skip_retired)'s walk.
     #[cold]
     #[inline(never)]
     fn advance(&mut self) {
@@ -93,13 +102,6 @@ impl Ring {
             }
         }
         all_gone
-    }
-
-    /// Takes the confirm of sequence number `seq`.
-    #[cold]
-    #[inline(never)]
-    fn take_confirm(&mut self, seq: u64) -> Option<Arc<dyn Confirm>> {
-        take_confirm(&mut self.confirms, seq)
     }
 }
 
@@ -295,9 +297,7 @@ impl SendTracker {
             if let Some(e) = g.slots[head as usize & mask].take_if(|e| !e.confirms) {
                 g.head = (head + 1) & SEND_SEQ_MASK;
                 g.len -= 1;
-                if g.len != 0 && g.slots[g.head as usize & mask].is_none() {
-                    g.advance();
-                }
+                g.skip_retired();
                 drop(g);
                 return Some((e.ctx, e.kind)); // `e`'s hold is released here, unlocked
             }
@@ -320,10 +320,12 @@ impl SendTracker {
             g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
             g.len -= ahead + 1;
         }
-        if g.len != 0 && g.slots[g.head as usize & mask].is_none() {
-            g.advance();
-        }
-        let confirm = if e.confirms { g.take_confirm(head.wrapping_add(ahead as u64) & SEND_SEQ_MASK) } else { None };
+        g.skip_retired();
+        let confirm = if e.confirms {
+            take_confirm(&mut g.confirms, head.wrapping_add(ahead as u64) & SEND_SEQ_MASK)
+        } else {
+            None
+        };
         drop(g);
         if let Some(c) = confirm {
             c.completed(success);
