@@ -89,7 +89,10 @@ impl fmt::Display for WcStatus {
 }
 
 /// One work completion (librpma exposes `struct ibv_wc`).
+// `repr(C)`, with `status` and `wc_opcode` next to each other as in
+// `ibv_wc`: the translation copies them as one 8-byte word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Completion {
     /// The `op_context` given when the operation was posted.
     pub op_context: u64,
@@ -97,20 +100,20 @@ pub struct Completion {
     pub op: CompletionOp,
     /// Success or the error.
     pub status: WcStatus,
-    /// Bytes received (receives).
-    pub byte_len: u32,
-    /// Immediate data in host order, when the completion carries it.
-    pub imm: Option<u32>,
-    /// The rkey a received send-with-invalidate invalidated.
-    pub invalidated_rkey: Option<u32>,
-    /// The local QP number.
-    pub qp_num: u32,
     /// The device's own `ibv_wc_opcode`, which tells how an operation was
     /// carried out: a `flush` completes as `IBV_WC_FLUSH` (8) when native
     /// and as `IBV_WC_RDMA_READ` (2) when emulated (APM); an `atomic_write`
     /// as `IBV_WC_ATOMIC_WRITE` (9) or `IBV_WC_RDMA_WRITE` (1). Meaningful
     /// only when `status` is a success.
     pub wc_opcode: u32,
+    /// Bytes received (receives).
+    pub byte_len: u32,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// Immediate data in host order, when the completion carries it.
+    pub imm: Option<u32>,
+    /// The rkey a received send-with-invalidate invalidated.
+    pub invalidated_rkey: Option<u32>,
 }
 
 /// A completion queue (librpma's `rpma_cq`): the main CQ or the receive CQ
@@ -336,16 +339,22 @@ fn completion(w: &PolledWc, found: Option<(u64, CompletionOp)>) -> Completion {
         Some(x) => x,
         None => unknown(w),
     };
-    Completion {
+    let mut c = Completion {
         op_context,
         op,
         status: WcStatus(w.status()),
         byte_len: w.byte_len(),
-        imm: (w.wc_flags() & WC_WITH_IMM != 0).then_some(w.imm_data()),
-        invalidated_rkey: (w.wc_flags() & WC_WITH_INV != 0).then_some(w.imm_data()),
+        imm: None,
+        invalidated_rkey: None,
         qp_num: w.qp_num(),
         wc_opcode: w.opcode(),
+    };
+    // Most completions carry neither: one test for both.
+    if w.wc_flags() & (WC_WITH_IMM | WC_WITH_INV) != 0 {
+        c.imm = (w.wc_flags() & WC_WITH_IMM != 0).then_some(w.imm_data());
+        c.invalidated_rkey = (w.wc_flags() & WC_WITH_INV != 0).then_some(w.imm_data());
     }
+    c
 }
 
 /// What a completion for an ID nothing posted here reports (logged).

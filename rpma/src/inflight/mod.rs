@@ -36,6 +36,9 @@ pub(crate) trait Confirm: Send + Sync {
     fn completed(&self, success: bool);
 }
 
+// `repr(C)`: the context and kind first, in the order of a `Completion`'s
+// `op_context` and `op`, so a retire copies them as one 16-byte block.
+#[repr(C)]
 pub(crate) struct Entry {
     pub(crate) ctx: u64,
     pub(crate) kind: CompletionOp,
