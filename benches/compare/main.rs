@@ -18,6 +18,8 @@
 //!
 //! Every side prints `RESULT` lines (see `stats.rs`); the C program
 //! `librpma_bench.c` is compiled with gcc against Debian's librpma at run time.
+//! The bench binary's `report FILE` writes the report again from a saved
+//! output (the lines it printed).
 
 mod report;
 mod rpma_side;
@@ -58,6 +60,12 @@ fn main() {
         "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "reg" => rpma_side::registration(&a[1]),
         "--measure" => measure(),
+        // Writes the report again from a saved output (its `RESULT` lines).
+        "report" => std::fs::read_to_string(&a[1]).map_err(Into::into).and_then(|t| {
+            let lines: Vec<String> = t.lines().map(str::to_string).collect();
+            let out = std::env::var("RPMA_BENCH_OUT").unwrap_or_else(|_| "target/bench".to_string());
+            report::write(&lines, std::path::Path::new(&out), Duration::ZERO)
+        }),
         _ => orchestrate(),
     };
     if let Err(e) = res {
@@ -260,6 +268,11 @@ fn measure() -> Res<()> {
     Ok(())
 }
 
+/// Rounds of the main latency and bandwidth cases (rpma's client, then C
+/// librpma's, then the other way round ...); the report gives the median
+/// of each side's rounds and the median of the per-round ratios (min-max).
+const MAIN_ROUNDS: usize = 5;
+
 /// Rounds of the commit latency (rpma, then C librpma, then the other way
 /// round ...); the report gives the median of the per-round ratios.
 const COMMIT_ROUNDS: usize = 4;
@@ -272,10 +285,17 @@ const REG_ROUNDS: usize = 4;
 /// registration, shared channels (everything but the instruction counts).
 fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str, iters: usize) -> Res<()> {
     let it = iters.to_string();
-    eprintln!("compare: rpma and librpma, every case");
-    for prog in [&exe, &cbin] {
-        let p = rpma_harness::next_port().to_string();
-        forward(&pair(cmd(prog, &["server", addr, &p, "1"]), Some("READY"), cmd(prog, &["client", addr, &p, &it]))?);
+    eprintln!("compare: rpma and librpma, every case, {MAIN_ROUNDS} rounds of alternating order");
+    for round in 0..MAIN_ROUNDS {
+        let order = if round % 2 == 0 { [&exe, &cbin] } else { [&cbin, &exe] };
+        for prog in order {
+            let p = rpma_harness::next_port().to_string();
+            forward(&pair(
+                cmd(prog, &["server", addr, &p, "1"]),
+                Some("READY"),
+                cmd(prog, &["client", addr, &p, &it]),
+            )?);
+        }
     }
 
     eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");

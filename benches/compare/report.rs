@@ -27,18 +27,43 @@ fn ratio(a: f64, b: f64) -> String {
 
 /// The columns the latency, bandwidth and instruction tables share: the four
 /// implementations' cells, then rpma/verbs, rpma/librpma and
-/// unchecked/librpma of `value`.
-fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> f64) -> String {
+/// unchecked/librpma of `value` (per round: see [`round_ratio`]).
+fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> Vec<f64>) -> String {
     format!(
         "{} | {} | {} | {} | {} | {} | {}",
         cell("verbs"),
         cell("librpma"),
         cell("rpma"),
         cell("rpma-unchecked"),
-        ratio(value("rpma"), value("verbs")),
-        ratio(value("rpma"), value("librpma")),
-        ratio(value("rpma-unchecked"), value("librpma"))
+        round_ratio(&value("rpma"), &value("verbs")),
+        round_ratio(&value("rpma"), &value("librpma")),
+        round_ratio(&value("rpma-unchecked"), &value("librpma"))
     )
+}
+
+/// `a / b` from their rounds: with the same number of rounds (at least
+/// two) on both sides, the median of the per-round ratios and their range;
+/// otherwise the ratio of the medians.
+fn round_ratio(a: &[f64], b: &[f64]) -> String {
+    if a.len() < 2 || a.len() != b.len() {
+        return ratio(median(a.to_vec()), median(b.to_vec()));
+    }
+    let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+    format!("{:.2} ({lo:.2}-{hi:.2})", median(r))
+}
+
+/// One latency summary from several rounds: the median of each field.
+fn mid_lat(rounds: &[Lat]) -> Lat {
+    let m = |f: fn(&Lat) -> f64| median(rounds.iter().map(f).collect());
+    Lat {
+        min: m(|l| l.min),
+        typical: m(|l| l.typical),
+        avg: m(|l| l.avg),
+        p99: m(|l| l.p99),
+        p999: m(|l| l.p999),
+        max: m(|l| l.max),
+    }
 }
 
 /// Latency cases in report order, with their labels.
@@ -63,8 +88,10 @@ fn size_label(s: usize) -> String {
 pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn std::error::Error>> {
     let rows: Vec<Row> = lines.iter().filter_map(|l| parse(l)).collect();
     let info = lines.iter().find_map(|l| l.strip_prefix("INFO ")).unwrap_or("").to_string();
-    let mut lat: BTreeMap<(String, usize, String), Lat> = BTreeMap::new();
-    let mut bw: BTreeMap<(String, usize, usize, String), f64> = BTreeMap::new();
+    // A latency or bandwidth case measured in several rounds has one entry
+    // per round.
+    let mut lat_rounds: BTreeMap<(String, usize, String), Vec<Lat>> = BTreeMap::new();
+    let mut bw_rounds: BTreeMap<(String, usize, usize, String), Vec<f64>> = BTreeMap::new();
     let mut ir: BTreeMap<(String, String), f64> = BTreeMap::new();
     // A case measured in several rounds has one entry per round.
     let mut rate: BTreeMap<(String, String), Vec<(usize, f64)>> = BTreeMap::new();
@@ -73,12 +100,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     for r in rows {
         match r {
             Row::Lat { imp, case, size: _, lat: l } if case == "commit" => commit.entry(imp).or_default().push(l),
-            Row::Lat { imp, case, size, lat: l } => {
-                lat.insert((case, size, imp), l);
-            }
-            Row::Bw { imp, case, size, qd, mops } => {
-                bw.insert((case, size, qd, imp), mops);
-            }
+            Row::Lat { imp, case, size, lat: l } => lat_rounds.entry((case, size, imp)).or_default().push(l),
+            Row::Bw { imp, case, size, qd, mops } => bw_rounds.entry((case, size, qd, imp)).or_default().push(mops),
             Row::Ir { imp, case, per_op } => {
                 ir.insert((case, imp), per_op);
             }
@@ -88,12 +111,26 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         }
     }
 
+    // Each case's median over its rounds (a single round as it is).
+    let lat: BTreeMap<(String, usize, String), Lat> = lat_rounds.iter().map(|(k, v)| (k.clone(), mid_lat(v))).collect();
+    let bw: BTreeMap<(String, usize, usize, String), f64> =
+        bw_rounds.iter().map(|(k, v)| (k.clone(), median(v.clone()))).collect();
+    let rounds = lat_rounds.get(&("read".to_string(), 8, "rpma".to_string())).map_or(0, Vec::len);
+
     let mut md = String::new();
     writeln!(md, "Measured {info}; the whole run took {:.0} s.\n", took.as_secs_f64())?;
     for note in lines.iter().filter_map(|l| l.strip_prefix("INFO-NOTE ")) {
         writeln!(md, "Note: {note}.\n")?;
     }
     writeln!(md, "### Latency (µs): t_typical (median) / t_avg / p99; ratios of t_avg\n")?;
+    let rounds_note = match rounds {
+        0 | 1 => "rpma and C librpma: one round each; perftest: one round.\n".to_string(),
+        n => format!(
+            "rpma and C librpma: {n} rounds of alternating order; each cell the median of the rounds, each ratio \
+             to C librpma the median of the per-round ratios (min-max). perftest: one round.\n"
+        ),
+    };
+    writeln!(md, "{rounds_note}")?;
     writeln!(
         md,
         "| operation | size | verbs (perftest) | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
@@ -108,12 +145,17 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
                 Some(l) => format!("{} / {} / {}", num(l.typical, 1), num(l.avg, 1), num(l.p99, 1)),
                 None => "n/a".into(),
             };
-            let avg = |imp: &str| get(imp).map_or(f64::NAN, |l| l.avg);
+            let avg = |imp: &str| {
+                lat_rounds
+                    .get(&(case.to_string(), size, imp.to_string()))
+                    .map_or(Vec::new(), |v| v.iter().map(|l| l.avg).collect())
+            };
             writeln!(md, "| {label} | {} | {} |", size_label(size), imp_columns(cell, avg))?;
         }
     }
 
     writeln!(md, "\n### Bandwidth and message rate (every operation signaled)\n")?;
+    writeln!(md, "{rounds_note}")?;
     writeln!(
         md,
         "| operation | size | queue depth | verbs | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
@@ -129,7 +171,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
                 format!("{} MiB/s", num(m * 1e6 * size as f64 / (1 << 20) as f64, 1))
             }
         };
-        writeln!(md, "| {case} | {} | {qd} | {} |", size_label(size), imp_columns(cell, get))?;
+        let all = |imp: &str| bw_rounds.get(&(case.clone(), size, qd, imp.to_string())).cloned().unwrap_or_default();
+        writeln!(md, "| {case} | {} | {qd} | {} |", size_label(size), imp_columns(cell, all))?;
     }
 
     writeln!(md, "\n### User-space instructions per operation (callgrind; 8 bytes, post + blocking wait + poll)\n")?;
@@ -140,7 +183,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     writeln!(md, "|---|---|---|---|---|---|---|---|")?;
     for case in ["read", "write"] {
         let get = |imp: &str| ir.get(&(case.to_string(), imp.to_string())).copied().unwrap_or(f64::NAN);
-        writeln!(md, "| {case} | {} |", imp_columns(|imp| num(get(imp), 0), get))?;
+        writeln!(md, "| {case} | {} |", imp_columns(|imp| num(get(imp), 0), |imp| vec![get(imp)]))?;
     }
 
     if ir.keys().any(|(_, imp)| imp == "baseline") {
