@@ -281,22 +281,27 @@ const COMMIT_ROUNDS: usize = 4;
 /// first); the report gives the median of the per-round ratios.
 const REG_ROUNDS: usize = 4;
 
+/// Runs client `args` (its `PORT` replaced by a fresh port, `args[1]` the
+/// address) against its own server, rpma's program and C's in turn, for
+/// `rounds` rounds of alternating order (rpma, C; C, rpma; ...).
+fn alternate(exe: &std::path::Path, cbin: &std::path::Path, rounds: usize, args: &[&str]) -> Res<()> {
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [exe, cbin] } else { [cbin, exe] };
+        for prog in order {
+            let p = rpma_harness::next_port().to_string();
+            let client: Vec<&str> = args.iter().map(|a| if *a == "PORT" { p.as_str() } else { a }).collect();
+            forward(&pair(cmd(prog, &["server", args[1], &p, "1"]), Some("READY"), cmd(prog, &client))?);
+        }
+    }
+    Ok(())
+}
+
 /// The timed measurements: latency, bandwidth, rates, set-up and
 /// registration, shared channels (everything but the instruction counts).
 fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str, iters: usize) -> Res<()> {
     let it = iters.to_string();
     eprintln!("compare: rpma and librpma, every case, {MAIN_ROUNDS} rounds of alternating order");
-    for round in 0..MAIN_ROUNDS {
-        let order = if round % 2 == 0 { [&exe, &cbin] } else { [&cbin, &exe] };
-        for prog in order {
-            let p = rpma_harness::next_port().to_string();
-            forward(&pair(
-                cmd(prog, &["server", addr, &p, "1"]),
-                Some("READY"),
-                cmd(prog, &["client", addr, &p, &it]),
-            )?);
-        }
-    }
+    alternate(exe, cbin, MAIN_ROUNDS, &["client", addr, "PORT", &it])?;
 
     eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");
     let p = rpma_harness::next_port().to_string();
@@ -306,17 +311,7 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
     let p = rpma_harness::next_port().to_string();
     forward(&pair(cmd(exe, &["server", addr, &p, "1"]), Some("READY"), cmd(exe, &["inline", addr, &p, &it]))?);
     eprintln!("compare: librpma example 07's commit, {COMMIT_ROUNDS} rounds of alternating order");
-    for round in 0..COMMIT_ROUNDS {
-        let order = if round % 2 == 0 { [&exe, &cbin] } else { [&cbin, &exe] };
-        for prog in order {
-            let p = rpma_harness::next_port().to_string();
-            forward(&pair(
-                cmd(prog, &["server", addr, &p, "1"]),
-                Some("READY"),
-                cmd(prog, &["commit", addr, &p, &it]),
-            )?);
-        }
-    }
+    alternate(exe, cbin, COMMIT_ROUNDS, &["commit", addr, "PORT", &it])?;
 
     eprintln!("compare: perftest");
     // perftest's own connection set-up fails now and then on a loaded TCG
