@@ -63,8 +63,7 @@ fn main() {
         // Writes the report again from a saved output (its `RESULT` lines).
         "report" => std::fs::read_to_string(&a[1]).map_err(Into::into).and_then(|t| {
             let lines: Vec<String> = t.lines().map(str::to_string).collect();
-            let out = std::env::var("RPMA_BENCH_OUT").unwrap_or_else(|_| "target/bench".to_string());
-            report::write(&lines, std::path::Path::new(&out), Duration::ZERO)
+            report::write(&lines, std::path::Path::new(&out_dir()), Duration::ZERO)
         }),
         _ => orchestrate(),
     };
@@ -97,9 +96,12 @@ fn orchestrate() -> Res<()> {
     if !status.success() {
         return Err(format!("measuring failed ({status}); see the output above").into());
     }
-    let out = std::env::var("RPMA_BENCH_OUT")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").to_string());
-    report::write(&lines, std::path::Path::new(&out), started.elapsed())
+    report::write(&lines, std::path::Path::new(&out_dir()), started.elapsed())
+}
+
+/// Where the report goes: `RPMA_BENCH_OUT`, else `target/bench/`.
+fn out_dir() -> String {
+    std::env::var("RPMA_BENCH_OUT").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench").to_string())
 }
 
 /// Kills a child on every path out (a failed client must not leave its

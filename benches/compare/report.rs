@@ -45,12 +45,21 @@ fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> Vec<f64>) 
 /// two) on both sides, the median of the per-round ratios and their range;
 /// otherwise the ratio of the medians.
 fn round_ratio(a: &[f64], b: &[f64]) -> String {
-    if a.len() < 2 || a.len() != b.len() {
-        return ratio(median(a.to_vec()), median(b.to_vec()));
+    match paired_ratios(a, b) {
+        Some((m, lo, hi)) if a.len() >= 2 => format!("{m:.2} ({lo:.2}-{hi:.2})"),
+        _ => ratio(median(a.to_vec()), median(b.to_vec())),
+    }
+}
+
+/// The per-round ratios `a[i] / b[i]`: their median, min and max (`None`
+/// when the rounds do not pair up).
+fn paired_ratios(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
+    if a.is_empty() || a.len() != b.len() {
+        return None;
     }
     let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
     let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-    format!("{:.2} ({lo:.2}-{hi:.2})", median(r))
+    Some((median(r), lo, hi))
 }
 
 /// One latency summary from several rounds: the median of each field.
@@ -291,12 +300,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     let rounds = |imp: &str| commit.get(imp).map_or(Vec::new(), |v| v.iter().map(|l| l.typical).collect::<Vec<_>>());
     let per_round = |a: &str, b: &str| {
         let (ra, rb) = (rounds(a), rounds(b));
-        if ra.is_empty() || ra.len() != rb.len() {
-            return "n/a".to_string();
-        }
-        let r: Vec<f64> = ra.iter().zip(&rb).map(|(x, y)| x / y).collect();
-        let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-        format!("{:.2} ({lo:.2}-{hi:.2}, {} rounds)", median(r), ra.len())
+        paired_ratios(&ra, &rb)
+            .map_or("n/a".to_string(), |(m, lo, hi)| format!("{m:.2} ({lo:.2}-{hi:.2}, {} rounds)", ra.len()))
     };
     let cell = |imp: &str| format!("{} µs", num(median(rounds(imp)), 1));
     writeln!(
@@ -338,12 +343,10 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         // With several rounds: the median of the per-round ratios, min-max.
         let ratio_cell = |a: &str, b: &str| {
             let (ra, rb) = (rounds(a), rounds(b));
-            if ra.len() < 2 || ra.len() != rb.len() {
-                return ratio(get(a), get(b));
+            match paired_ratios(&ra, &rb) {
+                Some((m, lo, hi)) if ra.len() >= 2 => format!("{m:.2} ({lo:.2}-{hi:.2}, {} rounds)", ra.len()),
+                _ => ratio(get(a), get(b)),
             }
-            let r: Vec<f64> = ra.iter().zip(&rb).map(|(x, y)| x / y).collect();
-            let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-            format!("{:.2} ({lo:.2}-{hi:.2}, {} rounds)", median(r), ra.len())
         };
         let cell = |imp: &str| format!("{} {unit}", num(get(imp), 2));
         writeln!(
