@@ -98,12 +98,18 @@ impl WrId {
     /// Decodes a completion's ID.
     #[inline]
     pub(crate) fn decode(raw: u64) -> WrId {
+        // A tracked send (the common case) has none of the three flag
+        // bits: one comparison.
+        if raw <= SEND_SEQ_MASK {
+            return WrId::Send(raw);
+        }
         match (raw & RECV_BIT != 0, raw & SRQ_BIT != 0) {
-            (false, false) if raw & UNTRACKED_BIT != 0 => {
+            (false, false) => {
                 let kind = KINDS.get(((raw >> KIND_SHIFT) & KIND_MASK) as usize).copied();
                 WrId::Untracked(kind.map(|k| (raw & UNTRACKED_CTX_MAX, k)))
             }
-            (false, _) => WrId::Send(raw),
+            // No ID rpma makes: nothing was posted with it.
+            (false, true) => WrId::Untracked(None),
             (true, false) => WrId::Recv(raw & SLOT_MASK),
             (true, true) => WrId::SrqRecv(raw & SLOT_MASK),
         }
@@ -205,6 +211,9 @@ mod tests {
         assert!(matches!(untracked(CompletionOp::Read, UNTRACKED_CTX_MAX + 1), Err(Error::Inval(_))));
         // A kind index rpma never writes decodes to no kind.
         assert_eq!(WrId::decode(UNTRACKED_BIT | 0x1f << KIND_SHIFT | 3), WrId::Untracked(None));
+        // Neither is an ID with the SRQ bit alone (no tracker's).
+        assert_eq!(WrId::decode(SRQ_BIT | 5), WrId::Untracked(None));
+        assert_eq!(WrId::decode(SRQ_BIT | UNTRACKED_BIT | 5), WrId::Untracked(None));
     }
 
     #[test]
