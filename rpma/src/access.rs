@@ -138,6 +138,33 @@ pub fn usage_to_access(usage: Usage, iwarp: bool, native_flush: bool) -> Access 
     a
 }
 
+/// [`usage_to_access`] for one device, as two lookups: a peer's
+/// registrations translate with it. The translation is an OR of what each
+/// usage bit asks for, so the table of the five low bits ORed with the
+/// table of the five high bits gives the same answer for every usage (the
+/// exhaustive test below checks it); both are filled from
+/// [`usage_to_access`], which stays the one definition.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AccessTable {
+    lo: [Access; 32],
+    hi: [Access; 32],
+}
+
+impl AccessTable {
+    /// The table of a device (`iwarp`, `native_flush` as in [`usage_to_access`]).
+    pub(crate) fn new(iwarp: bool, native_flush: bool) -> AccessTable {
+        let at = |bits: u16| usage_to_access(Usage::from_bits_truncate(bits), iwarp, native_flush);
+        AccessTable { lo: std::array::from_fn(|i| at(i as u16)), hi: std::array::from_fn(|i| at((i as u16) << 5)) }
+    }
+
+    /// `usage_to_access(usage, iwarp, native_flush)`.
+    #[inline]
+    pub(crate) fn get(&self, usage: Usage) -> Access {
+        let b = usage.bits() as usize;
+        self.lo[b & 31] | self.hi[(b >> 5) & 31]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +233,22 @@ mod tests {
             usage_to_access(Usage::REMOTE_ATOMIC | Usage::READ_SRC, false, true),
             Access::REMOTE_ATOMIC | Access::LOCAL_WRITE | Access::REMOTE_READ
         );
+    }
+
+    /// The two-lookup table answers as the translation itself, for every
+    /// usage (the ten bits) on every kind of device.
+    #[test]
+    fn access_table_matches_the_translation() {
+        for (iwarp, native_flush) in [(false, false), (true, false), (false, true), (true, true)] {
+            let t = AccessTable::new(iwarp, native_flush);
+            for bits in 0..1u16 << 10 {
+                let u = Usage::from_bits_truncate(bits);
+                assert_eq!(
+                    t.get(u),
+                    usage_to_access(u, iwarp, native_flush),
+                    "{u:?} iwarp {iwarp} flush {native_flush}"
+                );
+            }
+        }
     }
 }

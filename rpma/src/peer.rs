@@ -1,6 +1,6 @@
 //! Peer: a protection domain on a device, with the device's probed capabilities.
 
-use crate::access::{usage_to_access, Access, Usage};
+use crate::access::{Access, AccessTable, Usage};
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::utils::IbvContext;
@@ -92,6 +92,8 @@ struct PeerInner {
     pd: Pd,
     ctx: IbvContext,
     caps: Capabilities,
+    /// `usage_to_access` for this device, as lookups.
+    access: AccessTable,
     /// Set once `ibv_rereg_mr` answered EOPNOTSUPP: emulate from then on.
     no_native_rereg: std::sync::atomic::AtomicBool,
 }
@@ -152,7 +154,10 @@ impl Peer {
             lib.atomic_write,
             lib.flush
         );
-        Ok(Peer { inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps, no_native_rereg: Default::default() }) })
+        let access = AccessTable::new(caps.iwarp, caps.native_flush);
+        Ok(Peer {
+            inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps, access, no_native_rereg: Default::default() }),
+        })
     }
 
     /// The probed capabilities.
@@ -190,7 +195,7 @@ impl Peer {
     /// this peer (librpma's `rpma_peer_usage2access`): the iWARP and
     /// native-flush variants depend on the device.
     pub fn usage_to_access(&self, usage: Usage) -> Access {
-        usage_to_access(usage, self.inner.caps.iwarp, self.inner.caps.native_flush)
+        self.inner.access.get(usage)
     }
 
     /// Whether `other` is this peer or a clone of it (same protection domain).
@@ -216,6 +221,7 @@ impl Peer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::usage_to_access;
     use rpma_sys::qp::QP_EX_WITH_FLUSH;
 
     /// {old/new libibverbs} x {device with/without native flush and atomic
