@@ -98,20 +98,20 @@ impl WrId {
     /// Decodes a completion's ID.
     #[inline]
     pub(crate) fn decode(raw: u64) -> WrId {
-        // A tracked send (the common case) has none of the three flag
-        // bits: one comparison.
-        if raw <= SEND_SEQ_MASK {
-            return WrId::Send(raw);
-        }
-        match (raw & RECV_BIT != 0, raw & SRQ_BIT != 0) {
-            (false, false) => {
-                let kind = KINDS.get(((raw >> KIND_SHIFT) & KIND_MASK) as usize).copied();
-                WrId::Untracked(kind.map(|k| (raw & UNTRACKED_CTX_MAX, k)))
-            }
-            // No ID rpma makes: nothing was posted with it.
-            (false, true) => WrId::Untracked(None),
-            (true, false) => WrId::Recv(raw & SLOT_MASK),
-            (true, true) => WrId::SrqRecv(raw & SLOT_MASK),
+        // Ordered by the flag bits (receive 63, SRQ 62, untracked 61): a
+        // tracked send (none of them) is one comparison, an untracked
+        // operation (only bit 61) two.
+        if raw < UNTRACKED_BIT {
+            WrId::Send(raw)
+        } else if raw < SRQ_BIT {
+            let kind = KINDS.get(((raw >> KIND_SHIFT) & KIND_MASK) as usize).copied();
+            WrId::Untracked(kind.map(|k| (raw & UNTRACKED_CTX_MAX, k)))
+        } else if raw < RECV_BIT {
+            WrId::Untracked(None) // the SRQ bit without the receive bit: no ID rpma makes
+        } else if raw & SRQ_BIT == 0 {
+            WrId::Recv(raw & SLOT_MASK)
+        } else {
+            WrId::SrqRecv(raw & SLOT_MASK)
         }
     }
 }
