@@ -80,6 +80,7 @@ impl Mr {
     ///
     /// # Errors
     /// The errno of `ibv_reg_mr` (`EINVAL`, `ENOMEM`, `EOPNOTSUPP`, `EFAULT`...).
+    #[inline]
     pub unsafe fn reg(pd: &Pd, addr: *mut u8, len: usize, access: u32) -> io::Result<Mr> {
         // SAFETY: live PD; the caller guarantees the memory range.
         let mr = unsafe { ffi::ibv_reg_mr(pd.as_ptr(), addr.cast(), len, access as c_int) };
@@ -102,6 +103,7 @@ impl Mr {
         Self::wrap(mr, pd, access, Some(iova), "ibv_reg_mr_iova")
     }
 
+    #[inline]
     fn wrap(mr: *mut ffi::ibv_mr, pd: &Pd, access: u32, iova: Option<u64>, op: &str) -> io::Result<Mr> {
         if mr.is_null() {
             return Err(last_error(op));
@@ -249,6 +251,7 @@ impl Mr {
     ///
     /// # Errors
     /// The errno of `ibv_dereg_mr`, with the untouched region.
+    #[inline(always)]
     pub fn dereg(self) -> Result<(), (Mr, io::Error)> {
         if crate::fault::take(crate::fault::Teardown::DeregMr) {
             return Err((self, crate::fault::injected("ibv_dereg_mr")));

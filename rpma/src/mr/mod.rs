@@ -225,6 +225,7 @@ impl<M: RegMemory> std::error::Error for DeregError<M> {
 
 /// Validates and registers `len` bytes at `ptr` (at `iova` when given), with
 /// librpma's ODP fallback; shared by registration and re-registration.
+#[inline(always)]
 pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova: Option<u64>) -> Result<(Mr, bool)> {
     if len == 0 {
         return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
@@ -241,25 +242,44 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
         )));
     }
     let access = peer.usage_to_access(usage);
-    let reg = |access: Access| {
-        // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory
-        // value, alive and unmoved until the returned Mr is deregistered
-        // successfully, and leaks it otherwise (MrInner's Drop, dereg and
-        // rereg release it only after `Mr::dereg` returned Ok).
-        #[allow(unsafe_code)]
-        unsafe {
-            match iova {
-                None => Mr::reg(peer.pd(), ptr, len, access.bits()),
-                Some(iova) => Mr::reg_iova(peer.pd(), ptr, len, iova, access.bits()),
-            }
-        }
-    };
-    let (mr, odp) = match reg(access) {
+    // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory value,
+    // alive and unmoved until the returned Mr is deregistered successfully,
+    // and leaks it otherwise (MrInner's Drop, dereg and rereg release it
+    // only after `Mr::dereg` returned Ok).
+    #[allow(unsafe_code)]
+    let (mr, odp) = match unsafe { reg_mr(peer, ptr, len, iova, access) } {
         Ok(mr) => (mr, false),
-        Err(e) => reg_failed(peer, len, access, e, reg)?,
+        Err(e) => reg_failed(peer, ptr, len, iova, access, e)?,
     };
-    rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {:#x}", mr.access());
+    if crate::log::enabled(LogLevel::Debug) {
+        log_registered(len, ptr, usage, mr.access());
+    }
     Ok((mr, odp))
+}
+
+/// `ibv_reg_mr`, or `ibv_reg_mr_iova` with `iova`: the one call of
+/// [`register`] and its retry.
+///
+/// # Safety
+/// As `rpma_sys::mr::Mr::reg`: `(ptr, len)` stays valid and unmoved until
+/// the returned `Mr` is deregistered successfully, and is leaked otherwise.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn reg_mr(peer: &Peer, ptr: *mut u8, len: usize, iova: Option<u64>, access: Access) -> std::io::Result<Mr> {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match iova {
+            None => Mr::reg(peer.pd(), ptr, len, access.bits()),
+            Some(iova) => Mr::reg_iova(peer.pd(), ptr, len, iova, access.bits()),
+        }
+    }
+}
+
+/// [`register`]'s debug line, out of line.
+#[cold]
+#[inline(never)]
+fn log_registered(len: usize, ptr: *mut u8, usage: Usage, access: u32) {
+    rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {access:#x}");
 }
 
 /// A failed `ibv_reg_mr`: librpma's On-Demand Paging retry when the memory
@@ -269,10 +289,11 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
 #[inline(never)]
 fn reg_failed(
     peer: &Peer,
+    ptr: *mut u8,
     len: usize,
+    iova: Option<u64>,
     access: Access,
     e: std::io::Error,
-    reg: impl Fn(Access) -> std::io::Result<Mr>,
 ) -> Result<(Mr, bool)> {
     match odp_fallback(e.raw_os_error(), peer.is_odp_capable()) {
         OdpFallback::Fail => {
@@ -297,7 +318,9 @@ fn reg_failed(
         }
         OdpFallback::Retry => {
             let odp_access = access | Access::ON_DEMAND;
-            let mr = reg(odp_access).map_err(|e| {
+            // SAFETY: `register`'s caller's contract, as for the first try.
+            #[allow(unsafe_code)]
+            let mr = unsafe { reg_mr(peer, ptr, len, iova, odp_access) }.map_err(|e| {
                 Error::provider_raw(
                     format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),
                     e,
