@@ -346,15 +346,24 @@ fn out_of_range(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Err
     Error::inval(format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}"))
 }
 
+/// A usage with at least one flag and no undefined bit: the test inline,
+/// the error out of line.
+#[inline]
 pub(crate) fn check_usage(usage: Usage) -> Result<()> {
-    if usage.is_empty() {
-        return Err(Error::inval("usage is empty; give at least one Usage flag"));
-    }
-    let unknown = usage.bits() & !Usage::all().bits();
-    if unknown != 0 {
-        return Err(Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())));
+    if usage.is_empty() || usage.bits() & !Usage::all().bits() != 0 {
+        return Err(bad_usage(usage));
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn bad_usage(usage: Usage) -> Error {
+    if usage.is_empty() {
+        return Error::inval("usage is empty; give at least one Usage flag");
+    }
+    let unknown = usage.bits() & !Usage::all().bits();
+    Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits()))
 }
 
 #[cfg(test)]
