@@ -162,6 +162,10 @@ device_tests!({
         let e = MrLocal::reg(&p, vec![0u8; 64], Usage::from_bits_retain(0xc00)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(e.to_string().contains("undefined bits 0xc00"), "{e}");
+        let e = MrLocal::reg_zero_based(&p, Vec::new(), Usage::READ_SRC).unwrap_err();
+        assert!(e.to_string().contains("0 bytes"), "{e}");
+        // Above max_mr_size is not reachable here: rxe reports u64::MAX
+        // (the bound's arithmetic is unit-tested in rpma::mr).
     }
 
     fn reg_all_memory_kinds_and_dereg_returns_them() {

@@ -246,6 +246,32 @@ impl Mr {
         from_errno_ret(rc, "ibv_advise_mr")
     }
 
+    /// [`dereg`](Mr::dereg) where the handle lies, for an owner that keeps
+    /// it in place (in a `ManuallyDrop`): no copy of the handle goes out and
+    /// back. On failure the region is untouched and still registered.
+    ///
+    /// # Safety
+    /// After `Ok`, the region is deregistered and its protection domain
+    /// reference released: the handle must never be used, dropped or
+    /// deregistered again (forget it, or free its storage without dropping
+    /// it).
+    ///
+    /// # Errors
+    /// The errno of `ibv_dereg_mr`.
+    #[inline(always)]
+    pub unsafe fn dereg_in_place(&mut self) -> io::Result<()> {
+        if crate::fault::take(crate::fault::Teardown::DeregMr) {
+            return Err(crate::fault::injected("ibv_dereg_mr"));
+        }
+        // SAFETY: live MR; the caller never touches it again after Ok.
+        let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
+        from_errno_ret(rc, "ibv_dereg_mr")?;
+        // SAFETY: the PD reference is dropped once, here; the caller's
+        // contract keeps Drop (which would drop it again) from running.
+        unsafe { std::ptr::drop_in_place(&mut self.pd) };
+        Ok(())
+    }
+
     /// Deregisters now, reporting failure; on failure the region is handed
     /// back still registered (e.g. `EBUSY` while a memory window is bound).
     ///

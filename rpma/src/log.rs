@@ -124,15 +124,22 @@ pub type LogFunction = dyn Fn(&LogRecord<'_>) + Send + Sync;
 static MAIN: AtomicI32 =
     AtomicI32::new(if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32);
 static AUX: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
+/// The higher of the two thresholds, for [`enabled`]'s one test; written
+/// only under `SETTING`, after `MAIN` or `AUX` changed.
+static EITHER: AtomicI32 =
+    AtomicI32::new(if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32);
+static SETTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 static FUNCTION: RwLock<Option<Box<LogFunction>>> = RwLock::new(None);
 
 /// Sets a threshold (`rpma_log_set_threshold`). Thread-safe.
 pub fn set_threshold(which: LogThreshold, level: LogLevel) {
+    let _one_setter = SETTING.lock().unwrap_or_else(|p| p.into_inner());
     match which {
         LogThreshold::Main => &MAIN,
         LogThreshold::Aux => &AUX,
     }
     .store(level as i32, Ordering::Relaxed);
+    EITHER.store(MAIN.load(Ordering::Relaxed).max(AUX.load(Ordering::Relaxed)), Ordering::Relaxed);
 }
 
 /// Reads a threshold (`rpma_log_get_threshold`).
@@ -156,12 +163,12 @@ pub fn set_function(f: Option<Box<LogFunction>>) {
 /// Whether a message at `level` would be emitted (either threshold admits
 /// it). `rpma_log!` tests this inline before calling [`emit`], so a message
 /// below both thresholds (e.g. the debug line of every registration) costs
-/// two loads and compares, not a call.
+/// one load and compare, not a call.
 #[doc(hidden)]
 #[inline]
 pub fn enabled(level: LogLevel) -> bool {
     let l = level as i32;
-    level != LogLevel::Disabled && (l <= MAIN.load(Ordering::Relaxed) || l <= AUX.load(Ordering::Relaxed))
+    level != LogLevel::Disabled && l <= EITHER.load(Ordering::Relaxed)
 }
 
 /// Emits one message; used through the crate's `rpma_log!` macro.
@@ -279,6 +286,12 @@ mod tests {
         rpma_log!(LogLevel::Debug, "d");
         set_threshold(LogThreshold::Main, LogLevel::Disabled);
         rpma_log!(LogLevel::Fatal, "off");
+        // `enabled` follows the higher of the two thresholds.
+        assert!(!enabled(LogLevel::Fatal));
+        set_threshold(LogThreshold::Aux, LogLevel::Info);
+        assert!(enabled(LogLevel::Info) && !enabled(LogLevel::Debug));
+        set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+        assert!(!enabled(LogLevel::Fatal));
         set_function(None);
         set_threshold(LogThreshold::Main, LogLevel::Warning);
         assert_eq!(threshold(LogThreshold::Main), LogLevel::Warning);

@@ -94,6 +94,9 @@ struct PeerInner {
     caps: Capabilities,
     /// `usage_to_access` for this device, as lookups.
     access: AccessTable,
+    /// The largest length a registration may have: `max_mr_size`, or
+    /// `u64::MAX` when the device reports none (0).
+    mr_len_limit: u64,
     /// Set once `ibv_rereg_mr` answered EOPNOTSUPP: emulate from then on.
     no_native_rereg: std::sync::atomic::AtomicBool,
 }
@@ -156,13 +159,27 @@ impl Peer {
         );
         let access = AccessTable::new(caps.iwarp, caps.native_flush);
         Ok(Peer {
-            inner: Arc::new(PeerInner { pd, ctx: ctx.clone(), caps, access, no_native_rereg: Default::default() }),
+            inner: Arc::new(PeerInner {
+                pd,
+                ctx: ctx.clone(),
+                caps,
+                access,
+                mr_len_limit: if caps.max_mr_size == 0 { u64::MAX } else { caps.max_mr_size },
+                no_native_rereg: Default::default(),
+            }),
         })
     }
 
     /// The probed capabilities.
     pub fn capabilities(&self) -> Capabilities {
         self.inner.caps
+    }
+
+    /// The largest length a registration may have (`max_mr_size`; no limit
+    /// when the device reports none).
+    #[inline]
+    pub(crate) fn mr_len_limit(&self) -> u64 {
+        self.inner.mr_len_limit
     }
 
     /// Whether the device supports On-Demand Paging (then registrations that

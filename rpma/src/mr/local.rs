@@ -3,6 +3,7 @@
 //! keep.
 
 use super::*;
+use std::mem::MaybeUninit;
 
 impl<M: RegMemory> MrLocal<M> {
     /// Size of a descriptor in bytes (21, librpma's `rpma_mr_get_descriptor_size`).
@@ -22,10 +23,8 @@ impl<M: RegMemory> MrLocal<M> {
     /// * [`Error::Provider`] with the errno of `ibv_reg_mr`; for `EOPNOTSUPP`
     ///   the message says whether the ODP retry was refused (peer not ODP
     ///   capable) or failed.
-    pub fn reg(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
-        let (ptr, len) = mem.as_mut_ptr_len();
-        let (mr, odp) = register(peer, ptr, len, usage, None)?;
-        Ok(MrLocal::from_parts(MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
+    pub fn reg(peer: &Peer, mem: M, usage: Usage) -> Result<MrLocal<M>> {
+        Self::reg_new(peer, mem, usage, false)
     }
 
     /// Registers `mem` as [`reg`](Self::reg) does, but zero-based: the
@@ -45,11 +44,49 @@ impl<M: RegMemory> MrLocal<M> {
     ///
     /// # Errors
     /// As [`reg`](Self::reg).
-    pub fn reg_zero_based(peer: &Peer, mut mem: M, usage: Usage) -> Result<MrLocal<M>> {
+    pub fn reg_zero_based(peer: &Peer, mem: M, usage: Usage) -> Result<MrLocal<M>> {
+        Self::reg_new(peer, mem, usage, true)
+    }
+
+    /// [`reg`](Self::reg) and [`reg_zero_based`](Self::reg_zero_based).
+    /// The region's `Arc` is allocated before the verbs call and, on
+    /// success, its parts are written straight into it; a failed call goes
+    /// to [`reg_retry`](Self::reg_retry), out of line.
+    #[inline(always)]
+    fn reg_new(peer: &Peer, mut mem: M, usage: Usage, zero_based: bool) -> Result<MrLocal<M>> {
         let (ptr, len) = mem.as_mut_ptr_len();
-        let iova = ptr as u64 & (rpma_sys::page_size() as u64 - 1);
-        let (mr, odp) = register(peer, ptr, len, usage, Some(iova))?;
-        Ok(MrLocal::from_parts(MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
+        let iova = zero_based.then(|| ptr as u64 & (rpma_sys::page_size() as u64 - 1));
+        let access = check_register(peer, len, usage)?;
+        let slot = Arc::new(MaybeUninit::uninit());
+        // SAFETY: the region keeps `mem` alive and unmoved until `Mr::dereg`
+        // succeeded, and leaks it otherwise (see `register_checked`).
+        #[allow(unsafe_code)]
+        let mr = match unsafe { reg_mr(peer, ptr, len, iova, access) } {
+            Ok(mr) => mr,
+            Err(e) => return Self::reg_retry(slot, peer, mem, usage, access, iova, e),
+        };
+        let region = MrLocal::fill(slot, MrParts { mr, peer: peer.clone(), usage, ptr, len, odp: false, mem });
+        log_registered(region.sys(), len, ptr, usage);
+        Ok(region)
+    }
+
+    /// [`reg_new`](Self::reg_new)'s failed verbs call: the ODP retry, or
+    /// the error.
+    #[cold]
+    #[inline(never)]
+    fn reg_retry(
+        slot: Arc<MaybeUninit<MrInner<M>>>,
+        peer: &Peer,
+        mut mem: M,
+        usage: Usage,
+        access: Access,
+        iova: Option<u64>,
+        e: std::io::Error,
+    ) -> Result<MrLocal<M>> {
+        let (ptr, len) = mem.as_mut_ptr_len();
+        let (mr, odp) = reg_failed(peer, ptr, len, iova, access, e)?;
+        log_registered(&mr, len, ptr, usage);
+        Ok(MrLocal::fill(slot, MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
     }
 
     /// Whether the region was registered zero-based.
@@ -176,6 +213,33 @@ impl<M: RegMemory> MrLocal<M> {
                 let e = mr.held_error(what);
                 Err((mr, e))
             }
+        }
+    }
+
+    /// The region in `slot`, a new allocation nothing else refers to, each
+    /// part written in place (`Arc::new` of a built value copies it from
+    /// the stack; `Arc::get_mut`'s atomics would keep the stores behind
+    /// them).
+    #[inline(always)]
+    fn fill(slot: Arc<MaybeUninit<MrInner<M>>>, p: MrParts<M>) -> MrLocal<M> {
+        let inner = Arc::into_raw(slot).cast_mut().cast::<MrInner<M>>();
+        // SAFETY: `slot` came from `Arc::new` in `reg_new` and was never
+        // cloned, so `inner` is the only pointer to its value: writing
+        // through it races with nothing. Each field is written once, then
+        // `from_raw` takes the allocation back as an `Arc<MrInner<M>>`,
+        // which `Arc::from_raw` allows for a type of the same size and
+        // alignment (`MaybeUninit<T>` has `T`'s).
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::addr_of_mut!((*inner).mr).write(ManuallyDrop::new(p.mr));
+            std::ptr::addr_of_mut!((*inner).mem).write(ManuallyDrop::new(p.mem));
+            std::ptr::addr_of_mut!((*inner).peer).write(p.peer);
+            std::ptr::addr_of_mut!((*inner).usage).write(p.usage);
+            std::ptr::addr_of_mut!((*inner).ptr).write(p.ptr);
+            std::ptr::addr_of_mut!((*inner).len).write(p.len);
+            std::ptr::addr_of_mut!((*inner).odp).write(p.odp);
+            std::ptr::addr_of_mut!((*inner).windows).write(AtomicUsize::new(0));
+            MrLocal { inner: Arc::from_raw(inner) }
         }
     }
 
@@ -336,14 +400,30 @@ impl<M: RegMemory> MrLocal<M> {
     /// [`Error::Provider`] when `ibv_dereg_mr` fails (e.g. `EBUSY` while a
     /// memory window is bound).
     pub fn dereg(self) -> std::result::Result<M, DeregError<M>> {
-        let parts = self.into_parts("dereg").map_err(|(mr, error)| DeregError { mr, error })?;
-        let MrParts { mr, peer, usage, ptr, len, odp, mem } = parts;
-        match mr.dereg() {
-            Ok(()) => Ok(mem),
-            Err((mr, e)) => Err(DeregError {
-                error: Error::provider_raw("ibv_dereg_mr", e),
-                mr: MrLocal::from_parts(MrParts { mr, peer, usage, ptr, len, odp, mem }),
-            }),
+        let mut region = self;
+        // Deregistered in place, so a failure hands the region back as it
+        // is, and success frees the allocation reading only the memory and
+        // the peer out of it.
+        let Some(inner) = Arc::get_mut(&mut region.inner) else {
+            let error = region.held_error("dereg");
+            return Err(DeregError { mr: region, error });
+        };
+        // SAFETY: after Ok, `inner.mr` is never touched again: the region is
+        // only unwrapped by `into_mem` (which skips MrInner's Drop) or leaked.
+        #[allow(unsafe_code)]
+        if let Err(e) = unsafe { inner.mr.dereg_in_place() } {
+            return Err(DeregError { error: Error::provider_raw("ibv_dereg_mr", e), mr: region });
+        }
+        // `get_mut` proved this the only reference (rpma makes no `Weak`
+        // to a region) and `self` is owned, so this unwraps; were it shared
+        // after all, the region is leaked, not dropped (its Drop would
+        // deregister again).
+        match Arc::try_unwrap(region.inner) {
+            Ok(inner) => Ok(inner.into_mem()),
+            Err(shared) => {
+                std::mem::forget(shared);
+                unreachable!("dereg: a region Arc::get_mut found unique was shared")
+            }
         }
     }
 }

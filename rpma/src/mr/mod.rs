@@ -149,6 +149,24 @@ impl<M: RegMemory> MrInner<M> {
     }
 }
 
+impl<M: RegMemory> MrInner<M> {
+    /// The memory of a region whose `mr` was deregistered and taken out
+    /// (`MrLocal::dereg`); the peer is dropped, the registration not
+    /// touched again.
+    #[inline(always)]
+    fn into_mem(self) -> M {
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so `mem` and `peer` are moved out
+        // exactly once and the Drop below (which would deregister `mr`
+        // again) does not run.
+        #[allow(unsafe_code)]
+        unsafe {
+            drop(std::ptr::read(&me.peer));
+            ManuallyDrop::take(&mut me.mem)
+        }
+    }
+}
+
 impl<M: RegMemory> Drop for MrInner<M> {
     fn drop(&mut self) {
         // SAFETY: `mr` is taken once, here (into_parts skips this Drop).
@@ -227,12 +245,16 @@ impl<M: RegMemory> std::error::Error for DeregError<M> {
 /// librpma's ODP fallback; shared by registration and re-registration.
 #[inline(always)]
 pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova: Option<u64>) -> Result<(Mr, bool)> {
-    if len == 0 {
-        return Err(Error::inval("memory to register is 0 bytes long; it must be at least 1 byte"));
-    }
-    let max = peer.capabilities().max_mr_size;
-    if max != 0 && len as u64 > max {
-        return Err(Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}")));
+    let access = check_register(peer, len, usage)?;
+    register_checked(peer, ptr, len, usage, access, iova)
+}
+
+/// [`register`]'s validation: the length against 0 and the device's
+/// `max_mr_size`, the usage, atomics support; the access flags for `usage`.
+#[inline(always)]
+fn check_register(peer: &Peer, len: usize, usage: Usage) -> Result<Access> {
+    if !len_fits(len, peer.mr_len_limit()) {
+        return Err(bad_length(len, peer.capabilities().max_mr_size));
     }
     check_usage(usage)?;
     if usage.contains(Usage::REMOTE_ATOMIC) && !peer.capabilities().atomics {
@@ -241,7 +263,35 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
             peer.device_name()
         )));
     }
-    let access = peer.usage_to_access(usage);
+    Ok(peer.usage_to_access(usage))
+}
+
+/// `1 <= len <= limit` in one test: `0 - 1` wraps above any limit.
+#[inline(always)]
+fn len_fits(len: usize, limit: u64) -> bool {
+    (len as u64).wrapping_sub(1) < limit
+}
+
+/// A length of 0, or above the device's `max_mr_size`.
+#[cold]
+#[inline(never)]
+fn bad_length(len: usize, max: u64) -> Error {
+    if len == 0 {
+        return Error::inval("memory to register is 0 bytes long; it must be at least 1 byte");
+    }
+    Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}"))
+}
+
+/// [`register`]'s verbs call, after [`check_register`] gave `access`.
+#[inline(always)]
+fn register_checked(
+    peer: &Peer,
+    ptr: *mut u8,
+    len: usize,
+    usage: Usage,
+    access: Access,
+    iova: Option<u64>,
+) -> Result<(Mr, bool)> {
     // SAFETY: the caller keeps (ptr, len), the memory of a RegMemory value,
     // alive and unmoved until the returned Mr is deregistered successfully,
     // and leaks it otherwise (MrInner's Drop, dereg and rereg release it
@@ -251,9 +301,7 @@ pub(crate) fn register(peer: &Peer, ptr: *mut u8, len: usize, usage: Usage, iova
         Ok(mr) => (mr, false),
         Err(e) => reg_failed(peer, ptr, len, iova, access, e)?,
     };
-    if crate::log::enabled(LogLevel::Debug) {
-        log_registered(len, ptr, usage, mr.access());
-    }
+    log_registered(&mr, len, ptr, usage);
     Ok((mr, odp))
 }
 
@@ -275,10 +323,18 @@ unsafe fn reg_mr(peer: &Peer, ptr: *mut u8, len: usize, iova: Option<u64>, acces
     }
 }
 
-/// [`register`]'s debug line, out of line.
+/// The debug line of a registration: the threshold test inline, the line
+/// out of line.
+#[inline(always)]
+fn log_registered(mr: &Mr, len: usize, ptr: *mut u8, usage: Usage) {
+    if crate::log::enabled(LogLevel::Debug) {
+        log_registered_line(len, ptr, usage, mr.access());
+    }
+}
+
 #[cold]
 #[inline(never)]
-fn log_registered(len: usize, ptr: *mut u8, usage: Usage, access: u32) {
+fn log_registered_line(len: usize, ptr: *mut u8, usage: Usage, access: u32) {
     rpma_log!(LogLevel::Debug, "registered {len} bytes at {ptr:p} usage {usage:?} access {access:#x}");
 }
 
@@ -369,6 +425,14 @@ fn bad_usage(usage: Usage) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn len_fits_between_1_and_the_limit() {
+        assert!(!len_fits(0, 100) && !len_fits(0, u64::MAX));
+        assert!(len_fits(1, 100) && len_fits(100, 100) && !len_fits(101, 100));
+        assert!(len_fits(usize::MAX, u64::MAX)); // no limit reported
+        assert!(!len_fits(1, 0)); // a limit of 0 admits nothing (Peer maps max 0 to u64::MAX)
+    }
 
     #[test]
     fn odp_fallback_decision() {
