@@ -569,6 +569,7 @@ impl QpEx<'_> {
     /// # Errors
     /// `EOPNOTSUPP` (before anything is built) when a request is not
     /// [`carried`](Self::carries); the errno of `ibv_wr_complete`.
+    #[inline]
     pub unsafe fn post_list(
         &mut self,
         wrs: impl Iterator<Item = ChainWr> + Clone,
