@@ -223,8 +223,8 @@ impl<M: RegMemory> MrLocal<M> {
     #[inline(always)]
     fn fill(slot: Arc<MaybeUninit<MrInner<M>>>, p: MrParts<M>) -> MrLocal<M> {
         let inner = Arc::into_raw(slot).cast_mut().cast::<MrInner<M>>();
-        // SAFETY: `slot` came from `Arc::new` in `reg_new` and was never
-        // cloned, so `inner` is the only pointer to its value: writing
+        // SAFETY: `slot` came from `Arc::new` in `reg_new` (directly or
+        // through `reg_retry`) and was never cloned, so `inner` is the only pointer to its value: writing
         // through it races with nothing. Each field is written once, then
         // `from_raw` takes the allocation back as an `Arc<MrInner<M>>`,
         // which `Arc::from_raw` allows for a type of the same size and

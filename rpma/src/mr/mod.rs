@@ -147,11 +147,9 @@ impl<M: RegMemory> MrInner<M> {
             }
         }
     }
-}
 
-impl<M: RegMemory> MrInner<M> {
-    /// The memory of a region whose `mr` was deregistered and taken out
-    /// (`MrLocal::dereg`); the peer is dropped, the registration not
+    /// The memory of a region whose registration `MrLocal::dereg` ended
+    /// in place (`Mr::dereg_in_place`); the peer is dropped, `mr` not
     /// touched again.
     #[inline(always)]
     fn into_mem(self) -> M {
@@ -169,7 +167,8 @@ impl<M: RegMemory> MrInner<M> {
 
 impl<M: RegMemory> Drop for MrInner<M> {
     fn drop(&mut self) {
-        // SAFETY: `mr` is taken once, here (into_parts skips this Drop).
+        // SAFETY: `mr` is taken once, here (into_parts and into_mem skip
+        // this Drop).
         #[allow(unsafe_code)]
         let mr = unsafe { ManuallyDrop::take(&mut self.mr) };
         match mr.dereg() {
