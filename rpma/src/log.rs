@@ -121,13 +121,13 @@ pub struct LogRecord<'a> {
 /// A user log function (librpma's `rpma_log_function`).
 pub type LogFunction = dyn Fn(&LogRecord<'_>) + Send + Sync;
 
-static MAIN: AtomicI32 =
-    AtomicI32::new(if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32);
+/// The main threshold's default (the auxiliary one is `Disabled`).
+const MAIN_DEFAULT: i32 = if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32;
+static MAIN: AtomicI32 = AtomicI32::new(MAIN_DEFAULT);
 static AUX: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
 /// The higher of the two thresholds, for [`enabled`]'s one test; written
 /// only under `SETTING`, after `MAIN` or `AUX` changed.
-static EITHER: AtomicI32 =
-    AtomicI32::new(if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32);
+static EITHER: AtomicI32 = AtomicI32::new(MAIN_DEFAULT);
 static SETTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 static FUNCTION: RwLock<Option<Box<LogFunction>>> = RwLock::new(None);
 

@@ -216,29 +216,21 @@ impl<M: RegMemory> MrLocal<M> {
         }
     }
 
-    /// The region in `slot`, a new allocation nothing else refers to, each
-    /// part written in place (`Arc::new` of a built value copies it from
-    /// the stack; `Arc::get_mut`'s atomics would keep the stores behind
-    /// them).
+    /// The region in `slot`, a new allocation nothing else refers to,
+    /// written in place (`Arc::new` of a built value copies it from the
+    /// stack; `Arc::get_mut`'s atomics would keep the stores behind them).
     #[inline(always)]
     fn fill(slot: Arc<MaybeUninit<MrInner<M>>>, p: MrParts<M>) -> MrLocal<M> {
         let inner = Arc::into_raw(slot).cast_mut().cast::<MrInner<M>>();
         // SAFETY: `slot` came from `Arc::new` in `reg_new` (directly or
-        // through `reg_retry`) and was never cloned, so `inner` is the only pointer to its value: writing
-        // through it races with nothing. Each field is written once, then
-        // `from_raw` takes the allocation back as an `Arc<MrInner<M>>`,
-        // which `Arc::from_raw` allows for a type of the same size and
-        // alignment (`MaybeUninit<T>` has `T`'s).
+        // through `reg_retry`) and was never cloned, so `inner` is the only
+        // pointer to its value: writing through it races with nothing. The
+        // whole value is written, then `from_raw` takes the allocation back
+        // as an `Arc<MrInner<M>>`, which `Arc::from_raw` allows for a type
+        // of the same size and alignment (`MaybeUninit<T>` has `T`'s).
         #[allow(unsafe_code)]
         unsafe {
-            std::ptr::addr_of_mut!((*inner).mr).write(ManuallyDrop::new(p.mr));
-            std::ptr::addr_of_mut!((*inner).mem).write(ManuallyDrop::new(p.mem));
-            std::ptr::addr_of_mut!((*inner).peer).write(p.peer);
-            std::ptr::addr_of_mut!((*inner).usage).write(p.usage);
-            std::ptr::addr_of_mut!((*inner).ptr).write(p.ptr);
-            std::ptr::addr_of_mut!((*inner).len).write(p.len);
-            std::ptr::addr_of_mut!((*inner).odp).write(p.odp);
-            std::ptr::addr_of_mut!((*inner).windows).write(AtomicUsize::new(0));
+            inner.write(MrInner::new(p));
             MrLocal { inner: Arc::from_raw(inner) }
         }
     }

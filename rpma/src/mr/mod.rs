@@ -117,6 +117,7 @@ pub(crate) struct MrParts<M: RegMemory> {
 }
 
 impl<M: RegMemory> MrInner<M> {
+    #[inline(always)]
     fn new(p: MrParts<M>) -> MrInner<M> {
         MrInner {
             mr: ManuallyDrop::new(p.mr),
