@@ -492,6 +492,51 @@ device_tests!({
         close(c, s);
     }
 
+    /// 0-byte operations post no scatter/gather element (`num_sge` 0, as
+    /// librpma's do) and complete, even at the very end of a region, safe,
+    /// unchecked and chained alike; no byte moves.
+    fn zero_byte_operations_complete() {
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let mut local =
+            MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        local.write_at(0, &[0xa5; 64]).unwrap();
+        let end = remote.size();
+        let expect = |ctx: u64, op: CompletionOp| {
+            let wc = c.cq().next_completion(T).unwrap();
+            assert_eq!((wc.op_context, wc.op, wc.status, wc.byte_len), (ctx, op, WcStatus::SUCCESS, 0));
+        };
+        c.read(&local, 64, &remote, end, 0, Flags::COMPLETION_ALWAYS, 1).unwrap();
+        expect(1, CompletionOp::Read);
+        c.write(&remote, end, &local, 64, 0, Flags::COMPLETION_ALWAYS, 2).unwrap();
+        expect(2, CompletionOp::Write);
+        // SAFETY: `local` outlives both operations, whose completions are
+        // reaped right after each.
+        #[allow(unsafe_code)]
+        unsafe {
+            c.read_unchecked(&local, 0, &remote, 0, 0, Flags::COMPLETION_ALWAYS, 3).unwrap();
+            expect(3, CompletionOp::Read);
+            c.write_unchecked(&remote, 0, &local, 0, 0, Flags::COMPLETION_ALWAYS, 4).unwrap();
+            expect(4, CompletionOp::Write);
+        }
+        let mut ch = c.chain();
+        ch.write(&remote, 0, &local, 0, 0, Flags::COMPLETION_ON_ERROR, 5).unwrap();
+        ch.read(&local, 0, &remote, 8, 0, Flags::COMPLETION_ALWAYS, 6).unwrap();
+        ch.post().unwrap();
+        expect(6, CompletionOp::Read);
+        assert_eq!(c.pending_sends(), 0);
+        let mut b = [0u8; 64];
+        local.read_at(0, &mut b).unwrap();
+        assert_eq!(b, [0xa5; 64], "no byte read");
+        let mut r = [0u8; 8];
+        smr.read_at(0, &mut r).unwrap();
+        let want: Vec<u8> = (0..8u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(&r[..], &want[..], "no byte written");
+        close(c, s);
+    }
+
     /// The unchecked fast paths record nothing: their op_context (up to 56
     /// bits) and kind come back from the work request ID, interleaved with
     /// tracked operations (signaled and not), and the tracked ones still retire

@@ -423,7 +423,7 @@ fn raw_wr(
         ChainWr::Plain(p) => {
             if let Some(s) = p.sge {
                 sge.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
-                w.num_sge = 1;
+                w.num_sge = i32::from(s.length != 0); // a 0-byte element is none, as in `SendWr::build`
             }
             crate::wr::set_op(w, p.op, p.remote_addr, p.rkey);
             w.send_flags = send_flags(p.signaled, p.fence, p.inline);

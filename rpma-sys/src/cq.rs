@@ -369,7 +369,7 @@ impl Cq {
             unsafe { ffi::ibv_ack_cq_events(cq, 1) };
             return Ok(());
         }
-        if self.inner.unacked.fetch_add(1, Ordering::Relaxed) + 1 >= ACK_BATCH {
+        if self.inner.unacked.fetch_add(1, Ordering::Relaxed) >= ACK_BATCH - 1 {
             let n = self.inner.unacked.swap(0, Ordering::Relaxed);
             if n > 0 {
                 // SAFETY: live CQ; `n` events got here and not acknowledged

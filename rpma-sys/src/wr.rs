@@ -143,7 +143,8 @@ pub struct SendWr {
     pub wr_id: u64,
     /// The operation.
     pub op: SendOp,
-    /// Local memory (none for a 0-byte operation).
+    /// Local memory (none for a 0-byte operation; an element of 0 bytes
+    /// is posted as none too, `num_sge` 0).
     pub sge: Option<Sge>,
     /// Remote address (RDMA operations).
     pub remote_addr: u64,
@@ -206,7 +207,8 @@ fn send_flags(signaled: bool, fence: bool) -> u32 {
 #[inline]
 fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
     match s {
-        Some(s) => (ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }, 1),
+        // A 0-byte element is no element (`num_sge` 0), without a branch.
+        Some(s) => (ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }, i32::from(s.length != 0)),
         None => (ffi::ibv_sge { addr: 0, length: 0, lkey: 0 }, 0),
     }
 }

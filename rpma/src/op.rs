@@ -234,7 +234,7 @@ impl<'a, M: RegMemory> Op<'a, M> {
         Ok(SendWr {
             wr_id: 0,
             op: self.verb,
-            sge: (len > 0).then(|| local.mr.sge(local.offset, len32)),
+            sge: Some(local.mr.sge(local.offset, len32)),
             remote_addr,
             rkey,
             signaled,

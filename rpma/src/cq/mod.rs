@@ -142,6 +142,9 @@ pub struct Cq {
     cq: rpma_sys::cq::Cq,
     channel: CompChannel,
     shared: bool,
+    /// Neither `shared` nor `routes`: [`wait`](Cq::wait) goes straight to
+    /// the channel (one test on its path instead of two).
+    plain: bool,
     send: Option<Arc<SendTracker>>,
     recv: Option<Arc<RecvTracker>>,
     srq_recv: Option<Arc<RecvTracker>>,
@@ -171,7 +174,7 @@ impl Cq {
         let cq = rpma_sys::cq::Cq::new(&ctx.0, size, Some(&channel))
             .map_err(|e| Error::provider_raw(format!("ibv_create_cq({size} entries)"), e))?;
         cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))?;
-        Ok(Cq { cq, channel, shared: shared.is_some(), send, recv, srq_recv, routes: None })
+        Ok(Cq { cq, channel, shared: shared.is_some(), plain: shared.is_none(), send, recv, srq_recv, routes: None })
     }
 
     /// A CQ with its own channel whose completions find their trackers by
@@ -179,6 +182,7 @@ impl Cq {
     pub(crate) fn routed(ctx: &IbvContext, size: u32, routes: Arc<Routes>) -> Result<Cq> {
         let mut cq = Cq::new(ctx, size, None, None, None, None)?;
         cq.routes = Some(routes);
+        cq.plain = false;
         Ok(cq)
     }
 
@@ -224,13 +228,13 @@ impl Cq {
     /// re-arming fails.
     #[inline]
     pub fn wait(&self) -> Result<()> {
-        if self.shared {
-            return Err(Error::SharedChannel(
-                "this CQ's completion channel is shared; wait on the connection with Conn::wait".into(),
-            ));
-        }
-        if self.routes.as_ref().is_some_and(|r| r.stashed()) {
-            return Ok(()); // completions set aside by a dropped connection's drain
+        if !self.plain {
+            if self.shared {
+                return Err(shared_channel());
+            }
+            if self.routes.as_ref().is_some_and(|r| r.stashed()) {
+                return Ok(()); // completions set aside by a dropped connection's drain
+            }
         }
         self.cq.get_event().map_err(|_| Error::NoCompletion)?;
         self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
@@ -284,8 +288,10 @@ impl Cq {
     /// As [`get_wc`](Cq::get_wc).
     #[inline]
     pub fn get_completion(&self) -> Result<Completion> {
-        if let Some(r) = &self.routes {
-            return r.get_completion(self);
+        if !self.plain {
+            if let Some(r) = &self.routes {
+                return r.get_completion(self);
+            }
         }
         let mut slot = std::mem::MaybeUninit::uninit();
         match self.cq.poll_in(&mut slot) {
@@ -330,6 +336,12 @@ impl Cq {
     fn translate(&self, w: &PolledWc) -> Completion {
         completion(w, retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref()))
     }
+}
+
+#[cold]
+#[inline(never)]
+fn shared_channel() -> Error {
+    Error::SharedChannel("this CQ's completion channel is shared; wait on the connection with Conn::wait".into())
 }
 
 /// The completion of `w`, given what its tracker recorded (`found`).

@@ -196,8 +196,12 @@ impl SendTracker {
         #[allow(unsafe_code)]
         unsafe { qp.post_built(&mut built, wrid::send(seq)) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
         let hold = hold.map(|h| h());
-        let mask = g.slots.len() - 1;
-        let slot = &mut g.slots[seq as usize & mask];
+        let mask = g.slots.len().wrapping_sub(1);
+        // Never `None` (the length is a power of two); no panic either, so
+        // nothing unwinds with the hold in hand.
+        let Some(slot) = g.slots.get_mut(seq as usize & mask) else {
+            return Err(lost_slot(hold));
+        };
         if slot.is_some() {
             overwritten(slot); // never: the ring had room
         }
@@ -349,6 +353,15 @@ impl SendTracker {
 fn overwritten(slot: &mut Option<Entry>) {
     rpma_log!(LogLevel::Error, "rpma bug: a send-queue slot was still taken when posting; its entry is leaked");
     std::mem::forget(slot.take());
+}
+
+/// A posted operation's entry without a slot (a bug in rpma): its hold is
+/// leaked, since the device may still reach the memory.
+#[cold]
+#[inline(never)]
+fn lost_slot(hold: Option<Hold>) -> Error {
+    std::mem::forget(hold);
+    Error::Unknown("rpma bug: no send-queue slot for a posted operation; its region is leaked".into())
 }
 
 /// Whether `wr` names local memory the device reaches after the post (not
