@@ -501,7 +501,7 @@ impl Qp {
         // in order, their SGEs and inline bytes in the list, which is
         // borrowed (neither moved nor changed) across the call; the caller
         // guarantees the memory the SGEs name.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), first, &mut bad) };
+        let rc = unsafe { self.post_send_raw(first, &mut bad) };
         if rc == 0 {
             return Ok(());
         }

@@ -228,6 +228,9 @@ impl Wc {
 
 struct CqInner {
     cq: *mut ffi::ibv_cq,
+    /// The provider's `poll_cq` and `req_notify_cq`, resolved once.
+    poll: ffi::PollCqFn,
+    notify: ffi::ReqNotifyCqFn,
     ex: bool,
     channel: Option<CompChannel>,
     /// Events got by [`Cq::get_event`] and not acknowledged yet (fewer
@@ -290,6 +293,10 @@ impl Cq {
         Ok(Cq {
             inner: Arc::new(CqInner {
                 cq,
+                // SAFETY: live CQ.
+                poll: unsafe { ffi::poll_cq_fn(cq) },
+                // SAFETY: live CQ.
+                notify: unsafe { ffi::req_notify_cq_fn(cq) },
                 ex: false,
                 channel: channel.cloned(),
                 unacked: AtomicU32::new(0),
@@ -319,6 +326,10 @@ impl Cq {
         Ok(Cq {
             inner: Arc::new(CqInner {
                 cq,
+                // SAFETY: live CQ.
+                poll: unsafe { ffi::poll_cq_fn(cq) },
+                // SAFETY: live CQ.
+                notify: unsafe { ffi::req_notify_cq_fn(cq) },
                 ex: true,
                 channel: channel.cloned(),
                 unacked: AtomicU32::new(0),
@@ -387,7 +398,7 @@ impl Cq {
     #[inline]
     pub fn req_notify(&self, solicited_only: bool) -> io::Result<()> {
         // SAFETY: live CQ.
-        let rc = unsafe { ffi::ibv_req_notify_cq(self.inner.cq, solicited_only as i32) };
+        let rc = unsafe { (self.inner.notify)(self.inner.cq, solicited_only as i32) };
         from_errno_ret(rc, "ibv_req_notify_cq")
     }
 
@@ -416,7 +427,7 @@ impl Cq {
             let want = (max - got).min(CHUNK);
             // SAFETY: live CQ; `raw` has room for `want` entries, and the
             // provider writes the first `n` it returns.
-            let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
+            let n = unsafe { (self.inner.poll)(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
             if n < 0 {
                 return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
             }
@@ -454,7 +465,7 @@ impl Cq {
     pub fn poll_in<'a>(&self, slot: &'a mut MaybeUninit<PolledWc>) -> io::Result<Option<&'a PolledWc>> {
         // SAFETY: live CQ; `slot` has room for one `ibv_wc` (PolledWc is
         // transparent), which the provider initialises when it returns 1.
-        let n = unsafe { ffi::ibv_poll_cq(self.inner.cq, 1, slot.as_mut_ptr().cast()) };
+        let n = unsafe { (self.inner.poll)(self.inner.cq, 1, slot.as_mut_ptr().cast()) };
         match n {
             // SAFETY: the provider returned 1: the entry is initialised.
             1 => Ok(Some(unsafe { slot.assume_init_ref() })),

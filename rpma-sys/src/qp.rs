@@ -151,6 +151,9 @@ pub(crate) enum QpOwner {
 /// or `rdma_destroy_qp` when it was created on a CM ID).
 pub struct Qp {
     qp: *mut ffi::ibv_qp,
+    /// The provider's `post_send` and `post_recv`, resolved once.
+    post_send: ffi::PostSendFn,
+    post_recv: ffi::PostRecvFn,
     owner: QpOwner,
     /// Set once `ibv_destroy_qp` succeeded (Drop then has nothing to do).
     destroyed: bool,
@@ -221,6 +224,10 @@ impl Qp {
     fn wrap(qp: *mut ffi::ibv_qp, owner: QpOwner, pd: &Pd, init: &QpInit<'_>) -> Qp {
         Qp {
             qp,
+            // SAFETY: `qp` is live (just created).
+            post_send: unsafe { ffi::post_send_fn(qp) },
+            // SAFETY: as above.
+            post_recv: unsafe { ffi::post_recv_fn(qp) },
             owner,
             destroyed: false,
             send_ops: init.send_ops_flags,
@@ -229,6 +236,38 @@ impl Qp {
             _recv_cq: init.recv_cq.clone(),
             _srq: init.srq.cloned(),
         }
+    }
+
+    /// `ibv_post_send` through the provider's entry point resolved when the
+    /// QP was created.
+    ///
+    /// # Safety
+    /// `wr` is a valid chain of requests whose memory stays as
+    /// `ibv_post_send` requires; `bad` is valid for writes.
+    #[inline(always)]
+    pub(crate) unsafe fn post_send_raw(
+        &self,
+        wr: *mut ffi::ibv_send_wr,
+        bad: *mut *mut ffi::ibv_send_wr,
+    ) -> std::os::raw::c_int {
+        // SAFETY: live QP; the rest per the function contract.
+        unsafe { (self.post_send)(self.qp, wr, bad) }
+    }
+
+    /// `ibv_post_recv` through the provider's entry point resolved when the
+    /// QP was created.
+    ///
+    /// # Safety
+    /// `wr` is a valid chain of requests whose memory stays as
+    /// `ibv_post_recv` requires; `bad` is valid for writes.
+    #[inline(always)]
+    pub(crate) unsafe fn post_recv_raw(
+        &self,
+        wr: *mut ffi::ibv_recv_wr,
+        bad: *mut *mut ffi::ibv_recv_wr,
+    ) -> std::os::raw::c_int {
+        // SAFETY: live QP; the rest per the function contract.
+        unsafe { (self.post_recv)(self.qp, wr, bad) }
     }
 
     /// The QP number.

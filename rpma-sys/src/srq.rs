@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 struct SrqInner {
     srq: *mut ffi::ibv_srq,
+    /// The provider's `post_srq_recv`, resolved once.
+    post_recv: ffi::PostSrqRecvFn,
     _pd: Pd,
 }
 
@@ -47,7 +49,14 @@ impl Srq {
         if srq.is_null() {
             return Err(last_error("ibv_create_srq"));
         }
-        Ok(Srq { inner: Arc::new(SrqInner { srq, _pd: pd.clone() }) })
+        Ok(Srq {
+            inner: Arc::new(SrqInner {
+                srq,
+                // SAFETY: `srq` is live (just created).
+                post_recv: unsafe { ffi::post_srq_recv_fn(srq) },
+                _pd: pd.clone(),
+            }),
+        })
     }
 
     /// Destroys the SRQ now (`ibv_destroy_srq`), reporting failure. It must
@@ -79,6 +88,22 @@ impl Srq {
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
         self.inner.srq
+    }
+
+    /// `ibv_post_srq_recv` through the provider's entry point resolved when
+    /// the SRQ was created.
+    ///
+    /// # Safety
+    /// `wr` is a valid chain of requests whose memory stays as
+    /// `ibv_post_srq_recv` requires; `bad` is valid for writes.
+    #[inline(always)]
+    pub(crate) unsafe fn post_recv_raw(
+        &self,
+        wr: *mut ffi::ibv_recv_wr,
+        bad: *mut *mut ffi::ibv_recv_wr,
+    ) -> std::os::raw::c_int {
+        // SAFETY: live SRQ; the rest per the function contract.
+        unsafe { (self.inner.post_recv)(self.inner.srq, wr, bad) }
     }
 }
 

@@ -248,7 +248,7 @@ impl Qp {
         // SAFETY: live QP; `b.w` and `b.sge` live across the call (inline
         // data is copied during it); the caller guarantees the referenced
         // memory.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut b.w, &mut bad) };
+        let rc = unsafe { self.post_send_raw(&mut b.w, &mut bad) };
         from_errno_ret(rc, "ibv_post_send")
     }
 
@@ -290,7 +290,7 @@ impl Qp {
             ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 { mw: mw.as_ptr(), rkey, bind_info: info.raw() };
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP, MW and MR; the WR references no local data memory.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_send(BIND_MW)")
     }
 
@@ -308,7 +308,7 @@ impl Qp {
         w.__bindgen_anon_1.invalidate_rkey = rkey;
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; the WR references no memory.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_send(LOCAL_INV)")
     }
 
@@ -325,7 +325,7 @@ impl Qp {
         let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: &mut s, num_sge: n };
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; the caller guarantees the referenced memory.
-        let rc = unsafe { ffi::ibv_post_recv(self.as_ptr(), &mut w, &mut bad) };
+        let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_recv")
     }
 }
@@ -378,7 +378,7 @@ impl Qp {
         // SAFETY: live QP; `w` and the first `n` entries of `sges` (written
         // by `raw_sgl`; the provider reads no more) live across the call;
         // the caller guarantees the referenced memory.
-        let rc = unsafe { ffi::ibv_post_send(self.as_ptr(), &mut w, &mut bad) };
+        let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_send")
     }
 
@@ -400,7 +400,7 @@ impl Qp {
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; `w` and the `n` written entries live across the
         // call; the caller guarantees the referenced memory.
-        let rc = unsafe { ffi::ibv_post_recv(self.as_ptr(), &mut w, &mut bad) };
+        let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_recv")
     }
 }
@@ -418,7 +418,7 @@ impl Srq {
         let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: &mut s, num_sge: n };
         let mut bad = std::ptr::null_mut();
         // SAFETY: live SRQ; the caller guarantees the referenced memory.
-        let rc = unsafe { ffi::ibv_post_srq_recv(self.as_ptr(), &mut w, &mut bad) };
+        let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
         from_errno_ret(rc, "ibv_post_srq_recv")
     }
 }

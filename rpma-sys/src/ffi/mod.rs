@@ -36,79 +36,83 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e }
 }
 
-/// `ibv_post_send`: the provider's `post_send`.
-///
-/// # Safety
-/// `qp` is live; `wr` is a valid chain; `bad` is valid for writes.
-#[inline]
-pub(crate) unsafe fn ibv_post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
-    // SAFETY: per the function contract; every provider sets post_send.
-    unsafe {
-        match (*(*qp).context).ops.post_send {
-            Some(f) => f(qp, wr, bad),
-            None => libc::EOPNOTSUPP,
-        }
-    }
+/// The provider's `post_send` (what `ibv_post_send` calls).
+pub(crate) type PostSendFn = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+/// The provider's `post_recv` (what `ibv_post_recv` calls).
+pub(crate) type PostRecvFn = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+/// The provider's `post_srq_recv` (what `ibv_post_srq_recv` calls).
+pub(crate) type PostSrqRecvFn = unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+/// The provider's `poll_cq` (what `ibv_poll_cq` calls).
+pub(crate) type PollCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+/// The provider's `req_notify_cq` (what `ibv_req_notify_cq` calls).
+pub(crate) type ReqNotifyCqFn = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+
+// What a provider without the entry point answers (none known lacks them).
+unsafe extern "C" fn no_post_send(_: *mut ibv_qp, _: *mut ibv_send_wr, _: *mut *mut ibv_send_wr) -> c_int {
+    libc::EOPNOTSUPP
+}
+unsafe extern "C" fn no_post_recv(_: *mut ibv_qp, _: *mut ibv_recv_wr, _: *mut *mut ibv_recv_wr) -> c_int {
+    libc::EOPNOTSUPP
+}
+unsafe extern "C" fn no_post_srq_recv(_: *mut ibv_srq, _: *mut ibv_recv_wr, _: *mut *mut ibv_recv_wr) -> c_int {
+    libc::EOPNOTSUPP
+}
+unsafe extern "C" fn no_poll_cq(_: *mut ibv_cq, _: c_int, _: *mut ibv_wc) -> c_int {
+    -libc::EOPNOTSUPP
+}
+unsafe extern "C" fn no_req_notify_cq(_: *mut ibv_cq, _: c_int) -> c_int {
+    libc::EOPNOTSUPP
 }
 
-/// `ibv_post_recv`: the provider's `post_recv`.
+// The data-path entry points, resolved once per QP or CQ: `context->ops`
+// is filled when the device is opened and never changes after, so the
+// posts and polls call through a pointer kept beside the handle instead of
+// reading it through the context and testing it every time (the inline
+// functions of verbs.h read it every time and do not test it).
+
+/// `qp`'s `post_send`.
 ///
 /// # Safety
-/// As [`ibv_post_send`].
-#[inline]
-pub(crate) unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+/// `qp` is live.
+pub(crate) unsafe fn post_send_fn(qp: *mut ibv_qp) -> PostSendFn {
     // SAFETY: per the function contract.
-    unsafe {
-        match (*(*qp).context).ops.post_recv {
-            Some(f) => f(qp, wr, bad),
-            None => libc::EOPNOTSUPP,
-        }
-    }
+    unsafe { (*(*qp).context).ops.post_send.unwrap_or(no_post_send) }
 }
 
-/// `ibv_post_srq_recv`: the provider's `post_srq_recv`.
+/// `qp`'s `post_recv`.
 ///
 /// # Safety
-/// `srq` is live; `wr` is a valid chain; `bad` is valid for writes.
-#[inline]
-pub(crate) unsafe fn ibv_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+/// `qp` is live.
+pub(crate) unsafe fn post_recv_fn(qp: *mut ibv_qp) -> PostRecvFn {
     // SAFETY: per the function contract.
-    unsafe {
-        match (*(*srq).context).ops.post_srq_recv {
-            Some(f) => f(srq, wr, bad),
-            None => libc::EOPNOTSUPP,
-        }
-    }
+    unsafe { (*(*qp).context).ops.post_recv.unwrap_or(no_post_recv) }
 }
 
-/// `ibv_poll_cq`: the provider's `poll_cq`; a negative value on error.
+/// `srq`'s `post_srq_recv`.
 ///
 /// # Safety
-/// `cq` is live; `wc` is valid for `n` writes.
-#[inline]
-pub(crate) unsafe fn ibv_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+/// `srq` is live.
+pub(crate) unsafe fn post_srq_recv_fn(srq: *mut ibv_srq) -> PostSrqRecvFn {
     // SAFETY: per the function contract.
-    unsafe {
-        match (*(*cq).context).ops.poll_cq {
-            Some(f) => f(cq, n, wc),
-            None => -libc::EOPNOTSUPP,
-        }
-    }
+    unsafe { (*(*srq).context).ops.post_srq_recv.unwrap_or(no_post_srq_recv) }
 }
 
-/// `ibv_req_notify_cq`: the provider's `req_notify_cq`.
+/// `cq`'s `poll_cq`.
 ///
 /// # Safety
 /// `cq` is live.
-#[inline]
-pub(crate) unsafe fn ibv_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+pub(crate) unsafe fn poll_cq_fn(cq: *mut ibv_cq) -> PollCqFn {
     // SAFETY: per the function contract.
-    unsafe {
-        match (*(*cq).context).ops.req_notify_cq {
-            Some(f) => f(cq, solicited_only),
-            None => libc::EOPNOTSUPP,
-        }
-    }
+    unsafe { (*(*cq).context).ops.poll_cq.unwrap_or(no_poll_cq) }
+}
+
+/// `cq`'s `req_notify_cq`.
+///
+/// # Safety
+/// `cq` is live.
+pub(crate) unsafe fn req_notify_cq_fn(cq: *mut ibv_cq) -> ReqNotifyCqFn {
+    // SAFETY: per the function contract.
+    unsafe { (*(*cq).context).ops.req_notify_cq.unwrap_or(no_req_notify_cq) }
 }
 
 /// `ibv_alloc_mw`: NULL with errno `EOPNOTSUPP` when the provider has no
