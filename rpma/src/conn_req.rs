@@ -1,6 +1,6 @@
 //! Connection request: a connection being set up, on either side.
 
-use crate::conn::{Conn, ConnParts, QpLimits};
+use crate::conn::{Conn, ConnParts, NativeOps, QpLimits};
 use crate::conn_cfg::ConnCfg;
 use crate::cq::{ConnCq, Cq, Trackers};
 use crate::error::{Error, Result};
@@ -282,7 +282,8 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         None => None,
     };
     let limits = QpLimits::new(granted, cfg.max_send_sge(), cfg.max_recv_sge(), cfg.max_inline_data());
-    rpma_log!(LogLevel::Debug, "QP limits {limits:?}");
+    let native = NativeOps::of(id.qp());
+    rpma_log!(LogLevel::Debug, "QP limits {limits:?}, native {native:?}");
     let flush_mr = MrLocal::reg(peer, crate::AlignedBuf::new(8)?, Usage::READ_DST)?;
     if let ConnCq::Shared(scq) = &cq {
         // Last, so that a failure before leaves no route behind; on
@@ -304,5 +305,6 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         closed: Default::default(),
         min_rnr_timer: cfg.min_rnr_timer(),
         limits,
+        native,
     })
 }

@@ -96,7 +96,7 @@ impl Conn {
         }
         dst.check_range("atomic_write: dst", dst_offset, 8)?;
         validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
-        let native = self.parts.qp()?.ex().is_some_and(|ex| ex.has_atomic_write());
+        let native = self.parts.native.atomic_write;
         if native {
             return Ok((WrFlags { wr_id: 0, signaled, fence: flags.fence() }, true));
         }
@@ -127,7 +127,7 @@ impl Conn {
             return Err(unsupported_flush(ty, pmem()));
         }
         dst.check_range("flush: dst", dst_offset, len)?;
-        let native = self.parts.qp()?.ex().is_some_and(|ex| ex.has_flush());
+        let native = self.parts.native.flush;
         if !native {
             dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
         }

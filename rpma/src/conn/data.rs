@@ -168,6 +168,7 @@ impl Conn {
     /// [`Usage::WRITE_DST`], or, for the emulation, the connection's
     /// [`max_inline_data`](Conn::max_inline_data) is below 8; as
     /// [`write`](Conn::write) otherwise.
+    #[inline]
     pub fn atomic_write(
         &self,
         dst: &MrRemote,
@@ -371,6 +372,7 @@ impl Conn {
     ///   peer's `direct_write_to_pmem`, or a region not registered for the
     ///   requested flush type.
     /// * [`Error::Again`], [`Error::Provider`]: as [`write`](Conn::write).
+    #[inline]
     pub fn flush(
         &self,
         dst: &MrRemote,

@@ -11,7 +11,7 @@ mod sg;
 
 pub use crate::op::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
-pub(crate) use parts::{ConnParts, QpLimits};
+pub(crate) use parts::{ConnParts, NativeOps, QpLimits};
 pub use sg::Sg;
 
 use crate::cq::Cq;

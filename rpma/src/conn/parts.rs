@@ -40,6 +40,28 @@ pub(crate) struct ConnParts {
     pub(crate) min_rnr_timer: u8,
     /// What the QP was granted, read once at set-up.
     pub(crate) limits: QpLimits,
+    /// Which operations the QP carries natively, read once at set-up.
+    pub(crate) native: NativeOps,
+}
+
+/// Which of librpma's emulated operations a QP carries natively through
+/// its extended interface (`ibv_wr_atomic_write`, `ibv_wr_flush`): read
+/// once at set-up (the interface does not change), so an operation does not
+/// look it up on every post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct NativeOps {
+    pub(crate) atomic_write: bool,
+    pub(crate) flush: bool,
+}
+
+impl NativeOps {
+    /// What `qp` carries (nothing without a QP or an extended interface).
+    pub(crate) fn of(qp: Option<&rpma_sys::qp::Qp>) -> NativeOps {
+        match qp.and_then(|q| q.ex()) {
+            Some(ex) => NativeOps { atomic_write: ex.has_atomic_write(), flush: ex.has_flush() },
+            None => NativeOps::default(),
+        }
+    }
 }
 
 /// A connection's granted QP capacities, as rpma uses them: the SGE counts
