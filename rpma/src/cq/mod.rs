@@ -142,8 +142,8 @@ pub struct Cq {
     cq: rpma_sys::cq::Cq,
     channel: CompChannel,
     shared: bool,
-    /// Neither `shared` nor `routes`: [`wait`](Cq::wait) goes straight to
-    /// the channel (one test on its path instead of two).
+    /// Neither `shared` nor `routes`: `wait` and `get_completion` test this
+    /// one flag before going to the channel and the CQ (instead of both).
     plain: bool,
     send: Option<Arc<SendTracker>>,
     recv: Option<Arc<RecvTracker>>,
