@@ -405,8 +405,9 @@ fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
 }
 
 /// Writes the `ibv_send_wr` of `wr` into `raw`, unlinked (no ID, `next`
-/// nor `sg_list`: see [`ChainList::link`]), its one SGE (if any) into
-/// `sge` (the SGE of an [`ChainWr::Inline8`] without its address) and the
+/// nor `sg_list`: see [`ChainList::link`]), its one SGE into `sge` (zeros
+/// and `num_sge` 0 when it has none; the SGE of an [`ChainWr::Inline8`]
+/// without its address) and the
 /// bytes of an inline or native atomic write into `val`; see
 /// [`ChainList`] for a native request's.
 #[inline(always)]
@@ -421,10 +422,9 @@ fn raw_wr(
     let w = raw.write(unsafe { std::mem::zeroed() });
     match *wr {
         ChainWr::Plain(p) => {
-            if let Some(s) = p.sge {
-                sge.write(ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey });
-                w.num_sge = i32::from(s.length != 0); // a 0-byte element is none, as in `SendWr::build`
-            }
+            let (s, n) = crate::wr::raw_sge(&p.sge);
+            sge.write(s);
+            w.num_sge = n;
             crate::wr::set_op(w, p.op, p.remote_addr, p.rkey);
             w.send_flags = send_flags(p.signaled, p.fence, p.inline);
         }

@@ -204,8 +204,10 @@ fn send_flags(signaled: bool, fence: bool) -> u32 {
     f
 }
 
+/// `s` in verbs' form and the `num_sge` it makes (a missing or 0-byte
+/// element: none).
 #[inline]
-fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
+pub(crate) fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
     match s {
         // A 0-byte element is no element (`num_sge` 0), without a branch.
         Some(s) => (ffi::ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }, i32::from(s.length != 0)),
