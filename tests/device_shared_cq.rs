@@ -196,6 +196,54 @@ device_tests!({
         close(c1, s1);
     }
 
+    /// A completion set aside for connection X by connection Y's drop must
+    /// not outlive X's route: dropping X retires it too. Otherwise the CQ
+    /// hands out a completion of a gone QP, and a later connection that gets
+    /// X's QP number (forced here with `fault::reuse_qp_num`) has its own
+    /// in-flight operation retired by it, releasing its region early.
+    fn a_set_aside_completion_goes_with_its_connection() {
+        let (sp, cp) = (peer(), peer());
+        let (_region, desc) = server_region(&sp, Usage::READ_SRC);
+        let scq = SharedCq::new(&cp, 64).unwrap();
+        let mut pairs = conns(&cp, &sp, 2, &shared_cfg(&scq), &desc);
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(16).unwrap(), Usage::READ_DST).unwrap();
+        let (x, xs, xr) = pairs.remove(0);
+        let (y, ys, _) = pairs.remove(0);
+        x.read(&dst, 0, &xr, 0, 8, Flags::COMPLETION_ALWAYS, 5).unwrap();
+        // The CQ's event says a completion is in it (X's, the only post),
+        // without reaping it.
+        scq.wait_timeout(T).expect("X's completion arrives");
+        let qx = x.qp_num();
+        close(y, ys); // its drain sets X's completion aside
+        close(x, xs);
+        assert!(
+            matches!(scq.get_completion(), Err(rpma::Error::NoCompletion)),
+            "nothing of the dropped QP {qx} is handed out"
+        );
+        // A new connection Z whose QP reports X's number: the client's QP is
+        // created by ConnReq::new, before the server sees the request.
+        let port = next_port();
+        let ep = rpma::Ep::listen(&sp, &rpma_harness::addr(), port).unwrap();
+        let server = std::thread::spawn(move || {
+            let s = ep.next_conn_req_timeout(None, T).unwrap().connect(&desc).unwrap();
+            assert_eq!(s.next_event_timeout(T).unwrap(), rpma::ConnEvent::Established);
+            s
+        });
+        rpma_sys::fault::reuse_qp_num(qx);
+        let req = rpma::ConnReq::new(&cp, &rpma_harness::addr(), port, Some(&shared_cfg(&scq))).unwrap();
+        let z = req.connect(&[]).unwrap();
+        assert_eq!(z.next_event_timeout(T).unwrap(), rpma::ConnEvent::Established);
+        let zs = server.join().unwrap();
+        let zr = MrRemote::from_descriptor(z.private_data()).unwrap();
+        assert_eq!(z.qp_num(), qx, "the fault makes Z report X's number");
+        z.read(&dst, 8, &zr, 0, 8, Flags::COMPLETION_ALWAYS, 9).unwrap();
+        let wc = scq.next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.qp_num, wc.status.is_success()), (9, qx, true), "Z's own completion first");
+        close(z, zs);
+        rpma_sys::fault::reuse_qp_num(0);
+        drop(dst.dereg().expect("nothing holds the region"));
+    }
+
     fn many_connections_come_and_go_while_another_thread_reaps() {
         // connections are dropped while a poller thread reaps the CQ: every
         // operation of a live connection is reported once, to its own QP

@@ -67,3 +67,53 @@ pub(crate) fn injected(op: &str) -> io::Error {
     log::warn!("{op}: injected failure (fault-injection)");
     io::Error::from_raw_os_error(libc::EBUSY)
 }
+
+/// The real number of the QP renamed by [`reuse_qp_num`] (high half) and the
+/// number it reports (low half); 0: none. Process-wide, since completions
+/// are polled on any thread.
+#[cfg(feature = "fault-injection")]
+static RENAMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The number the next QP created reports; 0: none armed.
+#[cfg(feature = "fault-injection")]
+static RENAME_NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Makes the next QP created (on any thread) report the number `n`, from
+/// `Qp::qp_num` and in its completions' `qp_num`, as a device that reuses
+/// QP numbers would (feature `fault-injection` only). It lasts until the
+/// next `reuse_qp_num` call; `n == 0` disarms and ends the renaming.
+#[cfg(feature = "fault-injection")]
+pub fn reuse_qp_num(n: u32) {
+    RENAME_NEXT.store(n, std::sync::atomic::Ordering::SeqCst);
+    if n == 0 {
+        RENAMED.store(0, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A QP numbered `real` was created: applies an armed [`reuse_qp_num`].
+#[inline]
+pub(crate) fn qp_created(real: u32) {
+    #[cfg(feature = "fault-injection")]
+    {
+        use std::sync::atomic::Ordering::SeqCst;
+        let n = RENAME_NEXT.swap(0, SeqCst);
+        if n != 0 {
+            log::warn!("QP {real} reports number {n} (fault-injection)");
+            RENAMED.store(u64::from(real) << 32 | u64::from(n), SeqCst);
+        }
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = real;
+}
+
+/// The number QP `real` reports (itself unless renamed).
+#[inline(always)]
+pub(crate) fn qp_num(real: u32) -> u32 {
+    #[cfg(feature = "fault-injection")]
+    {
+        let r = RENAMED.load(std::sync::atomic::Ordering::Relaxed);
+        if r != 0 && (r >> 32) as u32 == real {
+            return r as u32;
+        }
+    }
+    real
+}

@@ -222,6 +222,8 @@ impl Qp {
     }
 
     fn wrap(qp: *mut ffi::ibv_qp, owner: QpOwner, pd: &Pd, init: &QpInit<'_>) -> Qp {
+        // SAFETY: `qp` is live (just created).
+        crate::fault::qp_created(unsafe { (*qp).qp_num });
         Qp {
             qp,
             // SAFETY: `qp` is live (just created).
@@ -273,7 +275,7 @@ impl Qp {
     /// The QP number.
     pub fn qp_num(&self) -> u32 {
         // SAFETY: live QP.
-        unsafe { (*self.qp).qp_num }
+        crate::fault::qp_num(unsafe { (*self.qp).qp_num })
     }
 
     /// Actual capacities granted by the provider, `(max_send_wr,

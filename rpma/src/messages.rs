@@ -177,8 +177,15 @@ impl Messages {
     /// [`Error::Inval`] for a slot that does not exist or `len` over the
     /// slot size.
     pub fn received(&self, n: usize, len: usize) -> Result<Vec<u8>> {
+        // Checked before allocating: `len` comes from the caller (often a
+        // completion's byte_len), and a huge one must be an error, not a
+        // capacity-overflow panic or an allocation-failure abort.
+        let slot = self.recv_slot(n)?;
+        if len > self.slot_size {
+            return Err(Error::inval(format!("received: length {len} exceeds the slot size {}", self.slot_size)));
+        }
         let mut out = vec![0u8; len];
-        self.recv_slot(n)?.read_at(0, &mut out)?;
+        slot.read_at(0, &mut out)?;
         Ok(out)
     }
 }

@@ -258,6 +258,18 @@ impl Routes {
             }
         }
         let mut map = self.write();
+        // What an earlier drain (another connection's removal) set aside for
+        // this QP is retired here too, under the write lock, before the
+        // route goes: left in the stash it would be handed out later as a
+        // completion of a gone QP, and routed to whichever connection gets
+        // the same QP number next (retiring that one's entries early).
+        lock(&self.stash).retain(|w| {
+            if w.qp_num() != qp_num {
+                return true;
+            }
+            let _ = route(&map, w);
+            false
+        });
         if let Some(t) = map.remove(&qp_num) {
             let mut reserved = lock(&self.reserved);
             *reserved = reserved.saturating_sub(t.entries);
