@@ -263,6 +263,20 @@ device_tests!({
         let e = mw.remote_invalidated(&bind_wc).unwrap_err();
         assert!(e.to_string().contains("not a successful receive"), "{e}");
         still_bound(&mw, &mr, "the bind's own completion");
+        // 1b. A completion built by hand naming the window's rkey is not the
+        // device's word: the window stays bound, on the device too.
+        let forged = rpma::Completion {
+            op: CompletionOp::Recv,
+            status: WcStatus::SUCCESS,
+            invalidated_rkey: Some(mw.rkey()),
+            ..rpma::Cq::EMPTY
+        };
+        let e = mw.remote_invalidated(&forged).unwrap_err();
+        assert!(e.to_string().contains("no completion queue of this window's peer"), "{e}");
+        still_bound(&mw, &mr, "a forged completion");
+        let wsrc = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
+        c.write(&remote, 0, &wsrc, 0, 8, Flags::COMPLETION_ALWAYS, 100).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "still bound on the device");
         // 2. Invalidation needs its own completion.
         let e = s.invalidate_mw(&mut mw, Flags::COMPLETION_ON_ERROR, 2).unwrap_err();
         assert!(e.to_string().contains("COMPLETION_ALWAYS"), "{e}");

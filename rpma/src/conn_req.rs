@@ -212,7 +212,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     let cq = match cfg.shared_cq() {
         Some(scq) => ConnCq::Shared(scq.clone()),
         None => ConnCq::Own(Cq::new(
-            ctx,
+            peer,
             cfg.cq_size(),
             shared.as_ref(),
             Some(send.clone()),
@@ -221,7 +221,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         )?),
     };
     let rcq = if cfg.rcq_size() > 0 && srq.as_ref().is_none_or(|s| s.rcq().is_none()) {
-        Some(Cq::new(ctx, cfg.rcq_size(), shared.as_ref(), None, Some(recv.clone()), srq_recv.clone())?)
+        Some(Cq::new(peer, cfg.rcq_size(), shared.as_ref(), None, Some(recv.clone()), srq_recv.clone())?)
     } else {
         None
     };

@@ -101,6 +101,44 @@ impl Confirm for MwShared {
     }
 }
 
+/// The windows of one protection domain (a [`Peer`]), for the completion
+/// queues of its connections: a successful receive completion that the
+/// device marks `IBV_WC_WITH_INV` is the device's word that the window with
+/// that rkey no longer reaches its region, and ends that binding here, as
+/// it is polled. Nothing the user hands in can end a binding: a
+/// [`Completion`](crate::Completion) is plain data anyone can build or
+/// copy, so it is never taken as evidence.
+#[derive(Default)]
+pub(crate) struct Windows(Mutex<Vec<std::sync::Weak<MwShared>>>);
+
+impl Windows {
+    /// Tracks `w` (dropped windows' entries are cleared on the way).
+    fn add(&self, w: &Arc<MwShared>) -> Result<()> {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|x| x.strong_count() > 0);
+        v.try_reserve(1).map_err(|_| Error::NoMem("cannot track another memory window".into()))?;
+        v.push(Arc::downgrade(w));
+        Ok(())
+    }
+
+    /// The device reported rkey `rkey` invalidated by a received
+    /// send-with-invalidate on a QP of this protection domain: the window
+    /// bound with that rkey no longer reaches its region.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn invalidated(&self, rkey: u32) {
+        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for w in v.iter().filter_map(std::sync::Weak::upgrade) {
+            let mut st = w.lock();
+            if st.binding.as_ref().is_some_and(|b| b.rkey == rkey) {
+                st.binding = None;
+                st.invalidating = None;
+                return;
+            }
+        }
+    }
+}
+
 /// A memory window (`ibv_mw`), allocated on a peer's protection domain and
 /// bound over part of a region with [`Conn::bind_mw`](crate::Conn::bind_mw).
 ///
@@ -109,7 +147,8 @@ impl Confirm for MwShared {
 /// [`Error::Again`] naming the window). The hold ends only when the device
 /// confirms the window no longer reaches the region: the successful
 /// completion of its [`Conn::invalidate_mw`](crate::Conn::invalidate_mw), a
-/// successful receive completion that names its rkey as invalidated
+/// successful receive completion that the device marks as invalidating its
+/// rkey, as a completion queue of this peer's connections polls it
 /// ([`Mw::remote_invalidated`]), or a successful `ibv_dealloc_mw` when the
 /// window is dropped. If deallocation fails, the window and its region are
 /// leaked, never freed. Its [`descriptor`](Mw::descriptor) has the 21-byte
@@ -167,7 +206,11 @@ impl Mw {
         }
         let mw = rpma_sys::mw::Mw::alloc(peer.pd(), ty).map_err(|e| Error::provider_raw("ibv_alloc_mw", e))?;
         let st = MwState { rkey: mw.rkey(), binding: None, invalidating: None };
-        Ok(Mw { mw: ManuallyDrop::new(mw), shared: Arc::new(MwShared(Mutex::new(st))), peer: peer.clone() })
+        let shared = Arc::new(MwShared(Mutex::new(st)));
+        // On failure the window is dropped unbound: ibv_dealloc_mw.
+        let m = Mw { mw: ManuallyDrop::new(mw), shared, peer: peer.clone() };
+        peer.windows().add(&m.shared)?;
+        Ok(m)
     }
 
     /// The window's type.
@@ -211,25 +254,41 @@ impl Mw {
         Ok(wire::encode_mr(&MrDesc { addr, size: b.len, rkey: b.rkey, usage: usage.bits() as u8 }))
     }
 
-    /// Records that the remote side invalidated this window with a
-    /// send-with-invalidate, whose receive is `completion`, and releases the
-    /// region: only when the completion is a successful receive that names
-    /// this window's rkey as invalidated, which is the device's confirmation.
+    /// Whether the remote side's send-with-invalidate, whose receive is
+    /// `completion`, released the window: `Ok` when the completion is a
+    /// successful receive naming this window's rkey as invalidated and the
+    /// window is no longer bound.
+    ///
+    /// The binding (and the window's hold on its region) ends when the
+    /// device reports the invalidation, at the moment a completion queue of
+    /// one of this peer's connections polls that receive, not when this is
+    /// called: a [`Completion`](crate::Completion) is plain data that safe
+    /// code can build or copy, so it is never taken as evidence of what the
+    /// device did. This call only tells the caller what happened.
     ///
     /// Some providers (rxe on Linux 6.1, measured) invalidate the window but
-    /// do not report the invalidated rkey; then nothing confirms it and this
-    /// call fails: drop the window (`ibv_dealloc_mw`) to release the region.
+    /// do not report the invalidated rkey; then nothing confirms it and the
+    /// window stays bound: drop the window (`ibv_dealloc_mw`) to release the
+    /// region.
+    ///
+    /// ```
+    /// use rpma::{Completion, CompletionOp, Cq};
+    /// // A value built by hand says the window was invalidated...
+    /// let forged = Completion { op: CompletionOp::Recv, invalidated_rkey: Some(0x1234), ..Cq::EMPTY };
+    /// // ...but no call releases a region on its word: `Mw::remote_invalidated`
+    /// // only reports what the window's completion queues saw.
+    /// # let _ = forged;
+    /// ```
     ///
     /// # Errors
-    /// [`Error::Inval`] when the window is not bound, or the completion is
-    /// not a successful receive naming this window's rkey (it names another
-    /// rkey, none, or is another operation's); the window stays bound and
-    /// keeps its region.
+    /// [`Error::Inval`] when the completion is not a successful receive
+    /// naming this window's rkey (it names another rkey, none, or is
+    /// another operation's), or when the window is still bound: no
+    /// completion queue of this peer has polled the device's report of the
+    /// invalidation (the completion was not polled from one, or was built
+    /// or copied by hand). The window then stays bound and keeps its region.
     pub fn remote_invalidated(&mut self, completion: &crate::Completion) -> Result<()> {
-        let mut st = self.shared.lock();
-        let Some(b) = st.binding.as_ref() else {
-            return Err(Error::inval("remote_invalidated: the memory window is not bound"));
-        };
+        let st = self.shared.lock();
         if !completion.status.is_success() || completion.op != crate::CompletionOp::Recv {
             return Err(Error::inval(format!(
                 "remote_invalidated: the completion is a {:?} with status \"{}\", not a successful receive; \
@@ -238,15 +297,16 @@ impl Mw {
             )));
         }
         match completion.invalidated_rkey {
-            Some(k) if k == b.rkey => {
-                st.binding = None;
-                st.invalidating = None;
-                Ok(())
-            }
+            Some(k) if k == st.rkey && st.binding.is_none() => Ok(()),
+            Some(k) if k == st.rkey => Err(Error::inval(format!(
+                "remote_invalidated: no completion queue of this window's peer has polled the device's report that \
+                 rkey {k:#x} was invalidated (the completion was not polled from one, or was built or copied by \
+                 hand); the window stays bound"
+            ))),
             Some(k) => Err(Error::inval(format!(
                 "remote_invalidated: the completion invalidated rkey {k:#x}, not this window's {:#x}; the window \
                  stays bound",
-                b.rkey
+                st.rkey
             ))),
             None => Err(Error::inval(
                 "remote_invalidated: the completion names no invalidated rkey (the provider does not report it, \

@@ -99,6 +99,10 @@ struct PeerInner {
     mr_len_limit: u64,
     /// Set once `ibv_rereg_mr` answered EOPNOTSUPP: emulate from then on.
     no_native_rereg: std::sync::atomic::AtomicBool,
+    /// The memory windows allocated on this protection domain, which the
+    /// completion queues of this peer's connections tell of an invalidation
+    /// the device reports (a receive's `IBV_WC_WITH_INV`).
+    windows: Arc<crate::mw::Windows>,
 }
 
 /// A local RDMA peer (librpma's `rpma_peer`): a protection domain on one
@@ -166,6 +170,7 @@ impl Peer {
                 access,
                 mr_len_limit: if caps.max_mr_size == 0 { u64::MAX } else { caps.max_mr_size },
                 no_native_rereg: Default::default(),
+                windows: Default::default(),
             }),
         })
     }
@@ -206,6 +211,11 @@ impl Peer {
     /// The device context.
     pub fn context(&self) -> &IbvContext {
         &self.inner.ctx
+    }
+
+    /// The windows allocated on this peer.
+    pub(crate) fn windows(&self) -> &Arc<crate::mw::Windows> {
+        &self.inner.windows
     }
 
     /// The `IBV_ACCESS_*` flags a region with `usage` is registered with on

@@ -137,7 +137,7 @@ impl Srq {
             .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
         let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size)?);
         let rcq = if cfg.rcq_size > 0 {
-            Some(Cq::new(peer.context(), cfg.rcq_size, None, None, None, Some(tracker.clone()))?)
+            Some(Cq::new(peer, cfg.rcq_size, None, None, None, Some(tracker.clone()))?)
         } else {
             None
         };

@@ -8,7 +8,8 @@ pub(crate) use shared::{ConnCq, Routes, Trackers};
 use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
-use crate::utils::IbvContext;
+use crate::mw::Windows;
+use crate::peer::Peer;
 pub use crate::wrid::CompletionOp;
 use crate::wrid::{self, WrId};
 use rpma_sys::cq::{CompChannel, PolledWc, WC_WITH_IMM, WC_WITH_INV};
@@ -150,6 +151,9 @@ pub struct Cq {
     srq_recv: Option<Arc<RecvTracker>>,
     /// A shared CQ's trackers by QP number (instead of the three above).
     routes: Option<Arc<Routes>>,
+    /// The peer's memory windows: a receive the device reports as having
+    /// invalidated one ends that window's binding here.
+    windows: Arc<Windows>,
 }
 
 impl fmt::Debug for Cq {
@@ -160,13 +164,14 @@ impl fmt::Debug for Cq {
 
 impl Cq {
     pub(crate) fn new(
-        ctx: &IbvContext,
+        peer: &Peer,
         size: u32,
         shared: Option<&CompChannel>,
         send: Option<Arc<SendTracker>>,
         recv: Option<Arc<RecvTracker>>,
         srq_recv: Option<Arc<RecvTracker>>,
     ) -> Result<Cq> {
+        let ctx = peer.context();
         let channel = match shared {
             Some(c) => c.clone(),
             None => CompChannel::new(&ctx.0).map_err(|e| Error::provider_raw("ibv_create_comp_channel", e))?,
@@ -174,13 +179,23 @@ impl Cq {
         let cq = rpma_sys::cq::Cq::new(&ctx.0, size, Some(&channel))
             .map_err(|e| Error::provider_raw(format!("ibv_create_cq({size} entries)"), e))?;
         cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))?;
-        Ok(Cq { cq, channel, shared: shared.is_some(), plain: shared.is_none(), send, recv, srq_recv, routes: None })
+        Ok(Cq {
+            cq,
+            channel,
+            shared: shared.is_some(),
+            plain: shared.is_none(),
+            send,
+            recv,
+            srq_recv,
+            routes: None,
+            windows: peer.windows().clone(),
+        })
     }
 
     /// A CQ with its own channel whose completions find their trackers by
     /// QP number in `routes` (a [`SharedCq`]).
-    pub(crate) fn routed(ctx: &IbvContext, size: u32, routes: Arc<Routes>) -> Result<Cq> {
-        let mut cq = Cq::new(ctx, size, None, None, None, None)?;
+    pub(crate) fn routed(peer: &Peer, size: u32, routes: Arc<Routes>) -> Result<Cq> {
+        let mut cq = Cq::new(peer, size, None, None, None, None)?;
         cq.routes = Some(routes);
         cq.plain = false;
         Ok(cq)
@@ -334,7 +349,8 @@ impl Cq {
 
     #[inline]
     fn translate(&self, w: &PolledWc) -> Completion {
-        completion(w, retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref()))
+        let found = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
+        completion(w, found, &self.windows)
     }
 }
 
@@ -344,9 +360,11 @@ fn shared_channel() -> Error {
     Error::SharedChannel("this CQ's completion channel is shared; wait on the connection with Conn::wait".into())
 }
 
-/// The completion of `w`, given what its tracker recorded (`found`).
+/// The completion of `w`, given what its tracker recorded (`found`); a
+/// successful receive that invalidated a window of the peer's (`windows`)
+/// ends that window's binding.
 #[inline]
-fn completion(w: &PolledWc, found: Option<(u64, CompletionOp)>) -> Completion {
+fn completion(w: &PolledWc, found: Option<(u64, CompletionOp)>, windows: &Windows) -> Completion {
     let (op_context, op) = match found {
         Some(x) => x,
         None => unknown(w),
@@ -365,6 +383,9 @@ fn completion(w: &PolledWc, found: Option<(u64, CompletionOp)>) -> Completion {
     if w.wc_flags() & (WC_WITH_IMM | WC_WITH_INV) != 0 {
         c.imm = (w.wc_flags() & WC_WITH_IMM != 0).then_some(w.imm_data());
         c.invalidated_rkey = (w.wc_flags() & WC_WITH_INV != 0).then_some(w.imm_data());
+        if let (Some(rkey), true) = (c.invalidated_rkey, c.status.is_success()) {
+            windows.invalidated(rkey);
+        }
     }
     c
 }

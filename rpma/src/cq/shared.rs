@@ -76,7 +76,7 @@ impl SharedCq {
         }
         crate::peer::Capabilities::check_size("SharedCq size", size, max, "max_cqe")?;
         let routes = Arc::new(Routes::new(size)?);
-        let cq = Cq::routed(peer.context(), size, routes.clone())?;
+        let cq = Cq::routed(peer, size, routes.clone())?;
         Ok(SharedCq { inner: Arc::new(Inner { cq, routes, peer: peer.clone() }) })
     }
 
@@ -243,7 +243,8 @@ impl Routes {
                     }
                 };
                 if w.qp_num() == qp_num {
-                    let _ = route(&map, &w);
+                    // Retired, and a window invalidation it reports noted.
+                    let _ = super::completion(&w, route(&map, &w), &cq.windows);
                     continue;
                 }
                 let mut stash = lock(&self.stash);
@@ -252,7 +253,7 @@ impl Routes {
                 } else {
                     // Its tracker entry is retired, so its region is not
                     // held for ever; only the report is lost.
-                    let c = super::completion(&w, route(&map, &w));
+                    let c = super::completion(&w, route(&map, &w), &cq.windows);
                     rpma_log!(LogLevel::Error, "shared CQ: no memory to keep a completion, dropped: {c:?}");
                 }
             }
@@ -267,7 +268,7 @@ impl Routes {
             if w.qp_num() != qp_num {
                 return true;
             }
-            let _ = route(&map, w);
+            let _ = super::completion(w, route(&map, w), &cq.windows);
             false
         });
         if let Some(t) = map.remove(&qp_num) {
@@ -285,10 +286,10 @@ impl Routes {
     pub(crate) fn get_completion(&self, cq: &Cq) -> Result<Completion> {
         let map = self.read();
         if let Some(w) = lock(&self.stash).pop_front() {
-            return Ok(super::completion(&w, route(&map, &w)));
+            return Ok(super::completion(&w, route(&map, &w), &cq.windows));
         }
         match cq.cq.poll_one() {
-            Ok(Some(w)) => Ok(super::completion(&w, route(&map, &w))),
+            Ok(Some(w)) => Ok(super::completion(&w, route(&map, &w), &cq.windows)),
             Ok(None) => Err(Error::NoCompletion),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
         }
@@ -302,14 +303,14 @@ impl Routes {
             let mut stash = lock(&self.stash);
             while got < wc.len() {
                 let Some(w) = stash.pop_front() else { break };
-                wc[got] = super::completion(&w, route(&map, &w));
+                wc[got] = super::completion(&w, route(&map, &w), &cq.windows);
                 got += 1;
             }
         }
         let rest = &mut wc[got..];
         let polled = cq
             .cq
-            .poll_each(rest.len(), |i, w| rest[i] = super::completion(w, route(&map, w)))
+            .poll_each(rest.len(), |i, w| rest[i] = super::completion(w, route(&map, w), &cq.windows))
             .map_err(|e| Error::provider_raw("ibv_poll_cq", e));
         match polled {
             Ok(n) => Ok(got + n),
