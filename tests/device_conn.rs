@@ -188,7 +188,9 @@ device_tests!({
             return;
         };
         let path = format!("{dir}/native-persistent-flush");
-        let f = rpma::MappedFile::open(&path, 1 << 20).unwrap();
+        // SAFETY: the test's own file on the VM's pmem, never truncated.
+        #[allow(unsafe_code)]
+        let f = unsafe { rpma::MappedFile::open(&path, 1 << 20) }.unwrap();
         let usage = Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT | Usage::FLUSH_TYPE_VISIBILITY;
         let smr = MrLocal::reg(&sp, f, usage).unwrap();
         assert!(smr.is_odp(), "FS-DAX registers through the ODP fallback");

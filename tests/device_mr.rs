@@ -259,18 +259,27 @@ device_tests!({
         assert!(!mr.is_odp() && !mr.access().contains(Access::ON_DEMAND));
         // A shared mapping of a non-DAX file registers normally.
         let tmp = std::env::temp_dir().join(format!("rpma-test-{}", std::process::id()));
-        let f = rpma::MappedFile::open(&tmp, 1 << 16).unwrap();
+        // SAFETY: the test's own file, never truncated while mapped.
+        #[allow(unsafe_code)]
+        let f = unsafe { rpma::MappedFile::open(&tmp, 1 << 16) }.unwrap();
         let mr = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
         assert!(!mr.is_odp());
         drop(mr);
         let _ = std::fs::remove_file(&tmp);
+        // A sealed anonymous file (the safe constructor) registers the same way.
+        let f = rpma::MappedFile::sealed("rpma-device-mr", 1 << 16).unwrap();
+        let mr = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
+        assert!(!mr.is_odp());
+        drop(mr.dereg().map_err(|e| e.error).unwrap());
 
         let Ok(dir) = std::env::var("RPMA_TEST_PMEM_DIR") else {
             assert!(!in_vm(), "the harness VM always provides RPMA_TEST_PMEM_DIR");
             println!("  no RPMA_TEST_PMEM_DIR on this native host: FS-DAX case not run");
             return;
         };
-        let f = rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20).unwrap();
+        // SAFETY: as above, on the VM's FS-DAX pmem.
+        #[allow(unsafe_code)]
+        let f = unsafe { rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20) }.unwrap();
         let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
         if p.is_odp_capable() {
             let mr = r.expect("ODP retry succeeds on an ODP-capable device");

@@ -253,7 +253,10 @@ pub enum Memory {
 impl Memory {
     pub fn reg(peer: &Peer, path: Option<&str>, len: usize, usage: rpma::Usage) -> Res<Memory> {
         Ok(match path {
-            Some(p) => Memory::File(rpma::MrLocal::reg(peer, rpma::MappedFile::open(p, len)?, usage)?),
+            // SAFETY: the pmem-path is the example's own file, which nothing
+            // else truncates while the example runs (as librpma's examples
+            // assume of theirs).
+            Some(p) => Memory::File(rpma::MrLocal::reg(peer, unsafe { rpma::MappedFile::open(p, len)? }, usage)?),
             None => Memory::Dram(rpma::MrLocal::reg(peer, rpma::AlignedBuf::new(len)?, usage)?),
         })
     }

@@ -196,54 +196,103 @@ unsafe impl RegMemory for AlignedBuf {
     }
 }
 
-/// A file mapped shared and read-write, to register, e.g. persistent memory
-/// on an FS-DAX file system (librpma's examples take such a `pmem-path`).
+/// A file mapped shared and read-write, to register: persistent memory on
+/// an FS-DAX file system (librpma's examples take such a `pmem-path`), or
+/// a sealed anonymous file.
 ///
 /// Registering FS-DAX memory needs On-Demand Paging: on a device without it
 /// registration fails with [`Error::Provider`] (`EOPNOTSUPP`), as librpma's
 /// does.
 ///
+/// A file mapping is only as safe as the file's size is stable: when any
+/// handle (in this process or another) truncates the file, the pages past
+/// the new end are gone, and touching them raises `SIGBUS` (a copy from
+/// them is undefined behaviour, and the device may still be asked to reach
+/// them). So the constructors that map a file anyone can shrink are
+/// `unsafe` ([`open`](Self::open), as memmap2's `Mmap::map`); the safe ones
+/// map files whose size is sealed: [`sealed`](Self::sealed) (a new
+/// anonymous file, sealed at once) and [`from_sealed_file`](Self::from_sealed_file)
+/// (a file that carries `F_SEAL_SHRINK`, which cannot be removed).
+///
+/// Safe code cannot call `open`:
+///
+/// ```compile_fail,E0133
+/// # fn f() -> rpma::Result<()> {
+/// let f = rpma::MappedFile::open("/tmp/x", 4096)?; // error: call to unsafe function
+/// // ... because this could make the mapping's pages vanish:
+/// std::fs::OpenOptions::new().write(true).open("/tmp/x").unwrap().set_len(0).unwrap();
+/// # let _ = f; Ok(()) }
+/// ```
+///
 /// The bytes of a shared mapping can change under the program (another
 /// mapping of the file, another process, the device), so the safe accessors
 /// copy ([`read_at`](Self::read_at), [`write_at`](Self::write_at)) and never
 /// hand out a reference; [`as_slice`](Self::as_slice) and
-/// [`as_mut_slice`](Self::as_mut_slice) do, under an `unsafe` contract (as
-/// memmap2's `Mmap::map`). Another process truncating the file makes access
-/// to the lost pages raise `SIGBUS`, as with any shared mapping.
+/// [`as_mut_slice`](Self::as_mut_slice) do, under an `unsafe` contract.
 ///
-/// ```no_run
-/// let mut f = rpma::MappedFile::open("/mnt/pmem/log", 1 << 20)?;
+/// ```
+/// let mut f = rpma::MappedFile::sealed("log", 1 << 20)?;
 /// f.write_at(0, b"hello")?;
-/// f.persist()?;
+/// let mut got = [0u8; 5];
+/// f.read_at(0, &mut got)?;
+/// assert_eq!(&got, b"hello");
 /// # Ok::<(), rpma::Error>(())
 /// ```
 ///
-/// Opening a file twice gives two mappings of the same bytes, so a
-/// reference into one would alias writes through the other: safe code
-/// cannot get one.
+/// A reference into a mapping would alias writes through any other
+/// mapping of the same file: safe code cannot get one.
 ///
 /// ```compile_fail,E0133
 /// # fn f() -> rpma::Result<()> {
-/// let a = rpma::MappedFile::open("/tmp/x", 4096)?;
-/// let mut b = rpma::MappedFile::open("/tmp/x", 4096)?;
+/// let a = rpma::MappedFile::sealed("x", 4096)?;
 /// let r: &[u8] = a.as_slice(); // error: as_slice is unsafe
-/// b.write_at(0, b"changes r's bytes")?;
 /// # let _ = r; Ok(()) }
 /// ```
 #[derive(Debug)]
 pub struct MappedFile {
     map: rpma_sys::mmap::FileMapping,
     path: std::path::PathBuf,
+    /// The mapped file, kept open for [`AsFd`](std::os::fd::AsFd).
+    file: std::fs::File,
+}
+
+/// The mapped file's descriptor: e.g. to hand a [`sealed`](MappedFile::sealed)
+/// file to another process, which maps it with
+/// [`from_sealed_file`](MappedFile::from_sealed_file). (For a file mapped
+/// with the `unsafe` [`open`](MappedFile::open), its contract covers this
+/// descriptor too: nothing may shrink the file through it.)
+impl std::os::fd::AsFd for MappedFile {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
 }
 
 impl MappedFile {
     /// Opens (creating if needed) the file at `path`, grows it to at least
     /// `len` bytes, and maps its first `len` bytes.
     ///
+    /// # Safety
+    /// While the value lives (for ever, if it is leaked or owned by a
+    /// region whose deregistration failed), nothing may shrink the file
+    /// below `len` bytes: no truncation through any handle, in this process
+    /// or another, no hole punched into the mapped range that makes it
+    /// unreadable, and the file is not replaced underneath a DAX mapping.
+    /// (Writes through other mappings are allowed: the safe accessors copy.)
+    ///
+    /// ```no_run
+    /// // SAFETY: /mnt/pmem/log belongs to this program, and nothing else
+    /// // truncates it while the mapping lives.
+    /// let mut f = unsafe { rpma::MappedFile::open("/mnt/pmem/log", 1 << 20)? };
+    /// f.write_at(0, b"hello")?;
+    /// f.persist()?;
+    /// # Ok::<(), rpma::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Inval`] for `len == 0`; [`Error::Provider`] with the errno of
     /// the failing `open`, `ftruncate` or `mmap`.
-    pub fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
+    #[allow(unsafe_code)]
+    pub unsafe fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
         let path = path.as_ref();
         if len == 0 {
             return Err(Error::inval(format!(
@@ -264,7 +313,64 @@ impl MappedFile {
             file.set_len(len as u64).map_err(|e| io("ftruncate", e))?;
         }
         let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
-        Ok(MappedFile { map, path: path.to_path_buf() })
+        Ok(MappedFile { map, path: path.to_path_buf(), file })
+    }
+
+    /// A new anonymous file of `len` zeroed bytes (`memfd_create`), sealed
+    /// so that nothing can ever shrink or grow it, mapped whole. Its
+    /// [`path`](Self::path) is `memfd:NAME` (`name` is only a label, as in
+    /// `/proc/self/fd`).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for `len == 0`, a length over `i64::MAX`, or a name
+    /// with a NUL byte; [`Error::Provider`] with the errno of the failing
+    /// `memfd_create`, `ftruncate`, `fcntl` or `mmap`.
+    pub fn sealed(name: &str, len: usize) -> Result<MappedFile> {
+        if len == 0 || i64::try_from(len).is_err() || name.contains('\0') {
+            return Err(Error::inval(format!(
+                "MappedFile::sealed({name:?}, {len}): the length must be 1 ..= i64::MAX and the name without NUL"
+            )));
+        }
+        let path = std::path::PathBuf::from(format!("memfd:{name}"));
+        let io = |op: &str, e| Error::provider_raw(format!("{op}({})", path.display()), e);
+        let file = rpma_sys::mmap::sealed_memfd(name, len).map_err(|e| io("memfd_create", e))?;
+        let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
+        Ok(MappedFile { map, path, file })
+    }
+
+    /// Maps the first `len` bytes of `file`, which must be sealed against
+    /// shrinking (`F_SEAL_SHRINK`: a `memfd` sealed by its creator, e.g.
+    /// one received from another process) and at least `len` bytes long.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for `len == 0`, a file without `F_SEAL_SHRINK`
+    /// (ordinary files take no seals: use the `unsafe`
+    /// [`open`](Self::open)), or a file shorter than `len`;
+    /// [`Error::Provider`] with the errno of `fcntl`, `fstat` or `mmap`.
+    pub fn from_sealed_file(file: std::fs::File, len: usize) -> Result<MappedFile> {
+        use std::os::fd::AsRawFd;
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .unwrap_or_else(|_| format!("fd:{}", file.as_raw_fd()).into());
+        let io = |op: &str, e| Error::provider_raw(format!("{op}({})", path.display()), e);
+        if len == 0 {
+            return Err(Error::inval(format!("mapping length for {} is 0", path.display())));
+        }
+        if !rpma_sys::mmap::shrink_sealed(&file).map_err(|e| io("fcntl(F_GET_SEALS)", e))? {
+            return Err(Error::inval(format!(
+                "{} is not sealed against shrinking (F_SEAL_SHRINK), so another handle could truncate it under \
+                 the mapping; seal it, use MappedFile::sealed, or the unsafe MappedFile::open",
+                path.display()
+            )));
+        }
+        let size = file.metadata().map_err(|e| io("fstat", e))?.len();
+        if size < len as u64 {
+            return Err(Error::inval(format!(
+                "{} has {size} bytes, fewer than the {len} to map (a sealed file cannot grow)",
+                path.display()
+            )));
+        }
+        let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
+        Ok(MappedFile { map, path, file })
     }
 
     /// Length of the mapping in bytes.
@@ -277,7 +383,8 @@ impl MappedFile {
         false
     }
 
-    /// The mapped file's path.
+    /// The mapped file's path (`memfd:NAME` for [`sealed`](Self::sealed)
+    /// files).
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
@@ -373,8 +480,9 @@ mod tests {
     #[test]
     fn two_mappings_of_one_file_share_bytes_through_copies() {
         let path = std::env::temp_dir().join(format!("rpma-mapped-{}", std::process::id()));
-        let a = MappedFile::open(&path, 4096).unwrap();
-        let mut b = MappedFile::open(&path, 4096).unwrap();
+        // SAFETY: a file of this test's own, never truncated.
+        #[allow(unsafe_code)]
+        let (a, mut b) = unsafe { (MappedFile::open(&path, 4096).unwrap(), MappedFile::open(&path, 4096).unwrap()) };
         b.write_at(100, b"through b").unwrap();
         let mut got = [0u8; 9];
         a.read_at(100, &mut got).unwrap();
@@ -383,6 +491,41 @@ mod tests {
         assert_eq!(b.write_at(usize::MAX, b"x").unwrap_err().code(), crate::error::RPMA_E_INVAL);
         drop((a, b));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Nothing can shrink a sealed mapping's file: the truncation that
+    /// would make its pages vanish (SIGBUS) fails, through any handle.
+    #[test]
+    fn sealed_files_cannot_shrink() {
+        use std::os::fd::AsFd;
+        let mut m = MappedFile::sealed("rpma-test", 8192).unwrap();
+        m.write_at(8000, b"end").unwrap();
+        assert!(m.path().to_string_lossy().starts_with("memfd:"));
+        // Another handle on the same file, as another process could get.
+        let other = std::fs::File::from(m.as_fd().try_clone_to_owned().unwrap());
+        let e = other.set_len(0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+        let mut got = [0u8; 3];
+        m.read_at(8000, &mut got).unwrap();
+        assert_eq!(&got, b"end", "the pages are still there");
+        // And that handle can be mapped safely again.
+        let again = MappedFile::from_sealed_file(other, 8192).unwrap();
+        again.read_at(8000, &mut got).unwrap();
+        assert_eq!(&got, b"end");
+    }
+
+    #[test]
+    fn unsealed_files_are_refused_by_the_safe_constructor() {
+        let path = std::env::temp_dir().join(format!("rpma-unsealed-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        f.set_len(4096).unwrap();
+        let e = MappedFile::from_sealed_file(f, 4096).unwrap_err();
+        assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
+        assert!(e.to_string().contains("F_SEAL_SHRINK"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(MappedFile::sealed("x", 0).unwrap_err().code(), crate::error::RPMA_E_INVAL);
+        assert_eq!(MappedFile::sealed("x", usize::MAX).unwrap_err().code(), crate::error::RPMA_E_INVAL);
+        assert_eq!(MappedFile::sealed("a\0b", 1).unwrap_err().code(), crate::error::RPMA_E_INVAL);
     }
 
     #[test]
