@@ -139,13 +139,56 @@ device_tests!({
         assert!(!ex.has_flush());
         // The shims refuse instead of calling a missing provider op.
         let e = ex.post_atomic_write(1, true, 0, 0, &[0; 8]).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP));
+        assert_eq!((e.error.raw_os_error(), e.maybe_queued), (Some(libc::EOPNOTSUPP), false));
         let e = ex.post_flush(1, true, 0, 0, 8, rpma_sys::qp::FLUSH_GLOBAL).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP));
+        assert_eq!((e.error.raw_os_error(), e.maybe_queued), (Some(libc::EOPNOTSUPP), false));
         println!("  native atomic write {}, native flush {}", caps.native_atomic_write, caps.native_flush);
         // Too deep a queue is refused with the errno.
         let e = Qp::new(&pd, &QpInit { max_send_wr: u32::MAX, ..init }).unwrap_err();
         assert!(e.raw_os_error().is_some(), "{e}");
+    }
+
+    /// A post the provider refuses without naming the request may still
+    /// have been queued: rxe's provider writes the request into the queue it
+    /// shares with the kernel, then rings the doorbell; on a QP that is not
+    /// ready to send (RESET here) the kernel refuses the doorbell and the
+    /// post fails with `bad_wr` NULL. rpma-sys reports that as
+    /// `maybe_queued`, so the layers above keep the request's memory held.
+    fn a_refused_doorbell_is_reported_as_maybe_queued() {
+        let ctx = open();
+        let pd = Pd::alloc(&ctx).unwrap();
+        let cq = Cq::new(&ctx, 16, None).unwrap();
+        let init = QpInit {
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+            send_ops_flags: 0,
+        };
+        let qp = Qp::new(&pd, &init).unwrap(); // in RESET: never connected
+        let wr = rpma_sys::wr::SendWr {
+            wr_id: 1,
+            op: rpma_sys::wr::SendOp::Write,
+            sge: None, // 0 bytes: no memory for the device to reach
+            remote_addr: 0,
+            rkey: 0,
+            signaled: true,
+            fence: false,
+            inline: false,
+        };
+        // SAFETY: the request names no local memory.
+        #[allow(unsafe_code)]
+        let r = unsafe { qp.post_send(&wr) };
+        println!("  post_send on a RESET QP: {:?}", r.as_ref().map_err(|e| (e.error.raw_os_error(), e.maybe_queued)));
+        if in_vm() {
+            let e = r.expect_err("rxe refuses the doorbell of a QP that is not ready to send");
+            assert_eq!(e.error.raw_os_error(), Some(libc::EINVAL));
+            assert!(e.maybe_queued, "rxe wrote the queue before the doorbell and named no refused request");
+        }
     }
 
     /// The send-op probe asks the library, whatever the device says: rdma-core

@@ -469,15 +469,19 @@ impl Qp {
     /// the call).
     ///
     /// # Errors
-    /// `(k, errno)`: requests `0..k` were posted, `k..` were not.
+    /// `(k, errno)`: requests `0..k` were posted, or may have been (their
+    /// memory must stay held), `k..` were not.
     /// * through `ibv_post_send`, `k` is the index of the request the
     ///   provider refused (`bad_wr`; `ENOMEM` when the send queue is full,
     ///   `EINVAL` for a bad request): the ones before it are posted and will
-    ///   complete;
-    /// * through the extended interface `k` is always 0: `ibv_wr_complete`
-    ///   posts all or nothing; `EOPNOTSUPP` (before anything is built) when
-    ///   the QP's extended interface does not carry one of the requests (see
-    ///   [`QpEx::carries`]).
+    ///   complete; when the provider names none (rxe's failed doorbell, after
+    ///   the queue was written: see [`PostError`](crate::wr::PostError)),
+    ///   `k` is the whole list;
+    /// * through the extended interface `k` is 0 for `EOPNOTSUPP` (before
+    ///   anything is built) when the QP's extended interface does not carry
+    ///   one of the requests (see [`QpEx::carries`]), and the whole list
+    ///   when `ibv_wr_complete` fails (mlx5 then posts nothing, rxe may have
+    ///   queued all of them).
     #[inline]
     pub unsafe fn post_send_list<T>(
         &self,
@@ -493,7 +497,8 @@ impl Qp {
                 return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
             };
             // SAFETY: the caller's guarantee, passed on.
-            return unsafe { ex.post_list(list.iter(), wr_id) }.map_err(|e| (0, e));
+            return unsafe { ex.post_list(list.iter(), wr_id) }
+                .map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
         }
         let first = list.link(wr_id);
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
@@ -506,7 +511,7 @@ impl Qp {
             return Ok(());
         }
         let k = if bad.is_null() {
-            0
+            n // none named: all may be queued (rxe's failed doorbell)
         } else {
             ((bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<ffi::ibv_send_wr>()).min(n)
         };
@@ -561,7 +566,9 @@ impl QpEx<'_> {
 
     /// Posts `wrs` as one `ibv_wr_start` ... `ibv_wr_complete` sequence,
     /// request `i` with the work request ID `wr_id(i)`: all of them or,
-    /// when `ibv_wr_complete` fails, none.
+    /// when `ibv_wr_complete` fails, none on mlx5 and efa (which roll back),
+    /// possibly all on rxe (a failed doorbell after the queue was written):
+    /// [`PostError::maybe_queued`](crate::wr::PostError::maybe_queued).
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request in `wrs`.
@@ -574,9 +581,9 @@ impl QpEx<'_> {
         &mut self,
         wrs: impl Iterator<Item = ChainWr> + Clone,
         wr_id: impl Fn(usize) -> u64,
-    ) -> io::Result<()> {
+    ) -> Result<(), crate::wr::PostError> {
         if !wrs.clone().all(|w| self.carries(&w)) {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
         let q = self.qpx;
         // SAFETY: live qp_ex; every builder and setter called below was
@@ -629,7 +636,10 @@ impl QpEx<'_> {
                     }
                 }
             }
-            crate::from_errno_ret(ffi::ibv_wr_complete(q), "ibv_wr_complete")
+            match ffi::ibv_wr_complete(q) {
+                0 => Ok(()),
+                rc => Err(crate::wr::post_failed(rc, true, "ibv_wr_complete")),
+            }
         }
     }
 }

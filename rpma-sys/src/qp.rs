@@ -7,6 +7,7 @@ use crate::cq::Cq;
 use crate::ffi;
 use crate::pd::Pd;
 use crate::srq::Srq;
+use crate::wr::PostError;
 use crate::{from_errno_ret, last_error};
 use std::io;
 
@@ -454,7 +455,8 @@ impl QpEx<'_> {
     ///
     /// # Errors
     /// `EOPNOTSUPP` when [`has_atomic_write`](Self::has_atomic_write) is
-    /// false; the errno of `ibv_wr_complete`.
+    /// false; the errno of `ibv_wr_complete` ([`PostError::maybe_queued`]:
+    /// the provider may have queued it).
     pub fn post_atomic_write(
         &mut self,
         wr_id: u64,
@@ -462,13 +464,13 @@ impl QpEx<'_> {
         rkey: u32,
         remote_addr: u64,
         value: &[u8; 8],
-    ) -> io::Result<()> {
+    ) -> Result<(), PostError> {
         if !self.has_atomic_write() {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
         // SAFETY: live qp_ex that has the member (checked above).
         let Some(f) = (unsafe { (*self.qpx).wr_atomic_write }) else {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         };
         // SAFETY: live qp_ex with the op; the 8 bytes are copied into the WQE
         // before ibv_wr_complete returns, so `value` needs no longer life.
@@ -485,7 +487,8 @@ impl QpEx<'_> {
     ///
     /// # Errors
     /// `EOPNOTSUPP` when [`has_flush`](Self::has_flush) is false; the errno of
-    /// `ibv_wr_complete`.
+    /// `ibv_wr_complete` ([`PostError::maybe_queued`]: the provider may have
+    /// queued it).
     pub fn post_flush(
         &mut self,
         wr_id: u64,
@@ -494,13 +497,13 @@ impl QpEx<'_> {
         remote_addr: u64,
         len: usize,
         ptype: u8,
-    ) -> io::Result<()> {
+    ) -> Result<(), PostError> {
         if !self.has_flush() {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
         // SAFETY: live qp_ex that has the member (checked above).
         let Some(f) = (unsafe { (*self.qpx).wr_flush }) else {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         };
         // SAFETY: live qp_ex with the op; no local memory is referenced.
         unsafe {
@@ -521,12 +524,19 @@ impl QpEx<'_> {
         }
     }
 
+    /// Ends the sequence: a failure may leave its request queued (see
+    /// [`PostError`]).
+    ///
     /// # Safety
     /// A sequence was opened with `start`.
-    unsafe fn complete(&mut self) -> io::Result<()> {
+    unsafe fn complete(&mut self) -> Result<(), PostError> {
         // SAFETY: per the function contract.
         let rc = unsafe { ffi::ibv_wr_complete(self.qpx) };
-        from_errno_ret(rc, "ibv_wr_complete")
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(crate::wr::post_failed(rc, true, "ibv_wr_complete"))
+        }
     }
 }
 

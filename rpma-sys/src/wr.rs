@@ -204,6 +204,68 @@ fn send_flags(signaled: bool, fence: bool) -> u32 {
     f
 }
 
+/// A post the provider refused.
+///
+/// Whether the refused request may still run depends on what the provider
+/// did before failing. When `ibv_post_send` / `ibv_post_recv` names the
+/// request in `bad_wr`, it was not queued. When it fails *without* naming
+/// one, it may have been: rxe's provider writes the request into the queue
+/// it shares with the kernel before ringing the doorbell, and reports a
+/// failed doorbell with `bad_wr` left NULL; a failed `ibv_wr_complete` is
+/// the same case on the extended interface. The device may then run the
+/// request, so the memory it names must stay held until it completes or
+/// the QP is destroyed.
+#[derive(Debug)]
+pub struct PostError {
+    /// The errno.
+    pub error: io::Error,
+    /// The provider may have queued the request (it named no refused one).
+    pub maybe_queued: bool,
+}
+
+impl PostError {
+    /// A post refused before anything reached the queue.
+    pub fn refused(error: io::Error) -> PostError {
+        PostError { error, maybe_queued: false }
+    }
+}
+
+impl From<io::Error> for PostError {
+    fn from(error: io::Error) -> PostError {
+        PostError::refused(error)
+    }
+}
+
+impl From<PostError> for io::Error {
+    fn from(e: PostError) -> io::Error {
+        e.error
+    }
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// The outcome of posting one request, `rc` and `bad` as the provider left
+/// them (`bad` NULL before the call): see [`PostError`].
+#[inline(always)]
+pub(crate) fn post_outcome<W>(rc: std::os::raw::c_int, bad: *mut W, op: &str) -> Result<(), PostError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(post_failed(rc, bad.is_null(), op))
+    }
+}
+
+#[cold]
+#[inline(never)]
+pub(crate) fn post_failed(rc: std::os::raw::c_int, maybe_queued: bool, op: &str) -> PostError {
+    let error = from_errno_ret(rc, op).err().unwrap_or_else(|| io::Error::other(op.to_string()));
+    PostError { error, maybe_queued }
+}
+
 /// `s` in verbs' form and the `num_sge` it makes (a missing or 0-byte
 /// element: none).
 #[inline]
@@ -228,7 +290,7 @@ impl Qp {
     /// The errno of `ibv_post_send` (`ENOMEM` when the send queue is full,
     /// `EINVAL` for a bad request).
     #[inline(always)]
-    pub unsafe fn post_send(&self, wr: &SendWr) -> io::Result<()> {
+    pub unsafe fn post_send(&self, wr: &SendWr) -> Result<(), PostError> {
         let mut b = wr.build();
         // SAFETY: the caller's contract, for the memory `wr` names.
         unsafe { self.post_built(&mut b, wr.wr_id) }
@@ -243,7 +305,7 @@ impl Qp {
     /// # Errors
     /// As [`post_send`](Qp::post_send).
     #[inline(always)]
-    pub unsafe fn post_built(&self, b: &mut BuiltSend, wr_id: u64) -> io::Result<()> {
+    pub unsafe fn post_built(&self, b: &mut BuiltSend, wr_id: u64) -> Result<(), PostError> {
         b.w.wr_id = wr_id;
         b.w.sg_list = &mut b.sge;
         let mut bad = std::ptr::null_mut();
@@ -251,7 +313,7 @@ impl Qp {
         // data is copied during it); the caller guarantees the referenced
         // memory.
         let rc = unsafe { self.post_send_raw(&mut b.w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_send")
+        post_outcome(rc, bad, "ibv_post_send")
     }
 
     /// Binds a type 1 memory window as `info` says (`ibv_bind_mw`); returns
@@ -259,20 +321,26 @@ impl Qp {
     ///
     /// # Errors
     /// `EOPNOTSUPP` when the provider cannot bind type 1 windows; the errno
-    /// of `ibv_bind_mw` (`EINVAL` for a bad range or access).
-    pub fn bind_mw_type1(&self, mw: &Mw, info: MwBindInfo<'_>, wr: WrFlags) -> io::Result<u32> {
+    /// of `ibv_bind_mw` (`EINVAL` for a bad range or access). A failure of
+    /// the provider's call is [`PostError::maybe_queued`]: providers post
+    /// the bind on the send queue (rxe through its own `ibv_post_send`,
+    /// whose failed doorbell comes after the queue was written).
+    pub fn bind_mw_type1(&self, mw: &Mw, info: MwBindInfo<'_>, wr: WrFlags) -> Result<u32, PostError> {
         let mut b =
             ffi::ibv_mw_bind { wr_id: wr.wr_id, send_flags: send_flags(wr.signaled, wr.fence), bind_info: info.raw() };
         // SAFETY: live QP, MW and MR of one context; the provider op is
         // checked before the call.
         unsafe {
             let Some(op) = (*(*mw.as_ptr()).context).ops.bind_mw else {
-                return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+                return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
             };
             if (*mw.as_ptr()).type_ != ffi::ibv_mw_type::IBV_MW_TYPE_1 {
-                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+                return Err(io::Error::from_raw_os_error(libc::EINVAL).into());
             }
-            from_errno_ret(op(self.as_ptr(), mw.as_ptr(), &mut b), "ibv_bind_mw")?;
+            match op(self.as_ptr(), mw.as_ptr(), &mut b) {
+                0 => {}
+                rc => return Err(post_failed(rc, true, "ibv_bind_mw")),
+            }
         }
         Ok(mw.rkey())
     }
@@ -282,7 +350,7 @@ impl Qp {
     ///
     /// # Errors
     /// The errno of `ibv_post_send`.
-    pub fn post_bind_mw(&self, mw: &Mw, rkey: u32, info: MwBindInfo<'_>, wr: WrFlags) -> io::Result<()> {
+    pub fn post_bind_mw(&self, mw: &Mw, rkey: u32, info: MwBindInfo<'_>, wr: WrFlags) -> Result<(), PostError> {
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr.wr_id;
@@ -293,7 +361,7 @@ impl Qp {
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP, MW and MR; the WR references no local data memory.
         let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_send(BIND_MW)")
+        post_outcome(rc, bad, "ibv_post_send(BIND_MW)")
     }
 
     /// Posts a local invalidate of the (type 2) window or region with `rkey`
@@ -301,7 +369,7 @@ impl Qp {
     ///
     /// # Errors
     /// The errno of `ibv_post_send`.
-    pub fn post_local_inv(&self, wr_id: u64, signaled: bool, fence: bool, rkey: u32) -> io::Result<()> {
+    pub fn post_local_inv(&self, wr_id: u64, signaled: bool, fence: bool, rkey: u32) -> Result<(), PostError> {
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr_id;
@@ -311,7 +379,7 @@ impl Qp {
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; the WR references no memory.
         let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_send(LOCAL_INV)")
+        post_outcome(rc, bad, "ibv_post_send(LOCAL_INV)")
     }
 
     /// Posts one receive work request (`ibv_post_recv`).
@@ -322,13 +390,13 @@ impl Qp {
     ///
     /// # Errors
     /// The errno of `ibv_post_recv` (`ENOMEM` when the receive queue is full).
-    pub unsafe fn post_recv(&self, wr_id: u64, sge: Option<Sge>) -> io::Result<()> {
+    pub unsafe fn post_recv(&self, wr_id: u64, sge: Option<Sge>) -> Result<(), PostError> {
         let (mut s, n) = raw_sge(&sge);
         let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: &mut s, num_sge: n };
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; the caller guarantees the referenced memory.
         let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_recv")
+        post_outcome(rc, bad, "ibv_post_recv")
     }
 }
 
@@ -360,9 +428,9 @@ impl Qp {
     /// (nothing is posted); the errno of `ibv_post_send` (`EINVAL` also for
     /// more entries than the QP's `max_send_sge`, or inline data over its
     /// `max_inline_data`).
-    pub unsafe fn post_send_sgl(&self, wr: &SendWr, sgl: &[Sge]) -> io::Result<()> {
+    pub unsafe fn post_send_sgl(&self, wr: &SendWr, sgl: &[Sge]) -> Result<(), PostError> {
         if wr.sge.is_some() {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            return Err(io::Error::from_raw_os_error(libc::EINVAL).into());
         }
         let mut sges = [std::mem::MaybeUninit::<ffi::ibv_sge>::uninit(); MAX_SGL];
         let n = raw_sgl(sgl, &mut sges)?;
@@ -381,7 +449,7 @@ impl Qp {
         // by `raw_sgl`; the provider reads no more) live across the call;
         // the caller guarantees the referenced memory.
         let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_send")
+        post_outcome(rc, bad, "ibv_post_send")
     }
 
     /// Posts one receive work request scattering into the list `sgl`, in
@@ -394,7 +462,7 @@ impl Qp {
     /// `EINVAL` when `sgl` is longer than [`MAX_SGL`] (nothing is posted);
     /// the errno of `ibv_post_recv` (`EINVAL` also for more entries than the
     /// QP's `max_recv_sge`, `ENOMEM` when the receive queue is full).
-    pub unsafe fn post_recv_sgl(&self, wr_id: u64, sgl: &[Sge]) -> io::Result<()> {
+    pub unsafe fn post_recv_sgl(&self, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
         let mut sges = [std::mem::MaybeUninit::<ffi::ibv_sge>::uninit(); MAX_SGL];
         let n = raw_sgl(sgl, &mut sges)?;
         let mut w =
@@ -403,7 +471,7 @@ impl Qp {
         // SAFETY: live QP; `w` and the `n` written entries live across the
         // call; the caller guarantees the referenced memory.
         let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_recv")
+        post_outcome(rc, bad, "ibv_post_recv")
     }
 }
 
@@ -415,13 +483,13 @@ impl Srq {
     ///
     /// # Errors
     /// The errno of `ibv_post_srq_recv`.
-    pub unsafe fn post_recv(&self, wr_id: u64, sge: Option<Sge>) -> io::Result<()> {
+    pub unsafe fn post_recv(&self, wr_id: u64, sge: Option<Sge>) -> Result<(), PostError> {
         let (mut s, n) = raw_sge(&sge);
         let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: &mut s, num_sge: n };
         let mut bad = std::ptr::null_mut();
         // SAFETY: live SRQ; the caller guarantees the referenced memory.
         let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
-        from_errno_ret(rc, "ibv_post_srq_recv")
+        post_outcome(rc, bad, "ibv_post_srq_recv")
     }
 }
 

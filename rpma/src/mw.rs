@@ -400,33 +400,39 @@ impl Conn {
         let mut new_rkey = mw.rkey();
         let rec =
             SendOpRec { ctx: op_context, kind: CompletionOp::BindMw, signaled, hold: Some(mr.hold()), confirm: None };
-        parts
+        // Set when the provider refused the bind but may have queued it: the
+        // window may then become bound on the device, so it is recorded as
+        // bound (holding the region) all the same.
+        let mut maybe_queued = false;
+        let posted = parts
             .send
             .post_with(rec, |wr_id| {
                 let info = MwBindInfo { mr: mr.sys(), addr, length: len as u64, access: access.bits() };
                 let wr = WrFlags { wr_id, signaled, fence };
-                match mw.mw_type() {
-                    MwType::Type1 => {
-                        new_rkey = qp.bind_mw_type1(mw.sys(), info, wr)?;
-                        Ok(())
-                    }
+                let r = match mw.mw_type() {
+                    MwType::Type1 => qp.bind_mw_type1(mw.sys(), info, wr).map(|k| new_rkey = k),
                     MwType::Type2 => {
                         new_rkey = rpma_sys::wr::next_rkey(mw.rkey());
                         qp.post_bind_mw(mw.sys(), new_rkey, info, wr)
                     }
-                }
+                };
+                maybe_queued = r.as_ref().is_err_and(|e| e.maybe_queued);
+                r
             })
             .map_err(|e| match e.errno() {
                 Some(libc::EOPNOTSUPP) => Error::nosupp("bind_mw: the provider cannot bind type 1 memory windows"),
                 _ => e,
-            })?;
+            });
+        if posted.is_err() && !maybe_queued {
+            return posted;
+        }
         // The window holds the region from the post on, whether or not the
         // bind succeeds on the device: only a confirmed invalidation or a
         // successful deallocation ends the hold.
         let mut st = mw.shared().lock();
         st.rkey = new_rkey;
         st.binding = Some(Binding::new(addr, len as u64, access, new_rkey, qp.qp_num(), mr.region_hold()));
-        Ok(())
+        posted
     }
 
     /// Revokes `mw`'s binding: a local invalidate (`IBV_WR_LOCAL_INV`) for a

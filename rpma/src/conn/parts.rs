@@ -195,7 +195,7 @@ impl ConnParts {
                 // SAFETY: the caller of `recv_unchecked` keeps the region
                 // alive until the receive completes.
                 #[allow(unsafe_code)]
-                unsafe { qp.post_recv(wr_id, sge) }.map_err(|e| Error::provider_raw("ibv_post_recv", e))
+                unsafe { qp.post_recv(wr_id, sge) }.map_err(|e| crate::inflight::post_error("ibv_post_recv", e))
             }
         }
     }
@@ -209,7 +209,7 @@ impl ConnParts {
         // SAFETY: the caller of the `*_unchecked` operation keeps the local
         // memory in `wr` alive until the operation completes.
         #[allow(unsafe_code)]
-        unsafe { qp.post_send(&SendWr { wr_id, ..wr }) }.map_err(|e| Error::provider_raw("ibv_post_send", e))
+        unsafe { qp.post_send(&SendWr { wr_id, ..wr }) }.map_err(|e| crate::inflight::post_error("ibv_post_send", e))
     }
 
     /// Posts `wr` through the send tracker, which keeps what `hold` gives

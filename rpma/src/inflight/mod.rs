@@ -94,6 +94,26 @@ pub(crate) struct SendOpRec {
     pub(crate) confirm: Option<Arc<dyn Confirm>>,
 }
 
+/// The error of a post the provider refused. When it may have queued the
+/// request anyway ([`PostError::maybe_queued`](rpma_sys::wr::PostError)),
+/// the tracker has recorded it with its hold, like a posted one: the hold
+/// ends with its completion, a later one's, or the QP's destruction.
+#[cold]
+#[inline(never)]
+pub(crate) fn post_error(op: &'static str, e: rpma_sys::wr::PostError) -> Error {
+    if e.maybe_queued {
+        Error::provider_raw(
+            format!(
+                "{op} (the provider named no refused request, so it may have queued it: it may still run, and its \
+                 memory stays held until it or a later operation completes, or the connection is dropped)"
+            ),
+            e.error,
+        )
+    } else {
+        Error::provider_raw(op, e.error)
+    }
+}
+
 #[cold]
 #[inline(never)]
 pub(super) fn too_deep(which: &str, depth: usize) -> Error {
@@ -109,9 +129,40 @@ mod tests {
         SendOpRec { ctx, kind, signaled, hold, confirm: None }
     }
 
-    fn ok(_: u64) -> std::io::Result<()> {
+    fn ok(_: u64) -> std::result::Result<(), rpma_sys::wr::PostError> {
         Ok(())
     }
+
+    /// A post the provider refused without naming the request (rxe's
+    /// failed doorbell, after the queue was written) may still run: its
+    /// entry and hold stay, on the send and the receive side.
+    #[test]
+    fn a_post_that_may_have_been_queued_keeps_its_hold() {
+        use rpma_sys::wr::PostError;
+        let queued = |_| Err(PostError { error: std::io::Error::from_raw_os_error(libc::EINVAL), maybe_queued: true });
+        let hold: Hold = Arc::new(Tag);
+        let t = SendTracker::new(4).unwrap();
+        let e = t.post_with(rec(1, CompletionOp::Write, true, Some(hold.clone())), queued).unwrap_err();
+        assert!(e.to_string().contains("may have queued it"), "{e}");
+        assert_eq!(t.pending(), 1, "recorded as posted");
+        assert_eq!(Arc::strong_count(&hold), 2, "the hold is kept");
+        let refused = |_| Err(PostError::refused(std::io::Error::from_raw_os_error(libc::ENOMEM)));
+        t.post_with(rec(2, CompletionOp::Write, true, Some(hold.clone())), refused).unwrap_err();
+        assert_eq!((t.pending(), Arc::strong_count(&hold)), (1, 2), "a refused one is not");
+        // Its completion (or a later one's) releases it as any other.
+        assert_eq!(t.complete(0, true), Some((1, CompletionOp::Write)));
+        assert_eq!(Arc::strong_count(&hold), 1);
+
+        let r = RecvTracker::new(false, 4).unwrap();
+        r.post_with(7, Some(hold.clone()), queued).unwrap_err();
+        assert_eq!((r.pending(), Arc::strong_count(&hold)), (1, 2));
+        r.post_with(8, Some(hold.clone()), refused).unwrap_err();
+        assert_eq!((r.pending(), Arc::strong_count(&hold)), (1, 2));
+        assert_eq!(r.complete(0).map(|c| c.0), Some(7));
+        assert_eq!(Arc::strong_count(&hold), 1);
+    }
+
+    struct Tag;
 
     #[test]
     fn send_ring_wraps_and_ignores_unknown_ids() {
@@ -248,7 +299,7 @@ mod tests {
         t.post_with(rec(1, CompletionOp::Write, true, None), ok).unwrap();
         let e = t
             .post_with(rec(2, CompletionOp::Write, true, None), |_| {
-                Err(std::io::Error::from_raw_os_error(libc::ENOMEM))
+                Err(std::io::Error::from_raw_os_error(libc::ENOMEM).into())
             })
             .unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
@@ -321,7 +372,7 @@ mod tests {
         assert_eq!(t.complete(slot(ids[0])), Some((1, CompletionOp::Recv)));
         assert_eq!(t.complete(slot(ids[0])), None);
         assert_eq!(t.pending(), 0, "a repeated completion retires nothing twice");
-        let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM))).unwrap_err();
+        let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM).into())).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
         assert_eq!(t.pending(), 0, "a failed post leaves no entry");
         let q = RecvTracker::new(false, 4).unwrap();

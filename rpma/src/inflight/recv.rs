@@ -1,7 +1,7 @@
 //! The receive queue's tracker (a QP's or an SRQ's): slots by index.
 
-use super::{lock, too_deep, Entry, Hold};
-use crate::error::{Error, Result};
+use super::{lock, post_error, too_deep, Entry, Hold};
+use crate::error::Result;
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::wr::Sge;
 use std::sync::Mutex;
@@ -20,6 +20,16 @@ struct Slots {
     free: Vec<usize>,
 }
 
+impl Slots {
+    /// Records `entry` in slot `idx` (a free one, or the next new one).
+    fn put(&mut self, idx: usize, entry: Entry) {
+        match self.entries.get_mut(idx) {
+            Some(slot) => *slot = Some(entry),
+            None => self.entries.push(Some(entry)),
+        }
+    }
+}
+
 impl RecvTracker {
     /// A tracker for a receive queue of `depth` entries (slots are
     /// allocated up front, so posting does not reallocate).
@@ -34,26 +44,31 @@ impl RecvTracker {
         Ok(RecvTracker { m: Mutex::new(slots), srq })
     }
 
-    /// Posts a receive through `post` (given the wr_id) and records it.
+    /// Posts a receive through `post` (given the wr_id) and records it;
+    /// also when the post failed but the provider may have queued it
+    /// ([`PostError::maybe_queued`](rpma_sys::wr::PostError)): then its hold
+    /// stays until it completes or the queue is destroyed, and the error is
+    /// returned.
     pub(super) fn post_with(
         &self,
         ctx: u64,
         hold: Option<Hold>,
-        post: impl FnOnce(u64) -> std::io::Result<()>,
+        post: impl FnOnce(u64) -> std::result::Result<(), rpma_sys::wr::PostError>,
     ) -> Result<()> {
         let mut g = lock(&self.m);
         let idx = g.free.pop().unwrap_or(g.entries.len());
-        if let Err(e) = post(wrid::recv(idx as u64, self.srq)) {
-            if idx < g.entries.len() {
-                g.free.push(idx);
+        let res = post(wrid::recv(idx as u64, self.srq));
+        if let Err(e) = res {
+            if !e.maybe_queued {
+                if idx < g.entries.len() {
+                    g.free.push(idx);
+                }
+                return Err(post_error("ibv_post_recv", e));
             }
-            return Err(Error::provider_raw("ibv_post_recv", e));
+            g.put(idx, Entry::recv(ctx, hold));
+            return Err(post_error("ibv_post_recv", e));
         }
-        let entry = Some(Entry::recv(ctx, hold));
-        match g.entries.get_mut(idx) {
-            Some(slot) => *slot = entry,
-            None => g.entries.push(entry),
-        }
+        g.put(idx, Entry::recv(ctx, hold));
         Ok(())
     }
 

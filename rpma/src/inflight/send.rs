@@ -1,12 +1,12 @@
 //! The send queue's tracker: a ring in posting order.
 
 use super::lock::{SpinGuard, SpinLock};
-use super::{too_deep, Confirm, Entry, Hold, SendOpRec};
+use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::{ChainList, ChainWr, MAX_CHAIN};
-use rpma_sys::wr::{SendWr, Sge};
+use rpma_sys::wr::{PostError, SendWr, Sge};
 use std::sync::Arc;
 
 /// The send queue of one QP: a ring of `depth` slots in posting order. The
@@ -147,13 +147,22 @@ impl SendTracker {
     /// Posts an operation through `post` (given the wr_id) while holding the
     /// queue's lock, so entries are in the order the device sees them, and
     /// records it on success.
+    ///
+    /// A refused post that the provider may have queued anyway
+    /// ([`PostError::maybe_queued`]) is recorded too (its hold kept), and
+    /// reported as an error.
     #[inline(always)]
-    pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> std::io::Result<()>) -> Result<()> {
+    pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> Result<(), PostError>) -> Result<()> {
         let (mut g, seq) = self.reserve(op.signaled, op.confirm.is_some())?;
-        post(wrid::send(seq)).map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        let res = post(wrid::send(seq));
+        if let Err(e) = &res {
+            if !e.maybe_queued {
+                return Err(post_error("ibv_post_send", res.err().unwrap_or_else(unreachable_post)));
+            }
+        }
         g.record(seq, op);
         g.len += 1;
-        Ok(())
+        res.map_err(|e| post_error("ibv_post_send", e))
     }
 
     /// Posts `wr` on `qp` and records it (its completion reports `ctx` and
@@ -194,7 +203,9 @@ impl SendTracker {
         // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
         #[allow(unsafe_code)]
-        unsafe { qp.post_built(&mut built, wrid::send(seq)) }.map_err(|e| Error::provider_raw("ibv_post_send", e))?;
+        if let Err(e) = unsafe { qp.post_built(&mut built, wrid::send(seq)) } {
+            return Err(refused_or_queued(&mut g, seq, e, || Entry::plain(ctx, kind, signaled, hold.map(|h| h()))));
+        }
         let hold = hold.map(|h| h());
         let mask = g.slots.len().wrapping_sub(1);
         // Never `None` (the length is a power of two); no panic either, so
@@ -215,7 +226,9 @@ impl SendTracker {
     /// hands local memory to the device. It needs `chain.len()` free
     /// slots, one more when its last operation is unsignaled. When
     /// `ibv_post_send` refuses operation `k`, `0..k` are posted (verbs
-    /// semantics) and recorded; the rest are dropped. Afterwards `chain` is
+    /// semantics) and recorded; the rest are dropped. When the provider
+    /// names no refused operation, or `ibv_wr_complete` fails, all of them
+    /// may have been queued and all are recorded (their holds kept). Afterwards `chain` is
     /// empty, unless it was refused before posting ([`Error::Inval`],
     /// [`Error::Again`], [`Error::Unknown`] for an empty chain): then it is
     /// as it was.
@@ -353,6 +366,34 @@ impl SendTracker {
 fn overwritten(slot: &mut Option<Entry>) {
     rpma_log!(LogLevel::Error, "rpma bug: a send-queue slot was still taken when posting; its entry is leaked");
     std::mem::forget(slot.take());
+}
+
+/// A single post refused with `e`: when the provider may have queued it
+/// anyway, its `entry` (with the hold) is recorded as sequence number `seq`
+/// of the locked ring `g`, as a posted one.
+#[cold]
+#[inline(never)]
+fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: impl FnOnce() -> Entry) -> Error {
+    if e.maybe_queued {
+        let mask = g.slots.len().wrapping_sub(1);
+        match g.slots.get_mut(seq as usize & mask) {
+            Some(slot) => {
+                if slot.is_some() {
+                    overwritten(slot); // never: the ring had room
+                }
+                *slot = Some(entry());
+                g.len += 1;
+            }
+            None => std::mem::forget(entry()), // never (a power-of-two ring)
+        }
+    }
+    post_error("ibv_post_send", e)
+}
+
+/// Never called: the error was just seen.
+#[cold]
+fn unreachable_post() -> PostError {
+    PostError::refused(std::io::Error::other("rpma bug: a post error vanished"))
 }
 
 /// A posted operation's entry without a slot (a bug in rpma): its hold is
