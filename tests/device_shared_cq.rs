@@ -244,6 +244,37 @@ device_tests!({
         drop(dst.dereg().expect("nothing holds the region"));
     }
 
+    /// An SRQ whose receives complete on the shared CQ is reserved there,
+    /// once for all its connections (its rq_size), beside each connection's
+    /// send queue: the CQ can never overflow (which would put every QP on it
+    /// in the error state). Before, each connection reserved its own
+    /// rq_size, which the SRQ's receives do not use, and the SRQ nothing.
+    fn an_srq_on_the_shared_cq_is_reserved_once() {
+        let (sp, cp) = (peer(), peer());
+        let scq = SharedCq::new(&cp, 40).unwrap();
+        let mut scfg = rpma::SrqCfg::new();
+        scfg.set_rq_size(32);
+        scfg.set_rcq_size(0);
+        let srq = rpma::Srq::new(&cp, Some(&scfg)).unwrap();
+        let mut cfg = shared_cfg(&scq);
+        cfg.set_srq(Some(&srq));
+        cfg.set_sq_size(4);
+        cfg.set_rq_size(4);
+        let mut pairs = conns(&cp, &sp, 1, &cfg, &[]);
+        assert_eq!(scq.reserved(), 4 + 32, "the first connection reserves its send queue and the SRQ");
+        pairs.extend(conns(&cp, &sp, 1, &cfg, &[]));
+        assert_eq!(scq.reserved(), 4 + 4 + 32, "the second only its send queue");
+        let e = rpma::ConnReq::new(&cp, &rpma_harness::addr(), next_port(), Some(&cfg)).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+        assert!(e.to_string().contains("40 of its 40 entries reserved"), "{e}");
+        let (c, s, _) = pairs.pop().unwrap();
+        close(c, s);
+        assert_eq!(scq.reserved(), 4 + 32, "the SRQ stays reserved while a connection uses it");
+        let (c, s, _) = pairs.pop().unwrap();
+        close(c, s);
+        assert_eq!((scq.connections(), scq.reserved()), (0, 0));
+    }
+
     fn many_connections_come_and_go_while_another_thread_reaps() {
         // connections are dropped while a poller thread reaps the CQ: every
         // operation of a live connection is reported once, to its own QP

@@ -289,8 +289,17 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         // Last, so that a failure before leaves no route behind; on
         // failure here the CM ID's drop destroys the QP.
         let qp_num = id.qp().map_or(0, |q| q.qp_num());
-        let entries = u64::from(cfg.sq_size()) + u64::from(cfg.rq_size());
-        scq.routes().add(qp_num, Trackers { send: send.clone(), recv: recv.clone(), srq_recv, entries })?;
+        // Receives land here unless a receive CQ takes them; an SRQ's are
+        // reserved once for all its connections on this CQ (`srq_entries`).
+        let lands_here = cfg.rcq_size() == 0;
+        let (rq, srq_entries) = match &srq {
+            None => (if lands_here { cfg.rq_size() } else { 0 }, 0),
+            Some(s) if lands_here && s.rcq().is_none() => (0, u64::from(s.rq_size())),
+            Some(_) => (0, 0),
+        };
+        let entries = u64::from(cfg.sq_size()) + u64::from(rq);
+        scq.routes()
+            .add(qp_num, Trackers { send: send.clone(), recv: recv.clone(), srq_recv, entries, srq_entries })?;
     }
     Ok(ConnParts {
         rcq,

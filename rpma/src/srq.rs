@@ -65,6 +65,8 @@ struct SrqInner {
     rcq: Option<Cq>,
     tracker: Arc<RecvTracker>,
     peer: Peer,
+    /// The receive queue size it was created with.
+    rq_size: u32,
 }
 
 impl Drop for SrqInner {
@@ -141,7 +143,21 @@ impl Srq {
         } else {
             None
         };
-        Ok(Srq { inner: Arc::new(SrqInner { srq: ManuallyDrop::new(srq), rcq, tracker, peer: peer.clone() }) })
+        Ok(Srq {
+            inner: Arc::new(SrqInner {
+                srq: ManuallyDrop::new(srq),
+                rcq,
+                tracker,
+                peer: peer.clone(),
+                rq_size: cfg.rq_size,
+            }),
+        })
+    }
+
+    /// The number of receives the SRQ holds, as configured
+    /// ([`SrqCfg::set_rq_size`]).
+    pub fn rq_size(&self) -> u32 {
+        self.inner.rq_size
     }
 
     /// The SRQ's receive CQ, if it has one (`rpma_srq_get_rcq`).

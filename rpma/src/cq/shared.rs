@@ -132,8 +132,20 @@ pub(crate) struct Trackers {
     pub(crate) send: Arc<SendTracker>,
     pub(crate) recv: Arc<RecvTracker>,
     pub(crate) srq_recv: Option<Arc<RecvTracker>>,
-    /// CQ entries the connection reserved.
+    /// CQ entries the connection reserved (its send queue, and its
+    /// receive queue when its receives complete here).
     pub(crate) entries: u64,
+    /// The receive queue size of its SRQ when the SRQ's receives complete
+    /// here (0 otherwise): reserved once per SRQ, by its first connection
+    /// on this CQ, and released with its last.
+    pub(crate) srq_entries: u64,
+}
+
+impl Trackers {
+    /// The SRQ whose receives complete here, as a key.
+    fn srq_key(&self) -> Option<usize> {
+        self.srq_recv.as_ref().filter(|_| self.srq_entries > 0).map(|s| Arc::as_ptr(s) as usize)
+    }
 }
 
 /// QP numbers are small local integers the device hands out: a
@@ -171,6 +183,9 @@ pub(crate) struct Routes {
     /// Completions of other connections polled by a drain, returned first.
     stash: Mutex<VecDeque<PolledWc>>,
     reserved: Mutex<u64>,
+    /// The SRQs whose receives complete here: connections using each, and
+    /// the entries reserved for it.
+    srqs: Mutex<HashMap<usize, (usize, u64)>>,
     size: u32,
 }
 
@@ -190,7 +205,13 @@ impl Routes {
         stash
             .try_reserve_exact(size as usize)
             .map_err(|_| Error::NoMem(format!("cannot allocate a shared CQ of {size} entries").into()))?;
-        Ok(Routes { map: RwLock::default(), stash: Mutex::new(stash), reserved: Mutex::new(0), size })
+        Ok(Routes {
+            map: RwLock::default(),
+            stash: Mutex::new(stash),
+            reserved: Mutex::new(0),
+            srqs: Default::default(),
+            size,
+        })
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Map> {
@@ -209,15 +230,24 @@ impl Routes {
     pub(crate) fn add(&self, qp_num: u32, t: Trackers) -> Result<()> {
         let mut map = self.write();
         let mut reserved = lock(&self.reserved);
-        let want = *reserved + t.entries;
+        let mut srqs = lock(&self.srqs);
+        let srq = t.srq_key();
+        let srq_new = srq.is_some_and(|k| !srqs.contains_key(&k));
+        let need = t.entries + if srq_new { t.srq_entries } else { 0 };
+        let want = *reserved + need;
         if want > u64::from(self.size) {
             return Err(Error::inval(format!(
-                "the shared CQ has {} of its {} entries reserved; this connection needs {} more (sq_size + rq_size): \
-                 create the SharedCq larger or give the connection smaller queues",
-                *reserved, self.size, t.entries
+                "the shared CQ has {} of its {} entries reserved; this connection needs {need} more (sq_size + \
+                 rq_size, or its SRQ's rq_size once per SRQ): create the SharedCq larger or give the connection \
+                 smaller queues",
+                *reserved, self.size
             )));
         }
         map.try_reserve(1).map_err(|_| Error::NoMem("cannot grow the shared CQ's connection table".into()))?;
+        if let Some(k) = srq {
+            srqs.try_reserve(1).map_err(|_| Error::NoMem("cannot grow the shared CQ's SRQ table".into()))?;
+            srqs.entry(k).or_insert((0, t.srq_entries)).0 += 1;
+        }
         map.insert(qp_num, t);
         *reserved = want;
         Ok(())
@@ -274,6 +304,16 @@ impl Routes {
         if let Some(t) = map.remove(&qp_num) {
             let mut reserved = lock(&self.reserved);
             *reserved = reserved.saturating_sub(t.entries);
+            if let Some(k) = t.srq_key() {
+                let mut srqs = lock(&self.srqs);
+                if let Some((conns, entries)) = srqs.get_mut(&k) {
+                    *conns -= 1;
+                    if *conns == 0 {
+                        *reserved = reserved.saturating_sub(*entries);
+                        srqs.remove(&k);
+                    }
+                }
+            }
         }
     }
 
