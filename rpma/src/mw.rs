@@ -17,7 +17,12 @@ use crate::wrid::CompletionOp;
 use bitflags::bitflags;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+// loom's mutex under `--cfg loom`, for the model below.
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard};
 
 pub use rpma_sys::mw::MwType;
 use rpma_sys::wr::{MwBindInfo, WrFlags};
@@ -514,5 +519,47 @@ impl Conn {
                 Err(e)
             }
         }
+    }
+}
+
+/// loom model (`harness/loom`): a window's binding ended by the device's
+/// report (a receive polled on one thread) and by its own invalidation's
+/// completion (polled on another) at once ends once: the region's window
+/// count goes down exactly once.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Region(AtomicUsize);
+    impl RegionHold for Region {
+        fn mr(&self) -> &rpma_sys::mr::Mr {
+            unreachable!("not used by the model")
+        }
+        fn windows(&self) -> &AtomicUsize {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn loom_report_and_own_completion_end_a_binding_once() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let region = Arc::new(Region(AtomicUsize::new(0)));
+            let binding = Binding::new(0, 8, MwAccess::REMOTE_READ, 7, 1, region.clone());
+            let st = MwState { rkey: 7, binding: Some(binding), invalidating: Some(7) };
+            let shared = Arc::new(MwShared(Mutex::new(st)));
+            let windows = Arc::new(Windows(Mutex::new(Vec::new())));
+            windows.add(&shared).unwrap();
+            let w2 = windows.clone();
+            let poller = loom::thread::spawn(move || w2.invalidated(7));
+            shared.completed(true);
+            poller.join().unwrap();
+            assert!(shared.lock().binding.is_none());
+            assert_eq!(region.0.load(Ordering::SeqCst), 0, "the hold ended once");
+            windows.invalidated(7); // a late report of the same rkey changes nothing
+            assert_eq!(region.0.load(Ordering::SeqCst), 0);
+        });
     }
 }

@@ -12,9 +12,23 @@
 //! state stays consistent at every panic point: nothing in a critical
 //! section panics but slice indexing, which is in bounds by construction).
 
-use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+
+// Under `--cfg loom` the lock is built on loom's atomics and cell, so the
+// models below (and the send tracker's, which uses this lock) explore its
+// interleavings; otherwise on std's.
+#[cfg(loom)]
+use loom::{
+    cell::UnsafeCell,
+    sync::atomic::{AtomicBool, Ordering},
+    thread::yield_now,
+};
+#[cfg(not(loom))]
+use std::{
+    cell::UnsafeCell,
+    sync::atomic::{AtomicBool, Ordering},
+    thread::yield_now,
+};
 
 /// Spins before yielding the CPU to the holder.
 const SPINS: u32 = 64;
@@ -44,7 +58,12 @@ impl<T> SpinLock<T> {
         if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_contended();
         }
-        SpinGuard { lock: self }
+        SpinGuard {
+            lock: self,
+            #[cfg(loom)]
+            ptr: Some(self.value.get_mut()),
+            _access: std::marker::PhantomData,
+        }
     }
 
     #[cold]
@@ -53,11 +72,11 @@ impl<T> SpinLock<T> {
         let mut spins = 0;
         loop {
             while self.locked.load(Ordering::Relaxed) {
-                if spins < SPINS {
+                if spins < SPINS && !cfg!(loom) {
                     spins += 1;
                     std::hint::spin_loop();
                 } else {
-                    std::thread::yield_now();
+                    yield_now();
                 }
             }
             if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
@@ -68,8 +87,17 @@ impl<T> SpinLock<T> {
 }
 
 /// The locked value; unlocks when dropped (also when unwinding).
+///
+/// It is `Sync` only for `T: Sync` and `Send` only for `T: Send` (as
+/// std's `MutexGuard` is `Sync`): a shared guard hands out `&T` on every
+/// thread that holds a reference to it, which the lock's own bound
+/// (`T: Send`) does not cover. The marker makes the compiler derive that.
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// loom's record of this access, ended before the unlock.
+    #[cfg(loom)]
+    ptr: Option<loom::cell::MutPtr<T>>,
+    _access: std::marker::PhantomData<&'a mut T>,
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
@@ -78,9 +106,16 @@ impl<T> Deref for SpinGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: this guard is the only one (see `Sync` above); the
         // reference lives no longer than the guard.
+        #[cfg(not(loom))]
         #[allow(unsafe_code)]
         unsafe {
             &*self.lock.value.get()
+        }
+        // SAFETY: as above (the pointer is set until the guard drops).
+        #[cfg(loom)]
+        #[allow(unsafe_code)]
+        unsafe {
+            self.ptr.as_ref().map(|p| &*loom::cell::MutPtr::deref(p)).unwrap_or_else(|| unreachable!())
         }
     }
 }
@@ -89,9 +124,16 @@ impl<T> DerefMut for SpinGuard<'_, T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`; `&mut self` makes the reference unique.
+        #[cfg(not(loom))]
         #[allow(unsafe_code)]
         unsafe {
             &mut *self.lock.value.get()
+        }
+        // SAFETY: as above.
+        #[cfg(loom)]
+        #[allow(unsafe_code)]
+        unsafe {
+            self.ptr.as_mut().map(|p| loom::cell::MutPtr::deref(p)).unwrap_or_else(|| unreachable!())
         }
     }
 }
@@ -99,11 +141,44 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline(always)]
     fn drop(&mut self) {
+        #[cfg(loom)]
+        drop(self.ptr.take());
         self.lock.locked.store(false, Ordering::Release);
     }
 }
 
-#[cfg(test)]
+/// loom models (`RUSTFLAGS="--cfg loom" cargo test -p rpma --lib loom`;
+/// `harness/loom` runs them): every interleaving of two threads, up to the
+/// preemption bound.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::SpinLock;
+    use loom::sync::Arc;
+
+    /// Two threads increment under the lock: no update is lost, and loom
+    /// finds no access to the value outside a guard.
+    #[test]
+    fn loom_lock_excludes() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let l = Arc::new(SpinLock::new(0u32));
+            let l2 = l.clone();
+            let t = loom::thread::spawn(move || {
+                let mut g = l2.lock();
+                *g += 1;
+            });
+            {
+                let mut g = l.lock();
+                *g += 1;
+            }
+            t.join().unwrap();
+            assert_eq!(*l.lock(), 2);
+        });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::SpinLock;
     use std::sync::Arc;

@@ -120,7 +120,72 @@ pub(super) fn too_deep(which: &str, depth: usize) -> Error {
     Error::NoMem(format!("cannot allocate book-keeping for a {which} queue of {depth} entries").into())
 }
 
-#[cfg(test)]
+/// loom models of the send tracker (`harness/loom`): its ring under the
+/// test-and-set lock, explored over every interleaving up to the
+/// preemption bound.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+
+    fn ok(_: u64) -> std::result::Result<(), rpma_sys::wr::PostError> {
+        Ok(())
+    }
+
+    fn rec(ctx: u64, signaled: bool, hold: Option<Hold>) -> SendOpRec {
+        SendOpRec { ctx, kind: CompletionOp::Write, signaled, hold, confirm: None }
+    }
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(f);
+    }
+
+    /// A completion is retired while another thread posts: the completer
+    /// either finds the operation not posted yet (and a later poll does),
+    /// or retires it and the unsignaled one before it, whose hold ends then
+    /// and not before.
+    #[test]
+    fn loom_retire_races_a_post() {
+        model(|| {
+            let t = loom::sync::Arc::new(SendTracker::new(4).unwrap());
+            let hold: Hold = Arc::new(0u8);
+            t.post_with(rec(10, false, Some(hold.clone())), ok).unwrap();
+            let t2 = t.clone();
+            let poster = loom::thread::spawn(move || t2.post_with(rec(11, true, None), ok).unwrap());
+            let got = t.complete(1, true);
+            poster.join().unwrap();
+            if got.is_none() {
+                assert_eq!(Arc::strong_count(&hold), 2, "held until the device is done with it");
+                assert_eq!(t.pending(), 2);
+                assert_eq!(t.complete(1, true), Some((11, CompletionOp::Write)));
+            } else {
+                assert_eq!(got, Some((11, CompletionOp::Write)));
+            }
+            assert_eq!((t.pending(), Arc::strong_count(&hold)), (0, 1));
+        });
+    }
+
+    /// Two pollers translate the completions of two signaled operations
+    /// in either order: each gets its own context, once.
+    #[test]
+    fn loom_concurrent_pollers_get_their_contexts() {
+        model(|| {
+            let t = loom::sync::Arc::new(SendTracker::new(4).unwrap());
+            t.post_with(rec(20, true, None), ok).unwrap();
+            t.post_with(rec(21, true, None), ok).unwrap();
+            let t2 = t.clone();
+            let other = loom::thread::spawn(move || t2.complete(1, true));
+            let first = t.complete(0, true);
+            let second = other.join().unwrap();
+            assert_eq!(first, Some((20, CompletionOp::Write)));
+            assert_eq!(second, Some((21, CompletionOp::Write)));
+            assert_eq!(t.pending(), 0);
+        });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::wrid::WrId;
