@@ -307,6 +307,150 @@ device_tests!({
 
     /// Items 4 and 5: queue sizes 0, 1 and u32::MAX give a connection or an
     /// error (never an abort), timeouts 0 and Duration::MAX behave.
+    /// Every public call that takes a size, count, length or offset, given
+    /// hostile values (0, around the region's size, 2^32, 2^42, isize::MAX,
+    /// usize::MAX, and random ones): an `Ok` or an rpma error, never a panic
+    /// (which fails this test), an abort (which kills the binary) or a hang
+    /// (the harness's timeout). An out-of-range local access is `Inval`.
+    fn every_size_taking_call_takes_hostile_sizes() {
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let all = Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND | Usage::RECV | Usage::MW_BIND;
+        let mut mr = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), all).unwrap();
+        let mut rng = common::Rng(0x0dd_5123);
+        let mut hostile: Vec<usize> = vec![
+            0,
+            1,
+            7,
+            8,
+            4088,
+            4095,
+            4096,
+            4097,
+            8192,
+            u32::MAX as usize,
+            u32::MAX as usize + 1,
+            1 << 42,
+            isize::MAX as usize,
+            usize::MAX - 7,
+            usize::MAX,
+        ];
+        hostile.extend((0..8).map(|_| rng.next() as usize));
+        hostile.extend((0..8).map(|_| (rng.next() % 9000) as usize));
+        let mut calls = 0usize;
+        let mut seen = |what: &str, r: rpma::Result<()>| {
+            calls += 1;
+            if let Err(e) = r {
+                assert!(e.code() < 0, "{what}: {e} has no librpma code");
+                assert!(!e.to_string().is_empty());
+            }
+        };
+        let inval = |what: &str, r: rpma::Result<()>, off: usize, len: usize, size: usize| {
+            if off.checked_add(len).is_none_or(|end| end > size) {
+                let e = r.expect_err(what);
+                assert_eq!(e.code(), RPMA_E_INVAL, "{what}({off}, {len}): {e}");
+            }
+        };
+        // Drains what a successful post produced (successes and errors alike).
+        let drain = |c: &Conn| while c.cq().next_completion(Duration::from_millis(200)).is_ok() {};
+        let small = |n: usize| n <= 8192;
+        for &a in &hostile {
+            // Allocations of a user-given size (only those that cannot commit
+            // gigabytes when they succeed).
+            if a <= 1 << 20 || a >= 1 << 42 {
+                seen("AlignedBuf::new", AlignedBuf::new(a).map(drop));
+                seen("MappedFile::sealed", rpma::MappedFile::sealed("hostile", a).map(drop));
+            }
+            seen(
+                "Messages::new(slot)",
+                rpma::messages::Messages::new(c.peer(), a, 1, 1, rpma::messages::MsgAccess::Msgs).map(drop),
+            );
+            for count in [0usize, 2, u32::MAX as usize + 1, usize::MAX] {
+                if count <= 2 && a > 1 << 20 {
+                    continue; // would register real memory of that size
+                }
+                seen(
+                    "Messages::new(count)",
+                    rpma::messages::Messages::new(c.peer(), 64, count, a.min(2), rpma::messages::MsgAccess::Msgs)
+                        .map(drop),
+                );
+            }
+            for &b in &hostile {
+                if small(b) {
+                    let mut buf = vec![0u8; b];
+                    inval("read_at", mr.read_at(a, &mut buf), a, b, 4096);
+                    inval("read_volatile_at", mr.read_volatile_at(a, &mut buf), a, b, 4096);
+                    inval("write_at", mr.write_at(a, &buf), a, b, 4096);
+                    seen(
+                        "write_inline",
+                        c.write_inline(&remote, a as u64, &buf, Flags::COMPLETION_ALWAYS, 1).map(|()| drain(&c)),
+                    );
+                }
+                inval("advise", mr.advise(a, b, rpma::Advice::Prefetch, rpma::AdviseFlags::empty()), a, b, 4096);
+                let r = c.read(&mr, a, &remote, b as u64, 8, Flags::COMPLETION_ALWAYS, 2).map(|()| drain(&c));
+                inval("read(dst_offset)", r, a, 8, 4096);
+                let r = c.read(&mr, 0, &remote, a as u64, b, Flags::COMPLETION_ALWAYS, 3).map(|()| drain(&c));
+                inval("read(len)", r, 0, b, 4096);
+                let r = c.write(&remote, a as u64, &mr, b, 8, Flags::COMPLETION_ALWAYS, 4).map(|()| drain(&c));
+                inval("write(src_offset)", r, b, 8, 4096);
+                seen(
+                    "write_with_imm",
+                    c.write_with_imm(&remote, b as u64, &mr, 0, a, Flags::COMPLETION_ALWAYS, 5, 6).map(|()| drain(&c)),
+                );
+                let r = c
+                    .compare_and_swap(&mr, a, &remote, b as u64, 0, 1, Flags::COMPLETION_ALWAYS, 7)
+                    .map(|()| drain(&c));
+                inval("compare_and_swap", r, a, 8, 4096);
+                let r = c.fetch_and_add(&mr, a, &remote, b as u64, 1, Flags::COMPLETION_ALWAYS, 8).map(|()| drain(&c));
+                inval("fetch_and_add", r, a, 8, 4096);
+                seen(
+                    "atomic_write",
+                    c.atomic_write(&remote, a as u64, [1; 8], Flags::COMPLETION_ALWAYS, 9).map(|()| drain(&c)),
+                );
+                seen(
+                    "flush",
+                    c.flush(&remote, a as u64, b as u64, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 10)
+                        .map(|()| drain(&c)),
+                );
+                inval("send", c.send(&mr, a, b, Flags::COMPLETION_ALWAYS, 11), a, b, 4096);
+                seen("send_with_imm", c.send_with_imm(&mr, a, b, Flags::COMPLETION_ALWAYS, 1, 12));
+                inval("recv", c.recv(&mr, a, b, 13), a, b, 4096);
+                let r = c
+                    .write_sg(&remote, 0, &[rpma::Sg::new(&mr, a, b)], Flags::COMPLETION_ALWAYS, 14)
+                    .map(|()| drain(&c));
+                inval("write_sg", r, a, b, 4096);
+                let r = c.chain().read(&mr, a, &remote, 0, b, Flags::COMPLETION_ALWAYS, 15).map(drop);
+                inval("Chain::read", r, a, b, 4096);
+            }
+            let mut msgs = rpma::messages::Messages::new(c.peer(), 64, 1, 1, rpma::messages::MsgAccess::Msgs).unwrap();
+            seen("Messages::received", msgs.received(a, a).map(drop));
+            seen("Messages::received(len)", msgs.received(0, a).map(drop));
+            if small(a) {
+                seen("Messages::send", msgs.send(&c, a, &vec![0u8; a], Flags::COMPLETION_ALWAYS));
+            }
+            seen("Messages::post_recv", msgs.post_recv(&c, a));
+            drain(&c);
+        }
+        // Descriptors and private data of every length, random bytes.
+        for len in 0..=64 {
+            for _ in 0..8 {
+                let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                seen("MrRemote::from_descriptor", MrRemote::from_descriptor(&bytes).map(drop));
+                seen("PeerCfg::from_descriptor", rpma::PeerCfg::from_descriptor(&bytes).map(drop));
+                seen("CommonData::decode", rpma::CommonData::decode(&bytes).map(drop));
+            }
+        }
+        // Output slices and waits on nothing.
+        assert_eq!(c.cq().get_wc(&mut []).unwrap_err().code(), RPMA_E_INVAL);
+        assert_eq!(rpma::utils::poll_fds(&[], None).unwrap_err().code(), RPMA_E_INVAL, "no wait for ever");
+        assert_eq!(rpma::utils::poll_fds(&[], Some(Duration::ZERO)).unwrap(), Vec::<bool>::new());
+        println!("  {calls} calls with hostile sizes: no panic, no abort");
+        drop(mr);
+        close(c, s);
+    }
+
     fn extreme_sizes_and_timeouts() {
         let cp = peer();
         let port = next_port(); // connection requests only: nobody listens

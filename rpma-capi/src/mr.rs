@@ -158,8 +158,11 @@ pub unsafe extern "C" fn rpma_mr_remote_from_descriptor(
     mr_ptr: *mut *mut MrRemote,
 ) -> c_int {
     guard("rpma_mr_remote_from_descriptor", || {
-        // SAFETY: librpma's contract: desc_size readable bytes at desc.
-        let d = unsafe { bytes(desc, desc_size, "desc") }?;
+        // SAFETY: librpma's contract: desc_size readable bytes at desc. Only
+        // the bytes a descriptor can have are looked at (librpma reads 21
+        // whatever desc_size says), so a generous desc_size makes no slice
+        // past them.
+        let d = unsafe { bytes(desc, desc_size.min(rpma::MR_DESCRIPTOR_EXT_SIZE), "desc") }?;
         let o = out(mr_ptr, "mr_ptr")?;
         let mr = MrRemote::from_descriptor(d)?;
         // SAFETY: checked non-NULL output.

@@ -191,8 +191,9 @@ pub unsafe extern "C" fn rpma_peer_cfg_from_descriptor(
     pcfg_ptr: *mut *mut RpmaPeerCfg,
 ) -> c_int {
     guard("rpma_peer_cfg_from_descriptor", || {
-        // SAFETY: librpma's contract: desc_size readable bytes at desc.
-        let bytes = unsafe { bytes(desc, desc_size, "desc") }?;
+        // SAFETY: librpma's contract: desc_size readable bytes at desc; only
+        // the descriptor's own byte is looked at, as librpma does.
+        let bytes = unsafe { bytes(desc, desc_size.min(rpma::PEER_CFG_DESCRIPTOR_SIZE), "desc") }?;
         let o = out(pcfg_ptr, "pcfg_ptr")?;
         let cfg = PeerCfg::from_descriptor(bytes)?;
         // SAFETY: checked non-NULL output.

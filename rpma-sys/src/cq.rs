@@ -431,7 +431,8 @@ impl Cq {
             if n < 0 {
                 return Err(io::Error::other(format!("ibv_poll_cq failed ({n})")));
             }
-            let n = n as usize;
+            // Never more than asked for, whatever the provider answers.
+            let n = (n as usize).min(want);
             for src in &raw[..n] {
                 // SAFETY: the provider initialised the first n entries;
                 // PolledWc is a transparent ibv_wc.

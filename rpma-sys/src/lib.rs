@@ -98,6 +98,10 @@ pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration
 /// # Errors
 /// The errno of `poll` (`EINTR` is retried).
 pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration>) -> io::Result<Vec<bool>> {
+    // Nothing to wait for: without a timeout poll(2) would sleep for ever.
+    if fds.is_empty() && timeout.is_none() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // A timeout too long to represent as an instant is no limit.
     let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     let mut p: Vec<libc::pollfd> =

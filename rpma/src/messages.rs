@@ -84,8 +84,9 @@ impl Messages {
     /// the connection's: [`Conn::peer`]).
     ///
     /// # Errors
-    /// [`Error::Inval`] for a slot size of 0 or over 4 GiB - 1, or more than
-    /// 2^32 slots; the errors of [`MrLocal::reg`].
+    /// [`Error::Inval`] for a slot size of 0, over 4 GiB - 1 or over the
+    /// device's `max_mr_size`, more than 2^32 slots, or more slots than the
+    /// device's `max_mr` registrations; the errors of [`MrLocal::reg`].
     pub fn new(peer: &Peer, slot_size: usize, send: usize, recv: usize, access: MsgAccess) -> Result<Messages> {
         if slot_size == 0 || u32::try_from(slot_size).is_err() {
             return Err(Error::inval(format!("slot size {slot_size} is not in 1 ..= 4 GiB - 1")));
@@ -93,6 +94,17 @@ impl Messages {
         if send.max(recv) as u64 > u32::MAX as u64 {
             return Err(Error::inval("at most 2^32 - 1 slots of each kind"));
         }
+        // Each slot is a registration: checked before allocating any, so a
+        // huge count is an error, not millions of registrations first.
+        let caps = peer.capabilities();
+        let slots = send as u64 + recv as u64;
+        if caps.max_mr != 0 && slots > u64::from(caps.max_mr) {
+            return Err(Error::inval(format!(
+                "{slots} slots need as many registrations; the device's max_mr is {}",
+                caps.max_mr
+            )));
+        }
+        crate::mr::check_len(peer, slot_size)?;
         let reg = |n: usize| -> Result<Vec<MrLocal<AlignedBuf>>> {
             (0..n).map(|_| MrLocal::reg(peer, AlignedBuf::new(slot_size)?, access.usage())).collect()
         };

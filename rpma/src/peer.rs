@@ -37,6 +37,9 @@ pub struct Capabilities {
     pub iwarp: bool,
     /// Largest memory region the device registers, in bytes.
     pub max_mr_size: u64,
+    /// Most memory regions the device registers (`max_mr`; 0: not
+    /// reported).
+    pub max_mr: u32,
     /// Deepest send or receive queue of a queue pair (`max_qp_wr`).
     pub max_qp_wr: u32,
     /// Most entries in a completion queue (`max_cqe`).
@@ -78,6 +81,7 @@ impl Capabilities {
             mw_type2: c.mw_type2(),
             iwarp: t == Transport::Iwarp,
             max_mr_size: c.max_mr_size,
+            max_mr: c.max_mr,
             max_qp_wr: c.max_qp_wr,
             max_cqe: c.max_cqe,
             max_srq_wr: c.max_srq_wr,

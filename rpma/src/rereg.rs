@@ -210,6 +210,11 @@ impl<M: RegMemory> MrLocal<M> {
             Ok(p) => p,
             Err(e) => return Err(unchanged(self, Some(mem), e)),
         };
+        // Checked before the native call, which would otherwise refuse it
+        // only after the registration was changed (and lose the region).
+        if let Err(e) = crate::mr::check_len(&plan.peer, nlen) {
+            return Err(unchanged(self, Some(mem), e));
+        }
         let inner = match self.into_parts("rereg_memory") {
             Ok(i) => i,
             Err((mr, e)) => return Err(unchanged(mr, Some(mem), e)),

@@ -157,8 +157,12 @@ pub fn is_odp_capable(ctx: &IbvContext) -> Result<bool> {
 /// ```
 ///
 /// # Errors
-/// [`Error::Provider`] with the errno of `poll(2)`.
+/// [`Error::Inval`] for no fds and no timeout (a wait for ever on
+/// nothing); [`Error::Provider`] with the errno of `poll(2)`.
 pub fn poll_fds(fds: &[std::os::fd::RawFd], timeout: Option<Duration>) -> Result<Vec<bool>> {
+    if fds.is_empty() && timeout.is_none() {
+        return Err(Error::inval("poll_fds: no fds and no timeout would wait for ever"));
+    }
     rpma_sys::poll_many(fds, timeout).map_err(|e| Error::provider_raw("poll", e))
 }
 

@@ -268,6 +268,14 @@ fn check_register(peer: &Peer, len: usize, usage: Usage) -> Result<Access> {
 
 /// `1 <= len <= limit` in one test: `0 - 1` wraps above any limit.
 #[inline(always)]
+/// `len` bytes may be registered on `peer` (the device's `max_mr_size`).
+pub(crate) fn check_len(peer: &Peer, len: usize) -> Result<()> {
+    if !len_fits(len, peer.mr_len_limit()) {
+        return Err(bad_length(len, peer.capabilities().max_mr_size));
+    }
+    Ok(())
+}
+
 fn len_fits(len: usize, limit: u64) -> bool {
     (len as u64).wrapping_sub(1) < limit
 }
