@@ -16,6 +16,7 @@ use rpma::{AlignedBuf, CommonData, CompletionOp, Ep, Flags, FlushType, MrLocal, 
 const GREETING: &[u8] = b"Hello from the rpma demo server!";
 const REPLY_AT: u64 = 1024;
 const COUNTER_AT: u64 = 4088;
+const REPLY: &[u8] = b"Hello back from the rpma demo client!\0";
 
 fn server(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, true)?;
@@ -33,6 +34,11 @@ fn server(a: &Args) -> Res<()> {
     let mut counter = [0u8; 8];
     mr.read_at(COUNTER_AT as usize, &mut counter)?;
     println!("server: the client wrote {:?}, counter = {}", common::cstr(&reply), u64::from_le_bytes(counter));
+    // The demo is also a test: the client's write and atomic write must
+    // have landed, or the server fails.
+    if reply[..REPLY.len()] != *REPLY || u64::from_le_bytes(counter) != 42 {
+        return Err(format!("server: expected the reply {:?} and counter 42", common::cstr(REPLY)).into());
+    }
     mr.dereg().map_err(|e| e.error)?;
     Ok(())
 }
@@ -50,8 +56,11 @@ fn client(a: &Args) -> Res<()> {
     let mut got = vec![0u8; GREETING.len()];
     local.read_at(0, &mut got)?;
     println!("client: RDMA read: {:?}", String::from_utf8_lossy(&got));
+    if got != GREETING {
+        return Err("client: the RDMA read did not return the server's greeting".into());
+    }
 
-    let reply = b"Hello back from the rpma demo client!\0";
+    let reply = REPLY;
     local.write_at(512, reply)?;
     conn.write(&remote, REPLY_AT, &local, 512, reply.len(), Flags::COMPLETION_ON_ERROR, 2)?;
     conn.atomic_write(&remote, COUNTER_AT, 42u64.to_le_bytes(), Flags::COMPLETION_ON_ERROR, 3)?;

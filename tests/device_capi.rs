@@ -22,11 +22,11 @@ use interop::{
     build_c, build_c_linked, build_c_source, c_example_peer, capi_lib_dir, case_on, interop_case_ok, run_pair,
     target_dir, with_lib, Side, EXAMPLES, INTEROP_CASES,
 };
-use rpma_harness::{addr, device_tests, next_port};
+use rpma_harness::{addr, device_tests, next_port, wait_listening};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn c_interop() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -59,22 +59,6 @@ fn examples_matrix(pairs: &[(Side, Side)]) {
     }
     println!("{table}");
     assert!(failed.is_empty(), "pairs failed: {}", failed.join(", "));
-}
-
-/// Waits until `server` listens on `port`, has exited (its output then says
-/// why), or `limit` has passed: then a client may start.
-fn wait_listening(port: &str, server: &mut Child, limit: Duration) {
-    let t0 = Instant::now();
-    while !listening(port) && server.try_wait().unwrap().is_none() && t0.elapsed() < limit {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Whether an RDMA CM ID listens on `port` (`rdma resource show cm_id`).
-fn listening(port: &str) -> bool {
-    let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
-    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    text.lines().any(|l| l.contains("LISTEN") && l.contains(&format!(":{port} ")))
 }
 
 const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");

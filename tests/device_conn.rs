@@ -179,12 +179,31 @@ device_tests!({
     fn native_persistent_flush_on_pmem() {
         let sp = peer();
         let dir = std::env::var("RPMA_TEST_PMEM_DIR").ok();
+        // Whether this world must run it comes from outside rpma: the world
+        // says ODP (RPMA_EXPECT_ODP, or the measured kernel table), rdma-core
+        // 45+ posts a native flush, rxe has one from Linux 6.2, and the VM
+        // always provides pmem. There, rpma's own probe must agree.
+        let expected = rpma_harness::expect_odp() == Some(true)
+            && rpma_harness::rdma_core_release().is_some_and(|r| r >= 45)
+            && (!rpma_harness::in_vm() || rpma_harness::rxe_iba15())
+            && (dir.is_some() || rpma_harness::in_vm());
         let Some(dir) = dir.filter(|_| sp.is_native_flush_supported() && sp.is_odp_capable()) else {
+            assert!(
+                !expected,
+                "this world must run it (ODP expected, rdma-core {:?}, kernel {:?}), but rpma's probe says native \
+                 flush {}, ODP {}, pmem dir {:?}",
+                rpma_harness::rdma_core_release(),
+                rpma_harness::kernel_version(),
+                sp.is_native_flush_supported(),
+                sp.is_odp_capable(),
+                std::env::var("RPMA_TEST_PMEM_DIR").ok()
+            );
             println!(
-            "  not run here: needs native flush ({}), ODP ({}) and pmem (RPMA_TEST_PMEM_DIR); it runs in the trixie-backports world",
-            sp.is_native_flush_supported(),
-            sp.is_odp_capable()
-        );
+                "  not run here (expected: no ODP in this world, or rdma-core {:?} < 45, or kernel {:?} < 6.2); it runs \
+                 in the trixie-backports world",
+                rpma_harness::rdma_core_release(),
+                rpma_harness::kernel_version()
+            );
             return;
         };
         let path = format!("{dir}/native-persistent-flush");

@@ -38,7 +38,8 @@ const MULTI: &[&str] = &[
 
 device_tests!({
     fn ex_demo() {
-        run("demo", &["demo: ok"]);
+        // The server checks what the client wrote and fails otherwise.
+        run("demo", &["demo: ok", "counter = 42", "client: RDMA read: \"Hello from the rpma demo server!\""]);
     }
 
     fn ex_async_log() {

@@ -107,8 +107,9 @@ device_tests!({
             let iba15 = rpma_harness::rxe_iba15();
             let lib_flush = rpma_harness::rdma_core_release().is_some_and(|r| r >= 45);
             assert!(!c.iwarp, "{c:?}");
-            if let Some(odp) = rpma_harness::rxe_odp() {
-                assert_eq!(c.odp, odp, "{c:?}");
+            match rpma_harness::expect_odp() {
+                Some(odp) => assert_eq!(c.odp, odp, "{c:?}"),
+                None => println!("  ODP not asserted: kernel {:?} was not measured", rpma_harness::kernel_version()),
             }
             assert_eq!((c.native_flush, c.native_atomic_write), (iba15 && lib_flush, iba15), "{c:?}");
             assert!(c.mw_type1 && c.mw_type2, "{c:?}");

@@ -61,7 +61,11 @@ fn verify_after_kill(child: &mut std::process::Child, path: &str, acked: &[(u64,
 
 device_tests!({
     fn soak_kill_and_restart() {
-        let rounds: usize = std::env::var("RPMA_SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+        let rounds: usize = match std::env::var("RPMA_SOAK_ROUNDS") {
+            Err(_) => 6,
+            Ok(v) => v.parse().unwrap_or_else(|_| panic!("RPMA_SOAK_ROUNDS={v:?} is not a number of rounds")),
+        };
+        assert!(rounds > 0, "RPMA_SOAK_ROUNDS=0 would soak nothing and pass");
         let exe = std::env::current_exe().unwrap();
         let server = exe.parent().and_then(|d| d.parent()).unwrap().join("examples").join("07-atomic-write");
         let path = format!("{}/rpma-soak-{}", std::env::temp_dir().display(), std::process::id());

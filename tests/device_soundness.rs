@@ -467,6 +467,11 @@ device_tests!({
                         cfg.set_cq_size(cq);
                         cfg.set_rcq_size(rcq);
                         match ConnReq::new(&cp, &addr(), port, Some(&cfg)) {
+                            // The device reports its limits (max_qp_wr,
+                            // max_cqe): u32::MAX is above every one.
+                            Ok(_) if [sq, rq, cq, rcq].contains(&u32::MAX) && caps.max_qp_wr != 0 => {
+                                panic!("sizes {sq} {rq} {cq} {rcq} accepted over the device's limits {caps:?}")
+                            }
                             Ok(_) => outcomes[0] += 1,
                             Err(e) => {
                                 outcomes[1] += 1;
@@ -510,10 +515,14 @@ device_tests!({
             let mut scfg = SrqCfg::new();
             scfg.set_rq_size(rq);
             scfg.set_rcq_size(rcq);
-            if let Err(e) = Srq::new(&cp, Some(&scfg)) {
-                if rq == u32::MAX || rcq == u32::MAX {
-                    assert!(e.to_string().contains("exceeds the device's"), "{e}");
+            match Srq::new(&cp, Some(&scfg)) {
+                Err(e) if rq == u32::MAX || rcq == u32::MAX => {
+                    assert!(e.to_string().contains("exceeds the device's"), "{e}")
                 }
+                Ok(_) if rq == u32::MAX || rcq == u32::MAX => {
+                    panic!("SRQ sizes {rq} {rcq} accepted over the device's limits {caps:?}")
+                }
+                _ => {}
             }
         }
         // Timeouts.

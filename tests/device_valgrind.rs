@@ -31,8 +31,9 @@ fn memcheck(name: &str, client_args: &[&str]) {
         c.arg(&ex).args([role, &addr(), &port]).args(extra);
         c
     };
-    let srv = vg("server", &[]).spawn().expect("valgrind (harness/install-deps installs it)");
-    std::thread::sleep(std::time::Duration::from_secs(3)); // the server starts slowly under valgrind
+    let mut srv = vg("server", &[]).spawn().expect("valgrind (harness/install-deps installs it)");
+    // The server starts slowly under valgrind: wait until it listens.
+    rpma_harness::wait_listening(&port, &mut srv, std::time::Duration::from_secs(90));
     let cli = vg("client", client_args).output().unwrap();
     let srv = srv.wait_with_output().unwrap();
     for (who, out) in [("client", &cli), ("server", &srv)] {
@@ -70,6 +71,14 @@ fn memcheck_test_binary(name: &str, filters: &[&str]) {
     );
     let summary =
         String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("test result")).collect::<String>();
+    // The binary must have run its tests, all of them passing: a green
+    // exit of a run that selected nothing would check nothing.
+    let passed: usize = summary
+        .strip_prefix("test result: ok. ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{name} {filters:?}: no passing test result under memcheck: {summary:?}"));
+    assert!(passed > 0 && summary.contains(" 0 failed"), "{name} {filters:?}: {summary}");
     println!("  {name} {filters:?} clean under memcheck: {summary}");
 }
 

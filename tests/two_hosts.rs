@@ -47,11 +47,17 @@ fn main() {
         println!("{NAME}: test");
         exit(0);
     }
-    if args.iter().any(|a| a == "--ignored")
-        || !(filters.is_empty() || filters.iter().any(|f| NAME.contains(f.as_str())))
-    {
+    if args.iter().any(|a| a == "--ignored") {
         println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n");
         exit(0);
+    }
+    // A filter that matches nothing is not a pass (as in rpma_harness::run).
+    if !(filters.is_empty() || filters.iter().any(|f| NAME.contains(f.as_str()))) {
+        println!(
+            "\nrunning 0 tests\n\ntest result: FAILED. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n"
+        );
+        eprintln!("two_hosts: the filters {filters:?} do not match its one test, {NAME}");
+        exit(101);
     }
     match std::env::var("RPMA_HOST").as_deref() {
         Ok("a") => server(),

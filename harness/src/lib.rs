@@ -99,6 +99,42 @@ pub fn rxe_odp() -> Option<bool> {
     }
 }
 
+/// Whether the device must have On-Demand Paging here, as the world says:
+/// `RPMA_EXPECT_ODP=1` (or `0`), set by `harness/test` for the world that
+/// exists to test it, else the measured rxe table ([`rxe_odp`]) in the VM.
+/// `None`: nobody knows, so nothing may be asserted.
+///
+/// # Panics
+/// On another value of `RPMA_EXPECT_ODP` (a typo must not silently turn the
+/// expectation off).
+pub fn expect_odp() -> Option<bool> {
+    match std::env::var("RPMA_EXPECT_ODP").as_deref() {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        Ok(v) => panic!("RPMA_EXPECT_ODP={v:?}: use 1 or 0"),
+        Err(_) if in_vm() => rxe_odp(),
+        Err(_) => None,
+    }
+}
+
+/// Waits until `server` listens on `port` (an RDMA CM ID in LISTEN on it,
+/// as `rdma resource show cm_id` lists), has exited (its output then says
+/// why), or `limit` has passed: then a client may start. A device event,
+/// not a sleep, under an emulator whose speed varies.
+pub fn wait_listening(port: &str, server: &mut std::process::Child, limit: Duration) {
+    let t0 = Instant::now();
+    while !listening(port) && server.try_wait().ok().flatten().is_none() && t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether an RDMA CM ID listens on `port` (`rdma resource show cm_id`).
+pub fn listening(port: &str) -> bool {
+    let out = Command::new("rdma").args(["resource", "show", "cm_id"]).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    text.lines().any(|l| l.contains("LISTEN") && l.contains(&format!(":{port} ")))
+}
+
 /// rdma-core's release (44 in libibverbs' "1.14.44.0") from its pkg-config
 /// file, `None` when it cannot be read.
 pub fn rdma_core_release() -> Option<u32> {
@@ -144,12 +180,12 @@ pub fn ensure_device() {
     exit(status.code().unwrap_or(125));
 }
 
-fn selected<'a>(tests: &'a [Test], filters: &[String], exact: bool) -> Vec<&'a Test> {
+fn selected<'a>(tests: &'a [Test], filters: &[String], skips: &[String], exact: bool) -> Vec<&'a Test> {
+    let hit = |f: &String, name: &str| if exact { name == f } else { name.contains(f.as_str()) };
     tests
         .iter()
-        .filter(|t| {
-            filters.is_empty() || filters.iter().any(|f| if exact { t.name == f } else { t.name.contains(f.as_str()) })
-        })
+        .filter(|t| filters.is_empty() || filters.iter().any(|f| hit(f, t.name)))
+        .filter(|t| !skips.iter().any(|f| hit(f, t.name)))
         .collect()
 }
 
@@ -157,6 +193,7 @@ fn selected<'a>(tests: &'a [Test], filters: &[String], exact: bool) -> Vec<&'a T
 /// `--exact`, `--list`, `--ignored`); exits 0 when all pass, 101 otherwise.
 pub fn run(tests: &[Test]) -> ! {
     let mut filters = Vec::new();
+    let mut skips = Vec::new();
     let (mut list, mut exact, mut ignored) = (false, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -164,7 +201,8 @@ pub fn run(tests: &[Test]) -> ! {
             "--list" => list = true,
             "--exact" => exact = true,
             "--ignored" => ignored = true,
-            "--format" | "--color" | "--test-threads" | "-Z" | "--logfile" | "--skip" => {
+            "--skip" => skips.extend(args.next()),
+            "--format" | "--color" | "--test-threads" | "-Z" | "--logfile" => {
                 args.next();
             }
             s if s.starts_with('-') => {}
@@ -172,7 +210,7 @@ pub fn run(tests: &[Test]) -> ! {
         }
     }
     // No test is #[ignore]d: `--ignored` selects none.
-    let chosen = if ignored { Vec::new() } else { selected(tests, &filters, exact) };
+    let chosen = if ignored { Vec::new() } else { selected(tests, &filters, &skips, exact) };
     if list {
         for t in &chosen {
             println!("{}: test", t.name);
@@ -180,11 +218,25 @@ pub fn run(tests: &[Test]) -> ! {
         exit(0);
     }
     if chosen.is_empty() {
+        // A run that selects nothing is not a pass: a filter that matches
+        // no test here (a renamed test, a typo in a CI script) would
+        // otherwise turn green with nothing tested. `--ignored` selects
+        // none by design (no device test is ignored).
+        let why = if ignored { "--ignored (no device test is ignored)" } else { "the filters" };
         println!(
-            "\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n",
+            "\nrunning 0 tests\n\ntest result: {}. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n",
+            if ignored { "ok" } else { "FAILED" },
             tests.len()
         );
-        exit(0);
+        if ignored {
+            exit(0);
+        }
+        eprintln!(
+            "rpma device tests: {why} {filters:?} (skip {skips:?}) matched none of this binary's {} tests; \
+             name one that exists, or run the binary without filters",
+            tests.len()
+        );
+        exit(101);
     }
     ensure_device();
     let _ = env_logger::builder().try_init();
@@ -199,7 +251,9 @@ pub fn run(tests: &[Test]) -> ! {
         Duration::from_secs(std::env::var("RPMA_TEST_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(300));
     let start = Instant::now();
     let mut failed = Vec::new();
+    let mut ran = 0;
     for t in &chosen {
+        ran += 1;
         print!("test {} ... ", t.name);
         let _ = std::io::stdout().flush();
         let t0 = Instant::now();
@@ -229,17 +283,21 @@ pub fn run(tests: &[Test]) -> ! {
             }
         }
     }
-    let passed = chosen.len() - failed.len();
+    let not_run = chosen.len() - ran;
+    let passed = ran - failed.len();
     if !failed.is_empty() {
         println!("\nfailures:");
         for f in &failed {
             println!("    {f}");
         }
     }
+    if not_run > 0 {
+        println!("\nnot run after the timeout: {not_run} test(s)");
+    }
     println!(
         "\ntest result: {}. {passed} passed; {} failed; 0 ignored; 0 measured; {} filtered out; finished in {:.2}s\n",
         if failed.is_empty() { "ok" } else { "FAILED" },
-        failed.len(),
+        failed.len() + not_run,
         tests.len() - chosen.len(),
         start.elapsed().as_secs_f64()
     );
