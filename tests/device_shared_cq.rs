@@ -238,7 +238,7 @@ device_tests!({
         assert_eq!(z.qp_num(), qx, "the fault makes Z report X's number");
         z.read(&dst, 8, &zr, 0, 8, Flags::COMPLETION_ALWAYS, 9).unwrap();
         let wc = scq.next_completion(T).unwrap();
-        assert_eq!((wc.op_context, wc.qp_num, wc.status.is_success()), (9, qx, true), "Z's own completion first");
+        assert_eq!((wc.op_context, wc.status.is_success()), (9, true), "Z's own completion first");
         close(z, zs);
         rpma_sys::fault::reuse_qp_num(0);
         drop(dst.dereg().expect("nothing holds the region"));

@@ -161,7 +161,7 @@ impl PolledWc {
     /// Local QP number.
     #[inline(always)]
     pub fn qp_num(&self) -> u32 {
-        crate::fault::qp_num(self.0.qp_num)
+        self.0.qp_num
     }
     /// `ibv_wc_flags`.
     #[inline(always)]

@@ -78,8 +78,9 @@ static RENAMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 static RENAME_NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Makes the next QP created (on any thread) report the number `n`, from
-/// `Qp::qp_num` and in its completions' `qp_num`, as a device that reuses
-/// QP numbers would (feature `fault-injection` only). It lasts until the
+/// `Qp::qp_num` and (through [`qp_num`]) in the shared CQ's routing of its
+/// completions, as a device that reuses QP numbers would (feature
+/// `fault-injection` only). It lasts until the
 /// next `reuse_qp_num` call; `n == 0` disarms and ends the renaming.
 #[cfg(feature = "fault-injection")]
 pub fn reuse_qp_num(n: u32) {
@@ -105,9 +106,12 @@ pub(crate) fn qp_created(real: u32) {
     let _ = real;
 }
 
-/// The number QP `real` reports (itself unless renamed).
+/// The number QP `real` reports (itself unless renamed by
+/// [`reuse_qp_num`]). `Qp::qp_num` applies it; a completion's raw
+/// `qp_num` does not (the plain data path stays free of the check), so the
+/// shared CQ's routing applies it where it matches completions to QPs.
 #[inline(always)]
-pub(crate) fn qp_num(real: u32) -> u32 {
+pub fn qp_num(real: u32) -> u32 {
     #[cfg(feature = "fault-injection")]
     {
         let r = RENAMED.load(std::sync::atomic::Ordering::Relaxed);

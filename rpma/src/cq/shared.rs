@@ -272,7 +272,7 @@ impl Routes {
                         break;
                     }
                 };
-                if w.qp_num() == qp_num {
+                if qp_of(&w) == qp_num {
                     // Retired, and a window invalidation it reports noted.
                     let _ = super::completion(&w, route(&map, &w), &cq.windows);
                     continue;
@@ -295,7 +295,7 @@ impl Routes {
         // completion of a gone QP, and routed to whichever connection gets
         // the same QP number next (retiring that one's entries early).
         lock(&self.stash).retain(|w| {
-            if w.qp_num() != qp_num {
+            if qp_of(w) != qp_num {
                 return true;
             }
             let _ = super::completion(w, route(&map, w), &cq.windows);
@@ -360,10 +360,17 @@ impl Routes {
     }
 }
 
+/// The QP number `w` is routed by: the device's (a QP number reuse faked
+/// in tests with `rpma_sys::fault::reuse_qp_num` applies here).
+#[inline(always)]
+fn qp_of(w: &PolledWc) -> u32 {
+    rpma_sys::fault::qp_num(w.qp_num())
+}
+
 /// Retires what `w` names in its QP's trackers.
 #[inline]
 fn route(map: &Map, w: &PolledWc) -> Option<(u64, CompletionOp)> {
-    match map.get(&w.qp_num()) {
+    match map.get(&qp_of(w)) {
         Some(t) => retire(w, Some(&t.send), Some(&t.recv), t.srq_recv.as_deref()),
         None => {
             rpma_log!(

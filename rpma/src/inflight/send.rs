@@ -203,10 +203,11 @@ impl SendTracker {
         // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
         #[allow(unsafe_code)]
-        if let Err(e) = unsafe { qp.post_built(&mut built, wrid::send(seq)) } {
-            return Err(refused_or_queued(&mut g, seq, e, || Entry::plain(ctx, kind, signaled, hold.map(|h| h()))));
-        }
+        let posted = unsafe { qp.post_built(&mut built, wrid::send(seq)) };
         let hold = hold.map(|h| h());
+        if let Err(e) = posted {
+            return Err(refused_or_queued(&mut g, seq, e, Entry::plain(ctx, kind, signaled, hold)));
+        }
         let mask = g.slots.len().wrapping_sub(1);
         // Never `None` (the length is a power of two); no panic either, so
         // nothing unwinds with the hold in hand.
@@ -373,7 +374,7 @@ fn overwritten(slot: &mut Option<Entry>) {
 /// of the locked ring `g`, as a posted one.
 #[cold]
 #[inline(never)]
-fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: impl FnOnce() -> Entry) -> Error {
+fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: Entry) -> Error {
     if e.maybe_queued {
         let mask = g.slots.len().wrapping_sub(1);
         match g.slots.get_mut(seq as usize & mask) {
@@ -381,10 +382,10 @@ fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: impl FnOnce() 
                 if slot.is_some() {
                     overwritten(slot); // never: the ring had room
                 }
-                *slot = Some(entry());
+                *slot = Some(entry);
                 g.len += 1;
             }
-            None => std::mem::forget(entry()), // never (a power-of-two ring)
+            None => std::mem::forget(entry), // never (a power-of-two ring)
         }
     }
     post_error("ibv_post_send", e)
