@@ -13,6 +13,14 @@ use rpma_harness::{addr, device_tests, next_port};
 use std::thread;
 use std::time::Duration;
 
+/// RNR NAKs the device sent (its `send_rnr_err` counter: rxe and most
+/// providers export it in sysfs).
+fn rnr_naks_sent(dev: &str) -> u64 {
+    let path = format!("/sys/class/infiniband/{dev}/ports/1/hw_counters/send_rnr_err");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e} (the device's RNR counter)"));
+    text.trim().parse().unwrap_or_else(|e| panic!("{path}: {text:?}: {e}"))
+}
+
 device_tests!({
     fn connect_exchange_private_data_and_close() {
         let (c, s) = pair(None, None, b"from-client", b"from-server".to_vec());
@@ -608,8 +616,16 @@ device_tests!({
             assert_eq!(c.retry_budget().unwrap().min_rnr_timer, 12, "the client's default");
             let msg = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
             let rcv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
+            let naks = || rnr_naks_sent(&sp.device_name());
+            let before = naks();
             c.send(&msg, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
-            thread::sleep(Duration::from_millis(50)); // the send meets an empty receive queue
+            // The send has met the empty receive queue once the receiver has
+            // answered it with an RNR NAK (the device's own counter).
+            let t = std::time::Instant::now();
+            while naks() == before {
+                assert!(t.elapsed() < T, "no RNR NAK was sent for the early send");
+                thread::yield_now();
+            }
             let t0 = std::time::Instant::now();
             s.recv(&rcv, 0, 8, 2).unwrap();
             let wc = c.cq().next_completion(T).unwrap();
