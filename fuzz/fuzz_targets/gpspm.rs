@@ -1,11 +1,9 @@
-//! GPSPM flush requests and responses from a peer.
+//! `props::gpspm` (fuzz/props.rs) on the fuzzer's inputs.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(r) = rpma::gpspm::FlushRequest::decode(data) {
-        let _ = r.check(u64::from_le_bytes(data[..8].try_into().unwrap()));
-        assert_eq!(rpma::gpspm::FlushRequest::decode(&r.encode()).unwrap(), r);
-    }
-    let _ = rpma::gpspm::FlushResponse::decode(data);
-});
+#[path = "../props.rs"]
+#[allow(dead_code)] // each target uses one property
+mod props;
+
+fuzz_target!(|data: &[u8]| props::gpspm(data));

@@ -1,10 +1,9 @@
-//! The examples' private-data layout (`CommonData`) from a peer.
+//! `props::private_data` (fuzz/props.rs) on the fuzzer's inputs.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(cd) = rpma::CommonData::decode(data) {
-        assert!(data.len() >= rpma::common_data::COMMON_DATA_SIZE);
-        let _ = (cd.data_offset, cd.mr.size(), cd.peer_cfg);
-    }
-});
+#[path = "../props.rs"]
+#[allow(dead_code)] // each target uses one property
+mod props;
+
+fuzz_target!(|data: &[u8]| props::private_data(data));
