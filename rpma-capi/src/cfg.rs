@@ -23,13 +23,23 @@ pub struct ConnCfgC {
 }
 
 /// The configuration C code passes (NULL: librpma's defaults), copied out
-/// so that no lock is held across a blocking call.
+/// so that no lock is held across a blocking call. The SRQ set in it is
+/// looked at only here, when a connection request uses the configuration,
+/// as C librpma does: `rpma_conn_cfg_set_srq` only stores the pointer.
 ///
 /// # Safety
-/// A non-NULL `cfg` is a live configuration of this library.
+/// A non-NULL `cfg` is a live configuration of this library; the SRQ set
+/// in it (if any) is a live SRQ of this library now (librpma's contract).
 pub(crate) unsafe fn conn_cfg_of(cfg: *const RpmaConnCfg) -> Option<ConnCfg> {
     // SAFETY: the caller's contract.
-    unsafe { cfg.as_ref() }.map(|c| c.lock().cfg.clone())
+    let c = unsafe { cfg.as_ref() }?;
+    let g = c.lock();
+    let mut out = g.cfg.clone();
+    // SAFETY: the caller's contract: the stored SRQ is live now.
+    if let Some(srq) = unsafe { (g.srq as *const Srq).as_ref() } {
+        out.set_srq(Some(srq));
+    }
+    Some(out)
 }
 
 /// `rpma_conn_cfg_new`.
@@ -167,17 +177,19 @@ cfg_field!(
     |c| c.rcq_size()
 );
 
-/// `rpma_conn_cfg_set_srq`: NULL unsets it.
+/// `rpma_conn_cfg_set_srq`: stores the pointer, as C librpma does, without
+/// looking at the SRQ (it may not exist yet); a connection request that
+/// uses the configuration reads it then. NULL is `RPMA_E_INVAL`, as in C
+/// librpma.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_cfg_set_srq(cfg: *mut RpmaConnCfg, srq: *mut Srq) -> c_int {
     guard("rpma_conn_cfg_set_srq", || {
         // SAFETY: librpma's contract: a live cfg of this library.
         let cfg = unsafe { obj(cfg, "cfg") }?;
-        // SAFETY: librpma's contract: NULL or a live SRQ of this library.
-        let s = unsafe { srq.as_ref() };
-        let mut c = cfg.lock();
-        c.cfg.set_srq(s);
-        c.srq = srq as usize;
+        if srq.is_null() {
+            return Err(rpma::Error::inval("rpma_conn_cfg_set_srq: srq is NULL"));
+        }
+        cfg.lock().srq = srq as usize;
         Ok(())
     })
 }

@@ -121,6 +121,17 @@ main(int argc, char *argv[])
 	printf("rq_size %u\n", u);
 	rpma_conn_cfg_get_compl_channel(cfg, &b);
 	printf("compl_channel %d\n", b);
+	/*
+	 * The SRQ is only stored until a connection request uses the cfg: a
+	 * pointer that is not (or not yet) an SRQ is taken and handed back,
+	 * never read; NULL is refused.
+	 */
+	CHECK("set_srq(NULL)", rpma_conn_cfg_set_srq(cfg, NULL));
+	struct rpma_srq *not_yet = (struct rpma_srq *)(void *)&timeout;
+	CHECK("set_srq(not yet an SRQ)", rpma_conn_cfg_set_srq(cfg, not_yet));
+	rpma_conn_cfg_get_srq(cfg, &srq);
+	printf("srq stored as given %d\n", srq == not_yet);
+	CHECK("set_srq(NULL cfg)", rpma_conn_cfg_set_srq(NULL, not_yet));
 	CHECK("set_cq_size(NULL cfg)", rpma_conn_cfg_set_cq_size(NULL, 1));
 	CHECK("get_cq_size(NULL out)", rpma_conn_cfg_get_cq_size(cfg, NULL));
 	CHECK("conn_cfg_delete", rpma_conn_cfg_delete(&cfg));
