@@ -117,6 +117,48 @@ fn row(case: &str, expected: i32, r: rpma::Result<()>) {
 }
 
 device_tests!({
+    /// A region's usages are intentions: by default an operation on a
+    /// region registered for another use is refused, naming the usage to
+    /// add, although the device would do it (READ_DST | WRITE_SRC has the
+    /// local write a receive needs). With the checks off (C librpma's
+    /// behaviour, and rpma's C ABI's) it is posted and the device decides:
+    /// that send and receive complete, and a receive into a region without
+    /// local write access fails in its completion, nothing written.
+    fn usages_are_intentions_the_device_decides_without_checks() {
+        let sp = peer();
+        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let cli = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let mut srv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+        let e = s.recv(&srv, 0, 8, 1).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert!(e.to_string().contains("register it with Usage(RECV) added"), "{e}");
+        let e = c.send(&cli, 0, 8, Flags::COMPLETION_ALWAYS, 2).unwrap_err();
+        assert!(e.to_string().contains("register it with Usage(SEND) added"), "{e}");
+        assert!(sp.usage_checks());
+        sp.set_usage_checks(false);
+        c.peer().set_usage_checks(false);
+        s.recv(&srv, 0, 8, 1).unwrap();
+        c.send(&cli, 0, 8, Flags::COMPLETION_ALWAYS, 2).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "the device sends from it");
+        let wc = s.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.status), (1, WcStatus::SUCCESS), "the device receives into it");
+        // No local write access at all (SEND alone): the device refuses.
+        let ro = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+        assert!(!ro.access().contains(rpma::Access::LOCAL_WRITE));
+        s.recv(&ro, 0, 8, 3).unwrap();
+        srv.write_at(0, &[0; 8]).unwrap();
+        c.send(&cli, 0, 8, Flags::COMPLETION_ALWAYS, 4).unwrap();
+        let wc = s.cq().next_completion(T).unwrap();
+        assert_eq!(wc.op_context, 3);
+        assert!(!wc.status.is_success(), "a receive into memory without local write access: {}", wc.status);
+        let mut got = [1u8; 8];
+        ro.read_at(0, &mut got).unwrap();
+        assert_eq!(got, [0; 8], "nothing was written");
+        let _ = c.cq().next_completion(T);
+        drop(c);
+        drop(s);
+    }
+
     fn enforcement_matrix() {
         let usages = [
             Usage::READ_SRC,

@@ -91,6 +91,9 @@ pub unsafe extern "C" fn rpma_peer_new(ibv_ctx: *mut c_void, peer_ptr: *mut *mut
         let o = out(peer_ptr, "peer_ptr")?;
         let ctx = context_of(ibv_ctx)?;
         let peer = Peer::new(&ctx)?;
+        // C librpma checks no usage when posting: the device refuses what a
+        // region's access does not grant (docs/capi.md).
+        peer.set_usage_checks(false);
         if !peer.is_native_atomic_write_supported() {
             crate::note(
                 rpma::log::LogLevel::Info,

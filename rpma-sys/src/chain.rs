@@ -475,7 +475,7 @@ impl Qp {
     ///   provider refused (`bad_wr`; `ENOMEM` when the send queue is full,
     ///   `EINVAL` for a bad request): the ones before it are posted and will
     ///   complete; when the provider names none (rxe's failed doorbell, after
-    ///   the queue was written: see [`PostError`](crate::wr::PostError)),
+    ///   the queue was written: see [`PostError`](crate::post::PostError)),
     ///   `k` is the whole list;
     /// * through the extended interface `k` is 0 for `EOPNOTSUPP` (before
     ///   anything is built) when the QP's extended interface does not carry
@@ -568,7 +568,7 @@ impl QpEx<'_> {
     /// request `i` with the work request ID `wr_id(i)`: all of them or,
     /// when `ibv_wr_complete` fails, none on mlx5 and efa (which roll back),
     /// possibly all on rxe (a failed doorbell after the queue was written):
-    /// [`PostError::maybe_queued`](crate::wr::PostError::maybe_queued).
+    /// [`PostError::maybe_queued`](crate::post::PostError::maybe_queued).
     ///
     /// # Safety
     /// As [`Qp::post_send`], for every request in `wrs`.
@@ -581,7 +581,7 @@ impl QpEx<'_> {
         &mut self,
         wrs: impl Iterator<Item = ChainWr> + Clone,
         wr_id: impl Fn(usize) -> u64,
-    ) -> Result<(), crate::wr::PostError> {
+    ) -> Result<(), crate::post::PostError> {
         if !wrs.clone().all(|w| self.carries(&w)) {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
@@ -638,7 +638,7 @@ impl QpEx<'_> {
             }
             match ffi::ibv_wr_complete(q) {
                 0 => Ok(()),
-                rc => Err(crate::wr::post_failed(rc, true, "ibv_wr_complete")),
+                rc => Err(crate::post::post_failed(rc, true, "ibv_wr_complete")),
             }
         }
     }

@@ -68,7 +68,7 @@ pub(crate) fn injected(op: &str) -> io::Error {
     io::Error::from_raw_os_error(libc::EBUSY)
 }
 
-/// The real number of the QP renamed by [`reuse_qp_num`] (high half) and the
+/// The real number of the QP renamed by `reuse_qp_num` (high half) and the
 /// number it reports (low half); 0: none. Process-wide, since completions
 /// are polled on any thread.
 #[cfg(feature = "fault-injection")]
@@ -90,7 +90,7 @@ pub fn reuse_qp_num(n: u32) {
     }
 }
 
-/// A QP numbered `real` was created: applies an armed [`reuse_qp_num`].
+/// A QP numbered `real` was created: applies an armed `reuse_qp_num`.
 #[inline]
 pub(crate) fn qp_created(real: u32) {
     #[cfg(feature = "fault-injection")]
@@ -107,7 +107,7 @@ pub(crate) fn qp_created(real: u32) {
 }
 
 /// The number QP `real` reports (itself unless renamed by
-/// [`reuse_qp_num`]). `Qp::qp_num` applies it; a completion's raw
+/// `reuse_qp_num`). `Qp::qp_num` applies it; a completion's raw
 /// `qp_num` does not (the plain data path stays free of the check), so the
 /// shared CQ's routing applies it where it matches completions to QPs.
 #[inline(always)]

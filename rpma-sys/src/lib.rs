@@ -24,6 +24,7 @@ pub mod mmap;
 pub mod mr;
 pub mod mw;
 pub mod pd;
+pub mod post;
 pub mod qp;
 pub mod srq;
 pub mod wr;

@@ -6,8 +6,8 @@
 use crate::cq::Cq;
 use crate::ffi;
 use crate::pd::Pd;
+use crate::post::PostError;
 use crate::srq::Srq;
-use crate::wr::PostError;
 use crate::{from_errno_ret, last_error};
 use std::io;
 
@@ -535,7 +535,7 @@ impl QpEx<'_> {
         if rc == 0 {
             Ok(())
         } else {
-            Err(crate::wr::post_failed(rc, true, "ibv_wr_complete"))
+            Err(crate::post::post_failed(rc, true, "ibv_wr_complete"))
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod rereg;
 pub mod srq;
 pub mod utils;
 mod validate;
+mod windows;
 mod wire;
 mod wrid;
 

@@ -12,6 +12,9 @@ use crate::mr::{MrLocal, RegionHold};
 use crate::op::Flags;
 use crate::peer::Peer;
 use crate::validate;
+use crate::windows::Invalidate;
+#[cfg(all(test, loom))]
+use crate::windows::Windows;
 use crate::wire::{self, MrDesc};
 use crate::wrid::CompletionOp;
 use bitflags::bitflags;
@@ -106,41 +109,17 @@ impl Confirm for MwShared {
     }
 }
 
-/// The windows of one protection domain (a [`Peer`]), for the completion
-/// queues of its connections: a successful receive completion that the
-/// device marks `IBV_WC_WITH_INV` is the device's word that the window with
-/// that rkey no longer reaches its region, and ends that binding here, as
-/// it is polled. Nothing the user hands in can end a binding: a
-/// [`Completion`](crate::Completion) is plain data anyone can build or
-/// copy, so it is never taken as evidence.
-#[derive(Default)]
-pub(crate) struct Windows(Mutex<Vec<std::sync::Weak<MwShared>>>);
-
-impl Windows {
-    /// Tracks `w` (dropped windows' entries are cleared on the way).
-    fn add(&self, w: &Arc<MwShared>) -> Result<()> {
-        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        v.retain(|x| x.strong_count() > 0);
-        v.try_reserve(1).map_err(|_| Error::NoMem("cannot track another memory window".into()))?;
-        v.push(Arc::downgrade(w));
-        Ok(())
-    }
-
-    /// The device reported rkey `rkey` invalidated by a received
-    /// send-with-invalidate on a QP of this protection domain: the window
-    /// bound with that rkey no longer reaches its region.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn invalidated(&self, rkey: u32) {
-        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for w in v.iter().filter_map(std::sync::Weak::upgrade) {
-            let mut st = w.lock();
-            if st.binding.as_ref().is_some_and(|b| b.rkey == rkey) {
-                st.binding = None;
-                st.invalidating = None;
-                return;
-            }
+/// The device's report that a window's rkey was invalidated ends that
+/// window's binding (see [`Windows`]).
+impl Invalidate for MwShared {
+    fn invalidated(&self, rkey: u32) -> bool {
+        let mut st = self.lock();
+        if st.binding.as_ref().is_some_and(|b| b.rkey == rkey) {
+            st.binding = None;
+            st.invalidating = None;
+            return true;
         }
+        false
     }
 }
 
@@ -214,7 +193,7 @@ impl Mw {
         let shared = Arc::new(MwShared(Mutex::new(st)));
         // On failure the window is dropped unbound: ibv_dealloc_mw.
         let m = Mw { mw: ManuallyDrop::new(mw), shared, peer: peer.clone() };
-        peer.windows().add(&m.shared)?;
+        peer.windows().add(m.shared.clone())?;
         Ok(m)
     }
 
@@ -550,8 +529,8 @@ mod loom_models {
             let binding = Binding::new(0, 8, MwAccess::REMOTE_READ, 7, 1, region.clone());
             let st = MwState { rkey: 7, binding: Some(binding), invalidating: Some(7) };
             let shared = Arc::new(MwShared(Mutex::new(st)));
-            let windows = Arc::new(Windows(Mutex::new(Vec::new())));
-            windows.add(&shared).unwrap();
+            let windows = Arc::new(Windows::default());
+            windows.add(shared.clone()).unwrap();
             let w2 = windows.clone();
             let poller = loom::thread::spawn(move || w2.invalidated(7));
             shared.completed(true);

@@ -222,7 +222,7 @@ impl<'a, M: RegMemory> Op<'a, M> {
                 let addr = r.mr.addr().wrapping_add(r.offset);
                 if checked {
                     r.mr.check_range(r.what, r.offset, len as u64)?;
-                    validate::remote(r.mr, r.need, r.what)?;
+                    validate::remote(r.mr, r.need, r.what, peer)?;
                     if atomic && !addr.is_multiple_of(ATOMIC_ALIGNMENT) {
                         return Err(misaligned(r.what, r.mr.addr(), r.offset));
                     }

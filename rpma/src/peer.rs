@@ -103,10 +103,13 @@ struct PeerInner {
     mr_len_limit: u64,
     /// Set once `ibv_rereg_mr` answered EOPNOTSUPP: emulate from then on.
     no_native_rereg: std::sync::atomic::AtomicBool,
+    /// Cleared by `set_usage_checks(false)`: operations then leave the
+    /// regions' usages to the device, as C librpma does.
+    usage_checks: std::sync::atomic::AtomicBool,
     /// The memory windows allocated on this protection domain, which the
     /// completion queues of this peer's connections tell of an invalidation
     /// the device reports (a receive's `IBV_WC_WITH_INV`).
-    windows: Arc<crate::mw::Windows>,
+    windows: Arc<crate::windows::Windows>,
 }
 
 /// A local RDMA peer (librpma's `rpma_peer`): a protection domain on one
@@ -174,6 +177,7 @@ impl Peer {
                 access,
                 mr_len_limit: if caps.max_mr_size == 0 { u64::MAX } else { caps.max_mr_size },
                 no_native_rereg: Default::default(),
+                usage_checks: std::sync::atomic::AtomicBool::new(true),
                 windows: Default::default(),
             }),
         })
@@ -189,6 +193,37 @@ impl Peer {
     #[inline]
     pub(crate) fn mr_len_limit(&self) -> u64 {
         self.inner.mr_len_limit
+    }
+
+    /// Whether operations on this peer's connections check that each region
+    /// was registered for its use (on by default).
+    ///
+    /// The check is of intentions, not of safety: a region registered for
+    /// `READ_DST | WRITE_SRC` has the local-write access a receive needs,
+    /// and the device would complete a receive into it. rpma refuses it
+    /// anyway ([`Error::Inval`] naming the usage to
+    /// add), so a region's usages say what it is for. Turned off, an
+    /// operation is posted whatever the usages say, as C librpma does, and
+    /// the device refuses what the regions' access does not grant (the
+    /// completion fails: `LOC_PROT_ERR`, `REM_ACCESS_ERR`); bounds, flags
+    /// and the flush-type checks librpma makes still apply. rpma's C ABI
+    /// turns it off on every peer it creates.
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(peer: &rpma::Peer) {
+    /// peer.set_usage_checks(false); // librpma's behaviour
+    /// assert!(!peer.usage_checks());
+    /// # }
+    /// ```
+    pub fn set_usage_checks(&self, on: bool) {
+        self.inner.usage_checks.store(on, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether operations check the regions' usages
+    /// ([`set_usage_checks`](Self::set_usage_checks)).
+    pub fn usage_checks(&self) -> bool {
+        self.inner.usage_checks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the device supports On-Demand Paging (then registrations that
@@ -218,7 +253,7 @@ impl Peer {
     }
 
     /// The windows allocated on this peer.
-    pub(crate) fn windows(&self) -> &Arc<crate::mw::Windows> {
+    pub(crate) fn windows(&self) -> &Arc<crate::windows::Windows> {
         &self.inner.windows
     }
 

@@ -24,14 +24,15 @@ fn too_long(what: &str, len: usize) -> Error {
     Error::inval(format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries"))
 }
 
-/// A local region used as `what` needs usage `need` and `peer`'s
+/// A local region used as `what` needs usage `need` (unless the peer
+/// leaves usages to the device: [`Peer::set_usage_checks`]) and `peer`'s
 /// protection domain.
 ///
 /// # Errors
 /// [`Error::Inval`] naming what is missing.
 #[inline]
 pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer: &Peer) -> Result<()> {
-    if !mr.usage().contains(need) {
+    if !mr.usage().contains(need) && peer.usage_checks() {
         return Err(bad_usage(what, "the region", mr.usage(), need));
     }
     if !mr.peer().same_pd(peer) {
@@ -40,13 +41,14 @@ pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer
     Ok(())
 }
 
-/// A remote region used as `what` needs usage `need`.
+/// A remote region used as `what` needs usage `need` (unless `peer` leaves
+/// usages to the device: [`Peer::set_usage_checks`]).
 ///
 /// # Errors
 /// [`Error::Inval`] naming what is missing.
 #[inline]
-pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
-    if !mr.usage().contains(need) {
+pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str, peer: &Peer) -> Result<()> {
+    if !mr.usage().contains(need) && peer.usage_checks() {
         if need.contains(Usage::REMOTE_ATOMIC) {
             return Err(Error::inval(format!(
                 "{what}: the remote region does not grant atomics: its descriptor says {:?}, without REMOTE_ATOMIC \
@@ -63,7 +65,10 @@ pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn bad_usage(what: &str, which: &str, has: Usage, need: Usage) -> Error {
-    Error::inval(format!("{what}: {which} was registered for {has:?}, not {need:?}"))
+    Error::inval(format!(
+        "{what}: {which} was registered for {has:?}, not {need:?}: register it with {:?} added",
+        need - has
+    ))
 }
 
 #[cold]

@@ -95,7 +95,7 @@ impl Conn {
             return Err(misaligned_atomic_write(dst_offset));
         }
         dst.check_range("atomic_write: dst", dst_offset, 8)?;
-        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst")?;
+        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst", &self.parts.peer)?;
         let native = self.parts.native.atomic_write;
         if native {
             return Ok((WrFlags { wr_id: 0, signaled, fence: flags.fence() }, true));

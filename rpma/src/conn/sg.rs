@@ -205,7 +205,7 @@ impl Conn {
         let limit = "the connection's max_send_sge";
         let g = gather(src, Usage::WRITE_SRC, "write_sg: src", self.max_send_sge(), limit, &self.parts.peer)?;
         dst.check_range("write_sg: dst", dst_offset, u64::from(g.total))?;
-        validate::remote(dst, Usage::WRITE_DST, "write_sg: dst")?;
+        validate::remote(dst, Usage::WRITE_DST, "write_sg: dst", &self.parts.peer)?;
         self.post_list(SendOp::Write, g, Some((dst, dst_offset)), signaled, flags.fence(), op_context)
     }
 
@@ -235,7 +235,7 @@ impl Conn {
         };
         let g = gather(dst, Usage::READ_DST, "read_sg: dst", max, limit, &self.parts.peer)?;
         src.check_range("read_sg: src", src_offset, u64::from(g.total))?;
-        validate::remote(src, Usage::READ_SRC, "read_sg: src")?;
+        validate::remote(src, Usage::READ_SRC, "read_sg: src", &self.parts.peer)?;
         self.post_list(SendOp::Read, g, Some((src, src_offset)), signaled, flags.fence(), op_context)
     }
 
@@ -368,7 +368,7 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         dst.check_range("write_inline: dst", dst_offset, data.len() as u64)?;
-        validate::remote(dst, Usage::WRITE_DST, "write_inline: dst")?;
+        validate::remote(dst, Usage::WRITE_DST, "write_inline: dst", &self.parts.peer)?;
         self.post_inline(verb, Some((dst, dst_offset)), data, flags, "write_inline", op_context)
     }
 

@@ -95,12 +95,12 @@ pub(crate) struct SendOpRec {
 }
 
 /// The error of a post the provider refused. When it may have queued the
-/// request anyway ([`PostError::maybe_queued`](rpma_sys::wr::PostError)),
+/// request anyway ([`PostError::maybe_queued`](rpma_sys::post::PostError)),
 /// the tracker has recorded it with its hold, like a posted one: the hold
 /// ends with its completion, a later one's, or the QP's destruction.
 #[cold]
 #[inline(never)]
-pub(crate) fn post_error(op: &'static str, e: rpma_sys::wr::PostError) -> Error {
+pub(crate) fn post_error(op: &'static str, e: rpma_sys::post::PostError) -> Error {
     if e.maybe_queued {
         Error::provider_raw(
             format!(
@@ -127,7 +127,7 @@ pub(super) fn too_deep(which: &str, depth: usize) -> Error {
 mod loom_models {
     use super::*;
 
-    fn ok(_: u64) -> std::result::Result<(), rpma_sys::wr::PostError> {
+    fn ok(_: u64) -> std::result::Result<(), rpma_sys::post::PostError> {
         Ok(())
     }
 
@@ -194,7 +194,7 @@ mod tests {
         SendOpRec { ctx, kind, signaled, hold, confirm: None }
     }
 
-    fn ok(_: u64) -> std::result::Result<(), rpma_sys::wr::PostError> {
+    fn ok(_: u64) -> std::result::Result<(), rpma_sys::post::PostError> {
         Ok(())
     }
 
@@ -203,7 +203,7 @@ mod tests {
     /// entry and hold stay, on the send and the receive side.
     #[test]
     fn a_post_that_may_have_been_queued_keeps_its_hold() {
-        use rpma_sys::wr::PostError;
+        use rpma_sys::post::PostError;
         let queued = |_| Err(PostError { error: std::io::Error::from_raw_os_error(libc::EINVAL), maybe_queued: true });
         let hold: Hold = Arc::new(Tag);
         let t = SendTracker::new(4).unwrap();

@@ -46,14 +46,14 @@ impl RecvTracker {
 
     /// Posts a receive through `post` (given the wr_id) and records it;
     /// also when the post failed but the provider may have queued it
-    /// ([`PostError::maybe_queued`](rpma_sys::wr::PostError)): then its hold
+    /// ([`PostError::maybe_queued`](rpma_sys::post::PostError)): then its hold
     /// stays until it completes or the queue is destroyed, and the error is
     /// returned.
     pub(super) fn post_with(
         &self,
         ctx: u64,
         hold: Option<Hold>,
-        post: impl FnOnce(u64) -> std::result::Result<(), rpma_sys::wr::PostError>,
+        post: impl FnOnce(u64) -> std::result::Result<(), rpma_sys::post::PostError>,
     ) -> Result<()> {
         let mut g = lock(&self.m);
         let idx = g.free.pop().unwrap_or(g.entries.len());

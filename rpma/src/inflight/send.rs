@@ -6,7 +6,8 @@ use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::{ChainList, ChainWr, MAX_CHAIN};
-use rpma_sys::wr::{PostError, SendWr, Sge};
+use rpma_sys::post::PostError;
+use rpma_sys::wr::{SendWr, Sge};
 use std::sync::Arc;
 
 /// The send queue of one QP: a ring of `depth` slots in posting order. The
