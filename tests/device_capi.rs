@@ -123,6 +123,29 @@ device_tests!({
         examples_matrix(&[(Side::CRpma, Side::Rust), (Side::Rust, Side::CRpma)]);
     }
 
+    /// Every usage of the local and of the remote region against every
+    /// operation (tests/c/usage_table.c: return code, completion status),
+    /// the same binary on C librpma and on rpma's library: the same lines.
+    /// C librpma checks no usage when posting and the device refuses what a
+    /// region's access does not grant; rpma's C ABI does the same.
+    fn usage_table_same_on_both_libraries() {
+        static BIN: OnceLock<PathBuf> = OnceLock::new();
+        let bin = build_c("usage_table", &BIN);
+        let lib = capi_lib_dir();
+        let run = |l: Option<&Path>| {
+            let out = with_lib(Command::new(bin), l).args([&addr(), &next_port().to_string()]).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "usage_table on {l:?}: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+            text
+        };
+        let (c, r) = (run(None), run(Some(&lib)));
+        println!("{c}");
+        assert_eq!(c.lines().count(), 80, "5 operations x 16 cases");
+        let differ: Vec<(&str, &str)> = c.lines().zip(r.lines()).filter(|(a, b)| a != b).collect();
+        assert!(differ.is_empty(), "C librpma | rpma's library:\n{differ:#?}");
+        assert!(c.contains("status 4"), "some case is refused by the device (LOC_PROT_ERR)");
+    }
+
     /// interop_peer.c on rpma's library against the Rust interop peer and
     /// against itself on C librpma, both directions.
     fn interop_peer_on_rpma() {
