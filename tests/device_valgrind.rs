@@ -1,13 +1,17 @@
 //! valgrind memcheck on the examples (both sides) and on the device test
 //! binaries themselves, on a real RDMA device: no invalid access and no leak
 //! attributable to rpma. The only suppressions are for rdma-core internals
-//! and one Rust standard library block, each explained in
-//! tests/valgrind/rdma-core.supp.
+//! (tests/valgrind/rdma-core.supp) and one Rust standard library block the
+//! test binaries leave at `process::exit`
+//! (tests/valgrind/rust-test-binaries.supp), each explained there.
 
 use rpma_harness::{addr, device_tests, next_port};
 use std::process::Command;
 
 const SUPP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rdma-core.supp");
+/// The Rust runtime's main-thread handle, left at `process::exit` by the
+/// test binaries themselves (not by the examples, nor by C programs).
+const SUPP_TESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/valgrind/rust-test-binaries.supp");
 
 fn valgrind() -> Command {
     let mut c = Command::new("valgrind");
@@ -18,6 +22,7 @@ fn valgrind() -> Command {
         "--errors-for-leak-kinds=definite,possible",
     ])
     .arg(format!("--suppressions={SUPP}"))
+    .arg(format!("--suppressions={SUPP_TESTS}"))
     .arg("--error-exitcode=97");
     c
 }

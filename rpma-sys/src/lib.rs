@@ -73,6 +73,15 @@ pub(crate) fn from_minus1_ret(rc: c_int, op: &str) -> io::Result<()> {
     }
 }
 
+/// The calling thread's kernel thread ID (`gettid(2)`), as librpma's log
+/// lines print it. (Not `std::thread::current()`: that allocates the
+/// thread's handle on first use, which valgrind reports as a "possibly
+/// lost" block in C programs that never free it.)
+pub fn thread_id() -> i64 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) }
+}
+
 /// The system page size (`sysconf(_SC_PAGESIZE)`), 4096 when unavailable.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

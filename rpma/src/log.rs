@@ -221,14 +221,14 @@ fn format_aux(r: &LogRecord<'_>, now: std::time::SystemTime) -> String {
     let tod = secs % 86_400;
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     format!(
-        "{} {:02} {:02}:{:02}:{:02}.{:06} [{:?}] *{}* {}: {}: {}: {}",
+        "{} {:02} {:02}:{:02}:{:02}.{:06} [{}] *{}* {}: {}: {}: {}",
         MONTHS[mon as usize - 1],
         day,
         tod / 3600,
         tod % 3600 / 60,
         tod % 60,
         d.subsec_micros(),
-        std::thread::current().id(),
+        rpma_sys::thread_id(),
         r.level.as_str(),
         r.file,
         r.line,
@@ -305,7 +305,7 @@ mod tests {
             &LogRecord { level: LogLevel::Warning, file: "mr.rs", line: 7, func: "rpma::mr", args: format_args!("hi") },
             t,
         );
-        assert!(line.starts_with("Nov 14 22:13:20.123456 [ThreadId("), "{line}");
+        assert!(line.starts_with(&format!("Nov 14 22:13:20.123456 [{}] ", rpma_sys::thread_id())), "{line}");
         assert!(line.ends_with("*WARNING* mr.rs: 7: rpma::mr: hi"), "{line}");
         assert_eq!(month_day(0), (1, 1));
         assert_eq!(month_day(59), (3, 1)); // 1970 is not a leap year
