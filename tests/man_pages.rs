@@ -68,3 +68,83 @@ fn pages_render_without_warnings() {
         assert!(out.status.success() && err.is_empty(), "{rel}: {err}");
     }
 }
+
+/// The methods `bitflags!` generates on every flags type.
+const BITFLAGS_API: &[&str] = &[
+    "all",
+    "bits",
+    "complement",
+    "contains",
+    "difference",
+    "empty",
+    "from_bits",
+    "from_bits_retain",
+    "from_bits_truncate",
+    "from_name",
+    "insert",
+    "intersection",
+    "intersects",
+    "is_all",
+    "is_empty",
+    "iter",
+    "iter_names",
+    "remove",
+    "set",
+    "symmetric_difference",
+    "toggle",
+    "union",
+];
+
+/// The list of public operations comes from rustdoc's output too, not only
+/// from the generator under test: every inherent method of every public type
+/// and every public free function rustdoc documents has a page. (`harness/test`
+/// runs `cargo doc` before the tests.)
+#[test]
+fn rustdoc_lists_no_operation_without_a_page() {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
+    let doc = std::path::Path::new(&target).join("doc/rpma");
+    assert!(doc.is_dir(), "{} is missing: run `cargo doc --no-deps -p rpma` first", doc.display());
+    let items = rpma_mangen::items(root()).expect("every public item is documented");
+    let paths: std::collections::BTreeSet<&str> = items.values().map(|i| i.path.as_str()).collect();
+    let mut from_rustdoc = std::collections::BTreeSet::new();
+    let mut dirs = vec![doc.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().filter_map(|e| e.ok()) {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                dirs.push(p);
+                continue;
+            }
+            let Some(stem) = name.strip_suffix(".html") else { continue };
+            if let Some(f) = stem.strip_prefix("fn.") {
+                from_rustdoc.insert(f.to_string());
+            } else if let Some(ty) = stem.strip_prefix("struct.").or_else(|| stem.strip_prefix("enum.")) {
+                let html = std::fs::read_to_string(&p).unwrap();
+                // Inherent methods only: stop where the trait, Deref and
+                // auto-trait implementations start.
+                let end = ["id=\"deref-methods", "id=\"trait-implementations\"", "id=\"synthetic-implementations\""]
+                    .iter()
+                    .filter_map(|m| html.find(m))
+                    .min()
+                    .unwrap_or(html.len());
+                // The API the bitflags macro generates for a flags type is
+                // bitflags' own (documented there), not an operation of rpma.
+                let flags_type = html[..end].contains("id=\"method.from_bits_retain\"");
+                for (i, _) in html[..end].match_indices("id=\"method.") {
+                    let rest = &html[i + 11..end];
+                    let m: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    if !(flags_type && BITFLAGS_API.contains(&m.as_str())) {
+                        from_rustdoc.insert(format!("{ty}::{m}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(from_rustdoc.len() > 100, "rustdoc listed only {from_rustdoc:?}");
+    let missing: Vec<&String> = from_rustdoc
+        .iter()
+        .filter(|p| !paths.contains(p.as_str()) && !paths.iter().any(|q| q.ends_with(&format!("::{p}"))))
+        .collect();
+    assert!(missing.is_empty(), "public operations rustdoc documents without a man page: {missing:?}");
+}
