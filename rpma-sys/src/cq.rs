@@ -182,6 +182,19 @@ impl PolledWc {
     pub fn to_wc(&self) -> Wc {
         Wc::from_raw(&self.0)
     }
+
+    /// A completion with these fields and every other one 0, for models and
+    /// tests of code that routes completions. A `PolledWc` is plain data:
+    /// nothing in rpma takes one it did not poll itself.
+    pub fn new(wr_id: u64, qp_num: u32, status: u32, opcode: u32) -> PolledWc {
+        // SAFETY: plain data, all-zero is valid.
+        let mut w: ffi::ibv_wc = unsafe { std::mem::zeroed() };
+        w.wr_id = wr_id;
+        w.qp_num = qp_num;
+        w.status = status as _;
+        w.opcode = opcode as _;
+        PolledWc(w)
+    }
 }
 
 /// `IBV_WC_WITH_IMM`.

@@ -8,11 +8,17 @@ use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::peer::Peer;
+use crate::windows::Windows;
 use crate::wrid::CompletionOp;
 use rpma_sys::cq::PolledWc;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
+// loom's locks under `--cfg loom`, for the model of the routes below.
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A completion queue shared by many connections
 /// ([`ConnCfg::set_shared_cq`](crate::ConnCfg::set_shared_cq)): their send
@@ -257,14 +263,14 @@ impl Routes {
     /// failed to be and leaked with its trackers): polls the CQ empty,
     /// retiring that QP's completions and stashing the others' for their
     /// owners, then removes the route.
-    pub(crate) fn remove(&self, cq: &Cq, qp_num: u32) {
+    pub(crate) fn remove<S: Source>(&self, cq: &S, qp_num: u32) {
         {
             let map = self.read();
             // Bounded: the CQ holds at most `size` entries plus what
             // arrives meanwhile, which the stash's first reservation covers
             // in the common case and `try_reserve` beyond it.
             for _ in 0..2 * self.size as usize + 16 {
-                let w = match cq.cq.poll_one() {
+                let w = match cq.poll_one() {
                     Ok(Some(w)) => w,
                     Ok(None) => break,
                     Err(e) => {
@@ -274,7 +280,7 @@ impl Routes {
                 };
                 if qp_of(&w) == qp_num {
                     // Retired, and a window invalidation it reports noted.
-                    let _ = super::completion(&w, route(&map, &w), &cq.windows);
+                    let _ = super::completion(&w, route(&map, &w), cq.windows());
                     continue;
                 }
                 let mut stash = lock(&self.stash);
@@ -283,7 +289,7 @@ impl Routes {
                 } else {
                     // Its tracker entry is retired, so its region is not
                     // held for ever; only the report is lost.
-                    let c = super::completion(&w, route(&map, &w), &cq.windows);
+                    let c = super::completion(&w, route(&map, &w), cq.windows());
                     rpma_log!(LogLevel::Error, "shared CQ: no memory to keep a completion, dropped: {c:?}");
                 }
             }
@@ -298,7 +304,7 @@ impl Routes {
             if qp_of(w) != qp_num {
                 return true;
             }
-            let _ = super::completion(w, route(&map, w), &cq.windows);
+            let _ = super::completion(w, route(&map, w), cq.windows());
             false
         });
         if let Some(t) = map.remove(&qp_num) {
@@ -323,34 +329,33 @@ impl Routes {
     }
 
     /// One completion: a stashed one first, else polled.
-    pub(crate) fn get_completion(&self, cq: &Cq) -> Result<Completion> {
+    pub(crate) fn get_completion<S: Source>(&self, cq: &S) -> Result<Completion> {
         let map = self.read();
         if let Some(w) = lock(&self.stash).pop_front() {
-            return Ok(super::completion(&w, route(&map, &w), &cq.windows));
+            return Ok(super::completion(&w, route(&map, &w), cq.windows()));
         }
-        match cq.cq.poll_one() {
-            Ok(Some(w)) => Ok(super::completion(&w, route(&map, &w), &cq.windows)),
+        match cq.poll_one() {
+            Ok(Some(w)) => Ok(super::completion(&w, route(&map, &w), cq.windows())),
             Ok(None) => Err(Error::NoCompletion),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
         }
     }
 
     /// Up to `wc.len()` completions, stashed ones first; how many.
-    pub(crate) fn get_wc(&self, cq: &Cq, wc: &mut [Completion]) -> Result<usize> {
+    pub(crate) fn get_wc<S: Source>(&self, cq: &S, wc: &mut [Completion]) -> Result<usize> {
         let map = self.read();
         let mut got = 0;
         {
             let mut stash = lock(&self.stash);
             while got < wc.len() {
                 let Some(w) = stash.pop_front() else { break };
-                wc[got] = super::completion(&w, route(&map, &w), &cq.windows);
+                wc[got] = super::completion(&w, route(&map, &w), cq.windows());
                 got += 1;
             }
         }
         let rest = &mut wc[got..];
         let polled = cq
-            .cq
-            .poll_each(rest.len(), |i, w| rest[i] = super::completion(w, route(&map, w), &cq.windows))
+            .poll_each(rest.len(), |i, w| rest[i] = super::completion(w, route(&map, w), cq.windows()))
             .map_err(|e| Error::provider_raw("ibv_poll_cq", e));
         match polled {
             Ok(n) => Ok(got + n),
@@ -365,6 +370,32 @@ impl Routes {
 #[inline(always)]
 fn qp_of(w: &PolledWc) -> u32 {
     rpma_sys::fault::qp_num(w.qp_num())
+}
+
+/// Where a shared CQ's completions come from: its CQ (the device), or, in
+/// the loom model below, a queue the model fills.
+pub(crate) trait Source {
+    /// One completion, if any (`ibv_poll_cq` for one).
+    fn poll_one(&self) -> std::io::Result<Option<PolledWc>>;
+    /// Up to `max` completions, each handed to `f` with its index.
+    fn poll_each(&self, max: usize, f: impl FnMut(usize, &PolledWc)) -> std::io::Result<usize>;
+    /// The peer's windows, told of the invalidations completions report.
+    fn windows(&self) -> &Windows;
+}
+
+impl Source for Cq {
+    #[inline]
+    fn poll_one(&self) -> std::io::Result<Option<PolledWc>> {
+        self.cq.poll_one()
+    }
+    #[inline]
+    fn poll_each(&self, max: usize, f: impl FnMut(usize, &PolledWc)) -> std::io::Result<usize> {
+        self.cq.poll_each(max, f)
+    }
+    #[inline]
+    fn windows(&self) -> &Windows {
+        &self.windows
+    }
 }
 
 /// Retires what `w` names in its QP's trackers.
@@ -410,5 +441,89 @@ impl std::os::fd::AsFd for SharedCq {
 impl std::os::fd::AsRawFd for SharedCq {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}
+
+/// loom model (`harness/loom`): a connection's route is removed (its
+/// drain, its purge of what was set aside for it) while another thread
+/// reaps the shared CQ. Whatever the interleaving, each completion is
+/// handed out once, a completion of the removed QP only while its route
+/// still existed (routed to its own tracker, never as a stranger's), and
+/// nothing of it is left behind.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::inflight::SendOpRec;
+    use std::collections::VecDeque;
+
+    /// A CQ the model fills.
+    struct Fake {
+        q: loom::sync::Mutex<VecDeque<PolledWc>>,
+        windows: Windows,
+    }
+
+    impl Source for Fake {
+        fn poll_one(&self) -> std::io::Result<Option<PolledWc>> {
+            Ok(self.q.lock().unwrap().pop_front())
+        }
+        fn poll_each(&self, max: usize, mut f: impl FnMut(usize, &PolledWc)) -> std::io::Result<usize> {
+            let mut n = 0;
+            while n < max {
+                let Some(w) = self.q.lock().unwrap().pop_front() else { break };
+                f(n, &w);
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn windows(&self) -> &Windows {
+            &self.windows
+        }
+    }
+
+    /// Trackers with one signaled write posted (context `ctx`, sequence 0).
+    fn posted(ctx: u64) -> Trackers {
+        let send = Arc::new(SendTracker::new(4).unwrap());
+        let rec = SendOpRec { ctx, kind: CompletionOp::Write, signaled: true, hold: None, confirm: None };
+        send.post_with(rec, |_| Ok(())).unwrap();
+        Trackers {
+            send,
+            recv: Arc::new(RecvTracker::new(false, 1).unwrap()),
+            srq_recv: None,
+            entries: 1,
+            srq_entries: 0,
+        }
+    }
+
+    #[test]
+    fn loom_route_removed_while_another_thread_reaps() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            const X: u32 = 1;
+            const Y: u32 = 2;
+            let routes = Arc::new(Routes::new(8).unwrap());
+            routes.add(X, posted(10)).unwrap();
+            routes.add(Y, posted(20)).unwrap();
+            let wc = |qp| PolledWc::new(crate::wrid::send(0), qp, 0, 1);
+            // X's completion was set aside by an earlier drain; Y's is in
+            // the CQ.
+            lock(&routes.stash).push_back(wc(X));
+            let cq = Arc::new(Fake { q: loom::sync::Mutex::new(VecDeque::from([wc(Y)])), windows: Windows::default() });
+            let (r2, cq2) = (routes.clone(), cq.clone());
+            let dropper = loom::thread::spawn(move || r2.remove(&*cq2, X));
+            let mut got = Vec::new();
+            if let Ok(c) = routes.get_completion(&*cq) {
+                got.push(c);
+            }
+            dropper.join().unwrap();
+            while let Ok(c) = routes.get_completion(&*cq) {
+                got.push(c);
+            }
+            let of = |q| got.iter().filter(|c| c.qp_num == q).collect::<Vec<_>>();
+            assert!(of(X).len() <= 1 && of(X).iter().all(|c| c.op == CompletionOp::Write && c.op_context == 10));
+            assert_eq!(of(Y).iter().map(|c| (c.op, c.op_context)).collect::<Vec<_>>(), [(CompletionOp::Write, 20)]);
+            assert!(lock(&routes.stash).is_empty(), "nothing of X left set aside");
+            assert_eq!(routes.read().len(), 1);
+        });
     }
 }
