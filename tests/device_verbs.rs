@@ -11,6 +11,21 @@ use rpma_sys::pd::Pd;
 use rpma_sys::qp::{Qp, QpInit, SendOps, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE, QP_EX_WITH_SEND};
 use rpma_sys::srq::Srq;
 
+/// A QP of 4 + 4 work requests of one element each on `cq`.
+fn small_qp(cq: &Cq, max_inline_data: u32) -> QpInit<'_> {
+    QpInit {
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data,
+        send_ops_flags: 0,
+    }
+}
+
 fn open() -> Context {
     let list = DeviceList::new().expect("ibv_get_device_list");
     assert!(!list.is_empty(), "no RDMA device");
@@ -159,18 +174,7 @@ device_tests!({
         let ctx = open();
         let pd = Pd::alloc(&ctx).unwrap();
         let cq = Cq::new(&ctx, 16, None).unwrap();
-        let init = QpInit {
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-            send_ops_flags: 0,
-        };
-        let qp = Qp::new(&pd, &init).unwrap(); // in RESET: never connected
+        let qp = Qp::new(&pd, &small_qp(&cq, 0)).unwrap(); // in RESET: never connected
         let wr = rpma_sys::wr::SendWr {
             wr_id: 1,
             op: rpma_sys::wr::SendOp::Write,
@@ -278,17 +282,7 @@ device_tests!({
         assert!(id.is_on(&ctx), "the resolved ID is on the address's device");
         let pd = Pd::alloc(&ctx).unwrap();
         let cq = Cq::new(&ctx, 8, None).unwrap();
-        let init = QpInit {
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 8,
-            send_ops_flags: 0,
-        };
+        let init = small_qp(&cq, 8);
         let n = id.create_qp(&pd, &init).unwrap().qp_num();
         assert_ne!(n, 0);
         assert_eq!(id.create_qp(&pd, &init).unwrap_err().raw_os_error(), Some(libc::EEXIST));
