@@ -171,10 +171,13 @@ device_tests!({
         let dst = MrLocal::reg(&cp, AlignedBuf::new(16).unwrap(), Usage::READ_DST).unwrap();
         let (c0, s0, r0) = pairs.remove(0);
         let (c1, s1, r1) = pairs.remove(0);
-        // both post; connection 0 goes before either completion is reaped
+        // both post; connection 0 goes before either completion is reaped.
+        // Each CQ event (consumed and re-armed by wait_timeout) says the
+        // completion posted before it is in the CQ: no sleep.
         c0.read(&dst, 0, &r0, 0, 8, Flags::COMPLETION_ALWAYS, 5).unwrap();
+        scq.wait_timeout(T).expect("connection 0's completion arrives");
         c1.read(&dst, 8, &r1, 8, 8, Flags::COMPLETION_ALWAYS, 6).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(200)); // let both complete
+        scq.wait_timeout(T).expect("connection 1's completion arrives");
         let (q0, q1) = (c0.qp_num(), c1.qp_num());
         close(c0, s0);
         assert_eq!(scq.connections(), 1);
@@ -311,8 +314,18 @@ device_tests!({
             }
             kept.extend(batch.into_iter().map(|(c, s, _)| (c.qp_num(), round, c, s)));
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
         let live: Vec<(u32, u64)> = kept.iter().map(|(q, r, _, _)| (*q, *r)).collect();
+        // The kept connections close once the reaper has seen all their
+        // operations (3 each), not after a fixed sleep.
+        let t0 = std::time::Instant::now();
+        let all_seen = || {
+            let seen = seen.lock().unwrap();
+            live.iter().all(|(q, round)| seen.iter().filter(|(sq, ctx, _)| sq == q && ctx >> 16 == *round).count() >= 3)
+        };
+        while !all_seen() {
+            assert!(t0.elapsed() < T, "the reaper did not see every operation of the kept connections");
+            std::thread::yield_now();
+        }
         for (_, _, c, s) in kept {
             close(c, s);
         }
