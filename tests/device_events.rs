@@ -35,6 +35,21 @@ fn link(up: bool) {
     }
 }
 
+/// Waits (up to `T`) until the device's port is ACTIVE again and its
+/// address resolves to it through rdma_cm (the GID table has the address
+/// back), so the next test starts on a settled device: the device's own
+/// state, not a sleep.
+fn settled() {
+    let t0 = Instant::now();
+    let port_active =
+        || std::fs::read_to_string("/sys/class/infiniband/rxe0/ports/1/state").is_ok_and(|s| s.contains("ACTIVE"));
+    let resolves = || rpma::utils::get_ibv_context(&rpma_harness::addr(), rpma::utils::ContextType::Local).is_ok();
+    while !(port_active() && resolves()) {
+        assert!(t0.elapsed() < T, "rxe0 did not come back after the link went up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 device_tests!({
     fn link_down_and_up_is_reported_as_port_events() {
         // Only in the harness VM, whose netdev the test may take down; on a
@@ -51,7 +66,7 @@ device_tests!({
         println!("  link up:   {up:?}");
         assert!(down.iter().any(|e| e.kind == DeviceEventKind::PortError && e.port == Some(1)), "{down:?}");
         assert!(up.iter().any(|e| e.kind == DeviceEventKind::PortActive && e.port == Some(1)), "{up:?}");
-        std::thread::sleep(Duration::from_millis(500)); // the GID table settles
+        settled();
     }
 
     fn events_are_awaited_on_tokio() {
@@ -75,7 +90,7 @@ device_tests!({
         assert_eq!(got.0.kind, DeviceEventKind::PortError);
         assert!(got.1.iter().any(|e| e.kind == DeviceEventKind::PortActive), "{:?}", got.1);
         set_nonblocking(p.context().as_raw_fd(), false).unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        settled();
     }
 
     fn a_forged_rkey_and_what_the_devices_report() {
