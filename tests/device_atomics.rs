@@ -3,7 +3,7 @@
 //! extension that grants them, and their refusals, locally and (forced
 //! through the unchecked path or a forged descriptor) by the device.
 
-use rpma::error::{RPMA_E_INVAL, RPMA_E_NO_COMPLETION, RPMA_E_PROVIDER};
+use rpma::error::{RPMA_E_INVAL, RPMA_E_PROVIDER};
 use rpma::{AlignedBuf, CompletionOp, Conn, Flags, MrLocal, MrRemote, Peer, Usage, WcStatus};
 mod common;
 use common::{close, pair_on, peer, T};
@@ -191,11 +191,9 @@ device_tests!({
         #[allow(unsafe_code)]
         let e = unsafe { c.compare_and_swap_unchecked(&res, 0, &shifted, 0, 0, 1, A, 78) }.unwrap_err();
         assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
-        assert_eq!(
-            c.cq().next_completion(std::time::Duration::from_millis(200)).unwrap_err().code(),
-            RPMA_E_NO_COMPLETION
-        );
-        // The connection still works: an aligned one succeeds.
+        // The connection still works: an aligned one succeeds, and its
+        // completion is the next one (nothing of the refused posts came
+        // before it: `faa` checks the context).
         assert_eq!(faa(&c, &res, &remote, 8, 1, 79), 0x5555_6666_7777_8888);
         let mut m = target;
         m.write_at(8, &0x5555_6666_7777_8888u64.to_ne_bytes()).unwrap();
