@@ -40,7 +40,7 @@ fn listen(ep: &Ep, srq: &Srq, recv: &MrLocal<AlignedBuf>, timeout: Duration) -> 
         }
         srq.recv(recv, MSG_SIZE * slot, MSG_SIZE, slot as u64)?;
         let conn = req.connect(&[])?;
-        match conn.next_event_timeout(common::TIMEOUT)? {
+        match conn.next_event_timeout(common::timeout())? {
             ConnEvent::Established => conns.push(conn),
             ev => return Err(format!("accepting failed: {ev}").into()),
         }
@@ -53,7 +53,7 @@ fn serve(srq: &Srq, conns: &[Conn], recv: &MrLocal<AlignedBuf>, send: &mut MrLoc
     let rcq = srq.rcq().ok_or("the SRQ has no receive CQ")?;
     let mut done = 0;
     while done < conns.len() {
-        let wc = rcq.next_completion(common::TIMEOUT)?;
+        let wc = rcq.next_completion(common::timeout())?;
         if !wc.status.is_success() {
             return Err(format!("rpma_srq_recv() failed: {}", wc.status).into());
         }

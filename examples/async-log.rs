@@ -16,7 +16,7 @@
 //! `cargo run --example async-log [-- server ADDR PORT [clients records] | client ADDR PORT [clients records]]`
 
 mod common;
-use common::{Args, Res, TIMEOUT};
+use common::{Args, Res};
 use rpma::aio::{accept, connect, AsyncConn, AsyncCq, AsyncEp};
 use rpma::utils::ConnEvent;
 use rpma::{AlignedBuf, CompletionOp, Ep, Flags, FlushType, MrLocal, MrRemote, Peer, Usage};
@@ -62,8 +62,9 @@ fn server(a: &Args) -> Res<()> {
         let aep = AsyncEp::new(&ep)?;
         let mut sessions = Vec::with_capacity(clients);
         for _ in 0..clients {
-            let conn =
-                tokio::time::timeout(TIMEOUT, accept(&aep, None, &desc)).await.map_err(|_| "no client came")??;
+            let conn = tokio::time::timeout(common::timeout(), accept(&aep, None, &desc))
+                .await
+                .map_err(|_| "no client came")??;
             sessions.push(tokio::task::spawn_local(async move {
                 let ev = AsyncConn::new(&conn)?.next_event().await?;
                 conn.disconnect()?;
@@ -108,7 +109,7 @@ async fn append(peer: Peer, addr: String, port: u16, c: usize, records: usize) -
     let conn = loop {
         match connect(&peer, &addr, port, None, &[]).await {
             Ok(conn) => break conn,
-            Err(e) if t0.elapsed() < TIMEOUT => {
+            Err(e) if t0.elapsed() < common::timeout() => {
                 log::debug!("client {c}: {e}; retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }

@@ -31,7 +31,7 @@ fn server(a: &Args) -> Res<()> {
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let pdata = CommonData::encode(0, &mr, Some(&pcfg));
     let conn = common::server_accept(&ep, None, &pdata, &|req| req.recv(&rcv, 0, 64, 1))?;
-    match conn.next_event_timeout(common::TIMEOUT)? {
+    match conn.next_event_timeout(common::timeout())? {
         rpma::ConnEvent::Closed => {}
         ev => return Err(format!("expected the client to close, got {ev}").into()),
     }

@@ -33,6 +33,9 @@ fn memcheck(name: &str, client_args: &[&str]) {
     let port = next_port().to_string();
     let vg = |role: &str, extra: &[&str]| {
         let mut c = valgrind();
+        // Both sides run slowly under memcheck (more so on a loaded host):
+        // the examples wait longer than their default 10 s for each other.
+        c.env("RPMA_EXAMPLE_TIMEOUT", "120");
         c.arg(&ex).args([role, &addr(), &port]).args(extra);
         c
     };

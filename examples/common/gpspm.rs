@@ -44,13 +44,13 @@ fn wait(conn: &Conn, shared: bool, op: CompletionOp) -> Res<Completion> {
         loop {
             match cq.get_completion() {
                 Err(rpma::Error::NoCompletion) => {
-                    conn.wait_timeout(super::TIMEOUT)?;
+                    conn.wait_timeout(super::timeout())?;
                 }
                 other => break other?,
             }
         }
     } else {
-        cq.next_completion(super::TIMEOUT)?
+        cq.next_completion(super::timeout())?
     };
     let name = if op == CompletionOp::Recv { "rpma_recv()" } else { "rpma_send()" };
     if !wc.status.is_success() {

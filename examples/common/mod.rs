@@ -13,8 +13,12 @@ use std::time::{Duration, Instant};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// How long the examples wait for anything.
-pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the examples wait for anything: 10 s, or `RPMA_EXAMPLE_TIMEOUT`
+/// seconds (the memcheck tests give programs slowed by valgrind longer).
+pub fn timeout() -> Duration {
+    let secs = std::env::var("RPMA_EXAMPLE_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    Duration::from_secs(secs)
+}
 
 /// The parsed command line.
 pub struct Args {
@@ -97,9 +101,9 @@ pub fn client_connect(
         let req = ConnReq::new(peer, &a.addr, a.port, cfg)?;
         prepare(&req)?;
         let conn = req.connect(pdata)?;
-        match conn.next_event_timeout(TIMEOUT)? {
+        match conn.next_event_timeout(timeout())? {
             ConnEvent::Established => return Ok(conn),
-            ConnEvent::Rejected if t0.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(100)),
+            ConnEvent::Rejected if t0.elapsed() < timeout() => std::thread::sleep(Duration::from_millis(100)),
             ev => return Err(format!("connecting failed: {ev}").into()),
         }
     }
@@ -113,10 +117,10 @@ pub fn server_accept(
     pdata: &[u8],
     prepare: &dyn Fn(&ConnReq) -> rpma::Result<()>,
 ) -> Res<Conn> {
-    let req = ep.next_conn_req_timeout(cfg, TIMEOUT)?;
+    let req = ep.next_conn_req_timeout(cfg, timeout())?;
     prepare(&req)?;
     let conn = req.connect(pdata)?;
-    match conn.next_event_timeout(TIMEOUT)? {
+    match conn.next_event_timeout(timeout())? {
         ConnEvent::Established => Ok(conn),
         ev => Err(format!("accepting failed: {ev}").into()),
     }
@@ -138,7 +142,7 @@ pub fn close_second(conn: Conn) -> Res<()> {
 }
 
 fn expect_closed(conn: &Conn) -> Res<()> {
-    match conn.next_event_timeout(TIMEOUT)? {
+    match conn.next_event_timeout(timeout())? {
         ConnEvent::Closed => Ok(()),
         ev => Err(format!("expected the connection to close, got {ev}").into()),
     }
@@ -146,7 +150,7 @@ fn expect_closed(conn: &Conn) -> Res<()> {
 
 /// Waits for the next completion on `cq` and checks it succeeded.
 pub fn wait_ok(cq: &Cq) -> Res<Completion> {
-    let wc = cq.next_completion(TIMEOUT)?;
+    let wc = cq.next_completion(timeout())?;
     if wc.status != WcStatus::SUCCESS {
         return Err(format!("operation {} ({:?}) failed: {}", wc.op_context, wc.op, wc.status).into());
     }
@@ -164,7 +168,7 @@ pub fn wait_ok(cq: &Cq) -> Res<Completion> {
 pub fn completion_or_close(conn: &Conn, cq: &Cq) -> Res<Option<Completion>> {
     let shared = conn.compl_fd().ok();
     let fds = [shared.unwrap_or_else(|| cq.fd()), conn.event_fd()];
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + timeout();
     loop {
         match cq.get_completion() {
             Ok(wc) if wc.status != WcStatus::SUCCESS => {

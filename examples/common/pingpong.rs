@@ -71,7 +71,7 @@ fn wait(conn: &Conn, srq: Option<&Srq>, mode: Mode, op: CompletionOp) -> Res<Com
                 }
                 continue;
             }
-            conn.wait_timeout(super::TIMEOUT)?;
+            conn.wait_timeout(super::timeout())?;
         }
     }
     let cq = match (recv, mode) {
