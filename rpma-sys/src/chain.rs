@@ -636,10 +636,7 @@ impl QpEx<'_> {
                     }
                 }
             }
-            match ffi::ibv_wr_complete(q) {
-                0 => Ok(()),
-                rc => Err(crate::post::post_failed(rc, true, "ibv_wr_complete")),
-            }
+            crate::post::queued_outcome(ffi::ibv_wr_complete(q), "ibv_wr_complete")
         }
     }
 }

@@ -58,9 +58,21 @@ pub(crate) fn post_outcome<W>(rc: std::os::raw::c_int, bad: *mut W, op: &str) ->
     }
 }
 
+/// The outcome of a call whose failure may leave its requests queued
+/// whatever it says (`ibv_wr_complete`, `ibv_bind_mw`: a failed doorbell
+/// comes after the queue was written): see [`PostError`].
+#[inline(always)]
+pub(crate) fn queued_outcome(rc: std::os::raw::c_int, op: &str) -> Result<(), PostError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(post_failed(rc, true, op))
+    }
+}
+
 #[cold]
 #[inline(never)]
-pub(crate) fn post_failed(rc: std::os::raw::c_int, maybe_queued: bool, op: &str) -> PostError {
+fn post_failed(rc: std::os::raw::c_int, maybe_queued: bool, op: &str) -> PostError {
     let error = crate::from_errno_ret(rc, op).err().unwrap_or_else(|| io::Error::other(op.to_string()));
     PostError { error, maybe_queued }
 }

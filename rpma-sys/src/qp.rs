@@ -531,12 +531,7 @@ impl QpEx<'_> {
     /// A sequence was opened with `start`.
     unsafe fn complete(&mut self) -> Result<(), PostError> {
         // SAFETY: per the function contract.
-        let rc = unsafe { ffi::ibv_wr_complete(self.qpx) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(crate::post::post_failed(rc, true, "ibv_wr_complete"))
-        }
+        crate::post::queued_outcome(unsafe { ffi::ibv_wr_complete(self.qpx) }, "ibv_wr_complete")
     }
 }
 

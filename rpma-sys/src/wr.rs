@@ -5,8 +5,7 @@
 use crate::ffi;
 use crate::mr::Mr;
 use crate::mw::Mw;
-pub use crate::post::PostError;
-use crate::post::{post_failed, post_outcome};
+use crate::post::{post_outcome, queued_outcome, PostError};
 use crate::qp::Qp;
 use crate::srq::Srq;
 use std::io;
@@ -276,10 +275,7 @@ impl Qp {
             if (*mw.as_ptr()).type_ != ffi::ibv_mw_type::IBV_MW_TYPE_1 {
                 return Err(io::Error::from_raw_os_error(libc::EINVAL).into());
             }
-            match op(self.as_ptr(), mw.as_ptr(), &mut b) {
-                0 => {}
-                rc => return Err(post_failed(rc, true, "ibv_bind_mw")),
-            }
+            queued_outcome(op(self.as_ptr(), mw.as_ptr(), &mut b), "ibv_bind_mw")?;
         }
         Ok(mw.rkey())
     }

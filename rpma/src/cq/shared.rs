@@ -279,8 +279,7 @@ impl Routes {
                     }
                 };
                 if qp_of(&w) == qp_num {
-                    // Retired, and a window invalidation it reports noted.
-                    let _ = super::completion(&w, route(&map, &w), cq.windows());
+                    let _ = translate(&map, &w, cq);
                     continue;
                 }
                 let mut stash = lock(&self.stash);
@@ -289,7 +288,7 @@ impl Routes {
                 } else {
                     // Its tracker entry is retired, so its region is not
                     // held for ever; only the report is lost.
-                    let c = super::completion(&w, route(&map, &w), cq.windows());
+                    let c = translate(&map, &w, cq);
                     rpma_log!(LogLevel::Error, "shared CQ: no memory to keep a completion, dropped: {c:?}");
                 }
             }
@@ -304,7 +303,7 @@ impl Routes {
             if qp_of(w) != qp_num {
                 return true;
             }
-            let _ = super::completion(w, route(&map, w), cq.windows());
+            let _ = translate(&map, w, cq);
             false
         });
         if let Some(t) = map.remove(&qp_num) {
@@ -332,10 +331,10 @@ impl Routes {
     pub(crate) fn get_completion<S: Source>(&self, cq: &S) -> Result<Completion> {
         let map = self.read();
         if let Some(w) = lock(&self.stash).pop_front() {
-            return Ok(super::completion(&w, route(&map, &w), cq.windows()));
+            return Ok(translate(&map, &w, cq));
         }
         match cq.poll_one() {
-            Ok(Some(w)) => Ok(super::completion(&w, route(&map, &w), cq.windows())),
+            Ok(Some(w)) => Ok(translate(&map, &w, cq)),
             Ok(None) => Err(Error::NoCompletion),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
         }
@@ -349,13 +348,13 @@ impl Routes {
             let mut stash = lock(&self.stash);
             while got < wc.len() {
                 let Some(w) = stash.pop_front() else { break };
-                wc[got] = super::completion(&w, route(&map, &w), cq.windows());
+                wc[got] = translate(&map, &w, cq);
                 got += 1;
             }
         }
         let rest = &mut wc[got..];
         let polled = cq
-            .poll_each(rest.len(), |i, w| rest[i] = super::completion(w, route(&map, w), cq.windows()))
+            .poll_each(rest.len(), |i, w| rest[i] = translate(&map, w, cq))
             .map_err(|e| Error::provider_raw("ibv_poll_cq", e));
         match polled {
             Ok(n) => Ok(got + n),
@@ -396,6 +395,13 @@ impl Source for Cq {
     fn windows(&self) -> &Windows {
         &self.windows
     }
+}
+
+/// The completion of `w`, its QP's tracker entries retired (and a window
+/// invalidation it reports noted).
+#[inline]
+fn translate<S: Source>(map: &Map, w: &PolledWc, cq: &S) -> Completion {
+    super::completion(w, route(map, w), cq.windows())
 }
 
 /// Retires what `w` names in its QP's trackers.

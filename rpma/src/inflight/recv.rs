@@ -20,16 +20,6 @@ struct Slots {
     free: Vec<usize>,
 }
 
-impl Slots {
-    /// Records `entry` in slot `idx` (a free one, or the next new one).
-    fn put(&mut self, idx: usize, entry: Entry) {
-        match self.entries.get_mut(idx) {
-            Some(slot) => *slot = Some(entry),
-            None => self.entries.push(Some(entry)),
-        }
-    }
-}
-
 impl RecvTracker {
     /// A tracker for a receive queue of `depth` entries (slots are
     /// allocated up front, so posting does not reallocate).
@@ -58,18 +48,22 @@ impl RecvTracker {
         let mut g = lock(&self.m);
         let idx = g.free.pop().unwrap_or(g.entries.len());
         let res = post(wrid::recv(idx as u64, self.srq));
-        if let Err(e) = res {
-            if !e.maybe_queued {
+        match &res {
+            Err(e) if !e.maybe_queued => {
                 if idx < g.entries.len() {
                     g.free.push(idx);
                 }
-                return Err(post_error("ibv_post_recv", e));
             }
-            g.put(idx, Entry::recv(ctx, hold));
-            return Err(post_error("ibv_post_recv", e));
+            // Posted, or maybe queued: recorded with its hold either way.
+            _ => {
+                let entry = Some(Entry::recv(ctx, hold));
+                match g.entries.get_mut(idx) {
+                    Some(slot) => *slot = entry,
+                    None => g.entries.push(entry),
+                }
+            }
         }
-        g.put(idx, Entry::recv(ctx, hold));
-        Ok(())
+        res.map_err(|e| post_error("ibv_post_recv", e))
     }
 
     /// Posts a receive into `sge` on `qp` and records it: the region `hold`

@@ -156,13 +156,10 @@ impl SendTracker {
     pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> Result<(), PostError>) -> Result<()> {
         let (mut g, seq) = self.reserve(op.signaled, op.confirm.is_some())?;
         let res = post(wrid::send(seq));
-        if let Err(e) = &res {
-            if !e.maybe_queued {
-                return Err(post_error("ibv_post_send", res.err().unwrap_or_else(unreachable_post)));
-            }
+        if !matches!(&res, Err(e) if !e.maybe_queued) {
+            g.record(seq, op);
+            g.len += 1;
         }
-        g.record(seq, op);
-        g.len += 1;
         res.map_err(|e| post_error("ibv_post_send", e))
     }
 
@@ -390,12 +387,6 @@ fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: Entry) -> Erro
         }
     }
     post_error("ibv_post_send", e)
-}
-
-/// Never called: the error was just seen.
-#[cold]
-fn unreachable_post() -> PostError {
-    PostError::refused(std::io::Error::other("rpma bug: a post error vanished"))
 }
 
 /// A posted operation's entry without a slot (a bug in rpma): its hold is
