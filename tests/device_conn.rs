@@ -75,12 +75,12 @@ device_tests!({
         let ev = c.next_event_timeout(T).expect("an event within the timeout");
         assert!(matches!(ev, ConnEvent::Rejected | ConnEvent::Unreachable), "{ev:?}");
         println!("  no listener: {ev}");
-        // Unroutable address: resolution fails within the configured timeout.
+        // Unroutable address: the kernel refuses the resolution at once
+        // (ENETUNREACH) instead of letting it wait for the timeout.
         let mut cfg = ConnCfg::new();
         cfg.set_timeout(300).unwrap();
-        let t0 = std::time::Instant::now();
-        assert!(ConnReq::new(&p, "198.51.100.9", port, Some(&cfg)).is_err());
-        assert!(t0.elapsed() < Duration::from_secs(5));
+        let e = ConnReq::new(&p, "198.51.100.9", port, Some(&cfg)).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENETUNREACH), "{e}");
     }
 
     fn dropped_incoming_request_is_rejected() {
@@ -607,6 +607,7 @@ device_tests!({
     /// before it is retried: rpma's default (0.64 ms) against rdma_cm's and
     /// librpma's 655 ms.
     fn rnr_timer_bounds_the_stall_of_a_late_receive() {
+        let mut took_by_code = Vec::new();
         for code in [12u8, 0] {
             let sp = peer();
             let mut scfg = ConnCfg::new();
@@ -633,14 +634,15 @@ device_tests!({
             assert_eq!(wc.status, WcStatus::SUCCESS);
             assert_eq!(s.cq().next_completion(T).unwrap().op_context, 2);
             println!("  RNR timer code {code}: the send completed {took:.1?} after the receive was posted");
-            if code == 12 {
-                assert!(took < Duration::from_millis(300), "{took:?}");
-            } else {
-                assert!(took > Duration::from_millis(300), "{took:?}: rdma_cm's 655 ms timer did not show");
-            }
+            took_by_code.push(took);
             drop((msg, rcv));
             close(c, s);
         }
+        // A timer's wait is a lower bound however slow the emulator is; the
+        // 0.64 ms timer's run is compared with it, not with a wall clock.
+        let (fast, slow) = (took_by_code[0], took_by_code[1]);
+        assert!(slow >= Duration::from_millis(600), "{slow:?}: rdma_cm's 655 ms timer did not show");
+        assert!(fast + Duration::from_millis(300) < slow, "code 12 took {fast:?}, code 0 {slow:?}");
     }
 
     /// The server polls its region with `read_volatile_at` until the client's

@@ -183,6 +183,8 @@ fn connect(p: &rpma::Peer, pdata: &[u8]) -> Conn {
             Ok(ConnEvent::Established) => return c,
             other => {
                 assert!(t0.elapsed() < Duration::from_secs(120), "no connection in 120 s: last {other:?}");
+                // a retry back-off while the other host starts listening
+                // (another machine: no local listening socket to watch)
                 thread::sleep(Duration::from_millis(500));
             }
         }
@@ -285,6 +287,7 @@ fn client() {
     // A short cut: the transport retransmits until the link returns.
     link(true);
     c.post(50);
+    // the fault itself: the link stays cut for 3 s (not a synchronization)
     thread::sleep(Duration::from_secs(3));
     link(false);
     let t0 = Instant::now();
