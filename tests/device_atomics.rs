@@ -4,6 +4,7 @@
 //! through the unchecked path or a forged descriptor) by the device.
 
 use rpma::error::{RPMA_E_INVAL, RPMA_E_PROVIDER};
+use rpma::ops::{CompareAndSwap, FetchAndAdd};
 use rpma::{AlignedBuf, CompletionOp, Conn, Flags, MrLocal, MrRemote, Peer, Usage, WcStatus};
 mod common;
 use common::{close, pair_on, peer, T};
@@ -267,9 +268,9 @@ device_tests!({
         assert_eq!(word(&res, 0), 0);
         // A chain carries atomics too.
         let mut ch = c.chain();
-        ch.fetch_and_add(&res, 0, &remote, 0, 1, Flags::COMPLETION_ON_ERROR, 2)
+        ch.push(FetchAndAdd::new(&res, 0, &remote, 0, 1).flags(Flags::COMPLETION_ON_ERROR).op_context(2))
             .unwrap()
-            .compare_and_swap(&res, 8, &remote, 0, 6, 100, A, 3)
+            .push(CompareAndSwap::new(&res, 8, &remote, 0, 6, 100).flags(A).op_context(3))
             .unwrap();
         ch.post().unwrap();
         let wc = c.cq().next_completion(T).unwrap();

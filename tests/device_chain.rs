@@ -6,6 +6,7 @@
 
 use rpma::conn::CHAIN_MAX;
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP};
+use rpma::ops::{AtomicWrite, Flush, Read, Write};
 use rpma::{AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, Flags, FlushType, MrLocal, MrRemote, Usage, WcStatus};
 mod common;
 use common::{close, pair_on, peer, server_region, T};
@@ -65,13 +66,13 @@ device_tests!({
             src.write_at(0, &data).unwrap();
             let at = 1024 + 64 * round;
             let mut ch = c.chain();
-            ch.write(&remote, at, &src, 0, 8, QUIET, 1)
+            ch.push(Write::new(&remote, at, &src, 0, 8).flags(QUIET).op_context(1))
                 .unwrap()
-                .flush(&remote, at, 8, FlushType::Visibility, QUIET, 2)
+                .push(Flush::new(&remote, at, 8, FlushType::Visibility).flags(QUIET).op_context(2))
                 .unwrap()
-                .atomic_write(&remote, 0, at.to_le_bytes(), QUIET, 3)
+                .push(AtomicWrite::new(&remote, 0, at.to_le_bytes()).flags(QUIET).op_context(3))
                 .unwrap()
-                .flush(&remote, 0, 8, FlushType::Visibility, LOUD, 4)
+                .push(Flush::new(&remote, 0, 8, FlushType::Visibility).flags(LOUD).op_context(4))
                 .unwrap();
             assert_eq!(ch.len(), 4);
             ch.post().unwrap();
@@ -110,12 +111,12 @@ device_tests!({
         local.write_at(0, b"chained write").unwrap();
         local.write_at(100, b"hello").unwrap();
         let mut ch = c.chain();
-        ch.read(&local, 2000, &remote, 100, 32, LOUD, 1).unwrap();
-        ch.write(&remote, 3000, &local, 0, 13, LOUD, 2).unwrap();
-        ch.send(&local, 100, 5, LOUD, 3).unwrap();
-        ch.write_with_imm(&remote, 3100, &local, 0, 7, LOUD, 0xfeed, 4).unwrap();
-        ch.send_with_imm(&local, 100, 2, LOUD, 0xbeef, 5).unwrap();
-        ch.read(&local, 2100, &remote, 3000, 13, LOUD, 6).unwrap();
+        ch.push(Read::new(&local, 2000, &remote, 100, 32).flags(LOUD).op_context(1)).unwrap();
+        ch.push(Write::new(&remote, 3000, &local, 0, 13).flags(LOUD).op_context(2)).unwrap();
+        ch.push(rpma::ops::Send::new(&local, 100, 5).flags(LOUD).op_context(3)).unwrap();
+        ch.push(Write::new(&remote, 3100, &local, 0, 7).imm(0xfeed).flags(LOUD).op_context(4)).unwrap();
+        ch.push(rpma::ops::Send::new(&local, 100, 2).imm(0xbeef).flags(LOUD).op_context(5)).unwrap();
+        ch.push(Read::new(&local, 2100, &remote, 3000, 13).flags(LOUD).op_context(6)).unwrap();
         // No native operation in this chain: one ibv_post_send in every world.
         ch.post().unwrap();
         let wcs = drain(&c, 6, T);
@@ -173,15 +174,15 @@ device_tests!({
         let mut before = vec![0u8; 8192];
         smr.read_at(0, &mut before).unwrap();
         let mut ch = c.chain();
-        ch.write(&remote, 0, &src, 0, 8, QUIET, 1).unwrap();
-        ch.flush(&remote, 0, 8, FlushType::Visibility, QUIET, 2).unwrap();
-        let e = ch.atomic_write(&remote, 4, [1; 8], LOUD, 3).unwrap_err();
+        ch.push(Write::new(&remote, 0, &src, 0, 8).flags(QUIET).op_context(1)).unwrap();
+        ch.push(Flush::new(&remote, 0, 8, FlushType::Visibility).flags(QUIET).op_context(2)).unwrap();
+        let e = ch.push(AtomicWrite::new(&remote, 4, [1; 8]).flags(LOUD).op_context(3)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "misaligned atomic write: {e}");
-        let e = ch.write(&remote, 8190, &src, 0, 8, LOUD, 3).unwrap_err();
+        let e = ch.push(Write::new(&remote, 8190, &src, 0, 8).flags(LOUD).op_context(3)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "beyond the region: {e}");
-        let e = ch.flush(&remote, 0, 8, FlushType::Persistent, LOUD, 3).unwrap_err();
+        let e = ch.push(Flush::new(&remote, 0, 8, FlushType::Persistent).flags(LOUD).op_context(3)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_NOSUPP, "persistent flush without the peer's cfg: {e}");
-        let e = ch.write(&remote, 0, &src, 0, 8, Flags::empty(), 3).unwrap_err();
+        let e = ch.push(Write::new(&remote, 0, &src, 0, 8).flags(Flags::empty()).op_context(3)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "no completion flags: {e}");
         assert_eq!(ch.len(), 2, "failed operations are not added");
         assert_eq!(c.pending_sends(), 0, "nothing posted while building");
@@ -201,9 +202,9 @@ device_tests!({
         let dst = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         let mut ch = c.chain();
         for i in 0..CHAIN_MAX as u64 {
-            ch.read(&dst, 0, &remote, 0, 8, QUIET, i).unwrap();
+            ch.push(Read::new(&dst, 0, &remote, 0, 8).flags(QUIET).op_context(i)).unwrap();
         }
-        let e = ch.read(&dst, 0, &remote, 0, 8, LOUD, 99).unwrap_err();
+        let e = ch.push(Read::new(&dst, 0, &remote, 0, 8).flags(LOUD).op_context(99)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
         assert!(e.to_string().contains(&format!("at most {CHAIN_MAX}")), "{e}");
         println!("  {e}");
@@ -226,10 +227,10 @@ device_tests!({
             src.write_at(0, b"first!!!second!!third!!!").unwrap();
             let f = |last: bool| if last || !only_last_signaled { LOUD } else { QUIET };
             let mut ch = c.chain();
-            ch.write(&remote, 100, &src, 0, 8, f(false), 1).unwrap();
-            ch.write(&forged, 200, &src, 8, 8, f(false), 2).unwrap();
-            ch.write(&remote, 300, &src, 16, 8, f(false), 3).unwrap();
-            ch.flush(&remote, 100, 8, FlushType::Visibility, f(true), 4).unwrap();
+            ch.push(Write::new(&remote, 100, &src, 0, 8).flags(f(false)).op_context(1)).unwrap();
+            ch.push(Write::new(&forged, 200, &src, 8, 8).flags(f(false)).op_context(2)).unwrap();
+            ch.push(Write::new(&remote, 300, &src, 16, 8).flags(f(false)).op_context(3)).unwrap();
+            ch.push(Flush::new(&remote, 100, 8, FlushType::Visibility).flags(f(true)).op_context(4)).unwrap();
             ch.post().expect("the chain is posted; the failure comes from the device");
             let wcs = drain(&c, 4, Duration::from_secs(2));
             let got: Vec<(u64, CompletionOp, WcStatus)> = wcs.iter().map(|w| (w.op_context, w.op, w.status)).collect();
@@ -289,7 +290,8 @@ device_tests!({
         let chain_of = |n: u64, last: Flags| {
             let mut ch = c.chain();
             for i in 0..n {
-                ch.read(&local, 0, &remote, 0, 8, if i + 1 == n { last } else { QUIET }, i).unwrap();
+                ch.push(Read::new(&local, 0, &remote, 0, 8).flags(if i + 1 == n { last } else { QUIET }).op_context(i))
+                    .unwrap();
             }
             ch
         };
@@ -329,9 +331,9 @@ device_tests!({
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
         src.write_at(0, b"record!!").unwrap();
         let mut ch = c.chain();
-        ch.write(&remote, 500, &src, 0, 8, QUIET, 1).unwrap();
-        ch.flush(&remote, 500, 8, FlushType::Visibility, QUIET, 2).unwrap();
-        ch.send(&src, 0, 8, LOUD, 3).unwrap();
+        ch.push(Write::new(&remote, 500, &src, 0, 8).flags(QUIET).op_context(1)).unwrap();
+        ch.push(Flush::new(&remote, 500, 8, FlushType::Visibility).flags(QUIET).op_context(2)).unwrap();
+        ch.push(rpma::ops::Send::new(&src, 0, 8).flags(LOUD).op_context(3)).unwrap();
         let r = ch.post();
         if c.peer().is_native_flush_supported() {
             let e = r.unwrap_err();

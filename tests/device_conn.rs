@@ -3,6 +3,7 @@
 //! harness VM when the host has no device.
 
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_NO_EVENT, RPMA_E_SHARED_CHANNEL};
+use rpma::ops::{Read, Write};
 use rpma::{
     AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Srq,
     SrqCfg, Usage, WcStatus,
@@ -551,8 +552,8 @@ device_tests!({
             expect(4, CompletionOp::Write);
         }
         let mut ch = c.chain();
-        ch.write(&remote, 0, &local, 0, 0, Flags::COMPLETION_ON_ERROR, 5).unwrap();
-        ch.read(&local, 0, &remote, 8, 0, Flags::COMPLETION_ALWAYS, 6).unwrap();
+        ch.push(Write::new(&remote, 0, &local, 0, 0).flags(Flags::COMPLETION_ON_ERROR).op_context(5)).unwrap();
+        ch.push(Read::new(&local, 0, &remote, 8, 0).flags(Flags::COMPLETION_ALWAYS).op_context(6)).unwrap();
         ch.post().unwrap();
         expect(6, CompletionOp::Read);
         assert_eq!(c.pending_sends(), 0);

@@ -9,6 +9,7 @@
 mod common;
 use common::{close, pair_on, peer, server_region, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NO_COMPLETION};
+use rpma::ops::Read;
 use rpma::rereg::ReregError;
 use rpma::{
     AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
@@ -421,7 +422,10 @@ device_tests!({
                     .write_sg(&remote, 0, &[rpma::Sg::new(&mr, a, b)], Flags::COMPLETION_ALWAYS, 14)
                     .map(|()| drain(&c));
                 inval("write_sg", r, a, b, 4096);
-                let r = c.chain().read(&mr, a, &remote, 0, b, Flags::COMPLETION_ALWAYS, 15).map(drop);
+                let r = c
+                    .chain()
+                    .push(Read::new(&mr, a, &remote, 0, b).flags(Flags::COMPLETION_ALWAYS).op_context(15))
+                    .map(drop);
                 inval("Chain::read", r, a, b, 4096);
             }
             let mut msgs = rpma::messages::Messages::new(c.peer(), 64, 1, 1, rpma::messages::MsgAccess::Msgs).unwrap();

@@ -12,6 +12,7 @@
 //! connection's private data.
 
 use crate::stats::{self, Lat};
+use rpma::ops::{AtomicWrite, Flush, Write};
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{
     AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
@@ -493,10 +494,12 @@ impl Client {
     fn commit_chain(&self) -> Res<()> {
         let (c, q, at) = (&self.conn, Flags::COMPLETION_ON_ERROR, COMMIT_AT);
         let mut ch = c.chain();
-        ch.write(&self.remote, at, &self.local, 0, 8, q, 0)?
-            .flush(&self.remote, at, 8, FlushType::Visibility, q, 0)?
-            .atomic_write(&self.remote, 0, at.to_le_bytes(), q, 0)?
-            .flush(&self.remote, 0, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 0)?;
+        ch.push(Write::new(&self.remote, at, &self.local, 0, 8).flags(q).op_context(0))?
+            .push(Flush::new(&self.remote, at, 8, FlushType::Visibility).flags(q).op_context(0))?
+            .push(AtomicWrite::new(&self.remote, 0, at.to_le_bytes()).flags(q).op_context(0))?
+            .push(
+                Flush::new(&self.remote, 0, 8, FlushType::Visibility).flags(Flags::COMPLETION_ALWAYS).op_context(0),
+            )?;
         Ok(ch.post()?)
     }
 

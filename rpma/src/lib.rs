@@ -22,7 +22,7 @@ mod inflight;
 pub mod memory;
 pub mod mr;
 pub mod mw;
-mod op;
+pub mod ops;
 pub mod peer;
 pub mod peer_cfg;
 pub mod rereg;

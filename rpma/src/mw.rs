@@ -9,7 +9,7 @@ use crate::inflight::{Confirm, Hold, SendOpRec};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, RegionHold};
-use crate::op::Flags;
+use crate::ops::Flags;
 use crate::peer::Peer;
 use crate::validate;
 use crate::windows::Invalidate;

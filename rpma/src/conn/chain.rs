@@ -1,19 +1,20 @@
-//! Chained posting: several operations checked one by one, then posted with
-//! one call (one doorbell) and recorded under one lock. Also the one home of
-//! the work requests of atomic write and flush (native or librpma's
-//! emulation), which the single operations (`data.rs`) post too.
+//! Chained posting: several operations of [`crate::ops`] checked one by
+//! one as they are pushed, then posted with one call (one doorbell) and
+//! recorded under one lock.
 
 use super::Conn;
+use crate::error::Result as R;
 use crate::error::{Error, Result};
-use crate::inflight::{chain_is_full, Hold, SendChain, SendOpRec};
-use crate::memory::RegMemory;
-use crate::mr::{MrLocal, MrRemote, Usage};
-use crate::op::{Flags, FlushType, Op, ATOMIC_WRITE_ALIGNMENT};
-use crate::validate;
-use crate::wrid::CompletionOp;
-use rpma_sys::chain::{ChainWr, MAX_CHAIN};
-use rpma_sys::wr::{SendOp, SendWr, WrFlags};
-use std::sync::atomic::Ordering;
+use crate::inflight::Hold;
+use crate::inflight::{chain_is_full, SendChain};
+#[allow(unused_imports)] // the sealed traits' methods
+use crate::ops::sealed::{Encode, Hold_};
+#[cfg(doc)]
+use crate::ops::Flags;
+use crate::ops::{HoldBy, Meta, Operation, Sink};
+use rpma_sys::chain::ChainWr;
+use rpma_sys::chain::MAX_CHAIN;
+use rpma_sys::wr::SendWr;
 
 /// Most operations in one [`Chain`].
 pub const CHAIN_MAX: usize = MAX_CHAIN;
@@ -21,9 +22,9 @@ pub const CHAIN_MAX: usize = MAX_CHAIN;
 /// Operations to post on one connection with one call (one
 /// `ibv_post_send`, one doorbell), from [`Conn::chain`].
 ///
-/// Each method takes the arguments of the [`Conn`] method of its name and
-/// runs its checks at once: an operation that fails them is not added, and
-/// the error is returned by that method. [`post`](Chain::post) posts the
+/// [`push`](Chain::push) takes an operation of [`crate::ops`] and runs
+/// its checks at once (those of [`Conn::post`]): an operation that fails
+/// them is not added, and `push` returns the error. [`post`](Chain::post) posts the
 /// operations in the order they were added, with each one's semantics
 /// (librpma's): its own completion flags (so only the last one may be
 /// signaled), [`Flags::FENCE`], the native or emulated atomic write and
@@ -68,14 +69,15 @@ impl Conn {
     ///     src: &rpma::MrLocal<rpma::AlignedBuf>,
     ///     ptr_offset: u64,
     /// ) -> rpma::Result<()> {
-    ///     use rpma::{Flags, FlushType};
-    ///     let (quiet, loud) = (Flags::COMPLETION_ON_ERROR, Flags::COMPLETION_ALWAYS);
+    ///     use rpma::ops::{AtomicWrite, Flush, Write};
+    ///     use rpma::{Flags, FlushType::Visibility};
+    ///     let quiet = Flags::COMPLETION_ON_ERROR;
     ///     let mut chain = conn.chain();
     ///     chain
-    ///         .write(log, 0, src, 0, 8, quiet, 1)?
-    ///         .flush(log, 0, 8, FlushType::Visibility, quiet, 2)?
-    ///         .atomic_write(log, ptr_offset, 8u64.to_le_bytes(), quiet, 3)?
-    ///         .flush(log, ptr_offset, 8, FlushType::Visibility, loud, 4)?;
+    ///         .push(Write::new(log, 0, src, 0, 8).flags(quiet).op_context(1))?
+    ///         .push(Flush::new(log, 0, 8, Visibility).flags(quiet).op_context(2))?
+    ///         .push(AtomicWrite::new(log, ptr_offset, 8u64.to_le_bytes()).flags(quiet).op_context(3))?
+    ///         .push(Flush::new(log, ptr_offset, 8, Visibility).op_context(4))?;
     ///     chain.post()?;
     ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
     ///     assert_eq!(wc.op_context, 4);
@@ -85,118 +87,27 @@ impl Conn {
     pub fn chain(&self) -> Chain<'_> {
         Chain { conn: self, ops: SendChain::new() }
     }
-
-    /// `atomic_write`'s checks: its flags (ID 0; the emulation's fenced) and
-    /// whether it is native.
-    #[inline(always)]
-    pub(super) fn atomic_write_checks(&self, dst: &MrRemote, dst_offset: u64, flags: Flags) -> Result<(WrFlags, bool)> {
-        let signaled = flags.signaled()?;
-        if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
-            return Err(misaligned_atomic_write(dst_offset));
-        }
-        dst.check_range("atomic_write: dst", dst_offset, 8)?;
-        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst", &self.parts.peer)?;
-        let native = self.parts.native.atomic_write;
-        if native {
-            return Ok((WrFlags { wr_id: 0, signaled, fence: flags.fence() }, true));
-        }
-        if self.parts.limits.max_inline_data < 8 {
-            return Err(no_inline8(self.parts.limits.max_inline_data));
-        }
-        Ok((WrFlags { wr_id: 0, signaled, fence: true }, false))
-    }
-
-    /// `flush`'s checks: its flags (ID 0) and whether it is native (else
-    /// the APM read's range is checked too).
-    #[inline(always)]
-    pub(super) fn flush_checks(
-        &self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        len: u64,
-        ty: FlushType,
-        flags: Flags,
-    ) -> Result<(WrFlags, bool)> {
-        let signaled = flags.signaled()?;
-        let pmem = || self.direct_write_to_pmem.load(Ordering::Relaxed);
-        let supported = match ty {
-            FlushType::Persistent => pmem() && dst.usage().contains(Usage::FLUSH_TYPE_PERSISTENT),
-            FlushType::Visibility => dst.usage().contains(Usage::FLUSH_TYPE_VISIBILITY),
-        };
-        if !supported {
-            return Err(unsupported_flush(ty, pmem()));
-        }
-        dst.check_range("flush: dst", dst_offset, len)?;
-        let native = self.parts.native.flush;
-        if !native {
-            dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
-        }
-        Ok((WrFlags { wr_id: 0, signaled, fence: flags.fence() }, native))
-    }
-
-    /// The APM flush's read (after `flush_checks`): 8 bytes at
-    /// `dst_offset` into the connection's flush region, which its post
-    /// holds like any local region until the read completes
-    /// (`self.parts.flush_mr.hold()`).
-    #[inline(always)]
-    pub(super) fn apm_flush(&self, dst: &MrRemote, dst_offset: u64, flags: WrFlags) -> SendWr {
-        SendWr {
-            wr_id: 0,
-            op: SendOp::Read,
-            sge: Some(self.parts.flush_mr.sge(0, 8)),
-            remote_addr: dst.addr().wrapping_add(dst_offset),
-            rkey: dst.rkey(),
-            signaled: flags.signaled,
-            fence: flags.fence,
-            inline: false,
-        }
-    }
-
-    /// Posts a native atomic write or flush alone, through its own
-    /// `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]), as the single
-    /// operations always have: out of line, so the emulations' posts stay
-    /// small.
-    #[inline(never)]
-    pub(super) fn post_native(&self, kind: CompletionOp, ctx: u64, wr: ChainWr) -> Result<()> {
-        let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
-        let rec = |signaled| SendOpRec { ctx, kind, signaled, hold: None, confirm: None };
-        match wr {
-            ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
-                let s = flags.signaled;
-                self.parts.send.post_with(rec(s), |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
-            }
-            ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
-                let s = flags.signaled;
-                self.parts.send.post_with(rec(s), |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
-            }
-            _ => Err(Error::Unknown("rpma bug: post_native with an emulated request".into())),
-        }
-    }
 }
 
 impl<'c> Chain<'c> {
-    /// Appends a checked operation.
+    /// Checks `op` (as [`Conn::post`] does) and appends it; its local
+    /// region is held from now until the operation completes, or the chain
+    /// is dropped unposted. A chain holding a native atomic write or flush
+    /// carries only RDMA writes and reads beside them
+    /// ([`Error::NoSupp`] from [`post`](Chain::post) otherwise).
+    ///
+    /// # Errors
+    /// The operation's checks, as [`Conn::post`]; [`Error::Inval`] when the
+    /// chain already holds [`CHAIN_MAX`] operations.
     #[inline(always)]
-    fn push(&mut self, wr: ChainWr, kind: CompletionOp, ctx: u64, hold: Option<Hold>) -> Result<&mut Self> {
-        self.ops.push(wr, ctx, kind, hold)?;
-        Ok(self)
-    }
-
-    /// Appends a checked native operation (nothing held): apart, so that
-    /// the emulations' pushes are built for their one kind of request.
-    #[inline(never)]
-    fn push_native(&mut self, wr: ChainWr, kind: CompletionOp, ctx: u64) -> Result<&mut Self> {
-        self.push(wr, kind, ctx, None)
-    }
-
-    /// Checks an operation with a local range (held) and appends it.
-    #[inline(always)]
-    fn push_op<M: RegMemory + Send + Sync + 'static>(&mut self, op: Op<'_, M>, mr: &MrLocal<M>) -> Result<&mut Self> {
+    pub fn push<O: Operation>(&mut self, op: O) -> Result<&mut Self> {
         if self.ops.is_full() {
             return Err(chain_is_full());
         }
-        let wr = op.work_request(&self.conn.parts.peer, true)?;
-        self.push(ChainWr::Plain(wr), op.kind(), op.ctx, Some(mr.hold()))
+        let conn = self.conn;
+        let t = conn.target();
+        op.encode(&t, true, Push { ops: &mut self.ops, conn, hold: || op.hold(&t) })?;
+        Ok(self)
     }
 
     /// Operations added so far.
@@ -207,213 +118,6 @@ impl<'c> Chain<'c> {
     /// Whether no operation was added.
     pub fn is_empty(&self) -> bool {
         self.ops.len() == 0
-    }
-
-    /// Appends [`Conn::read`].
-    ///
-    /// # Errors
-    /// As [`Conn::read`] for its checks; [`Error::Inval`] when the chain
-    /// already holds [`CHAIN_MAX`] operations.
-    #[inline]
-    pub fn read<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        len: usize,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        self.push_op(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), dst)
-    }
-
-    /// Appends [`Conn::write`].
-    ///
-    /// # Errors
-    /// As [`Conn::write`] for its checks; [`Error::Inval`] when the chain
-    /// is full.
-    #[inline]
-    pub fn write<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        src: &MrLocal<M>,
-        src_offset: usize,
-        len: usize,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        self.push_op(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), src)
-    }
-
-    /// Appends [`Conn::write_with_imm`].
-    ///
-    /// # Errors
-    /// As [`Conn::write_with_imm`] for its checks; [`Error::Inval`] when
-    /// the chain is full.
-    #[inline]
-    pub fn write_with_imm<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        src: &MrLocal<M>,
-        src_offset: usize,
-        len: usize,
-        flags: Flags,
-        imm: u32,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        self.push_op(Op::write(dst, dst_offset, src, src_offset, len, Some(imm)).with(flags, op_context), src)
-    }
-
-    /// Appends [`Conn::atomic_write`]; `value` is kept in the chain and
-    /// copied when it is posted.
-    ///
-    /// # Errors
-    /// As [`Conn::atomic_write`] for its checks; [`Error::Inval`] when the
-    /// chain is full or the connection closed.
-    #[inline]
-    pub fn atomic_write(
-        &mut self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        value: [u8; 8],
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        let (flags, native) = self.conn.atomic_write_checks(dst, dst_offset, flags)?;
-        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
-        if native {
-            return self.push_native(
-                ChainWr::AtomicWrite { flags, rkey, remote_addr, value },
-                CompletionOp::AtomicWrite,
-                op_context,
-            );
-        }
-        self.push(ChainWr::Inline8 { flags, rkey, remote_addr, value }, CompletionOp::AtomicWrite, op_context, None)
-    }
-
-    /// Appends [`Conn::compare_and_swap`]; `dst` is held from now until
-    /// the operation completes. A chain that also holds a native atomic
-    /// write or flush cannot carry it ([`Error::NoSupp`] from
-    /// [`post`](Chain::post)).
-    ///
-    /// # Errors
-    /// As [`Conn::compare_and_swap`] for its checks; [`Error::Inval`] when
-    /// the chain is full.
-    #[inline]
-    pub fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        compare: u64,
-        swap: u64,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        let verb = SendOp::CompareSwap { compare, swap };
-        self.push_op(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), dst)
-    }
-
-    /// Appends [`Conn::fetch_and_add`], as
-    /// [`compare_and_swap`](Chain::compare_and_swap).
-    ///
-    /// # Errors
-    /// As [`Conn::fetch_and_add`] for its checks; [`Error::Inval`] when the
-    /// chain is full.
-    #[inline]
-    pub fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        add: u64,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        let verb = SendOp::FetchAdd(add);
-        self.push_op(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), dst)
-    }
-
-    /// Appends [`Conn::flush`]. A native flush honours [`Flags::FENCE`] in
-    /// a chain.
-    ///
-    /// # Errors
-    /// As [`Conn::flush`] for its checks; [`Error::Inval`] when the chain
-    /// is full or the connection closed.
-    #[inline(always)]
-    pub fn flush(
-        &mut self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        len: u64,
-        ty: FlushType,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        let (flags, native) = self.conn.flush_checks(dst, dst_offset, len, ty, flags)?;
-        if native {
-            return self.push_native(native_flush(dst, dst_offset, len, ty, flags)?, CompletionOp::Flush, op_context);
-        }
-        let wr = self.conn.apm_flush(dst, dst_offset, flags);
-        self.push(ChainWr::Plain(wr), CompletionOp::Flush, op_context, Some(self.conn.parts.flush_mr.hold()))
-    }
-
-    /// Appends [`Conn::send`].
-    ///
-    /// # Errors
-    /// As [`Conn::send`] for its checks; [`Error::Inval`] when the chain is
-    /// full.
-    #[inline]
-    pub fn send<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        src: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        self.push_op(Op::send(src, offset, len, SendOp::Send).with(flags, op_context), src)
-    }
-
-    /// Appends [`Conn::send_with_imm`].
-    ///
-    /// # Errors
-    /// As [`Conn::send_with_imm`] for its checks; [`Error::Inval`] when the
-    /// chain is full.
-    #[inline]
-    pub fn send_with_imm<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        src: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-        flags: Flags,
-        imm: u32,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        self.push_op(Op::send(src, offset, len, SendOp::SendImm(imm)).with(flags, op_context), src)
-    }
-
-    /// Appends [`Conn::send_with_inv`].
-    ///
-    /// # Errors
-    /// As [`Conn::send_with_inv`] for its checks; [`Error::Inval`] when the
-    /// chain is full.
-    #[inline]
-    pub fn send_with_inv<M: RegMemory + Send + Sync + 'static>(
-        &mut self,
-        src: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-        flags: Flags,
-        rkey: u32,
-        op_context: u64,
-    ) -> Result<&mut Self> {
-        self.push_op(Op::send(src, offset, len, SendOp::SendInv(rkey)).with(flags, op_context), src)
     }
 
     /// Posts the operations in the order they were added, with one call:
@@ -471,53 +175,6 @@ fn check_carried(qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
     }
 }
 
-/// A native flush's request (after `flush_checks`).
-#[inline(always)]
-pub(super) fn native_flush(
-    dst: &MrRemote,
-    dst_offset: u64,
-    len: u64,
-    ty: FlushType,
-    flags: WrFlags,
-) -> Result<ChainWr> {
-    let ptype = match ty {
-        FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
-        FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
-    };
-    let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
-    Ok(ChainWr::Flush { flags, rkey: dst.rkey(), remote_addr: dst.addr().wrapping_add(dst_offset), len, ptype })
-}
-
-/// Why a flush of type `ty` is not supported (`pmem`: the peer's direct
-/// write to persistent memory).
-#[cold]
-#[inline(never)]
-fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
-    Error::nosupp(match ty {
-        FlushType::Persistent if !pmem => {
-            "flush(Persistent): the remote peer does not support direct write to persistent memory \
-             (apply its PeerCfg with Conn::apply_remote_peer_cfg)"
-        }
-        FlushType::Persistent => "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
-        FlushType::Visibility => "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
-    })
-}
-
-#[cold]
-#[inline(never)]
-fn misaligned_atomic_write(dst_offset: u64) -> Error {
-    Error::inval(format!("atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"))
-}
-
-#[cold]
-#[inline(never)]
-fn no_inline8(max_inline_data: u32) -> Error {
-    Error::inval(format!(
-        "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is \
-         {max_inline_data} (ConnCfg::set_max_inline_data)"
-    ))
-}
-
 #[cold]
 #[inline(never)]
 fn not_carried(i: usize) -> Error {
@@ -526,4 +183,35 @@ fn not_carried(i: usize) -> Error {
          this connection's QP carries only RDMA write and read there besides them (no sends, writes with \
          immediate data, compare-and-swap or fetch-and-add): post operation {i} on its own"
     ))
+}
+
+/// The sink of [`Chain::push`]: the request appended with what holds it.
+struct Push<'a, 'c, H: FnOnce() -> Hold> {
+    ops: &'a mut SendChain,
+    conn: &'c Conn,
+    hold: H,
+}
+
+impl<H: FnOnce() -> Hold> Push<'_, '_, H> {
+    #[inline(always)]
+    fn push(self, m: Meta, wr: ChainWr) -> R<()> {
+        let hold = match m.hold {
+            HoldBy::Op => Some((self.hold)()),
+            HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.hold()),
+            HoldBy::Nothing => None,
+        };
+        self.ops.push(wr, m.ctx, m.kind, hold)
+    }
+}
+
+impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
+    #[inline(always)]
+    fn plain(self, m: Meta, wr: SendWr) -> R<()> {
+        self.push(m, ChainWr::Plain(wr))
+    }
+
+    #[inline(always)]
+    fn other(self, m: Meta, wr: ChainWr) -> R<()> {
+        self.push(m, wr)
+    }
 }

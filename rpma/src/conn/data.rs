@@ -1,18 +1,23 @@
-//! The data path of a connection: librpma's operations, each built as one
-//! [`Op`](crate::op::Op) (or, for atomic write and flush, chosen between
-//! the native verb and librpma's emulation) and posted through the
-//! connection's trackers.
+//! The data path of a connection: [`Conn::post`] and
+//! [`Conn::post_unchecked`] post one operation of [`crate::ops`], and
+//! librpma's operations are one-line wrappers over them.
 
-use super::chain::native_flush;
 use super::Conn;
-use crate::error::Result;
-use crate::inflight::{Hold, NO_HOLD};
+use crate::error::{Error, Result};
+use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 use crate::memory::RegMemory;
-use crate::mr::{MrLocal, MrRemote};
-use crate::op::{Flags, FlushType, Op};
-use crate::wrid::CompletionOp;
 #[cfg(doc)] // the links of the doc comments
-use crate::{error::Error, mr::Usage};
+use crate::mr::Usage;
+use crate::mr::{MrLocal, MrRemote};
+use crate::ops;
+#[allow(unused_imports)] // the sealed traits' methods
+use crate::ops::sealed::{Encode, Hold_};
+use crate::ops::{
+    AtomicWrite, CompareAndSwap, FetchAndAdd, Flags, Flush, FlushType, HoldBy, Meta, Operation, Read, Sink, Target,
+    UncheckedOperation, Write,
+};
+use crate::wrid::CompletionOp;
+use rpma_sys::chain::ChainWr;
 use rpma_sys::wr::{SendOp, SendWr, Sge};
 
 impl Conn {
@@ -36,12 +41,12 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), Some(|| dst.hold()))
+        self.post(Read::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
     }
 
     /// [`read`](Conn::read) without keeping `dst` alive: the fast path for
-    /// callers that track their buffers themselves (it also accepts borrowed
-    /// memory, `MrLocal<&mut [u8]>`). Only the local range is checked: the
+    /// callers that track their buffers themselves (it also accepts memory
+    /// types that are not `'static`). Only the local range is checked: the
     /// usages and the remote range are left to the devices, which refuse
     /// what the registrations do not allow.
     ///
@@ -84,7 +89,10 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::read(dst, dst_offset, src, src_offset, len).with(flags, op_context), NO_HOLD)
+        // SAFETY: the caller keeps `dst` as `post_unchecked` needs.
+        unsafe {
+            self.post_unchecked(Read::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
+        }
     }
 
     /// Writes `len` bytes of `src` at `src_offset` to the remote region at
@@ -104,7 +112,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), Some(|| src.hold()))
+        self.post(Write::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
     }
 
     /// [`write`](Conn::write) without keeping `src` alive, with only the
@@ -131,7 +139,10 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::write(dst, dst_offset, src, src_offset, len, None).with(flags, op_context), NO_HOLD)
+        // SAFETY: the caller keeps `src` as `post_unchecked` needs.
+        unsafe {
+            self.post_unchecked(Write::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
+        }
     }
 
     /// [`write`](Conn::write) with immediate data, which the other side gets
@@ -151,10 +162,7 @@ impl Conn {
         imm: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.post(
-            Op::write(dst, dst_offset, src, src_offset, len, Some(imm)).with(flags, op_context),
-            Some(|| src.hold()),
-        )
+        self.post(Write::new(dst, dst_offset, src, src_offset, len).imm(imm).flags(flags).op_context(op_context))
     }
 
     /// Writes 8 bytes atomically at `dst_offset` (`rpma_atomic_write`):
@@ -177,25 +185,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let (flags, native) = self.atomic_write_checks(dst, dst_offset, flags)?;
-        let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
-        if native {
-            let wr = rpma_sys::chain::ChainWr::AtomicWrite { flags, rkey, remote_addr, value };
-            return self.post_native(CompletionOp::AtomicWrite, op_context, wr);
-        }
-        // Emulated: an inline 8-byte write of `value` (on this stack,
-        // copied during the post), fenced behind earlier reads.
-        let wr = SendWr {
-            wr_id: 0,
-            op: SendOp::Write,
-            sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
-            remote_addr,
-            rkey,
-            signaled: flags.signaled,
-            fence: flags.fence,
-            inline: true,
-        };
-        self.parts.post(CompletionOp::AtomicWrite, op_context, NO_HOLD, wr)
+        self.post(AtomicWrite::new(dst, dst_offset, value).flags(flags).op_context(op_context))
     }
 
     /// Compares the 8 bytes at `src_offset` of the remote region with
@@ -262,8 +252,9 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let verb = SendOp::CompareSwap { compare, swap };
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(|| dst.hold()))
+        self.post(
+            CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap).flags(flags).op_context(op_context),
+        )
     }
 
     /// Adds `add` (wrapping) to the 8 bytes at `src_offset` of the remote
@@ -300,8 +291,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let verb = SendOp::FetchAdd(add);
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), Some(|| dst.hold()))
+        self.post(FetchAndAdd::new(dst, dst_offset, src, src_offset, add).flags(flags).op_context(op_context))
     }
 
     /// [`compare_and_swap`](Conn::compare_and_swap) without keeping `dst`
@@ -333,8 +323,9 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let verb = SendOp::CompareSwap { compare, swap };
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), NO_HOLD)
+        let op = CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap);
+        // SAFETY: the caller keeps `dst` as `post_unchecked` needs.
+        unsafe { self.post_unchecked(op.flags(flags).op_context(op_context)) }
     }
 
     /// [`fetch_and_add`](Conn::fetch_and_add) without keeping `dst` alive,
@@ -356,8 +347,9 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let verb = SendOp::FetchAdd(add);
-        self.post(Op::atomic(verb, dst, dst_offset, src, src_offset).with(flags, op_context), NO_HOLD)
+        let op = FetchAndAdd::new(dst, dst_offset, src, src_offset, add);
+        // SAFETY: the caller keeps `dst` as `post_unchecked` needs.
+        unsafe { self.post_unchecked(op.flags(flags).op_context(op_context)) }
     }
 
     /// Makes earlier writes to the remote region durable or visible
@@ -382,12 +374,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        let (flags, native) = self.flush_checks(dst, dst_offset, len, ty, flags)?;
-        if native {
-            return self.post_native(CompletionOp::Flush, op_context, native_flush(dst, dst_offset, len, ty, flags)?);
-        }
-        let wr = self.apm_flush(dst, dst_offset, flags);
-        self.parts.post(CompletionOp::Flush, op_context, Some(|| self.parts.flush_mr.hold()), wr)
+        self.post(Flush::new(dst, dst_offset, len, ty).flags(flags).op_context(op_context))
     }
 
     /// Sends `len` bytes of `src` at `offset` to a receive posted by the
@@ -403,7 +390,7 @@ impl Conn {
         flags: Flags,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::send(src, offset, len, SendOp::Send).with(flags, op_context), Some(|| src.hold()))
+        self.post(ops::Send::new(src, offset, len).flags(flags).op_context(op_context))
     }
 
     /// [`send`](Conn::send) with immediate data, delivered in host order
@@ -420,7 +407,7 @@ impl Conn {
         imm: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::send(src, offset, len, SendOp::SendImm(imm)).with(flags, op_context), Some(|| src.hold()))
+        self.post(ops::Send::new(src, offset, len).imm(imm).flags(flags).op_context(op_context))
     }
 
     /// [`send`](Conn::send) that also invalidates the other side's type 2
@@ -438,7 +425,7 @@ impl Conn {
         rkey: u32,
         op_context: u64,
     ) -> Result<()> {
-        self.post(Op::send(src, offset, len, SendOp::SendInv(rkey)).with(flags, op_context), Some(|| src.hold()))
+        self.post(ops::Send::new(src, offset, len).invalidate(rkey).flags(flags).op_context(op_context))
     }
 
     /// Posts a receive of up to `len` bytes into `dst` at `offset`
@@ -491,16 +478,136 @@ impl Conn {
         self.parts.send.pending()
     }
 
-    /// Checks `op` and posts it: tracked, keeping what `hold` gives (a
-    /// hold on `op`'s local region, taken only once the checks passed)
-    /// until its completion, or without `hold` untracked (the
-    /// `*_unchecked` paths, whose callers keep the memory alive).
+    /// Posts one operation, checked (not in librpma; the librpma-named
+    /// methods above are this with their operation): its local region is
+    /// held until the operation (or a later signaled one) completes, so
+    /// dropping or deregistering it early is safe.
+    ///
+    /// ```
+    /// use rpma::ops::{Read, Send as SendOp};
+    /// # #[allow(dead_code)]
+    /// fn ask(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote,
+    ///        msg: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+    ///     conn.post(Read::new(dst, 0, src, 0, 64).op_context(1))?;
+    ///     conn.post(SendOp::new(msg, 0, 16).imm(7).flags(rpma::Flags::COMPLETION_ON_ERROR))?;
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// The operation's checks (see its type and the librpma-named method
+    /// of its verb): [`Error::Inval`] naming the broken bound or missing
+    /// usage, [`Error::NoSupp`] for what the device or the remote side
+    /// cannot do; [`Error::Again`] when the send queue is full;
+    /// [`Error::Provider`] when posting fails.
     #[inline(always)]
-    fn post<M: RegMemory>(&self, op: Op<'_, M>, hold: Option<impl FnOnce() -> Hold>) -> Result<()> {
-        let wr = op.work_request(&self.parts.peer, hold.is_some())?;
-        match hold {
-            Some(h) => self.parts.post(op.kind(), op.ctx, Some(h), wr),
-            None => self.parts.post_untracked(op.kind(), op.ctx, wr),
+    pub fn post<O: Operation>(&self, op: O) -> Result<()> {
+        let t = self.target();
+        op.encode(&t, true, Single { conn: self, hold: Some(|| op.hold(&t)) })
+    }
+
+    /// Posts one operation with only the local range (and an atomic's
+    /// device support) checked: the usages, the peer, the remote range and
+    /// an atomic's remote alignment are left to the devices, which refuse
+    /// what the registrations do not allow. Nothing holds the local region
+    /// and nothing is recorded (as in librpma): `op_context` travels in the
+    /// work request ID and comes back in the completion, and the operation
+    /// is not counted in [`pending_sends`](Conn::pending_sends), so posting
+    /// beyond the send queue's size fails with the provider's `ENOMEM`
+    /// ([`Error::Provider`]) rather than [`Error::Again`]. Atomic writes and
+    /// flushes, which have no local region, are posted as by
+    /// [`post`](Conn::post). It also takes memory types that are not
+    /// `'static`.
+    ///
+    /// # Safety
+    /// The operation's local region (its registration and memory) must not
+    /// be dropped, deregistered or accessed (for a read or atomic's
+    /// destination) or written (for a write's or send's source) until this
+    /// operation's completion, or that of a later signaled operation on
+    /// this connection, has been reaped, or the connection is dropped.
+    ///
+    /// # Errors
+    /// As [`post`](Conn::post) without the unchecked parts, and
+    /// [`Error::Inval`] when the op context exceeds 56 bits.
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    pub unsafe fn post_unchecked<O: UncheckedOperation>(&self, op: O) -> Result<()> {
+        op.encode(&self.target(), false, Single { conn: self, hold: None::<fn() -> Hold> })
+    }
+
+    /// What an operation is checked against on this connection.
+    #[inline(always)]
+    pub(super) fn target(&self) -> Target<'_> {
+        let p = &self.parts;
+        Target {
+            peer: &p.peer,
+            native_atomic_write: p.native.atomic_write,
+            native_flush: p.native.flush,
+            max_inline_data: p.limits.max_inline_data,
+            pmem: &self.direct_write_to_pmem,
+            flush_mr: &p.flush_mr,
+        }
+    }
+
+    /// Posts a native atomic write or flush alone, through its own
+    /// `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]): out of line,
+    /// so the other posts stay small.
+    #[inline(never)]
+    fn post_native(&self, kind: CompletionOp, ctx: u64, wr: ChainWr) -> Result<()> {
+        let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
+        let rec = |signaled| SendOpRec { ctx, kind, signaled, hold: None, confirm: None };
+        match wr {
+            ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
+                let s = flags.signaled;
+                self.parts.send.post_with(rec(s), |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
+            }
+            ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
+                let s = flags.signaled;
+                self.parts.send.post_with(rec(s), |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
+            }
+            _ => Err(Error::Unknown("rpma bug: post_native with an emulated request".into())),
+        }
+    }
+}
+
+/// The sink of a single post: tracked with the operation's hold (`hold`
+/// given) or untracked (`None`, the unchecked path).
+struct Single<'c, H: FnOnce() -> Hold> {
+    conn: &'c Conn,
+    hold: Option<H>,
+}
+
+impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
+    #[inline(always)]
+    fn plain(self, m: Meta, wr: SendWr) -> Result<()> {
+        let parts = &self.conn.parts;
+        match (m.hold, self.hold) {
+            (HoldBy::Op, None) => parts.post_untracked(m.kind, m.ctx, wr),
+            (HoldBy::Op, hold) => parts.post(m.kind, m.ctx, hold, wr),
+            (HoldBy::FlushRegion, _) => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
+            (HoldBy::Nothing, _) => parts.post(m.kind, m.ctx, NO_HOLD, wr),
+        }
+    }
+
+    #[inline(always)]
+    fn other(self, m: Meta, wr: ChainWr) -> Result<()> {
+        match wr {
+            // The emulated atomic write: an inline write of bytes on this
+            // stack, copied during the post.
+            ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
+                let wr = SendWr {
+                    wr_id: 0,
+                    op: SendOp::Write,
+                    sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
+                    remote_addr,
+                    rkey,
+                    signaled: flags.signaled,
+                    fence: flags.fence,
+                    inline: true,
+                };
+                self.conn.parts.post(m.kind, m.ctx, NO_HOLD, wr)
+            }
+            native => self.conn.post_native(m.kind, m.ctx, native),
         }
     }
 }

@@ -9,7 +9,7 @@ mod events;
 mod parts;
 mod sg;
 
-pub use crate::op::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
+pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
 pub(crate) use parts::{ConnParts, NativeOps, QpLimits};
 pub use sg::Sg;

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote, Usage};
-use crate::op::{kind_of, Flags};
+use crate::ops::{kind_of, Flags};
 use crate::peer::Peer;
 use crate::validate;
 use rpma_sys::wr::{SendOp, SendWr, Sge, MAX_SGL};
