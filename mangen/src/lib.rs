@@ -667,7 +667,8 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
                             header.replacen(&format!("{lead}{}::{ty}", prefix.join("::")), &ty, 1)
                         }
                     };
-                    for ii in &imp.items {
+                    let expanded = expand_item_macros(&m.items, &imp.items);
+                    for ii in imp.items.iter().chain(&expanded) {
                         let syn::ImplItem::Fn(f) = ii else { continue };
                         if !is_pub(&f.vis) {
                             continue;
@@ -700,6 +701,81 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
         }
     }
     Ok(out)
+}
+
+/// The methods an `impl` block gets from its invocations of a
+/// `macro_rules!` of the same module (one arm of `$name:tt` parameters, as
+/// rpma's `ops` setters): the arm's body with the invocation's tokens put in,
+/// read as methods. Their spans are the macro's, so signatures and docs come
+/// from its text.
+fn expand_item_macros(module_items: &[syn::Item], impl_items: &[syn::ImplItem]) -> Vec<syn::ImplItem> {
+    use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
+    fn subst(ts: TokenStream, params: &[(String, Vec<TokenTree>)]) -> TokenStream {
+        let mut out = Vec::new();
+        let mut it = ts.into_iter().peekable();
+        while let Some(t) = it.next() {
+            match t {
+                TokenTree::Punct(p) if p.as_char() == '$' => match it.peek() {
+                    Some(TokenTree::Ident(i)) if params.iter().any(|(n, _)| i == n) => {
+                        let (_, arg) = params.iter().find(|(n, _)| i == n).unwrap();
+                        out.extend(arg.iter().cloned());
+                        it.next();
+                    }
+                    _ => out.push(TokenTree::Punct(p)),
+                },
+                TokenTree::Group(g) => {
+                    let mut ng = Group::new(g.delimiter(), subst(g.stream(), params));
+                    ng.set_span(g.span());
+                    out.push(TokenTree::Group(ng));
+                }
+                t => out.push(t),
+            }
+        }
+        out.into_iter().collect()
+    }
+    let mut out = Vec::new();
+    for ii in impl_items {
+        let syn::ImplItem::Macro(call) = ii else { continue };
+        let Some(name) = call.mac.path.get_ident() else { continue };
+        let def = module_items.iter().find_map(|it| match it {
+            syn::Item::Macro(d) if d.ident.as_ref() == Some(name) => Some(d),
+            _ => None,
+        });
+        let Some(def) = def else { continue };
+        let arm: Vec<TokenTree> = def.mac.tokens.clone().into_iter().collect();
+        let (Some(TokenTree::Group(matcher)), Some(TokenTree::Group(body))) = (arm.first(), arm.get(3)) else {
+            continue;
+        };
+        // `$a:tt, $b:tt`: the names, each bound to one argument.
+        let names: Vec<String> = matcher
+            .stream()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .filter_map(|w| match w {
+                [TokenTree::Punct(p), TokenTree::Ident(i)] if p.as_char() == '$' => Some(i.to_string()),
+                _ => None,
+            })
+            .collect();
+        let args: Vec<Vec<TokenTree>> = call
+            .mac
+            .tokens
+            .clone()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .split(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ','))
+            .map(<[TokenTree]>::to_vec)
+            .collect();
+        let params: Vec<(String, Vec<TokenTree>)> = names.into_iter().zip(args).collect();
+        let items = subst(body.stream(), &params);
+        let mut imp = TokenStream::new();
+        imp.extend(["impl", "X"].map(|w| TokenTree::Ident(proc_macro2::Ident::new(w, body.span()))));
+        imp.extend([TokenTree::Group(Group::new(Delimiter::Brace, items))]);
+        if let Ok(parsed) = syn::parse2::<syn::ItemImpl>(imp) {
+            out.extend(parsed.items);
+        }
+    }
+    out
 }
 
 fn add(out: &mut BTreeMap<String, Item>, item: Item, f: &Path) -> Result<(), String> {

@@ -7,7 +7,10 @@ use crate::mr::Mr;
 use crate::mw::Mw;
 use crate::post::{post_outcome, queued_outcome, PostError};
 use crate::qp::Qp;
+use crate::qp::{FLUSH_RANGE, QP_EX_WITH_SEND};
+use crate::qp::{QP_EX_WITH_ATOMIC_WRITE, QP_EX_WITH_FLUSH, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
 use crate::srq::Srq;
+use ffi::ibv_qp_create_send_ops_flags as ops_flags;
 use std::io;
 
 /// One scatter/gather element: `length` bytes at `addr` of a region with `lkey`.
@@ -50,6 +53,113 @@ pub enum SendOp {
     /// wrapping) to the 8 bytes at the remote address; the previous value
     /// lands in the local SGE (8 bytes).
     FetchAdd(u64),
+}
+
+/// One send work request, as every way of posting takes it: a single post
+/// ([`SendWr::build`], for [`Wr::Plain`]), a list through `ibv_post_send`
+/// (the classic backend) or through the extended interface (which alone
+/// carries the native operations): [`Qp::post_send_list`].
+#[derive(Debug, Clone, Copy)]
+pub enum Wr {
+    /// A work request `ibv_post_send` carries.
+    Plain(SendWr),
+    /// An 8-byte RDMA WRITE of `value` to `remote_addr`, sent inline
+    /// (librpma's emulated atomic write): the bytes are copied during the
+    /// call.
+    Inline8 {
+        /// ID, signaled, fence.
+        flags: WrFlags,
+        /// Remote key.
+        rkey: u32,
+        /// Remote address.
+        remote_addr: u64,
+        /// The bytes.
+        value: [u8; 8],
+    },
+    /// A native atomic write of `value` (`ibv_wr_atomic_write`); needs the
+    /// extended interface ([`QpEx::has_atomic_write`](crate::qp::QpEx::has_atomic_write)).
+    AtomicWrite {
+        /// ID, signaled, fence.
+        flags: WrFlags,
+        /// Remote key.
+        rkey: u32,
+        /// Remote address.
+        remote_addr: u64,
+        /// The bytes, copied during the call.
+        value: [u8; 8],
+    },
+    /// A native RDMA FLUSH of `len` bytes at `remote_addr` with placement
+    /// `ptype` ([`FLUSH_GLOBAL`](crate::qp::FLUSH_GLOBAL) or
+    /// [`FLUSH_PERSISTENT`](crate::qp::FLUSH_PERSISTENT)), selectivity
+    /// range (`ibv_wr_flush`); needs [`QpEx::has_flush`](crate::qp::QpEx::has_flush).
+    Flush {
+        /// ID, signaled, fence.
+        flags: WrFlags,
+        /// Remote key.
+        rkey: u32,
+        /// Remote address.
+        remote_addr: u64,
+        /// Bytes.
+        len: usize,
+        /// Placement type.
+        ptype: u8,
+    },
+}
+
+impl Wr {
+    /// Whether it asks for a completion (`IBV_SEND_SIGNALED`).
+    #[inline]
+    pub fn signaled(&self) -> bool {
+        match self {
+            Wr::Plain(w) => w.signaled,
+            Wr::Inline8 { flags, .. } | Wr::AtomicWrite { flags, .. } | Wr::Flush { flags, .. } => flags.signaled,
+        }
+    }
+
+    /// Whether only the extended interface can post it.
+    #[inline]
+    pub fn is_native(&self) -> bool {
+        matches!(self, Wr::AtomicWrite { .. } | Wr::Flush { .. })
+    }
+}
+
+/// The send flags of a request: `IBV_SEND_SIGNALED`, `IBV_SEND_FENCE`,
+/// `IBV_SEND_INLINE` (the one place that computes them).
+#[inline(always)]
+pub(crate) fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
+    use ffi::ibv_send_flags as f;
+    // Branch-free: the bits are 2, 1 and 8.
+    const _: () = assert!(f::IBV_SEND_SIGNALED.0 == 2 && f::IBV_SEND_FENCE.0 == 1 && f::IBV_SEND_INLINE.0 == 8);
+    (u32::from(signaled) << 1) | u32::from(fence) | (u32::from(inline) << 3)
+}
+
+/// The classic backend: `wr` into a zeroed `ibv_send_wr` (all but its ID,
+/// `next` and `sg_list`) and its SGE (an inline write's naming its bytes
+/// in `wr`); false for a native operation, which only the extended
+/// interface posts ([`encode_ex`]).
+#[inline(always)]
+pub(crate) fn encode(wr: &Wr, w: &mut ffi::ibv_send_wr, sge: &mut ffi::ibv_sge) -> bool {
+    match wr {
+        Wr::Plain(p) => *sge = encode_plain(*p, w),
+        Wr::Inline8 { flags, rkey, remote_addr, value } => {
+            *sge = ffi::ibv_sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 };
+            w.num_sge = 1;
+            set_op(w, SendOp::Write, *remote_addr, *rkey);
+            w.send_flags = send_flags(flags.signaled, flags.fence, true);
+        }
+        Wr::AtomicWrite { .. } | Wr::Flush { .. } => return false,
+    }
+    true
+}
+
+/// [`encode`] of a [`Wr::Plain`]: its SGE is returned.
+#[inline(always)]
+fn encode_plain(p: SendWr, w: &mut ffi::ibv_send_wr) -> ffi::ibv_sge {
+    let (s, n) = raw_sge(&p.sge);
+    w.num_sge = n;
+    set_op(w, p.op, p.remote_addr, p.rkey);
+    w.send_flags = send_flags(p.signaled, p.fence, p.inline);
+    s
 }
 
 /// Sets `w`'s opcode and the fields its operation carries: immediate data
@@ -177,31 +287,11 @@ impl SendWr {
     /// This request in verbs' form (its `wr_id` is given when posting).
     #[inline(always)]
     pub fn build(&self) -> BuiltSend {
-        use ffi::ibv_send_flags as f;
-        let (sge, n) = raw_sge(&self.sge);
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        w.num_sge = n;
-        set_op(&mut w, self.op, self.remote_addr, self.rkey);
-        let mut flags = send_flags(self.signaled, self.fence);
-        if self.inline {
-            flags |= f::IBV_SEND_INLINE.0;
-        }
-        w.send_flags = flags;
+        let sge = encode_plain(*self, &mut w);
         BuiltSend { w, sge }
     }
-}
-
-#[inline]
-fn send_flags(signaled: bool, fence: bool) -> u32 {
-    let mut f = 0;
-    if signaled {
-        f |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
-    }
-    if fence {
-        f |= ffi::ibv_send_flags::IBV_SEND_FENCE.0;
-    }
-    f
 }
 
 /// `s` in verbs' form and the `num_sge` it makes (a missing or 0-byte
@@ -216,32 +306,19 @@ pub(crate) fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
 }
 
 impl Qp {
-    /// Posts one send work request (`ibv_post_send`).
+    /// Posts one send work request, built ahead ([`SendWr::build`]), with
+    /// `wr_id` (`ibv_post_send`).
     ///
     /// # Safety
-    /// Unless `inline` is set, the memory `sge` names must stay registered and
-    /// allocated, and must not be accessed in a way that conflicts with the
-    /// device (written while the device reads it, or accessed at all while
-    /// the device writes it), until the request completes.
+    /// Unless it is inline, the memory the request's SGE names must stay
+    /// registered and allocated, and must not be accessed in a way that
+    /// conflicts with the device (written while the device reads it, or
+    /// accessed at all while the device writes it), until the request
+    /// completes.
     ///
     /// # Errors
     /// The errno of `ibv_post_send` (`ENOMEM` when the send queue is full,
     /// `EINVAL` for a bad request).
-    #[inline(always)]
-    pub unsafe fn post_send(&self, wr: &SendWr) -> Result<(), PostError> {
-        let mut b = wr.build();
-        // SAFETY: the caller's contract, for the memory `wr` names.
-        unsafe { self.post_built(&mut b, wr.wr_id) }
-    }
-
-    /// Posts a work request built ahead ([`SendWr::build`]) with `wr_id`
-    /// (`ibv_post_send`).
-    ///
-    /// # Safety
-    /// As [`post_send`](Qp::post_send), for the memory the request names.
-    ///
-    /// # Errors
-    /// As [`post_send`](Qp::post_send).
     #[inline(always)]
     pub unsafe fn post_built(&self, b: &mut BuiltSend, wr_id: u64) -> Result<(), PostError> {
         b.w.wr_id = wr_id;
@@ -264,8 +341,11 @@ impl Qp {
     /// the bind on the send queue (rxe through its own `ibv_post_send`,
     /// whose failed doorbell comes after the queue was written).
     pub fn bind_mw_type1(&self, mw: &Mw, info: MwBindInfo<'_>, wr: WrFlags) -> Result<u32, PostError> {
-        let mut b =
-            ffi::ibv_mw_bind { wr_id: wr.wr_id, send_flags: send_flags(wr.signaled, wr.fence), bind_info: info.raw() };
+        let mut b = ffi::ibv_mw_bind {
+            wr_id: wr.wr_id,
+            send_flags: send_flags(wr.signaled, wr.fence, false),
+            bind_info: info.raw(),
+        };
         // SAFETY: live QP, MW and MR of one context; the provider op is
         // checked before the call.
         unsafe {
@@ -290,7 +370,7 @@ impl Qp {
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr.wr_id;
         w.opcode = ffi::ibv_wr_opcode::IBV_WR_BIND_MW;
-        w.send_flags = send_flags(wr.signaled, wr.fence);
+        w.send_flags = send_flags(wr.signaled, wr.fence, false);
         w.__bindgen_anon_2.bind_mw =
             ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 { mw: mw.as_ptr(), rkey, bind_info: info.raw() };
         let mut bad = std::ptr::null_mut();
@@ -309,7 +389,7 @@ impl Qp {
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
         w.wr_id = wr_id;
         w.opcode = ffi::ibv_wr_opcode::IBV_WR_LOCAL_INV;
-        w.send_flags = send_flags(signaled, fence);
+        w.send_flags = send_flags(signaled, fence, false);
         w.__bindgen_anon_1.invalidate_rkey = rkey;
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; the WR references no memory.
@@ -356,7 +436,7 @@ impl Qp {
     /// `wr.sge` must be `None`. An empty list is a 0-byte operation.
     ///
     /// # Safety
-    /// As [`post_send`](Qp::post_send), for every entry of `sgl`.
+    /// As [`post_built`](Qp::post_built), for every entry of `sgl`.
     ///
     /// # Errors
     /// `EINVAL` when `wr.sge` is set or `sgl` is longer than [`MAX_SGL`]
@@ -375,10 +455,7 @@ impl Qp {
         w.sg_list = sges.as_mut_ptr().cast();
         w.num_sge = n;
         set_op(&mut w, wr.op, wr.remote_addr, wr.rkey);
-        w.send_flags = send_flags(wr.signaled, wr.fence);
-        if wr.inline {
-            w.send_flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
-        }
+        w.send_flags = send_flags(wr.signaled, wr.fence, wr.inline);
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; `w` and the first `n` entries of `sges` (written
         // by `raw_sgl`; the provider reads no more) live across the call;
@@ -425,6 +502,111 @@ impl Srq {
         // SAFETY: live SRQ; the caller guarantees the referenced memory.
         let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
         post_outcome(rc, bad, "ibv_post_srq_recv")
+    }
+}
+
+const WRITE_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0 as u64;
+const SEND_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_IMM.0 as u64;
+const SEND_WITH_INV: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_INV.0 as u64;
+const ATOMIC_CMP_AND_SWP: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0 as u64;
+const ATOMIC_FETCH_AND_ADD: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0 as u64;
+
+/// The extended backend's check: whether the QP's extended interface `q`,
+/// created with the `IBV_QP_EX_WITH_*` flags `send_ops`, can post `wr` (the
+/// flag given and the provider's builder and setter present).
+///
+/// # Safety
+/// `q` is a live `ibv_qp_ex` created with `send_ops`.
+#[inline]
+pub(crate) unsafe fn carries_ex(q: *mut ffi::ibv_qp_ex, send_ops: u64, wr: &Wr) -> bool {
+    let has = |flag: u64| send_ops & flag != 0;
+    // SAFETY: the caller's live qp_ex; members are read only for
+    // operations the QP was created with, which the library then has.
+    unsafe {
+        match wr {
+            Wr::Plain(p) => {
+                let setter = match p.sge {
+                    Some(_) => (*q).wr_set_sge.is_some(),
+                    None => (*q).wr_set_sge_list.is_some(),
+                };
+                setter
+                    && match p.op {
+                        SendOp::Write => has(QP_EX_WITH_RDMA_WRITE) && (*q).wr_rdma_write.is_some(),
+                        SendOp::WriteImm(_) => has(WRITE_WITH_IMM) && (*q).wr_rdma_write_imm.is_some(),
+                        SendOp::Read => has(QP_EX_WITH_RDMA_READ) && (*q).wr_rdma_read.is_some(),
+                        SendOp::Send => has(QP_EX_WITH_SEND) && (*q).wr_send.is_some(),
+                        SendOp::SendImm(_) => has(SEND_WITH_IMM) && (*q).wr_send_imm.is_some(),
+                        SendOp::SendInv(_) => has(SEND_WITH_INV) && (*q).wr_send_inv.is_some(),
+                        SendOp::CompareSwap { .. } => has(ATOMIC_CMP_AND_SWP) && (*q).wr_atomic_cmp_swp.is_some(),
+                        SendOp::FetchAdd(_) => has(ATOMIC_FETCH_AND_ADD) && (*q).wr_atomic_fetch_add.is_some(),
+                    }
+            }
+            Wr::Inline8 { .. } => {
+                has(QP_EX_WITH_RDMA_WRITE) && (*q).wr_rdma_write.is_some() && (*q).wr_set_inline_data.is_some()
+            }
+            Wr::AtomicWrite { .. } => has(QP_EX_WITH_ATOMIC_WRITE) && (*q).wr_atomic_write.is_some(),
+            Wr::Flush { .. } => has(QP_EX_WITH_FLUSH) && (*q).wr_flush.is_some(),
+        }
+    }
+}
+
+/// The extended backend: builds `wr` on `q` (after `ibv_wr_start`, with
+/// `wr_id` set), its builder and its local memory's setter.
+///
+/// # Safety
+/// `q` is a live `ibv_qp_ex` inside `ibv_wr_start`, which
+/// [`carries_ex`] `wr`; the memory `wr` names is the caller's to guarantee
+/// (inline bytes and an atomic value are copied before this returns).
+#[inline(always)]
+pub(crate) unsafe fn encode_ex(q: *mut ffi::ibv_qp_ex, wr: &Wr) {
+    // SAFETY: the caller's guarantees; every builder and setter called was
+    // checked present by `carries_ex`.
+    unsafe {
+        match *wr {
+            Wr::Plain(p) => {
+                (*q).wr_flags = send_flags(p.signaled, p.fence, false);
+                match p.op {
+                    SendOp::Write => call((*q).wr_rdma_write, |f| f(q, p.rkey, p.remote_addr)),
+                    SendOp::WriteImm(i) => call((*q).wr_rdma_write_imm, |f| f(q, p.rkey, p.remote_addr, i.to_be())),
+                    SendOp::Read => call((*q).wr_rdma_read, |f| f(q, p.rkey, p.remote_addr)),
+                    SendOp::Send => call((*q).wr_send, |f| f(q)),
+                    SendOp::SendImm(i) => call((*q).wr_send_imm, |f| f(q, i.to_be())),
+                    SendOp::SendInv(rkey) => call((*q).wr_send_inv, |f| f(q, rkey)),
+                    SendOp::CompareSwap { compare, swap } => {
+                        call((*q).wr_atomic_cmp_swp, |f| f(q, p.rkey, p.remote_addr, compare, swap))
+                    }
+                    SendOp::FetchAdd(add) => call((*q).wr_atomic_fetch_add, |f| f(q, p.rkey, p.remote_addr, add)),
+                }
+                match p.sge {
+                    Some(s) if p.inline => {
+                        call((*q).wr_set_inline_data, |f| f(q, s.addr as *mut libc::c_void, s.length as usize))
+                    }
+                    Some(s) => call((*q).wr_set_sge, |f| f(q, s.lkey, s.addr, s.length)),
+                    None => call((*q).wr_set_sge_list, |f| f(q, 0, std::ptr::null())),
+                }
+            }
+            Wr::Inline8 { flags, rkey, remote_addr, ref value } => {
+                (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
+                call((*q).wr_rdma_write, |f| f(q, rkey, remote_addr));
+                call((*q).wr_set_inline_data, |f| f(q, value.as_ptr() as *mut libc::c_void, 8));
+            }
+            Wr::AtomicWrite { flags, rkey, remote_addr, ref value } => {
+                (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
+                call((*q).wr_atomic_write, |f| f(q, rkey, remote_addr, value.as_ptr().cast()));
+            }
+            Wr::Flush { flags, rkey, remote_addr, len, ptype } => {
+                (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
+                call((*q).wr_flush, |f| f(q, rkey, remote_addr, len, ptype, FLUSH_RANGE));
+            }
+        }
+    }
+}
+
+/// Calls a provider member checked present by [`carries_ex`].
+#[inline(always)]
+fn call<F>(f: Option<F>, go: impl FnOnce(F)) {
+    if let Some(f) = f {
+        go(f)
     }
 }
 

@@ -475,7 +475,7 @@ unsafe impl RegMemory for MappedFile {
 mod tests {
     use super::*;
 
-    /// Issue 13 hole 3: two mappings of one file see each other's writes
+    /// Two mappings of one file see each other's writes
     /// through copies; safe code never holds a reference into either.
     #[test]
     fn two_mappings_of_one_file_share_bytes_through_copies() {

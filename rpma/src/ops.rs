@@ -1,6 +1,7 @@
 //! Operations as values: one type per verb, built with its required
 //! arguments and chained setters, checked in one place and posted three
-//! ways: [`Conn::post`](crate::Conn::post) (checked, the regions held until
+//! ways (long because: every verb's type, checks and encoding live here, one
+//! home per verb; CONTRIBUTING.md): [`Conn::post`](crate::Conn::post) (checked, the regions held until
 //! the completion), [`Conn::post_unchecked`](crate::Conn::post_unchecked)
 //! (`unsafe`, nothing held) and [`Chain::push`](crate::Chain::push) (many
 //! operations, one doorbell).
@@ -63,7 +64,7 @@ use crate::peer::Peer;
 use crate::validate;
 use crate::wrid::CompletionOp;
 use bitflags::bitflags;
-use rpma_sys::chain::ChainWr;
+use rpma_sys::wr::Wr;
 use rpma_sys::wr::{SendOp, SendWr, WrFlags};
 
 bitflags! {
@@ -203,7 +204,7 @@ pub(crate) trait Sink {
     fn plain(self, m: Meta, wr: SendWr) -> Result<()>;
     /// The emulated atomic write (inline bytes) or a native atomic write or
     /// flush.
-    fn other(self, m: Meta, wr: ChainWr) -> Result<()>;
+    fn other(self, m: Meta, wr: Wr) -> Result<()>;
 }
 
 pub(crate) mod sealed {
@@ -592,12 +593,12 @@ impl sealed::Encode for AtomicWrite<'_> {
         let (rkey, remote_addr, value) = (dst.rkey(), dst.addr().wrapping_add(dst_offset), self.value);
         let wr = if t.native_atomic_write {
             let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
-            ChainWr::AtomicWrite { flags, rkey, remote_addr, value }
+            Wr::AtomicWrite { flags, rkey, remote_addr, value }
         } else {
             if t.max_inline_data < 8 {
                 return Err(no_inline8(t.max_inline_data));
             }
-            ChainWr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
+            Wr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
         };
         sink.other(Meta { kind: CompletionOp::AtomicWrite, ctx: self.s.ctx, hold: HoldBy::Nothing }, wr)
     }
@@ -654,7 +655,7 @@ impl sealed::Encode for Flush<'_> {
                 FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
             };
             let len = usize::try_from(len).map_err(|_| Error::inval(format!("flush: length {len} exceeds usize")))?;
-            let wr = ChainWr::Flush { flags, rkey, remote_addr, len, ptype };
+            let wr = Wr::Flush { flags, rkey, remote_addr, len, ptype };
             return sink.other(Meta { kind: CompletionOp::Flush, ctx, hold: HoldBy::Nothing }, wr);
         }
         dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;

@@ -405,7 +405,7 @@ impl Plan {
 mod tests {
     use super::*;
 
-    /// Issue 13 item 9: an ODP region is not "changed" by its own usage, and
+    /// An ODP region is not "changed" by its own usage, and
     /// a native re-registration keeps it on demand (and reports it so).
     #[test]
     fn odp_regions_keep_on_demand_and_report_no_spurious_change() {

@@ -12,9 +12,9 @@ use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
 use crate::ops::Flags;
 use crate::ops::{HoldBy, Meta, Operation, Sink};
-use rpma_sys::chain::ChainWr;
 use rpma_sys::chain::MAX_CHAIN;
 use rpma_sys::wr::SendWr;
+use rpma_sys::wr::Wr;
 
 /// Most operations in one [`Chain`].
 pub const CHAIN_MAX: usize = MAX_CHAIN;
@@ -55,7 +55,7 @@ impl Conn {
     /// by [`Chain::post`] (not in librpma).
     ///
     /// A chain keeps its operations (at most [`CHAIN_MAX`]) in itself,
-    /// about 3 KiB: filling and posting it allocates nothing, and each
+    /// about 2 KiB: filling and posting it allocates nothing, and each
     /// operation's work request is built as it is added. It is ready to be
     /// filled again after [`Chain::post`].
     ///
@@ -194,7 +194,7 @@ struct Push<'a, 'c, H: FnOnce() -> Hold> {
 
 impl<H: FnOnce() -> Hold> Push<'_, '_, H> {
     #[inline(always)]
-    fn push(self, m: Meta, wr: ChainWr) -> R<()> {
+    fn push(self, m: Meta, wr: Wr) -> R<()> {
         let hold = match m.hold {
             HoldBy::Op => Some((self.hold)()),
             HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.hold()),
@@ -207,11 +207,11 @@ impl<H: FnOnce() -> Hold> Push<'_, '_, H> {
 impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> R<()> {
-        self.push(m, ChainWr::Plain(wr))
+        self.push(m, Wr::Plain(wr))
     }
 
     #[inline(always)]
-    fn other(self, m: Meta, wr: ChainWr) -> R<()> {
+    fn other(self, m: Meta, wr: Wr) -> R<()> {
         self.push(m, wr)
     }
 }

@@ -1,24 +1,15 @@
-//! The data path of a connection: [`Conn::post`] and
-//! [`Conn::post_unchecked`] post one operation of [`crate::ops`], and
-//! librpma's operations are one-line wrappers over them.
+//! librpma's operations on a connection, each a one-line wrapper over
+//! [`Conn::post`] or [`Conn::post_unchecked`] (`post.rs`) with its
+//! operation of [`crate::ops`].
 
 use super::Conn;
-use crate::error::{Error, Result};
-use crate::inflight::{Hold, SendOpRec, NO_HOLD};
+use crate::error::Result;
 use crate::memory::RegMemory;
-#[cfg(doc)] // the links of the doc comments
-use crate::mr::Usage;
 use crate::mr::{MrLocal, MrRemote};
 use crate::ops;
-#[allow(unused_imports)] // the sealed traits' methods
-use crate::ops::sealed::{Encode, Hold_};
-use crate::ops::{
-    AtomicWrite, CompareAndSwap, FetchAndAdd, Flags, Flush, FlushType, HoldBy, Meta, Operation, Read, Sink, Target,
-    UncheckedOperation, Write,
-};
-use crate::wrid::CompletionOp;
-use rpma_sys::chain::ChainWr;
-use rpma_sys::wr::{SendOp, SendWr, Sge};
+use crate::ops::{AtomicWrite, CompareAndSwap, FetchAndAdd, Flags, Flush, FlushType, Read, Write};
+#[cfg(doc)] // the links of the doc comments
+use crate::{error::Error, mr::Usage};
 
 impl Conn {
     /// Reads `len` bytes at `src_offset` of the remote region into `dst` at
@@ -476,138 +467,5 @@ impl Conn {
     /// not counted.
     pub fn pending_sends(&self) -> usize {
         self.parts.send.pending()
-    }
-
-    /// Posts one operation, checked (not in librpma; the librpma-named
-    /// methods above are this with their operation): its local region is
-    /// held until the operation (or a later signaled one) completes, so
-    /// dropping or deregistering it early is safe.
-    ///
-    /// ```
-    /// use rpma::ops::{Read, Send as SendOp};
-    /// # #[allow(dead_code)]
-    /// fn ask(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote,
-    ///        msg: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
-    ///     conn.post(Read::new(dst, 0, src, 0, 64).op_context(1))?;
-    ///     conn.post(SendOp::new(msg, 0, 16).imm(7).flags(rpma::Flags::COMPLETION_ON_ERROR))?;
-    ///     Ok(())
-    /// }
-    /// ```
-    ///
-    /// # Errors
-    /// The operation's checks (see its type and the librpma-named method
-    /// of its verb): [`Error::Inval`] naming the broken bound or missing
-    /// usage, [`Error::NoSupp`] for what the device or the remote side
-    /// cannot do; [`Error::Again`] when the send queue is full;
-    /// [`Error::Provider`] when posting fails.
-    #[inline(always)]
-    pub fn post<O: Operation>(&self, op: O) -> Result<()> {
-        let t = self.target();
-        op.encode(&t, true, Single { conn: self, hold: Some(|| op.hold(&t)) })
-    }
-
-    /// Posts one operation with only the local range (and an atomic's
-    /// device support) checked: the usages, the peer, the remote range and
-    /// an atomic's remote alignment are left to the devices, which refuse
-    /// what the registrations do not allow. Nothing holds the local region
-    /// and nothing is recorded (as in librpma): `op_context` travels in the
-    /// work request ID and comes back in the completion, and the operation
-    /// is not counted in [`pending_sends`](Conn::pending_sends), so posting
-    /// beyond the send queue's size fails with the provider's `ENOMEM`
-    /// ([`Error::Provider`]) rather than [`Error::Again`]. Atomic writes and
-    /// flushes, which have no local region, are posted as by
-    /// [`post`](Conn::post). It also takes memory types that are not
-    /// `'static`.
-    ///
-    /// # Safety
-    /// The operation's local region (its registration and memory) must not
-    /// be dropped, deregistered or accessed (for a read or atomic's
-    /// destination) or written (for a write's or send's source) until this
-    /// operation's completion, or that of a later signaled operation on
-    /// this connection, has been reaped, or the connection is dropped.
-    ///
-    /// # Errors
-    /// As [`post`](Conn::post) without the unchecked parts, and
-    /// [`Error::Inval`] when the op context exceeds 56 bits.
-    #[allow(unsafe_code)]
-    #[inline(always)]
-    pub unsafe fn post_unchecked<O: UncheckedOperation>(&self, op: O) -> Result<()> {
-        op.encode(&self.target(), false, Single { conn: self, hold: None::<fn() -> Hold> })
-    }
-
-    /// What an operation is checked against on this connection.
-    #[inline(always)]
-    pub(super) fn target(&self) -> Target<'_> {
-        let p = &self.parts;
-        Target {
-            peer: &p.peer,
-            native_atomic_write: p.native.atomic_write,
-            native_flush: p.native.flush,
-            max_inline_data: p.limits.max_inline_data,
-            pmem: &self.direct_write_to_pmem,
-            flush_mr: &p.flush_mr,
-        }
-    }
-
-    /// Posts a native atomic write or flush alone, through its own
-    /// `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]): out of line,
-    /// so the other posts stay small.
-    #[inline(never)]
-    fn post_native(&self, kind: CompletionOp, ctx: u64, wr: ChainWr) -> Result<()> {
-        let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
-        let rec = |signaled| SendOpRec { ctx, kind, signaled, hold: None, confirm: None };
-        match wr {
-            ChainWr::AtomicWrite { flags, rkey, remote_addr, value } => {
-                let s = flags.signaled;
-                self.parts.send.post_with(rec(s), |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
-            }
-            ChainWr::Flush { flags, rkey, remote_addr, len, ptype } => {
-                let s = flags.signaled;
-                self.parts.send.post_with(rec(s), |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
-            }
-            _ => Err(Error::Unknown("rpma bug: post_native with an emulated request".into())),
-        }
-    }
-}
-
-/// The sink of a single post: tracked with the operation's hold (`hold`
-/// given) or untracked (`None`, the unchecked path).
-struct Single<'c, H: FnOnce() -> Hold> {
-    conn: &'c Conn,
-    hold: Option<H>,
-}
-
-impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
-    #[inline(always)]
-    fn plain(self, m: Meta, wr: SendWr) -> Result<()> {
-        let parts = &self.conn.parts;
-        match (m.hold, self.hold) {
-            (HoldBy::Op, None) => parts.post_untracked(m.kind, m.ctx, wr),
-            (HoldBy::Op, hold) => parts.post(m.kind, m.ctx, hold, wr),
-            (HoldBy::FlushRegion, _) => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
-            (HoldBy::Nothing, _) => parts.post(m.kind, m.ctx, NO_HOLD, wr),
-        }
-    }
-
-    #[inline(always)]
-    fn other(self, m: Meta, wr: ChainWr) -> Result<()> {
-        match wr {
-            // The emulated atomic write: an inline write of bytes on this
-            // stack, copied during the post.
-            ChainWr::Inline8 { flags, rkey, remote_addr, value } => {
-                let wr = SendWr {
-                    wr_id: 0,
-                    op: SendOp::Write,
-                    sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
-                    remote_addr,
-                    rkey,
-                    signaled: flags.signaled,
-                    fence: flags.fence,
-                    inline: true,
-                };
-                self.conn.parts.post(m.kind, m.ctx, NO_HOLD, wr)
-            }
-            native => self.conn.post_native(m.kind, m.ctx, native),
-        }
     }
 }

@@ -7,6 +7,7 @@ mod chain;
 mod data;
 mod events;
 mod parts;
+mod post;
 mod sg;
 
 pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};

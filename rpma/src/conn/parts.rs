@@ -209,7 +209,8 @@ impl ConnParts {
         // SAFETY: the caller of the `*_unchecked` operation keeps the local
         // memory in `wr` alive until the operation completes.
         #[allow(unsafe_code)]
-        unsafe { qp.post_send(&SendWr { wr_id, ..wr }) }.map_err(|e| crate::inflight::post_error("ibv_post_send", e))
+        unsafe { qp.post_built(&mut SendWr { wr_id, ..wr }.build(), wr_id) }
+            .map_err(|e| crate::inflight::post_error("ibv_post_send", e))
     }
 
     /// Posts `wr` through the send tracker, which keeps what `hold` gives

@@ -380,10 +380,11 @@ mod tests {
     /// a hold on it, and at most `MAX_CHAIN` of them.
     #[test]
     fn a_chain_refuses_an_unheld_range_and_a_full_chain() {
-        use rpma_sys::chain::{ChainWr, MAX_CHAIN};
+        use rpma_sys::chain::MAX_CHAIN;
+        use rpma_sys::wr::Wr;
         use rpma_sys::wr::{SendOp, SendWr, Sge};
         let wr = |inline| {
-            ChainWr::Plain(SendWr {
+            Wr::Plain(SendWr {
                 wr_id: 0,
                 op: SendOp::Write,
                 sge: Some(Sge { addr: 64, length: 8, lkey: 1 }),

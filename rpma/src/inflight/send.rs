@@ -5,8 +5,9 @@ use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
-use rpma_sys::chain::{ChainList, ChainWr, MAX_CHAIN};
+use rpma_sys::chain::{ChainList, MAX_CHAIN};
 use rpma_sys::post::PostError;
+use rpma_sys::wr::Wr;
 use rpma_sys::wr::{SendWr, Sge};
 use std::sync::Arc;
 
@@ -430,7 +431,7 @@ impl SendChain {
     }
 
     /// The operations, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = ChainWr> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Wr> + '_ {
         self.ops.iter()
     }
 
@@ -453,8 +454,8 @@ impl SendChain {
     /// [`Error::Inval`] when the chain is full; [`Error::Unknown`] (a bug in
     /// rpma) for a non-inline local range `hold` does not hold.
     #[inline(always)]
-    pub(crate) fn push(&mut self, wr: ChainWr, ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Result<()> {
-        if matches!(&wr, ChainWr::Plain(p) if needs_hold(p)) && hold.is_none() {
+    pub(crate) fn push(&mut self, wr: Wr, ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Result<()> {
+        if matches!(&wr, Wr::Plain(p) if needs_hold(p)) && hold.is_none() {
             return Err(Error::Unknown("rpma bug: a chained local range nothing holds".into()));
         }
         let signaled = wr.signaled();
