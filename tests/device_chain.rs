@@ -184,6 +184,12 @@ device_tests!({
         assert_eq!(e.code(), RPMA_E_NOSUPP, "persistent flush without the peer's cfg: {e}");
         let e = ch.push(Write::new(&remote, 0, &src, 0, 8).flags(Flags::empty()).op_context(3)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "no completion flags: {e}");
+        // Bytes lent for one call and lists of ranges are posted alone.
+        let e = ch.push(rpma::ops::WriteInline::new(&remote, 0, b"lent")).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_NOSUPP, "inline bytes in a chain: {e}");
+        let list = [rpma::Sg::new(&src, 0, 4)];
+        let e = ch.push(rpma::ops::WriteSg::new(&remote, 0, &list)).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_NOSUPP, "a list in a chain: {e}");
         assert_eq!(ch.len(), 2, "failed operations are not added");
         assert_eq!(c.pending_sends(), 0, "nothing posted while building");
         drop(ch);

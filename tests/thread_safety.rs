@@ -69,6 +69,11 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::ops::FetchAndAdd<'static, AlignedBuf>>();
     send_sync::<rpma::ops::AtomicWrite<'static>>();
     send_sync::<rpma::ops::Flush<'static>>();
+    send_sync::<rpma::ops::WriteSg<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::ReadSg<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::SendSg<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::WriteInline<'static>>();
+    send_sync::<rpma::ops::SendInline<'static>>();
 }
 
 /// Public types that are deliberately not `Send + Sync`, with the reason

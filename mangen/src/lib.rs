@@ -33,6 +33,9 @@ pub struct Item {
     pub path: String,
     /// The type, for methods.
     pub ty: Option<String>,
+    /// Where a user imports the type from (`ops::Read`; the type's name
+    /// when its path is not known from the impl's module).
+    pub use_path: Option<String>,
     /// The module (`conn`, `conn::data`) whose file holds the item.
     pub module: String,
     /// The signature as written in the source.
@@ -619,6 +622,18 @@ pub fn items(root: &Path) -> Result<BTreeMap<String, Item>, String> {
 pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
     let tree = Tree::load(src)?;
     let types = tree.public_types();
+    // Item macros are read from any module (a `macro_rules!` is textually
+    // scoped to the modules after it).
+    let macros: Vec<(&syn::ItemMacro, &str)> = tree
+        .modules
+        .iter()
+        .flat_map(|m| {
+            m.items.iter().filter_map(move |it| match it {
+                syn::Item::Macro(d) if d.ident.is_some() => Some((d, &*m.src)),
+                _ => None,
+            })
+        })
+        .collect();
     let mut out = BTreeMap::new();
     for (mi, m) in tree.modules.iter().enumerate() {
         let (module, text) = (m.name(), &*m.src);
@@ -640,6 +655,7 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
                             page,
                             path,
                             ty: None,
+                            use_path: None,
                             module: module.clone(),
                             signature,
                             impl_header: None,
@@ -667,8 +683,9 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
                             header.replacen(&format!("{lead}{}::{ty}", prefix.join("::")), &ty, 1)
                         }
                     };
-                    let expanded = expand_item_macros(&m.items, &imp.items);
-                    for ii in imp.items.iter().chain(&expanded) {
+                    let expanded = expand_item_macros(&macros, &imp.items);
+                    let own = imp.items.iter().map(|ii| (ii, text));
+                    for (ii, text) in own.chain(expanded.iter().map(|(ii, t)| (ii, *t))) {
                         let syn::ImplItem::Fn(f) = ii else { continue };
                         if !is_pub(&f.vis) {
                             continue;
@@ -686,6 +703,7 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
                                 page,
                                 path: format!("{ty}::{name}"),
                                 ty: Some(ty.clone()),
+                                use_path: Some(tree.public_path(mi, &ty).unwrap_or_else(|| ty.clone())),
                                 module: module.clone(),
                                 signature,
                                 impl_header: Some(header.clone()),
@@ -704,11 +722,14 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
 }
 
 /// The methods an `impl` block gets from its invocations of a
-/// `macro_rules!` of the same module (one arm of `$name:tt` parameters, as
+/// `macro_rules!` of the crate (one arm of `$name:tt` parameters, as
 /// rpma's `ops` setters): the arm's body with the invocation's tokens put in,
-/// read as methods. Their spans are the macro's, so signatures and docs come
-/// from its text.
-fn expand_item_macros(module_items: &[syn::Item], impl_items: &[syn::ImplItem]) -> Vec<syn::ImplItem> {
+/// read as methods, each with the text of the file defining the macro (their
+/// spans are the macro's, so signatures come from that text).
+fn expand_item_macros<'t>(
+    macros: &[(&syn::ItemMacro, &'t str)],
+    impl_items: &[syn::ImplItem],
+) -> Vec<(syn::ImplItem, &'t str)> {
     use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
     fn subst(ts: TokenStream, params: &[(String, Vec<TokenTree>)]) -> TokenStream {
         let mut out = Vec::new();
@@ -737,11 +758,7 @@ fn expand_item_macros(module_items: &[syn::Item], impl_items: &[syn::ImplItem]) 
     for ii in impl_items {
         let syn::ImplItem::Macro(call) = ii else { continue };
         let Some(name) = call.mac.path.get_ident() else { continue };
-        let def = module_items.iter().find_map(|it| match it {
-            syn::Item::Macro(d) if d.ident.as_ref() == Some(name) => Some(d),
-            _ => None,
-        });
-        let Some(def) = def else { continue };
+        let Some(&(def, def_text)) = macros.iter().find(|(d, _)| d.ident.as_ref() == Some(name)) else { continue };
         let arm: Vec<TokenTree> = def.mac.tokens.clone().into_iter().collect();
         let (Some(TokenTree::Group(matcher)), Some(TokenTree::Group(body))) = (arm.first(), arm.get(3)) else {
             continue;
@@ -772,7 +789,7 @@ fn expand_item_macros(module_items: &[syn::Item], impl_items: &[syn::ImplItem]) 
         imp.extend(["impl", "X"].map(|w| TokenTree::Ident(proc_macro2::Ident::new(w, body.span()))));
         imp.extend([TokenTree::Group(Group::new(Delimiter::Brace, items))]);
         if let Ok(parsed) = syn::parse2::<syn::ItemImpl>(imp) {
-            out.extend(parsed.items);
+            out.extend(parsed.items.into_iter().map(|ii| (ii, def_text)));
         }
     }
     out
@@ -937,6 +954,7 @@ pub fn page_markdown(item: &Item, all: &BTreeMap<String, Item>, type_examples: &
     md.push_str("# SYNOPSIS\n\n```rust\n");
     match (&item.ty, &item.impl_header) {
         (Some(ty), Some(h)) => {
+            let ty = item.use_path.as_deref().unwrap_or(ty);
             md.push_str(&format!("use rpma::{ty};\n\n{h} {{\n    {};\n}}\n", item.signature.replace('\n', "\n    ")))
         }
         _ => md.push_str(&format!("// rpma::{}\n{};\n", item.path, item.signature)),

@@ -14,10 +14,14 @@ pub mod cq;
 pub mod ep;
 pub mod error;
 pub mod gpspm;
+mod inflight;
 pub mod log;
 pub mod messages;
-// Non-FFI unsafe: ownership of registered memory (no verbs calls here).
-mod inflight;
+// `unsafe` is denied crate-wide (FFI lives in rpma-sys). It is allowed for
+// this whole module, which owns the memory registrations point at, and
+// item by item elsewhere: the `unsafe fn` fast paths (`*_unchecked`,
+// `Conn::post_unchecked`), the in-flight trackers' lock and the calls into
+// rpma-sys that post work requests, each with a `// SAFETY:` line.
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod mr;

@@ -11,7 +11,7 @@ use crate::inflight::{chain_is_full, SendChain};
 use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
 use crate::ops::Flags;
-use crate::ops::{HoldBy, Meta, Operation, Sink};
+use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink};
 use rpma_sys::chain::MAX_CHAIN;
 use rpma_sys::wr::SendWr;
 use rpma_sys::wr::Wr;
@@ -199,6 +199,7 @@ impl<H: FnOnce() -> Hold> Push<'_, '_, H> {
             HoldBy::Op => Some((self.hold)()),
             HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.hold()),
             HoldBy::Nothing => None,
+            HoldBy::LentBytes | HoldBy::List => return Err(not_chained(m.hold)),
         };
         self.ops.push(wr, m.ctx, m.kind, hold)
     }
@@ -214,4 +215,20 @@ impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
     fn other(self, m: Meta, wr: Wr) -> R<()> {
         self.push(m, wr)
     }
+
+    fn list(self, _: Meta, _: SendWr, _: Gathered) -> R<()> {
+        Err(not_chained(HoldBy::List))
+    }
+}
+
+/// Why a chain refuses an operation.
+#[cold]
+#[inline(never)]
+fn not_chained(by: HoldBy) -> Error {
+    Error::nosupp(if by == HoldBy::List {
+        "a chain carries one local range per operation: post a scatter/gather operation on its own"
+    } else {
+        "a chain posts later than it is filled, and inline bytes are lent for one call: post an inline \
+         operation on its own"
+    })
 }

@@ -10,10 +10,10 @@ mod parts;
 mod post;
 mod sg;
 
+pub use crate::ops::Sg;
 pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
 pub(crate) use parts::{ConnParts, NativeOps, QpLimits};
-pub use sg::Sg;
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};

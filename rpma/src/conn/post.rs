@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
-use crate::ops::{HoldBy, Meta, Operation, Sink, Target, UncheckedOperation};
+use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, Target, UncheckedOperation};
 use crate::wrid::CompletionOp;
 use rpma_sys::wr::{SendOp, SendWr, Sge, Wr};
 
@@ -78,6 +78,7 @@ impl Conn {
             native_atomic_write: p.native.atomic_write,
             native_flush: p.native.flush,
             max_inline_data: p.limits.max_inline_data,
+            max_send_sge: p.limits.max_send_sge,
             pmem: &self.direct_write_to_pmem,
             flush_mr: &p.flush_mr,
         }
@@ -119,7 +120,7 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
             (HoldBy::Op, None) => parts.post_untracked(m.kind, m.ctx, wr),
             (HoldBy::Op, hold) => parts.post(m.kind, m.ctx, hold, wr),
             (HoldBy::FlushRegion, _) => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
-            (HoldBy::Nothing, _) => parts.post(m.kind, m.ctx, NO_HOLD, wr),
+            (HoldBy::Nothing | HoldBy::LentBytes | HoldBy::List, _) => parts.post(m.kind, m.ctx, NO_HOLD, wr),
         }
     }
 
@@ -143,5 +144,13 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
             }
             native => self.conn.post_native(m.kind, m.ctx, native),
         }
+    }
+
+    #[inline]
+    fn list(self, m: Meta, wr: SendWr, mut g: Gathered) -> Result<()> {
+        let parts = &self.conn.parts;
+        let qp = parts.qp()?;
+        let rec = SendOpRec { ctx: m.ctx, kind: m.kind, signaled: wr.signaled, hold: g.hold.take(), confirm: None };
+        parts.send.post_send_sgl(qp, rec, wr, g.list())
     }
 }

@@ -15,6 +15,8 @@
 //! | [`Send`] | `IBV_WR_SEND` (`.imm`, `.invalidate`) | `rpma_send`, `rpma_send_with_imm` |
 //! | [`CompareAndSwap`] | `IBV_WR_ATOMIC_CMP_AND_SWP` | — |
 //! | [`FetchAndAdd`] | `IBV_WR_ATOMIC_FETCH_AND_ADD` | — |
+//! | [`WriteSg`], [`ReadSg`], [`SendSg`] | the same verbs with a list of local ranges ([`Sg`]) | — |
+//! | [`WriteInline`], [`SendInline`] | the same verbs with bytes copied when posting (`IBV_SEND_INLINE`) | — |
 //!
 //! Every operation reports a completion by default
 //! ([`Flags::COMPLETION_ALWAYS`]) with `op_context` 0; `.flags(..)`,
@@ -171,6 +173,7 @@ pub(crate) struct Target<'a> {
     pub(crate) native_atomic_write: bool,
     pub(crate) native_flush: bool,
     pub(crate) max_inline_data: u32,
+    pub(crate) max_send_sge: u32,
     /// Read only by a flush (an atomic load is not optimized away).
     pub(crate) pmem: &'a std::sync::atomic::AtomicBool,
     pub(crate) flush_mr: &'a MrLocal<AlignedBuf>,
@@ -185,6 +188,11 @@ pub(crate) enum HoldBy {
     Op,
     /// The connection's flush region (the APM flush's read).
     FlushRegion,
+    /// The holds of a list's regions, made with its encoding ([`Sink::list`]).
+    List,
+    /// Inline bytes the caller lends for the post only: copied during the
+    /// call, so never kept (a chain refuses them).
+    LentBytes,
 }
 
 /// What a posted operation's completion reports and what holds its memory.
@@ -205,6 +213,9 @@ pub(crate) trait Sink {
     /// The emulated atomic write (inline bytes) or a native atomic write or
     /// flush.
     fn other(self, m: Meta, wr: Wr) -> Result<()>;
+    /// A request whose local memory is the list `g` (`wr.sge` is `None`),
+    /// with the holds of its regions.
+    fn list(self, m: Meta, wr: SendWr, g: Gathered) -> Result<()>;
 }
 
 pub(crate) mod sealed {
@@ -779,3 +790,7 @@ mod tests {
         assert_eq!(kind_of(SendOp::FetchAdd(1)), CompletionOp::FetchAdd);
     }
 }
+
+mod lists;
+pub(crate) use lists::{gather, Gathered};
+pub use lists::{ReadSg, SendInline, SendSg, Sg, WriteInline, WriteSg};
