@@ -1,6 +1,7 @@
 //! Device tests of peers, memory registration and descriptors, on a real RDMA
 //! device (Soft-RoCE in the harness VM when the host has none).
 
+use rpma::error::Detail;
 use rpma::error::{RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_PROVIDER};
 use rpma::utils::{self, ContextType};
 use rpma::{Access, Advice, AdviseFlags, AlignedBuf, MrLocal, MrRemote, Peer, Usage};
@@ -202,7 +203,7 @@ device_tests!({
         let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         let e = mr.write_at(60, &[0u8; 5]).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("offset 60 + length 5 exceeds the local region's size 64"), "{e}");
+        assert!(matches!(e.detail(), Some(Detail::OutOfRange { offset: 60, len: 5, size: 64, .. })), "{e}");
         let e = mr.read_at(usize::MAX, &mut [0u8; 2]).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
     }

@@ -8,6 +8,7 @@
 
 mod common;
 use common::{close, pair_on, peer, T};
+use rpma::error::Detail;
 use rpma::error::*;
 use rpma::{AlignedBuf, ConnCfg, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Usage, WcStatus};
 use rpma_harness::{addr, device_tests, next_port};
@@ -131,9 +132,9 @@ device_tests!({
         let mut srv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         let e = s.recv(&srv, 0, 8, 1).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("register it with Usage(RECV) added"), "{e}");
+        assert!(matches!(e.detail(), Some(Detail::UsageMissing { missing, .. }) if *missing == Usage::RECV), "{e}");
         let e = c.send(&cli, 0, 8, Flags::COMPLETION_ALWAYS, 2).unwrap_err();
-        assert!(e.to_string().contains("register it with Usage(SEND) added"), "{e}");
+        assert!(matches!(e.detail(), Some(Detail::UsageMissing { missing, .. }) if *missing == Usage::SEND), "{e}");
         assert!(sp.usage_checks());
         sp.set_usage_checks(false);
         c.peer().set_usage_checks(false);
@@ -195,7 +196,7 @@ device_tests!({
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST).unwrap();
         let e = c.read(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 1).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("exceeds the remote region's size 4096"), "{e}");
+        assert!(matches!(e.detail(), Some(Detail::OutOfRange { size: 4096, .. })), "{e}");
         // Forced through the unsafe path: the device refuses.
         // SAFETY: `local` outlives the read; its completion is reaped below.
         #[allow(unsafe_code)]

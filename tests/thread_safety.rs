@@ -74,6 +74,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::ops::SendSg<'static, AlignedBuf>>();
     send_sync::<rpma::ops::WriteInline<'static>>();
     send_sync::<rpma::ops::SendInline<'static>>();
+    send_sync::<rpma::error::Detail>();
 }
 
 /// Public types that are deliberately not `Send + Sync`, with the reason

@@ -3,8 +3,142 @@
 use std::borrow::Cow;
 use std::io;
 
-/// A message naming what was wrong (which argument, which bound).
-pub type Msg = Cow<'static, str>;
+/// A message naming what was wrong (which argument, which bound), and for
+/// the common causes a typed [`Detail`] to match instead of the text
+/// ([`Error::detail`]). It reads as a `str` (`Deref`) and displays as its
+/// text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Msg(Box<Repr>);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Repr {
+    Static(&'static str),
+    Owned(String),
+    Detailed(Detail, String),
+}
+
+/// The cause of an error, typed, for the failures callers handle (not in
+/// librpma, whose codes [`Error::code`] keeps): match it instead of the
+/// message.
+///
+/// ```
+/// # #[allow(dead_code)]
+/// # fn f(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) {
+/// use rpma::error::Detail;
+/// match conn.read(dst, 0, src, 0, 1 << 20, rpma::Flags::COMPLETION_ALWAYS, 0) {
+///     Err(e) if matches!(e.detail(), Some(Detail::OutOfRange { .. })) => { /* a shorter read */ }
+///     Err(e) if matches!(e.detail(), Some(Detail::QueueFull)) => { /* reap, then again */ }
+///     _ => {}
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Detail {
+    /// `offset + len` exceeds the `size` of the region (or list) the
+    /// argument `what` names.
+    OutOfRange {
+        /// The argument (`"read: dst"`).
+        what: String,
+        /// The offset asked for.
+        offset: u64,
+        /// The length asked for.
+        len: u64,
+        /// The size of the region.
+        size: u64,
+    },
+    /// A region lacks usages the operation needs.
+    UsageMissing {
+        /// The argument (`"write: src"`).
+        what: String,
+        /// The usages to add (register the region with them).
+        missing: crate::access::Usage,
+    },
+    /// A length over what one work request carries (4 GiB - 1) or over a
+    /// limit of the connection (inline bytes).
+    TooLong {
+        /// The argument.
+        what: String,
+        /// The length asked for.
+        len: u64,
+        /// The most allowed.
+        max: u64,
+    },
+    /// The send queue has no free slot now ([`Error::Again`]): reap
+    /// completions and post again.
+    QueueFull,
+    /// The connection is closed (disconnected, lost or rejected).
+    Closed,
+    /// The device, the connection or the remote side does not support
+    /// what was asked ([`Error::NoSupp`]).
+    Unsupported,
+}
+
+impl Msg {
+    /// A message with a typed detail.
+    pub(crate) fn detailed(detail: Detail, text: String) -> Msg {
+        Msg(Box::new(Repr::Detailed(detail, text)))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match &*self.0 {
+            Repr::Static(t) => t,
+            Repr::Owned(t) | Repr::Detailed(_, t) => t,
+        }
+    }
+
+    /// The typed detail, when the cause is a common one.
+    pub fn detail(&self) -> Option<&Detail> {
+        match &*self.0 {
+            Repr::Detailed(d, _) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+impl std::ops::Deref for Msg {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.detail() {
+            Some(d) => write!(f, "{:?} ({d:?})", self.as_str()),
+            None => std::fmt::Debug::fmt(self.as_str(), f),
+        }
+    }
+}
+
+impl From<&'static str> for Msg {
+    fn from(s: &'static str) -> Msg {
+        Msg(Box::new(Repr::Static(s)))
+    }
+}
+
+impl From<String> for Msg {
+    fn from(s: String) -> Msg {
+        Msg(Box::new(Repr::Owned(s)))
+    }
+}
+
+impl From<Cow<'static, str>> for Msg {
+    fn from(s: Cow<'static, str>) -> Msg {
+        match s {
+            Cow::Borrowed(s) => Msg::from(s),
+            Cow::Owned(s) => Msg::from(s),
+        }
+    }
+}
 
 /// Errors of every rpma call. Each variant is one of librpma's `RPMA_E_*`
 /// codes ([`Error::code`]) and carries a message saying what was wrong.
@@ -98,6 +232,22 @@ impl Error {
         }
     }
 
+    /// The typed cause, for the common failures ([`Detail`]); `None` for
+    /// the others (their message says what happened).
+    pub fn detail(&self) -> Option<&Detail> {
+        match self {
+            Error::Inval(m)
+            | Error::NoSupp(m)
+            | Error::NoMem(m)
+            | Error::Again(m)
+            | Error::SharedChannel(m)
+            | Error::NotSharedChnl(m)
+            | Error::Unknown(m) => m.detail(),
+            Error::Provider { op, .. } => op.detail(),
+            Error::NoCompletion | Error::NoEvent => None,
+        }
+    }
+
     /// The provider's errno, for [`Error::Provider`].
     pub fn errno(&self) -> Option<i32> {
         match self {
@@ -114,6 +264,11 @@ impl Error {
     /// An [`Error::NoSupp`] with the given message.
     pub fn nosupp(msg: impl Into<Msg>) -> Error {
         Error::NoSupp(msg.into())
+    }
+
+    /// An [`Error::NoSupp`] whose detail is [`Detail::Unsupported`].
+    pub(crate) fn unsupported(msg: impl Into<String>) -> Error {
+        Error::NoSupp(Msg::detailed(Detail::Unsupported, msg.into()))
     }
 
     /// Maps a provider failure of `op` as librpma does: `ENOMEM` becomes
@@ -155,6 +310,28 @@ pub fn err_2str(code: i32) -> &'static str {
         RPMA_E_SHARED_CHANNEL => "Completion channel is shared",
         RPMA_E_NOT_SHARED_CHNL => "Completion channel is not shared",
         _ => "Unknown error",
+    }
+}
+
+/// An [`Error`] as an [`io::Error`]: a provider failure keeps its errno;
+/// the others map to the nearest [`io::ErrorKind`] and keep the error as
+/// their source.
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        let kind = match &e {
+            Error::Provider { source, .. } => {
+                if let Some(errno) = source.raw_os_error() {
+                    return io::Error::from_raw_os_error(errno);
+                }
+                source.kind()
+            }
+            Error::Inval(_) => io::ErrorKind::InvalidInput,
+            Error::NoSupp(_) => io::ErrorKind::Unsupported,
+            Error::NoMem(_) => io::ErrorKind::OutOfMemory,
+            Error::NoCompletion | Error::NoEvent | Error::Again(_) => io::ErrorKind::WouldBlock,
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e)
     }
 }
 
@@ -206,5 +383,33 @@ mod tests {
         let e = Error::provider("ibv_alloc_pd", io::Error::other("no errno"));
         assert_eq!(e.code(), RPMA_E_UNKNOWN);
         assert_eq!(e.errno(), None);
+    }
+}
+
+#[cfg(test)]
+mod detail_tests {
+    use super::*;
+
+    #[test]
+    fn a_detail_costs_the_error_no_size() {
+        // A `Result<()>` is returned on every post: the message is one
+        // pointer (built on the error paths only), so the error is small
+        // and its `Ok` test a tag compare.
+        assert_eq!(std::mem::size_of::<Msg>(), std::mem::size_of::<usize>());
+        assert!(std::mem::size_of::<Error>() <= 24, "{}", std::mem::size_of::<Error>());
+    }
+
+    #[test]
+    fn details_are_matched_and_errors_become_io_errors() {
+        let d = Detail::OutOfRange { what: "read: dst".into(), offset: 8, len: 8, size: 8 };
+        let e = Error::Inval(Msg::detailed(d.clone(), "read: dst: offset 8 + length 8 exceeds 8".into()));
+        assert_eq!(e.detail(), Some(&d));
+        assert!(e.to_string().contains("exceeds 8"), "{e}");
+        assert_eq!(Error::inval("plain").detail(), None);
+        let io: io::Error = e.into();
+        assert_eq!(io.kind(), io::ErrorKind::InvalidInput);
+        let p = Error::Provider { op: "ibv_post_send".into(), source: io::Error::from_raw_os_error(libc::EINVAL) };
+        assert_eq!(io::Error::from(p).raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(io::Error::from(Error::unsupported("x")).kind(), io::ErrorKind::Unsupported);
     }
 }

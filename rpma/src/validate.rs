@@ -4,7 +4,7 @@
 //! (`MrLocal::check_range`, `MrRemote::check_range`).
 
 use crate::access::Usage;
-use crate::error::{Error, Result};
+use crate::error::{Detail, Error, Msg, Result};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote};
 use crate::peer::Peer;
@@ -21,7 +21,8 @@ pub(crate) fn len32(what: &str, len: usize) -> Result<u32> {
 #[cold]
 #[inline(never)]
 fn too_long(what: &str, len: usize) -> Error {
-    Error::inval(format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries"))
+    let text = format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries");
+    Error::Inval(Msg::detailed(Detail::TooLong { what: what.to_string(), len: len as u64, max: u32::MAX.into() }, text))
 }
 
 /// A local region used as `what` needs usage `need` (unless the peer
@@ -50,12 +51,14 @@ pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer
 pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str, peer: &Peer) -> Result<()> {
     if !mr.usage().contains(need) && peer.usage_checks() {
         if need.contains(Usage::REMOTE_ATOMIC) {
-            return Err(Error::inval(format!(
+            let text = format!(
                 "{what}: the remote region does not grant atomics: its descriptor says {:?}, without REMOTE_ATOMIC \
                  (the remote side must register it with Usage::REMOTE_ATOMIC and send MrLocal::descriptor_ext, \
                  which carries the grant in rpma's descriptor extension)",
                 mr.usage()
-            )));
+            );
+            let missing = Usage::REMOTE_ATOMIC;
+            return Err(Error::Inval(Msg::detailed(Detail::UsageMissing { what: what.to_string(), missing }, text)));
         }
         return Err(bad_usage(what, "the remote region", mr.usage(), need));
     }
@@ -65,10 +68,9 @@ pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str, peer: &Peer) -> Res
 #[cold]
 #[inline(never)]
 fn bad_usage(what: &str, which: &str, has: Usage, need: Usage) -> Error {
-    Error::inval(format!(
-        "{what}: {which} was registered for {has:?}, not {need:?}: register it with {:?} added",
-        need - has
-    ))
+    let text =
+        format!("{what}: {which} was registered for {has:?}, not {need:?}: register it with {:?} added", need - has);
+    Error::Inval(Msg::detailed(Detail::UsageMissing { what: what.to_string(), missing: need - has }, text))
 }
 
 #[cold]

@@ -178,7 +178,7 @@ fn check_carried(qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn not_carried(i: usize) -> Error {
-    Error::nosupp(format!(
+    Error::unsupported(format!(
         "chain operation {i}: the chain holds a native atomic write or flush, so it is posted through ibv_wr_*, and \
          this connection's QP carries only RDMA write and read there besides them (no sends, writes with \
          immediate data, compare-and-swap or fetch-and-add): post operation {i} on its own"
@@ -225,7 +225,7 @@ impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
 #[cold]
 #[inline(never)]
 fn not_chained(by: HoldBy) -> Error {
-    Error::nosupp(if by == HoldBy::List {
+    Error::unsupported(if by == HoldBy::List {
         "a chain carries one local range per operation: post a scatter/gather operation on its own"
     } else {
         "a chain posts later than it is filled, and inline bytes are lent for one call: post an inline \

@@ -127,7 +127,8 @@ impl Drop for ConnParts {
 #[cold]
 #[inline(never)]
 fn closed() -> Error {
-    Error::inval("the connection is closed (disconnected, lost or rejected): nothing can be posted")
+    let text = "the connection is closed (disconnected, lost or rejected): nothing can be posted";
+    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::Closed, text.into()))
 }
 
 #[cold]

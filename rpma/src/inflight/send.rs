@@ -2,7 +2,7 @@
 
 use super::lock::{SpinGuard, SpinLock};
 use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec};
-use crate::error::{Error, Result};
+use crate::error::{Detail, Error, Msg, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::{ChainList, MAX_CHAIN};
@@ -492,13 +492,13 @@ fn chain_too_long(n: usize, signaled: bool, depth: usize) -> Error {
 #[cold]
 #[inline(never)]
 fn chain_full(len: usize, depth: usize, need: usize) -> Error {
-    Error::Again(
+    Error::Again(Msg::detailed(
+        Detail::QueueFull,
         format!(
             "the send queue has {len} of its {depth} slots taken and the chain needs {need}: reap completions \
              (Cq::get_wc, Cq::next_completion) and post again"
-        )
-        .into(),
-    )
+        ),
+    ))
 }
 
 /// The error of a chain of `n` whose post failed at operation `k`.
@@ -532,5 +532,5 @@ fn queue_full(len: usize, depth: usize, signaled: bool) -> Error {
              unsignaled ones before it"
         )
     };
-    Error::Again(msg.into())
+    Error::Again(Msg::detailed(Detail::QueueFull, msg))
 }

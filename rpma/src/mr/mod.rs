@@ -10,7 +10,7 @@ pub(crate) use local::RegionHold;
 pub use remote::MrRemote;
 
 pub use crate::access::{usage_to_access, Access, Usage};
-use crate::error::{Error, Result};
+use crate::error::{Detail, Error, Msg, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::peer::Peer;
@@ -407,7 +407,8 @@ fn check_within(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Res
 #[cold]
 #[inline(never)]
 fn out_of_range(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Error {
-    Error::inval(format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}"))
+    let text = format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}");
+    Error::Inval(Msg::detailed(Detail::OutOfRange { what: what.to_string(), offset, len, size }, text))
 }
 
 /// A usage with at least one flag and no undefined bit: the test inline,

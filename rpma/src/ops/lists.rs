@@ -7,7 +7,7 @@
 use super::sealed::{Encode, Hold_};
 use super::{Flags, HoldBy, Meta, Operation, Settings, Sink, Target, UncheckedOperation};
 use crate::access::Usage;
-use crate::error::{Error, Result};
+use crate::error::{Detail, Error, Msg, Result};
 use crate::inflight::Hold;
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote};
@@ -407,7 +407,8 @@ list_debug!(SendSg);
 #[cold]
 #[inline(never)]
 fn too_much_inline(what: &str, len: usize, max: u32) -> Error {
-    Error::inval(format!(
+    let text = format!(
         "{what}: {len} bytes exceed the connection's max_inline_data {max} (granted for ConnCfg::set_max_inline_data)"
-    ))
+    );
+    Error::Inval(Msg::detailed(Detail::TooLong { what: what.to_string(), len: len as u64, max: max.into() }, text))
 }

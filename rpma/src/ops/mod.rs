@@ -707,7 +707,7 @@ remote_only_op!(Flush);
 #[cold]
 #[inline(never)]
 fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
-    Error::nosupp(match ty {
+    Error::unsupported(match ty {
         FlushType::Persistent if !pmem => {
             "flush(Persistent): the remote peer does not support direct write to persistent memory \
              (apply its PeerCfg with Conn::apply_remote_peer_cfg)"
@@ -735,7 +735,7 @@ fn no_inline8(max_inline_data: u32) -> Error {
 #[cold]
 #[inline(never)]
 fn no_atomics(what: &str, peer: &Peer) -> Error {
-    Error::nosupp(format!(
+    Error::unsupported(format!(
         "{}: {} does not support remote atomics (atomic_cap is IBV_ATOMIC_NONE)",
         what.split(':').next().unwrap_or(what),
         peer.device_name()
