@@ -25,12 +25,21 @@ pub const MAX_CHAIN: usize = 16;
 /// nothing, and moving it copies it whole. The requests are kept as
 /// [`Wr`]s and encoded when posted, by the backend that posts them.
 pub struct ChainList<T> {
-    /// `wrs` and `recs` are initialised up to `len`.
+    /// `wrs` and `recs` are initialised up to `len`, `raw` and `sges` too
+    /// while no request is native.
     len: usize,
     /// Whether one of the requests is native ([`Wr::is_native`]).
     native: bool,
+    /// Bit `i`: request `i` is a [`Wr::Inline8`], whose SGE names its bytes
+    /// in `wrs[i]` (set when posting: the list may move before).
+    inline8: u16,
     /// The requests.
     wrs: [MaybeUninit<Wr>; MAX_CHAIN],
+    /// The classic backend's encoding of each request, made as it is added
+    /// (where its kind is known), but for `wr_id`, `next` and `sg_list`.
+    raw: [MaybeUninit<ffi::ibv_send_wr>; MAX_CHAIN],
+    /// Their SGEs.
+    sges: [MaybeUninit<ffi::ibv_sge>; MAX_CHAIN],
     /// The records, each as `Some` (so `take_into` copies one into a slot
     /// of `Option<T>` as it is).
     recs: [MaybeUninit<Option<T>>; MAX_CHAIN],
@@ -55,7 +64,10 @@ impl<T> ChainList<T> {
         ChainList {
             len: 0,
             native: false,
+            inline8: 0,
             wrs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+            raw: [const { MaybeUninit::uninit() }; MAX_CHAIN],
+            sges: [const { MaybeUninit::uninit() }; MAX_CHAIN],
             recs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
         }
     }
@@ -90,10 +102,19 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn push(&mut self, wr: Wr, rec: T) -> Result<(), (Wr, T)> {
         let i = self.len;
-        let (Some(w), Some(r)) = (self.wrs.get_mut(i), self.recs.get_mut(i)) else {
+        let (Some(w), Some(rw), Some(s), Some(r)) =
+            (self.wrs.get_mut(i), self.raw.get_mut(i), self.sges.get_mut(i), self.recs.get_mut(i))
+        else {
             return Err((wr, rec));
         };
-        self.native |= wr.is_native();
+        // SAFETY: plain data, all-zero is valid.
+        let (rw, s) = unsafe { (rw.write(std::mem::zeroed()), s.write(std::mem::zeroed())) };
+        // false for a native request: the list then goes to the extended
+        // interface, which reads `wrs`.
+        self.native |= !encode(&wr, rw, s);
+        if let Wr::Inline8 { .. } = wr {
+            self.inline8 |= 1 << i;
+        }
         w.write(wr);
         r.write(Some(rec));
         self.len = i + 1;
@@ -124,6 +145,7 @@ impl<T> ChainList<T> {
         // (never dropped twice).
         self.len = 0;
         self.native = false;
+        self.inline8 = 0;
         let posted = posted.min(n);
         let (out, rest) = self.recs.split_at_mut(posted.min(MAX_CHAIN));
         for (i, r) in out.iter().enumerate() {
@@ -153,6 +175,7 @@ impl<T> ChainList<T> {
         // Emptied first, as in `take`.
         self.len = 0;
         self.native = false;
+        self.inline8 = 0;
         let posted = posted.min(n).min(MAX_CHAIN);
         for (i, r) in self.recs.iter().enumerate().take(posted) {
             let slot = &mut slots[at(i)];
@@ -250,31 +273,32 @@ impl Qp {
             return unsafe { ex.post_list(list.iter(), wr_id) }
                 .map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
         }
-        // The classic backend: the list's requests as linked `ibv_send_wr`s
-        // on this stack, each with its SGE (an inline write's naming its
-        // bytes in the list, which is borrowed across the call).
-        let mut raw = [const { MaybeUninit::<ffi::ibv_send_wr>::uninit() }; MAX_CHAIN];
-        let mut sges = [const { MaybeUninit::<ffi::ibv_sge>::uninit() }; MAX_CHAIN];
+        // The classic backend: the requests were encoded as they were added;
+        // linked here, each to its SGE, an inline write's SGE to its bytes in
+        // the list (borrowed, neither moved nor changed, across the call).
         let n = n.min(MAX_CHAIN);
-        let first: *mut ffi::ibv_send_wr = raw.as_mut_ptr().cast();
-        let sge0: *mut ffi::ibv_sge = sges.as_mut_ptr().cast();
-        for (i, w) in list.wrs.iter().take(n).enumerate() {
-            // SAFETY: i < n <= len: wrs[i] is initialised; raw[i] and
-            // sges[i] are elements of the stack arrays, written whole here
-            // (all-zero is valid for both) before the references are made;
-            // `first.add(i + 1)` is within the array or one past it, and
-            // only stored for the last one until it is overwritten.
-            unsafe {
-                let (w, rw, s) = (w.assume_init_ref(), first.add(i), sge0.add(i));
-                rw.write(std::mem::zeroed());
-                s.write(std::mem::zeroed());
-                if !encode(w, &mut *rw, &mut *s) {
-                    // never: a list with a native request goes above
-                    return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
-                }
+        let first: *mut ffi::ibv_send_wr = list.raw.as_mut_ptr().cast();
+        let sge0: *mut ffi::ibv_sge = list.sges.as_mut_ptr().cast();
+        let wrs: *const Wr = list.wrs.as_ptr().cast();
+        // SAFETY: i < n <= len: raw[i], sges[i] and wrs[i] are initialised
+        // elements of the list, reached through pointers to its arrays;
+        // `first.add(n)` is one past the last at most, stored only until the
+        // last request's `next` is set to null.
+        unsafe {
+            for i in 0..n {
+                let rw = first.add(i);
                 (*rw).wr_id = wr_id(i);
-                (*rw).sg_list = s;
-                (*rw).next = if i + 1 < n { first.add(i + 1) } else { std::ptr::null_mut() };
+                (*rw).next = first.add(i + 1);
+                (*rw).sg_list = sge0.add(i);
+            }
+            (*first.add(n - 1)).next = std::ptr::null_mut();
+            let mut m = u32::from(list.inline8) & ((1u32 << n) - 1);
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                if let Wr::Inline8 { value, .. } = &*wrs.add(i) {
+                    (*sge0.add(i)).addr = value.as_ptr() as u64;
+                }
+                m &= m - 1;
             }
         }
         let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
@@ -473,10 +497,10 @@ mod tests {
     }
 
     #[test]
-    fn a_list_of_40_byte_records_is_about_2_kib() {
+    fn a_list_of_40_byte_records_is_about_4_kib() {
         // rpma's `Conn::chain` documents the size (its ring entries have a niche, as this record).
         let size = std::mem::size_of::<ChainList<(std::num::NonZeroU64, [u64; 4])>>();
-        assert!((1536..2560).contains(&size), "{size}");
+        assert!((4 * 1024..5 * 1024).contains(&size), "{size}");
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Conn {
     /// by [`Chain::post`] (not in librpma).
     ///
     /// A chain keeps its operations (at most [`CHAIN_MAX`]) in itself,
-    /// about 2 KiB: filling and posting it allocates nothing, and each
+    /// about 4 KiB: filling and posting it allocates nothing, and each
     /// operation's work request is built as it is added. It is ready to be
     /// filled again after [`Chain::post`].
     ///
