@@ -78,8 +78,10 @@ fn public_types_are_send_and_sync_as_documented() {
 
 /// Public types that are deliberately not `Send + Sync`, with the reason
 /// (rpma(7) "Thread safety" says the same).
-const NOT_SEND_SYNC: &[(&str, &str)] =
-    &[("LogRecord", "a message lent to a log function for the call; it borrows its format arguments")];
+const NOT_SEND_SYNC: &[(&str, &str)] = &[
+    ("Chain", "a builder that holds encoded work requests (verbs' structs, with raw pointers) until it posts them: built and posted on one thread"),
+    ("LogRecord", "a message lent to a log function for the call; it borrows its format arguments"),
+];
 
 /// The two above really are neither `Send` nor `Sync` (the list says
 /// true): if one becomes so, it belongs with the checks above instead.
@@ -94,6 +96,7 @@ fn the_exceptions_are_real() {
     impl<T: ?Sized + Send + Sync> Probe<T> {
         const SEND_SYNC: bool = true;
     }
+    const { assert!(!<Probe<Chain<'static>>>::SEND_SYNC) };
     const { assert!(!<Probe<Chain<'static>>>::SEND_SYNC) };
     const { assert!(!<Probe<rpma::log::LogRecord<'static>>>::SEND_SYNC) };
 }
