@@ -736,14 +736,19 @@ fn expand_item_macros<'t>(
         let mut it = ts.into_iter().peekable();
         while let Some(t) = it.next() {
             match t {
-                TokenTree::Punct(p) if p.as_char() == '$' => match it.peek() {
-                    Some(TokenTree::Ident(i)) if params.iter().any(|(n, _)| i == n) => {
-                        let (_, arg) = params.iter().find(|(n, _)| i == n).unwrap();
-                        out.extend(arg.iter().cloned());
-                        it.next();
+                TokenTree::Punct(p) if p.as_char() == '$' => {
+                    let arg = match it.peek() {
+                        Some(TokenTree::Ident(i)) => params.iter().find(|(n, _)| i == n).map(|(_, a)| a),
+                        _ => None,
+                    };
+                    match arg {
+                        Some(arg) => {
+                            out.extend(arg.iter().cloned());
+                            it.next();
+                        }
+                        None => out.push(TokenTree::Punct(p)),
                     }
-                    _ => out.push(TokenTree::Punct(p)),
-                },
+                }
                 TokenTree::Group(g) => {
                     let mut ng = Group::new(g.delimiter(), subst(g.stream(), params));
                     ng.set_span(g.span());

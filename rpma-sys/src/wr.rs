@@ -121,6 +121,27 @@ impl Wr {
     pub fn is_native(&self) -> bool {
         matches!(self, Wr::AtomicWrite { .. } | Wr::Flush { .. })
     }
+
+    /// The request as `ibv_post_send` carries it, `None` for a native one:
+    /// a [`Wr::Inline8`] is an inline 8-byte RDMA WRITE whose SGE names the
+    /// bytes inside `self` (so `self` must outlive the post).
+    #[inline(always)]
+    pub fn send_wr(&self) -> Option<SendWr> {
+        match self {
+            Wr::Plain(p) => Some(*p),
+            Wr::Inline8 { flags, rkey, remote_addr, value } => Some(SendWr {
+                wr_id: 0,
+                op: SendOp::Write,
+                sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
+                remote_addr: *remote_addr,
+                rkey: *rkey,
+                signaled: flags.signaled,
+                fence: flags.fence,
+                inline: true,
+            }),
+            Wr::AtomicWrite { .. } | Wr::Flush { .. } => None,
+        }
+    }
 }
 
 /// The send flags of a request: `IBV_SEND_SIGNALED`, `IBV_SEND_FENCE`,
@@ -139,17 +160,13 @@ pub(crate) fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
 /// interface posts ([`encode_ex`]).
 #[inline(always)]
 pub(crate) fn encode(wr: &Wr, w: &mut ffi::ibv_send_wr, sge: &mut ffi::ibv_sge) -> bool {
-    match wr {
-        Wr::Plain(p) => *sge = encode_plain(*p, w),
-        Wr::Inline8 { flags, rkey, remote_addr, value } => {
-            *sge = ffi::ibv_sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 };
-            w.num_sge = 1;
-            set_op(w, SendOp::Write, *remote_addr, *rkey);
-            w.send_flags = send_flags(flags.signaled, flags.fence, true);
+    match wr.send_wr() {
+        Some(p) => {
+            *sge = encode_plain(p, w);
+            true
         }
-        Wr::AtomicWrite { .. } | Wr::Flush { .. } => return false,
+        None => false,
     }
-    true
 }
 
 /// [`encode`] of a [`Wr::Plain`]: its SGE is returned.

@@ -9,7 +9,7 @@ use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 use crate::ops::sealed::{Encode, Hold_};
 use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, Target, UncheckedOperation};
 use crate::wrid::CompletionOp;
-use rpma_sys::wr::{SendOp, SendWr, Sge, Wr};
+use rpma_sys::wr::{SendWr, Wr};
 
 impl Conn {
     /// Posts one operation, checked (not in librpma; the librpma-named
@@ -126,23 +126,11 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
 
     #[inline(always)]
     fn other(self, m: Meta, wr: Wr) -> Result<()> {
-        match wr {
-            // The emulated atomic write: an inline write of bytes on this
-            // stack, copied during the post.
-            Wr::Inline8 { flags, rkey, remote_addr, value } => {
-                let wr = SendWr {
-                    wr_id: 0,
-                    op: SendOp::Write,
-                    sge: Some(Sge { addr: value.as_ptr() as u64, length: 8, lkey: 0 }),
-                    remote_addr,
-                    rkey,
-                    signaled: flags.signaled,
-                    fence: flags.fence,
-                    inline: true,
-                };
-                self.conn.parts.post(m.kind, m.ctx, NO_HOLD, wr)
-            }
-            native => self.conn.post_native(m.kind, m.ctx, native),
+        // The emulated atomic write is an inline write of bytes in `wr`,
+        // on this stack, copied during the post.
+        match wr.send_wr() {
+            Some(p) => self.conn.parts.post(m.kind, m.ctx, NO_HOLD, p),
+            None => self.conn.post_native(m.kind, m.ctx, wr),
         }
     }
 
