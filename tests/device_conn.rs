@@ -450,6 +450,19 @@ device_tests!({
         assert_eq!(cq.get_completion().unwrap().op_context, 52);
         let wc = srq.rcq().unwrap().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.byte_len), (51, CompletionOp::Recv, 7));
+        // A receive as an operation: a list of one element (the SRQ takes
+        // one SGE per receive; two are refused before posting).
+        let two = [rpma::Sg::new(&smr, 32, 16), rpma::Sg::new(&smr, 48, 16)];
+        assert_eq!(srq.post(rpma::ops::RecvSg::new(&two)).unwrap_err().code(), RPMA_E_INVAL);
+        srq.post(rpma::ops::RecvSg::new(&two[..1]).op_context(53)).unwrap();
+        c.send(&cmr, 0, 7, Flags::COMPLETION_ALWAYS, 54).unwrap();
+        let (cq, _) = c.wait_timeout(T).unwrap();
+        assert_eq!(cq.get_completion().unwrap().op_context, 54);
+        let wc = srq.rcq().unwrap().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.byte_len), (53, CompletionOp::Recv, 7));
+        let mut b = [0u8; 7];
+        smr.read_at(32, &mut b).unwrap();
+        assert_eq!(&b, b"via srq");
         close(c, s);
     }
 

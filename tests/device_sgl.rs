@@ -189,6 +189,68 @@ device_tests!({
         close(c, s);
     }
 
+    /// Receives are operations: one range or a list, checked or unchecked,
+    /// on an accepted connection or on a request not yet connected; a chain
+    /// refuses them.
+    fn receives_are_operations() {
+        use rpma::ops::{Recv, RecvSg};
+        use rpma::{ConnEvent, ConnReq, Ep};
+        let (sp, cp) = (peer(), peer());
+        let port = rpma_harness::next_port();
+        let ep = Ep::listen(&sp, &rpma_harness::addr(), port).unwrap();
+        let early = region(&sp, 16, Usage::RECV, 0);
+        let one = region(&sp, 64, Usage::RECV, 0);
+        let two = region(&sp, 64, Usage::RECV, 0);
+        let scfg = sg_cfg(1, 2);
+        let client = std::thread::spawn(move || {
+            let req = ConnReq::new(&cp, &rpma_harness::addr(), port, None).unwrap();
+            let c = req.connect(&[]).unwrap();
+            assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Established);
+            c
+        });
+        let req = ep.next_conn_req_timeout(Some(&scfg), T).unwrap();
+        // Before the connection is up: a list of one element through ConnReq::post.
+        req.post(RecvSg::new(&[Sg::new(&early, 8, 8)]).op_context(60)).unwrap();
+        let s = req.connect(&[]).unwrap();
+        assert_eq!(s.next_event_timeout(T).unwrap(), ConnEvent::Established);
+        let c = client.join().unwrap();
+        s.post(Recv::new(&one, 0, 16).op_context(61)).unwrap();
+        // SAFETY: `one` outlives the receive's completion, reaped below.
+        unsafe { s.post_unchecked(Recv::new(&one, 16, 16).op_context(62)) }.unwrap();
+        s.post(RecvSg::new(&[Sg::new(&two, 0, 4), Sg::new(&two, 32, 8)]).op_context(63)).unwrap();
+        assert_eq!((early.in_flight(), one.in_flight(), two.in_flight()), (1, 1, 1), "the unchecked one holds nothing");
+        let e = s.chain().push(Recv::new(&one, 0, 8)).map(|_| ()).unwrap_err();
+        assert_eq!(e.detail(), Some(&rpma::error::Detail::Unsupported), "{e}");
+        let e = s.post(Recv::new(&one, 60, 8)).unwrap_err();
+        assert!(
+            matches!(e.detail(), Some(rpma::error::Detail::OutOfRange { offset: 60, len: 8, size: 64, .. })),
+            "{e}"
+        );
+        let mut m = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+        m.write_at(0, b"early-msfirst---second--ab......cdefghij").unwrap();
+        for (off, len, ctx) in [(0usize, 8usize, 1u64), (8, 8, 2), (16, 8, 3), (24, 10, 4)] {
+            c.send(&m, off, len, Flags::COMPLETION_ALWAYS, ctx).unwrap();
+            assert_eq!(c.cq().next_completion(T).unwrap().op_context, ctx);
+        }
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let wc = s.cq().next_completion(T).unwrap();
+            assert_eq!((wc.op, wc.status), (CompletionOp::Recv, WcStatus::SUCCESS));
+            got.push((wc.op_context, wc.byte_len));
+        }
+        assert_eq!(got, [(60, 8), (61, 8), (62, 8), (63, 10)], "a receive queue is consumed in order");
+        assert_eq!((early.in_flight(), one.in_flight(), two.in_flight()), (0, 0, 0));
+        let mut g = [0u8; 16];
+        early.read_at(0, &mut g).unwrap();
+        assert_eq!(&g[8..], b"early-ms");
+        let mut g = [0u8; 64];
+        one.read_at(0, &mut g).unwrap();
+        assert_eq!((&g[..8], &g[16..24]), (&b"first---"[..], &b"second--"[..]));
+        two.read_at(0, &mut g).unwrap();
+        assert_eq!((&g[..4], &g[32..38]), (&b"ab.."[..], &b"....cd"[..]));
+        close(c, s);
+    }
+
     fn sg_lists_are_checked_before_posting() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::READ_SRC);

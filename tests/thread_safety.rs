@@ -70,6 +70,8 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::ops::Flush<'static>>();
     send_sync::<rpma::ops::WriteSg<'static, AlignedBuf>>();
     send_sync::<rpma::ops::ReadSg<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::Recv<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::RecvSg<'static, AlignedBuf>>();
     send_sync::<rpma::ops::SendSg<'static, AlignedBuf>>();
     send_sync::<rpma::ops::WriteInline<'static>>();
     send_sync::<rpma::ops::SendInline<'static>>();

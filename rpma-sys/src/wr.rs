@@ -413,27 +413,11 @@ impl Qp {
         let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
         post_outcome(rc, bad, "ibv_post_send(LOCAL_INV)")
     }
-
-    /// Posts one receive work request (`ibv_post_recv`).
-    ///
-    /// # Safety
-    /// The memory `sge` names must stay registered and allocated, and must not
-    /// be accessed, until the receive completes.
-    ///
-    /// # Errors
-    /// The errno of `ibv_post_recv` (`ENOMEM` when the receive queue is full).
-    pub unsafe fn post_recv(&self, wr_id: u64, sge: Option<Sge>) -> Result<(), PostError> {
-        let (mut s, n) = raw_sge(&sge);
-        let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: &mut s, num_sge: n };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: live QP; the caller guarantees the referenced memory.
-        let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
-        post_outcome(rc, bad, "ibv_post_recv")
-    }
 }
 
-/// Most SGEs one work request carries through [`Qp::post_send_sgl`] and
-/// [`Qp::post_recv_sgl`]: their `ibv_sge` array is built on the stack.
+/// Most SGEs one work request carries through [`Qp::post_send_sgl`],
+/// [`Qp::post_recv`] and [`Srq::post_recv`]: their `ibv_sge` array is built
+/// on the stack.
 pub const MAX_SGL: usize = 64;
 
 /// `sgl` as `ibv_sge`s in `out`; the number of entries.
@@ -480,45 +464,62 @@ impl Qp {
         let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
         post_outcome(rc, bad, "ibv_post_send")
     }
+}
 
-    /// Posts one receive work request scattering into the list `sgl`, in
-    /// order (`ibv_post_recv` with `num_sge` = `sgl.len()`).
+/// One receive work request scattering into `sgl` in order (empty: a
+/// 0-byte receive), posted by `post` (the queue's provider entry point).
+///
+/// # Errors
+/// `EINVAL` when `sgl` is longer than [`MAX_SGL`] (nothing is posted); what
+/// `post` returns.
+#[inline(always)]
+fn post_recv_wr(
+    wr_id: u64,
+    sgl: &[Sge],
+    verb: &'static str,
+    post: impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> std::os::raw::c_int,
+) -> Result<(), PostError> {
+    let mut sges = [std::mem::MaybeUninit::<ffi::ibv_sge>::uninit(); MAX_SGL];
+    let n = raw_sgl(sgl, &mut sges)?;
+    let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: sges.as_mut_ptr().cast(), num_sge: n };
+    let mut bad = std::ptr::null_mut();
+    // `w` and the `n` written entries (the provider reads no more) live
+    // across the call.
+    let rc = post(&mut w, &mut bad);
+    post_outcome(rc, bad, verb)
+}
+
+impl Qp {
+    /// Posts one receive work request scattering into `sgl`, in order
+    /// (`ibv_post_recv`; an empty list is a 0-byte receive).
     ///
     /// # Safety
-    /// As [`post_recv`](Qp::post_recv), for every entry of `sgl`.
+    /// The memory every entry of `sgl` names must stay registered and
+    /// allocated, and must not be accessed, until the receive completes.
     ///
     /// # Errors
     /// `EINVAL` when `sgl` is longer than [`MAX_SGL`] (nothing is posted);
-    /// the errno of `ibv_post_recv` (`EINVAL` also for more entries than the
-    /// QP's `max_recv_sge`, `ENOMEM` when the receive queue is full).
-    pub unsafe fn post_recv_sgl(&self, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
-        let mut sges = [std::mem::MaybeUninit::<ffi::ibv_sge>::uninit(); MAX_SGL];
-        let n = raw_sgl(sgl, &mut sges)?;
-        let mut w =
-            ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: sges.as_mut_ptr().cast(), num_sge: n };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: live QP; `w` and the `n` written entries live across the
+    /// the errno of `ibv_post_recv` (`EINVAL` also for more entries than
+    /// the QP's `max_recv_sge`, `ENOMEM` when the receive queue is full).
+    pub unsafe fn post_recv(&self, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
+        // SAFETY: live QP; `post_recv_wr` passes a request valid for the
         // call; the caller guarantees the referenced memory.
-        let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
-        post_outcome(rc, bad, "ibv_post_recv")
+        post_recv_wr(wr_id, sgl, "ibv_post_recv", |w, bad| unsafe { self.post_recv_raw(w, bad) })
     }
 }
 
 impl Srq {
-    /// Posts one receive work request to the SRQ (`ibv_post_srq_recv`).
+    /// As [`Qp::post_recv`], to the SRQ (`ibv_post_srq_recv`).
     ///
     /// # Safety
     /// As [`Qp::post_recv`].
     ///
     /// # Errors
-    /// The errno of `ibv_post_srq_recv`.
-    pub unsafe fn post_recv(&self, wr_id: u64, sge: Option<Sge>) -> Result<(), PostError> {
-        let (mut s, n) = raw_sge(&sge);
-        let mut w = ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: &mut s, num_sge: n };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: live SRQ; the caller guarantees the referenced memory.
-        let rc = unsafe { self.post_recv_raw(&mut w, &mut bad) };
-        post_outcome(rc, bad, "ibv_post_srq_recv")
+    /// As [`Qp::post_recv`], for `ibv_post_srq_recv` and the SRQ's
+    /// `max_sge`.
+    pub unsafe fn post_recv(&self, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
+        // SAFETY: live SRQ; as in `Qp::post_recv`.
+        post_recv_wr(wr_id, sgl, "ibv_post_srq_recv", |w, bad| unsafe { self.post_recv_raw(w, bad) })
     }
 }
 

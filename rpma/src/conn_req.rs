@@ -8,6 +8,9 @@ use crate::inflight::{RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, Usage};
+#[allow(unused_imports)] // the sealed trait's method
+use crate::ops::sealed::Receive;
+use crate::ops::{Recv, RecvOperation};
 use crate::peer::{Capabilities, Peer};
 use rpma_sys::cm::{AddrInfo, CmId, EventChannel};
 use rpma_sys::cq::CompChannel;
@@ -97,10 +100,23 @@ impl ConnReq {
         len: usize,
         op_context: u64,
     ) -> Result<()> {
-        match &self.parts {
-            Some(p) => p.recv(dst, offset, len, op_context, Some(dst.hold())),
-            None => Err(Error::inval("the connection request was already consumed")),
-        }
+        self.post(Recv::new(dst, offset, len).op_context(op_context))
+    }
+
+    /// Posts a receive ([`Recv`] or [`RecvSg`](crate::ops::RecvSg)) before
+    /// the connection is up (not in librpma), as [`Conn::post`] does once
+    /// it is.
+    ///
+    /// # Errors
+    /// The receive's checks, as for [`Conn::post`]; [`Error::Inval`] when
+    /// the request was already consumed or the connection receives through
+    /// an SRQ; [`Error::Provider`] when posting fails.
+    pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
+        let Some(p) = &self.parts else {
+            return Err(Error::inval("the connection request was already consumed"));
+        };
+        let w = op.posting(&p.peer, (p.limits.max_recv_sge, "the connection's max_recv_sge"))?;
+        p.post_recv(w.ctx, &w.scatter, Some(w.hold))
     }
 
     /// Connects (active side) or accepts (passive side), sending

@@ -2,14 +2,21 @@
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};
-use crate::inflight::RecvTracker;
+use crate::inflight::{RecvQueue, RecvTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
-use crate::mr::{MrLocal, Usage};
+use crate::mr::MrLocal;
+#[cfg(doc)]
+use crate::mr::Usage;
+#[allow(unused_imports)] // the sealed trait's method
+use crate::ops::sealed::Receive;
+use crate::ops::{Recv, RecvOperation};
 use crate::peer::{Capabilities, Peer};
-use crate::validate;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
+
+/// Scatter/gather elements per receive of an SRQ.
+const SRQ_SGE: u32 = 1;
 
 /// librpma's SRQ default size (its code uses 20; its documentation says 100).
 pub const DEFAULT_SRQ_SIZE: u32 = 20;
@@ -135,7 +142,7 @@ impl Srq {
         let caps = peer.capabilities();
         Capabilities::check_size("SrqCfg rq_size", cfg.rq_size, caps.max_srq_wr, "max_srq_wr")?;
         Capabilities::check_size("SrqCfg rcq_size", cfg.rcq_size, caps.max_cqe, "max_cqe")?;
-        let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, 1)
+        let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, SRQ_SGE)
             .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
         let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size)?);
         let rcq = if cfg.rcq_size > 0 {
@@ -179,11 +186,19 @@ impl Srq {
         len: usize,
         op_context: u64,
     ) -> Result<()> {
-        let len32 = validate::len32("srq recv", len)?;
-        dst.check_range("srq recv: dst", offset, len)?;
-        validate::local(dst, Usage::RECV, "srq recv: dst", &self.inner.peer)?;
-        let sge = (len > 0).then(|| dst.sge(offset, len32));
-        self.inner.tracker.post_srq_recv(&self.inner.srq, op_context, dst.hold(), sge)
+        self.post(Recv::new(dst, offset, len).op_context(op_context))
+    }
+
+    /// Posts a receive ([`Recv`], or [`RecvSg`](crate::ops::RecvSg) of one
+    /// element: the SRQ takes one SGE per receive), checked as on a
+    /// connection (not in librpma). Its regions stay alive until it
+    /// completes.
+    ///
+    /// # Errors
+    /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
+    pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
+        let w = op.posting(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"))?;
+        self.inner.tracker.post(RecvQueue::Srq(&self.inner.srq), w.ctx, w.hold, w.scatter.sgl())
     }
 
     /// The peer the SRQ was created on.

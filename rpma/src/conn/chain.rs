@@ -7,6 +7,7 @@ use crate::error::Result as R;
 use crate::error::{Error, Result};
 use crate::inflight::Hold;
 use crate::inflight::{chain_is_full, SendChain};
+use crate::ops::recv::Scatter;
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
@@ -218,6 +219,10 @@ impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
 
     fn list(self, _: Meta, _: SendWr, _: Gathered) -> R<()> {
         Err(not_chained(HoldBy::List))
+    }
+
+    fn recv(self, _: Meta, _: Scatter) -> R<()> {
+        Err(Error::unsupported("a chain posts to the send queue: post a receive with Conn::post"))
     }
 }
 

@@ -435,7 +435,7 @@ impl Conn {
         len: usize,
         op_context: u64,
     ) -> Result<()> {
-        self.parts.recv(dst, offset, len, op_context, Some(dst.hold()))
+        self.post(ops::Recv::new(dst, offset, len).op_context(op_context))
     }
 
     /// [`recv`](Conn::recv) without keeping `dst` alive, without the usage
@@ -459,7 +459,8 @@ impl Conn {
         len: usize,
         op_context: u64,
     ) -> Result<()> {
-        self.parts.recv(dst, offset, len, op_context, None)
+        // SAFETY: the caller's contract is `post_unchecked`'s.
+        unsafe { self.post_unchecked(ops::Recv::new(dst, offset, len).op_context(op_context)) }
     }
 
     /// Operations posted on the send queue whose completion (or a later

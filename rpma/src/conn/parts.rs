@@ -3,13 +3,13 @@
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, RecvTracker, SendTracker};
+use crate::inflight::{Hold, RecvQueue, RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
-use crate::memory::{AlignedBuf, RegMemory};
-use crate::mr::{MrLocal, Usage};
+use crate::memory::AlignedBuf;
+use crate::mr::MrLocal;
+use crate::ops::recv::Scatter;
 use crate::peer::Peer;
 use crate::srq::Srq;
-use crate::validate;
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::cm::CmId;
 use rpma_sys::cq::CompChannel;
@@ -167,36 +167,23 @@ impl ConnParts {
         self.id.qp().ok_or_else(no_qp)
     }
 
-    /// Posts a receive into `len` bytes of `dst` at `offset`: tracked,
-    /// keeping `hold` until its completion, or without `hold` untracked
-    /// (`recv_unchecked`, whose caller keeps `dst` alive; the usage check is
-    /// left to the device then).
-    pub(crate) fn recv<M: RegMemory>(
-        &self,
-        dst: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-        op_context: u64,
-        hold: Option<Hold>,
-    ) -> Result<()> {
-        let len32 = validate::len32("recv", len)?;
-        dst.check_range("recv: dst", offset, len)?;
-        if hold.is_some() {
-            validate::local(dst, Usage::RECV, "recv: dst", &self.peer)?;
-        }
+    /// Posts a checked receive (its memory `s`): tracked with `hold`
+    /// (`Some`: kept until its completion, `Some(None)`: nothing to keep) or
+    /// untracked (`None`, [`Conn::post_unchecked`](crate::Conn::post_unchecked):
+    /// `op_context` travels in the work request ID).
+    pub(crate) fn post_recv(&self, ctx: u64, s: &Scatter, hold: Option<Option<Hold>>) -> Result<()> {
         if self.srq.is_some() {
-            return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::recv"));
+            return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::post"));
         }
         let qp = self.qp()?;
-        let sge = (len > 0).then(|| dst.sge(offset, len32));
         match hold {
-            Some(h) => self.recv.post_recv(qp, op_context, h, sge),
+            Some(h) => self.recv.post(RecvQueue::Qp(qp), ctx, h, s.sgl()),
             None => {
-                let wr_id = wrid::untracked(CompletionOp::Recv, op_context)?;
-                // SAFETY: the caller of `recv_unchecked` keeps the region
+                let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
+                // SAFETY: the caller of `post_unchecked` keeps the region
                 // alive until the receive completes.
                 #[allow(unsafe_code)]
-                unsafe { qp.post_recv(wr_id, sge) }.map_err(|e| crate::inflight::post_error("ibv_post_recv", e))
+                unsafe { qp.post_recv(wr_id, s.sgl()) }.map_err(|e| crate::inflight::post_error("ibv_post_recv", e))
             }
         }
     }

@@ -5,6 +5,7 @@
 use super::Conn;
 use crate::error::{Error, Result};
 use crate::inflight::{Hold, SendOpRec, NO_HOLD};
+use crate::ops::recv::Scatter;
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
 use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, Target, UncheckedOperation};
@@ -77,8 +78,7 @@ impl Conn {
             peer: &p.peer,
             native_atomic_write: p.native.atomic_write,
             native_flush: p.native.flush,
-            max_inline_data: p.limits.max_inline_data,
-            max_send_sge: p.limits.max_send_sge,
+            limits: &p.limits,
             pmem: &self.direct_write_to_pmem,
             flush_mr: &p.flush_mr,
         }
@@ -140,5 +140,15 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
         let qp = parts.qp()?;
         let rec = SendOpRec { ctx: m.ctx, kind: m.kind, signaled: wr.signaled, hold: g.hold.take(), confirm: None };
         parts.send.post_send_sgl(qp, rec, wr, g.list())
+    }
+
+    fn recv(self, m: Meta, mut s: Scatter) -> Result<()> {
+        // A list is tracked with its holds on either path (as a send's).
+        let hold = match (&mut s, self.hold) {
+            (Scatter::List(g), _) => Some(g.hold.take()),
+            (Scatter::One(_), None) => None,
+            (Scatter::One(_), Some(h)) => Some(Some(h())),
+        };
+        self.conn.parts.post_recv(m.ctx, &s, hold)
     }
 }

@@ -3,11 +3,12 @@
 //! wrappers over the list and inline operations of [`crate::ops`].
 
 use super::Conn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::RegMemory;
-use crate::mr::{MrRemote, Usage};
-use crate::ops::{gather, Flags, ReadSg, SendInline, SendSg, Sg, WriteInline, WriteSg};
-use std::sync::Arc;
+use crate::mr::MrRemote;
+use crate::ops::{Flags, ReadSg, RecvSg, SendInline, SendSg, Sg, WriteInline, WriteSg};
+#[cfg(doc)]
+use crate::{error::Error, mr::Usage};
 
 impl Conn {
     /// The bytes an operation may carry inline on this connection: what the
@@ -119,15 +120,7 @@ impl Conn {
     /// [`Error::Provider`] when posting fails (`ENOMEM`: the receive queue
     /// is full).
     pub fn recv_sg<M: RegMemory + Send + Sync + 'static>(&self, dst: &[Sg<'_, M>], op_context: u64) -> Result<()> {
-        let limit = "the connection's max_recv_sge";
-        let mut g = gather(dst, Usage::RECV, "recv_sg: dst", self.max_recv_sge(), limit, &self.parts.peer)?;
-        if self.parts.srq.is_some() {
-            return Err(Error::inval("recv_sg: the connection receives through its SRQ; post with Srq::recv"));
-        }
-        let qp = self.parts.qp()?;
-        // A list of 0-byte elements only posts no memory: nothing to hold.
-        let hold = g.hold.take().unwrap_or_else(|| Arc::new(()));
-        self.parts.recv.post_recv_sgl(qp, op_context, hold, g.list())
+        self.post(RecvSg::new(dst).op_context(op_context))
     }
 
     /// Writes `data` to the remote region at `dst_offset` as inline data

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 mod lock;
 mod recv;
 mod send;
-pub(crate) use recv::RecvTracker;
+pub(crate) use recv::{RecvQueue, RecvTracker};
 pub(crate) use send::{chain_is_full, SendChain, SendTracker};
 
 /// Anything kept alive by a reference.

@@ -6,6 +6,13 @@ use crate::wrid::{self, CompletionOp};
 use rpma_sys::wr::Sge;
 use std::sync::Mutex;
 
+/// A receive queue: a connection's or a shared one.
+#[derive(Clone, Copy)]
+pub(crate) enum RecvQueue<'q> {
+    Qp(&'q rpma_sys::qp::Qp),
+    Srq(&'q rpma_sys::srq::Srq),
+}
+
 /// Receives posted to a QP or an SRQ.
 pub(crate) struct RecvTracker {
     m: Mutex<Slots>,
@@ -66,49 +73,25 @@ impl RecvTracker {
         res.map_err(|e| post_error("ibv_post_recv", e))
     }
 
-    /// Posts a receive into `sge` on `qp` and records it: the region `hold`
-    /// keeps alive holds `sge`.
+    /// Posts a receive scattering into `sgl` on `queue` and records it: the
+    /// regions `hold` keeps alive hold `sgl` (`None`: `sgl` names no
+    /// memory).
     ///
     /// # Errors
-    /// [`Error::Provider`] when posting fails (`ENOMEM`: the queue is full).
-    pub(crate) fn post_recv(&self, qp: &rpma_sys::qp::Qp, ctx: u64, hold: Hold, sge: Option<Sge>) -> Result<()> {
-        self.post_with(ctx, Some(hold), |wr_id| {
-            // SAFETY: `sge` lies in the region the entry's hold keeps alive
-            // until the receive completes or the QP is destroyed (a failed
-            // destroy leaks the tracker, see `ConnParts::drop`).
+    /// [`Error::Provider`](crate::Error::Provider) when posting fails
+    /// (`ENOMEM`: the queue is full).
+    pub(crate) fn post(&self, queue: RecvQueue<'_>, ctx: u64, hold: Option<Hold>, sgl: &[Sge]) -> Result<()> {
+        self.post_with(ctx, hold, |wr_id| {
+            // SAFETY: `sgl` lies in the regions the entry's hold keeps alive
+            // until the receive completes or the queue is destroyed (a
+            // failed destroy leaks the tracker, see `ConnParts::drop` and
+            // `SrqInner::drop`).
             #[allow(unsafe_code)]
             unsafe {
-                qp.post_recv(wr_id, sge)
-            }
-        })
-    }
-
-    /// [`post_recv`](Self::post_recv) scattering into the list `sgl`: every
-    /// entry lies in a region `hold` keeps alive.
-    ///
-    /// # Errors
-    /// As [`post_recv`](Self::post_recv).
-    pub(crate) fn post_recv_sgl(&self, qp: &rpma_sys::qp::Qp, ctx: u64, hold: Hold, sgl: &[Sge]) -> Result<()> {
-        self.post_with(ctx, Some(hold), |wr_id| {
-            // SAFETY: as in `post_recv`, for every entry of `sgl`.
-            #[allow(unsafe_code)]
-            unsafe {
-                qp.post_recv_sgl(wr_id, sgl)
-            }
-        })
-    }
-
-    /// [`post_recv`](Self::post_recv) on a shared receive queue.
-    ///
-    /// # Errors
-    /// As [`post_recv`](Self::post_recv).
-    pub(crate) fn post_srq_recv(&self, srq: &rpma_sys::srq::Srq, ctx: u64, hold: Hold, sge: Option<Sge>) -> Result<()> {
-        self.post_with(ctx, Some(hold), |wr_id| {
-            // SAFETY: as in `post_recv`; a failed SRQ destroy leaks the
-            // tracker (see `SrqInner::drop`).
-            #[allow(unsafe_code)]
-            unsafe {
-                srq.post_recv(wr_id, sge)
+                match queue {
+                    RecvQueue::Qp(qp) => qp.post_recv(wr_id, sgl),
+                    RecvQueue::Srq(srq) => srq.post_recv(wr_id, sgl),
+                }
             }
         })
     }

@@ -17,6 +17,7 @@
 //! | [`FetchAndAdd`] | `IBV_WR_ATOMIC_FETCH_AND_ADD` | — |
 //! | [`WriteSg`], [`ReadSg`], [`SendSg`] | the same verbs with a list of local ranges ([`Sg`]) | — |
 //! | [`WriteInline`], [`SendInline`] | the same verbs with bytes copied when posting (`IBV_SEND_INLINE`) | — |
+//! | [`Recv`], [`RecvSg`] | `ibv_post_recv` / `ibv_post_srq_recv` (also on [`Srq::post`](crate::Srq::post)) | `rpma_recv`, `rpma_srq_recv` |
 //!
 //! Every operation reports a completion by default
 //! ([`Flags::COMPLETION_ALWAYS`]) with `op_context` 0; `.flags(..)`,
@@ -172,8 +173,9 @@ pub(crate) struct Target<'a> {
     pub(crate) peer: &'a Peer,
     pub(crate) native_atomic_write: bool,
     pub(crate) native_flush: bool,
-    pub(crate) max_inline_data: u32,
-    pub(crate) max_send_sge: u32,
+    /// The granted SGE counts and inline size (read by the operations that
+    /// need them only).
+    pub(crate) limits: &'a crate::conn::QpLimits,
     /// Read only by a flush (an atomic load is not optimized away).
     pub(crate) pmem: &'a std::sync::atomic::AtomicBool,
     pub(crate) flush_mr: &'a MrLocal<AlignedBuf>,
@@ -216,12 +218,15 @@ pub(crate) trait Sink {
     /// A request whose local memory is the list `g` (`wr.sge` is `None`),
     /// with the holds of its regions.
     fn list(self, m: Meta, wr: SendWr, g: Gathered) -> Result<()>;
+    /// A receive, for the receive queue.
+    fn recv(self, m: Meta, s: recv::Scatter) -> Result<()>;
 }
 
 pub(crate) mod sealed {
     use super::{Sink, Target};
     use crate::error::Result;
     use crate::inflight::Hold;
+    use crate::peer::Peer;
 
     /// Checks an operation and hands it to a [`Sink`] (sealed: only this
     /// module's types).
@@ -239,6 +244,13 @@ pub(crate) mod sealed {
         /// flush region (`t`), a harmless hold.
         fn hold(&self, t: &Target<'_>) -> Hold;
     }
+
+    /// Checks a receive for a queue other than a connection's (an SRQ).
+    pub trait Receive {
+        /// The checks against `peer` and the queue's most SGEs (and its
+        /// name in messages), then what to post, with its holds.
+        fn posting(&self, peer: &Peer, max_sge: (u32, &str)) -> Result<super::recv::Posting>;
+    }
 }
 
 /// An operation [`Conn::post_unchecked`](crate::Conn::post_unchecked)
@@ -250,6 +262,10 @@ pub trait UncheckedOperation: sealed::Encode {}
 /// memory the library can hold until the completion
 /// (`RegMemory + Send + Sync + 'static`; sealed).
 pub trait Operation: UncheckedOperation + sealed::Hold_ {}
+
+/// A receive ([`Recv`], [`RecvSg`]): what
+/// [`Srq::post`](crate::Srq::post) posts (sealed).
+pub trait RecvOperation: Operation + sealed::Receive {}
 
 /// The verb, its ranges and length: what every operation with a local range
 /// has, checked and encoded by [`Core::encode`].
@@ -606,8 +622,8 @@ impl sealed::Encode for AtomicWrite<'_> {
             let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
             Wr::AtomicWrite { flags, rkey, remote_addr, value }
         } else {
-            if t.max_inline_data < 8 {
-                return Err(no_inline8(t.max_inline_data));
+            if t.limits.max_inline_data < 8 {
+                return Err(no_inline8(t.limits.max_inline_data));
             }
             Wr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
         };
@@ -794,3 +810,5 @@ mod tests {
 mod lists;
 pub(crate) use lists::{gather, Gathered};
 pub use lists::{ReadSg, SendInline, SendSg, Sg, WriteInline, WriteSg};
+pub(crate) mod recv;
+pub use recv::{Recv, RecvSg};

@@ -1,0 +1,204 @@
+//! Receives as operations: [`Recv`] (one range, `rpma_recv`) and
+//! [`RecvSg`] (a list), posted to a connection's receive queue with
+//! [`Conn::post`](crate::Conn::post) (or `post_unchecked`, [`Recv`] only)
+//! and to a shared one with [`Srq::post`](crate::Srq::post). A receive's
+//! completion always arrives, so it has no flags; a chain refuses it (a
+//! chain is the send queue's).
+
+use super::sealed::{Encode, Hold_, Receive};
+use super::{gather, Gathered, HoldBy, Meta, Operation, RecvOperation, Sg, Sink, Target, UncheckedOperation};
+use crate::access::Usage;
+use crate::error::Result;
+use crate::inflight::Hold;
+use crate::memory::RegMemory;
+use crate::mr::MrLocal;
+use crate::peer::Peer;
+use crate::validate;
+use crate::wrid::CompletionOp;
+use rpma_sys::wr::Sge;
+
+/// Where a receive scatters what arrives: one range (`None`: 0 bytes) or a
+/// checked list. A temporary of one post, on the stack like the list it
+/// carries (boxing it would allocate on every post).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Scatter {
+    One(Option<Sge>),
+    List(Gathered),
+}
+
+impl Scatter {
+    /// The SGEs to post (empty: a 0-byte receive).
+    pub(crate) fn sgl(&self) -> &[Sge] {
+        match self {
+            Scatter::One(s) => s.as_slice(),
+            Scatter::List(g) => g.list(),
+        }
+    }
+}
+
+/// A checked receive for a queue without a connection's view (an SRQ):
+/// its op context, its memory and what keeps that memory alive.
+pub(crate) struct Posting {
+    pub(crate) ctx: u64,
+    pub(crate) scatter: Scatter,
+    pub(crate) hold: Option<Hold>,
+}
+
+/// A receive of up to `len` bytes (0 allowed) into `dst` at `offset`
+/// (`rpma_recv`, `rpma_srq_recv`, `rpma_conn_req_recv`); `dst` needs
+/// [`Usage::RECV`]. Receives are not guaranteed to complete in posting
+/// order; match them by [`op_context`](Recv::op_context).
+///
+/// ```
+/// use rpma::ops::Recv;
+/// # #[allow(dead_code)]
+/// fn expect_two(conn: &rpma::Conn, buf: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+///     conn.post(Recv::new(buf, 0, 64).op_context(1))?;
+///     conn.post(Recv::new(buf, 64, 64).op_context(2))?;
+///     Ok(())
+/// }
+/// ```
+pub struct Recv<'a, M: RegMemory> {
+    dst: &'a MrLocal<M>,
+    offset: usize,
+    len: usize,
+    ctx: u64,
+}
+
+impl<'a, M: RegMemory> Recv<'a, M> {
+    /// The receive, reporting its completion with `op_context` 0.
+    #[inline(always)]
+    pub fn new(dst: &'a MrLocal<M>, offset: usize, len: usize) -> Self {
+        Recv { dst, offset, len, ctx: 0 }
+    }
+
+    /// The value its completion carries in
+    /// [`Completion::op_context`](crate::Completion) (default 0).
+    #[must_use]
+    #[inline(always)]
+    pub fn op_context(mut self, op_context: u64) -> Self {
+        self.ctx = op_context;
+        self
+    }
+
+    /// The checks (the length, the range; with `checked` the usage and the
+    /// peer) and the memory to post.
+    fn scatter(&self, peer: &Peer, checked: bool) -> Result<Scatter> {
+        let len32 = validate::len32("recv", self.len)?;
+        self.dst.check_range("recv: dst", self.offset, self.len)?;
+        if checked {
+            validate::local(self.dst, Usage::RECV, "recv: dst", peer)?;
+        }
+        Ok(Scatter::One((self.len > 0).then(|| self.dst.sge(self.offset, len32))))
+    }
+}
+
+/// A receive scattering one message into the elements of `dst`, filled
+/// one after the other; every region in `dst` is held until it completes,
+/// and elements of 0 bytes are checked and skipped. At most the queue's
+/// receive SGEs ([`Conn::max_recv_sge`](crate::Conn::max_recv_sge); an
+/// SRQ takes one). See [`Conn::recv_sg`](crate::Conn::recv_sg).
+pub struct RecvSg<'a, M: RegMemory> {
+    dst: &'a [Sg<'a, M>],
+    ctx: u64,
+}
+
+impl<'a, M: RegMemory> RecvSg<'a, M> {
+    /// The receive, reporting its completion with `op_context` 0.
+    pub fn new(dst: &'a [Sg<'a, M>]) -> Self {
+        RecvSg { dst, ctx: 0 }
+    }
+
+    /// The value its completion carries in
+    /// [`Completion::op_context`](crate::Completion) (default 0).
+    #[must_use]
+    pub fn op_context(mut self, op_context: u64) -> Self {
+        self.ctx = op_context;
+        self
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
+    /// The checks (count, every element's range, usage and peer, the total)
+    /// and the list with its holds.
+    fn gather(&self, peer: &Peer, max: u32, limit: &str) -> Result<Gathered> {
+        gather(self.dst, Usage::RECV, "recv_sg: dst", max, limit, peer)
+    }
+}
+
+impl<M: RegMemory> Encode for Recv<'_, M> {
+    #[inline]
+    fn encode<S: Sink>(&self, t: &Target<'_>, checked: bool, sink: S) -> Result<()> {
+        let s = self.scatter(t.peer, checked)?;
+        sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::Op }, s)
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> Encode for RecvSg<'_, M> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+        let g = self.gather(t.peer, t.limits.max_recv_sge, "the connection's max_recv_sge")?;
+        sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::List }, Scatter::List(g))
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> Hold_ for Recv<'_, M> {
+    #[inline]
+    fn hold(&self, _: &Target<'_>) -> Hold {
+        self.dst.hold()
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> Hold_ for RecvSg<'_, M> {
+    fn hold(&self, t: &Target<'_>) -> Hold {
+        t.flush_mr.hold()
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> Receive for Recv<'_, M> {
+    fn posting(&self, peer: &Peer, _max_sge: (u32, &str)) -> Result<Posting> {
+        Ok(Posting { ctx: self.ctx, scatter: self.scatter(peer, true)?, hold: Some(self.dst.hold()) })
+    }
+}
+
+impl<M: RegMemory + Send + Sync + 'static> Receive for RecvSg<'_, M> {
+    fn posting(&self, peer: &Peer, (max, limit): (u32, &str)) -> Result<Posting> {
+        let mut g = self.gather(peer, max, limit)?;
+        Ok(Posting { ctx: self.ctx, hold: g.hold.take(), scatter: Scatter::List(g) })
+    }
+}
+
+impl<M: RegMemory> UncheckedOperation for Recv<'_, M> {}
+impl<M: RegMemory + Send + Sync + 'static> Operation for Recv<'_, M> {}
+impl<M: RegMemory + Send + Sync + 'static> RecvOperation for Recv<'_, M> {}
+impl<M: RegMemory + Send + Sync + 'static> UncheckedOperation for RecvSg<'_, M> {}
+impl<M: RegMemory + Send + Sync + 'static> Operation for RecvSg<'_, M> {}
+impl<M: RegMemory + Send + Sync + 'static> RecvOperation for RecvSg<'_, M> {}
+
+impl<M: RegMemory> Clone for Recv<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: RegMemory> Copy for Recv<'_, M> {}
+impl<M: RegMemory> Clone for RecvSg<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: RegMemory> Copy for RecvSg<'_, M> {}
+
+impl<M: RegMemory> std::fmt::Debug for Recv<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recv")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .field("op_context", &self.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: RegMemory> std::fmt::Debug for RecvSg<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvSg").field("len", &self.dst.len()).field("op_context", &self.ctx).finish()
+    }
+}
