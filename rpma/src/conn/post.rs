@@ -78,7 +78,9 @@ impl Conn {
             peer: &p.peer,
             native_atomic_write: p.native.atomic_write,
             native_flush: p.native.flush,
-            limits: &p.limits,
+            max_inline_data: p.limits.max_inline_data,
+            max_send_sge: p.limits.max_send_sge,
+            max_recv_sge: p.limits.max_recv_sge,
             pmem: &self.direct_write_to_pmem,
             flush_mr: &p.flush_mr,
         }

@@ -235,7 +235,7 @@ const SEND_SGE: &str = "the connection's max_send_sge";
 impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
         let remote = Some((self.dst, self.dst_offset, Usage::WRITE_DST, "write_sg: dst"));
-        let max = (t.limits.max_send_sge, SEND_SGE);
+        let max = (t.max_send_sge, SEND_SGE);
         post_list(SendOp::Write, self.src, Usage::WRITE_SRC, "write_sg: src", max, remote, self.s, t, sink)
     }
 }
@@ -243,10 +243,10 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
 impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
         let rd = t.peer.capabilities().max_sge_rd;
-        let max = if rd != 0 && rd < t.limits.max_send_sge {
+        let max = if rd != 0 && rd < t.max_send_sge {
             (rd, "the device's max_sge_rd")
         } else {
-            (t.limits.max_send_sge, SEND_SGE)
+            (t.max_send_sge, SEND_SGE)
         };
         let remote = Some((self.src, self.src_offset, Usage::READ_SRC, "read_sg: src"));
         post_list(SendOp::Read, self.dst, Usage::READ_DST, "read_sg: dst", max, remote, self.s, t, sink)
@@ -255,7 +255,7 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for SendSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
-        let max = (t.limits.max_send_sge, SEND_SGE);
+        let max = (t.max_send_sge, SEND_SGE);
         post_list(SendOp::Send, self.src, Usage::SEND, "send_sg: src", max, None, self.s, t, sink)
     }
 }
@@ -332,7 +332,7 @@ fn post_inline<S: Sink>(
     sink: S,
 ) -> Result<()> {
     let signaled = s.flags.signaled()?;
-    let max = t.limits.max_inline_data;
+    let max = t.max_inline_data;
     let len = match u32::try_from(data.len()) {
         Ok(n) if n <= max => n,
         _ => return Err(too_much_inline(what, data.len(), max)),

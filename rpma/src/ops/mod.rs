@@ -173,9 +173,9 @@ pub(crate) struct Target<'a> {
     pub(crate) peer: &'a Peer,
     pub(crate) native_atomic_write: bool,
     pub(crate) native_flush: bool,
-    /// The granted SGE counts and inline size (read by the operations that
-    /// need them only).
-    pub(crate) limits: &'a crate::conn::QpLimits,
+    pub(crate) max_inline_data: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
     /// Read only by a flush (an atomic load is not optimized away).
     pub(crate) pmem: &'a std::sync::atomic::AtomicBool,
     pub(crate) flush_mr: &'a MrLocal<AlignedBuf>,
@@ -622,8 +622,8 @@ impl sealed::Encode for AtomicWrite<'_> {
             let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
             Wr::AtomicWrite { flags, rkey, remote_addr, value }
         } else {
-            if t.limits.max_inline_data < 8 {
-                return Err(no_inline8(t.limits.max_inline_data));
+            if t.max_inline_data < 8 {
+                return Err(no_inline8(t.max_inline_data));
             }
             Wr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
         };

@@ -136,7 +136,7 @@ impl<M: RegMemory> Encode for Recv<'_, M> {
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for RecvSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
-        let g = self.gather(t.peer, t.limits.max_recv_sge, "the connection's max_recv_sge")?;
+        let g = self.gather(t.peer, t.max_recv_sge, "the connection's max_recv_sge")?;
         sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::List }, Scatter::List(g))
     }
 }
