@@ -3,7 +3,7 @@
 //! device.
 
 mod common;
-use common::{close, pair_on, peer, T};
+use common::{close, peer, Pair, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL};
 use rpma::rereg::{ReregError, ReregHow};
 use rpma::{AlignedBuf, CompletionOp, DeregError, Flags, MrLocal, MrRemote, Mw, MwAccess, MwType, Usage, WcStatus};
@@ -37,7 +37,7 @@ fn forged(desc: &[u8], size: Option<u64>, usage: Option<u8>) -> MrRemote {
 /// Binds a read-only type 2 window over [1024, 1536) of `mr` on a fresh
 /// connection; returns (client, server, window, descriptor).
 fn bound_read_only_window(sp: &rpma::Peer, mr: &MrLocal<AlignedBuf>) -> (rpma::Conn, rpma::Conn, Mw, Vec<u8>) {
-    let (c, s) = pair_on(sp, None, None, &[], vec![]);
+    let (c, s) = Pair::new().server_peer(sp).connect();
     let mut mw = Mw::alloc(sp, MwType::Type2).unwrap();
     s.bind_mw(&mut mw, mr, 1024, 512, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1).unwrap();
     let wc = s.cq().next_completion(T).unwrap();
@@ -115,7 +115,7 @@ device_tests!({
     fn window_invalidate_revokes_and_releases_the_region() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::ZERO_BASED;
         s.bind_mw(&mut mw, &mr, 2048, 256, access, Flags::COMPLETION_ALWAYS, 1).unwrap();
@@ -149,7 +149,7 @@ device_tests!({
         let sp = peer();
         let ro = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::READ_SRC).unwrap();
         let plain = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::RECV).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         let mut mw1 = Mw::alloc(&sp, MwType::Type1).unwrap();
         let f = Flags::COMPLETION_ALWAYS;
@@ -177,7 +177,7 @@ device_tests!({
     fn window_type1_bind_and_unbind() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut mw = Mw::alloc(&sp, MwType::Type1).unwrap();
         match s.bind_mw(&mut mw, &mr, 0, 128, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1) {
             Ok(()) => {}
@@ -199,7 +199,7 @@ device_tests!({
     fn remote_invalidate_by_send_with_inv() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -249,7 +249,7 @@ device_tests!({
     fn window_hold_ends_only_on_confirmation() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_WRITE, Flags::COMPLETION_ALWAYS, 1).unwrap();
         let bind_wc = s.cq().next_completion(T).unwrap();
@@ -282,7 +282,7 @@ device_tests!({
         assert!(e.to_string().contains("COMPLETION_ALWAYS"), "{e}");
         still_bound(&mw, &mr, "an unsignaled invalidation");
         // 3. Invalidating on another connection than the bind's is refused.
-        let (c2, s2) = pair_on(&sp, None, None, &[], vec![]);
+        let (c2, s2) = Pair::new().server_peer(&sp).connect();
         let e = s2.invalidate_mw(&mut mw, Flags::COMPLETION_ALWAYS, 3).unwrap_err();
         assert!(e.to_string().contains("bound on another connection"), "{e}");
         still_bound(&mw, &mr, "another connection");
@@ -326,7 +326,7 @@ device_tests!({
         let mut mr =
             MrLocal::reg_zero_based(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         mr.write_at(100, b"zero-based!").unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let remote = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
         assert_eq!(remote.addr(), 0);
         let local = MrLocal::reg_zero_based(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC)
@@ -389,7 +389,7 @@ device_tests!({
         let sp = peer();
         let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         mr.write_at(0, b"old memory").unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let old = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
         assert_eq!(read_status(&c, &old, 8), WcStatus::SUCCESS);
         // translation (new memory) + access change
@@ -453,7 +453,7 @@ device_tests!({
         let sp = peer();
         let mut smr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
         smr.write_at(0, &[1; 64]).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let remote = MrRemote::from_descriptor(&smr.descriptor()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         c.read(&local, 0, &remote, 0, 64, Flags::COMPLETION_ON_ERROR, 1).unwrap();
@@ -505,7 +505,7 @@ device_tests!({
         const N: u64 = 50;
         let sp = peer();
         let smsgs = Messages::new(&sp, 16, 2, 4, MsgAccess::Msgs).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut cmsgs = Messages::new(c.peer(), 16, 2, 4, MsgAccess::Msgs).unwrap();
         let mut smsgs = smsgs;
         smsgs.post_recv_all(&s).unwrap();

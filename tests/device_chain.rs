@@ -9,7 +9,7 @@ use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP};
 use rpma::ops::{AtomicWrite, Flush, Read, Write};
 use rpma::{AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, Flags, FlushType, MrLocal, MrRemote, Usage, WcStatus};
 mod common;
-use common::{close, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma_harness::device_tests;
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC).unwrap();
         println!("  path: {}", paths(&c));
@@ -100,7 +100,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::RECV;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         s.recv(&smr, 6000, 64, 71).unwrap();
         s.recv(&smr, 6100, 64, 72).unwrap();
@@ -167,7 +167,7 @@ device_tests!({
     fn a_bad_third_operation_posts_nothing() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, b"NOT HERE").unwrap();
@@ -226,7 +226,7 @@ device_tests!({
         for only_last_signaled in [false, true] {
             let sp = peer();
             let (smr, pdata) = server_region(&sp, usage);
-            let (c, s) = pair_on(&sp, None, None, &[], pdata);
+            let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
             let remote = remote_of(&c);
             let forged = forged_rkey(&c);
             let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
@@ -290,7 +290,7 @@ device_tests!({
         cfg.set_sq_size(4);
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         let chain_of = |n: u64, last: Flags| {
@@ -331,7 +331,7 @@ device_tests!({
     fn a_send_after_a_flush() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::RECV);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         s.recv(&smr, 7000, 64, 81).unwrap();
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();

@@ -10,7 +10,7 @@ use rpma::{
     SrqCfg, Usage, WcStatus,
 };
 mod common;
-use common::{close, pair, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma_harness::{addr, device_tests, next_port};
 use std::thread;
 use std::time::Duration;
@@ -25,7 +25,7 @@ fn rnr_naks_sent(dev: &str) -> u64 {
 
 device_tests!({
     fn connect_exchange_private_data_and_close() {
-        let (c, s) = pair(None, None, b"from-client", b"from-server".to_vec());
+        let (c, s) = Pair::new().client_pdata(b"from-client").server_pdata(b"from-server".to_vec()).connect();
         assert!(s.private_data().starts_with(b"from-client"));
         assert!(c.private_data().starts_with(b"from-server"));
         println!(
@@ -47,7 +47,7 @@ device_tests!({
         assert!(e.to_string().contains("at most 56 bytes"), "{e}");
         // The full 56 bytes go through and arrive intact.
         let full: Vec<u8> = (0..56u8).collect();
-        let (c, s) = pair(None, None, &full, vec![9u8; 196]);
+        let (c, s) = Pair::new().client_pdata(&full).server_pdata(vec![9u8; 196]).connect();
         assert_eq!(&s.private_data()[..56], &full[..]);
         assert_eq!(&c.private_data()[..196], &[9u8; 196][..]);
         close(c, s);
@@ -105,7 +105,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         assert_eq!(remote.size(), 8192);
         let cp = c.cq();
@@ -157,7 +157,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
         let mut cfg = ConnCfg::new();
         cfg.set_native_ops(false);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, b"emulated").unwrap();
@@ -227,7 +227,7 @@ device_tests!({
         pcfg.set_direct_write_to_pmem(true);
         let mut pdata = smr.descriptor().to_vec();
         pdata.extend_from_slice(&pcfg.descriptor());
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         c.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&c.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).unwrap());
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
@@ -245,7 +245,7 @@ device_tests!({
     }
 
     fn send_recv_and_immediates() {
-        let (c, s) = pair(None, None, &[], vec![]);
+        let (c, s) = Pair::new().connect();
         assert!(!c.peer().same_pd(s.peer()));
         let smr = MrLocal::reg(s.peer(), AlignedBuf::new(256).unwrap(), Usage::RECV).unwrap();
         s.recv(&smr, 0, 64, 11).unwrap();
@@ -271,7 +271,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
         let mut cfg = ConnCfg::new();
         cfg.set_rcq_size(8);
-        let (c, s) = pair_on(&sp, None, Some(cfg), &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_cfg(cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let recv_mr = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
         s.recv(&recv_mr, 0, 0, 31).unwrap();
@@ -292,7 +292,7 @@ device_tests!({
     fn operations_validate_before_posting() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::SEND).unwrap();
         let inval = |r: rpma::Result<()>, needle: &str| {
@@ -344,7 +344,7 @@ device_tests!({
     fn regions_in_flight_stay_alive() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST).unwrap();
         // Unsignaled reads keep the region held until a later signaled one completes.
@@ -375,7 +375,7 @@ device_tests!({
     fn blocking_waits_across_the_ack_batch_then_drop() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
         // Each read: wait for its completion event (the CQ is armed at
@@ -405,7 +405,7 @@ device_tests!({
         cfg.set_sq_size(4);
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         for i in 0..3 {
@@ -438,7 +438,7 @@ device_tests!({
         let mut cli_cfg = ConnCfg::new();
         cli_cfg.set_compl_channel(true);
         cli_cfg.set_rcq_size(4);
-        let (c, s) = pair_on(&sp, Some(&cli_cfg), Some(srv_cfg), &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cli_cfg).server_cfg(srv_cfg).connect();
         assert!(s.rcq().is_none(), "the SRQ's RCQ is used");
         assert_eq!(s.recv(&smr, 0, 8, 0).unwrap_err().code(), RPMA_E_INVAL);
         assert_eq!(c.cq().wait().unwrap_err().code(), RPMA_E_SHARED_CHANNEL);
@@ -459,7 +459,7 @@ device_tests!({
     fn rkey_of_another_protection_domain_is_refused_by_the_device() {
         let other = peer();
         let (smr, pdata) = server_region(&other, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair(None, None, &[], pdata); // server conn on a fresh PD
+        let (c, s) = Pair::new().server_pdata(pdata).connect(); // server conn on a fresh PD
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, &[0xee; 64]).unwrap();
@@ -490,7 +490,7 @@ device_tests!({
         rpma::utils::set_nonblocking(ep.fd(), true).unwrap();
         assert_eq!(ep.next_conn_req(None).unwrap_err().code(), RPMA_E_NO_EVENT);
         drop(ep);
-        let (c, s) = pair(None, None, &[], vec![]);
+        let (c, s) = Pair::new().connect();
         rpma::utils::set_nonblocking(c.event_fd(), true).unwrap();
         assert_eq!(c.next_event().unwrap_err().code(), RPMA_E_NO_EVENT);
         rpma::utils::set_nonblocking(c.cq().fd(), true).unwrap();
@@ -502,7 +502,7 @@ device_tests!({
     fn unchecked_read_into_borrowed_memory() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut backing = vec![0u8; 128];
         {
@@ -531,7 +531,7 @@ device_tests!({
     fn zero_byte_operations_complete() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local =
             MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
@@ -577,7 +577,7 @@ device_tests!({
     fn unchecked_operations_mixed_with_tracked_ones() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let big = (1u64 << 56) - 1;
@@ -616,7 +616,7 @@ device_tests!({
             let sp = peer();
             let mut scfg = ConnCfg::new();
             scfg.set_min_rnr_timer(code).unwrap();
-            let (c, s) = pair_on(&sp, None, Some(scfg), &[], vec![]);
+            let (c, s) = Pair::new().server_peer(&sp).server_cfg(scfg).connect();
             assert_eq!(s.retry_budget().unwrap().min_rnr_timer, code);
             assert_eq!(c.retry_budget().unwrap().min_rnr_timer, 12, "the client's default");
             let msg = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
@@ -658,7 +658,7 @@ device_tests!({
     fn polling_for_a_remote_write() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         for k in 1..=20u8 {

@@ -5,7 +5,7 @@
 use rpma::error::RPMA_E_INVAL;
 use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Sg, Usage, WcStatus};
 mod common;
-use common::{close, pair, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma_harness::device_tests;
 
 fn inval(r: rpma::Result<()>, needle: &str) {
@@ -29,7 +29,7 @@ fn sg_cfg(send: u32, recv: u32) -> ConnCfg {
 
 device_tests!({
     fn granted_caps_are_reported() {
-        let (c, s) = pair(None, None, &[], vec![]);
+        let (c, s) = Pair::new().connect();
         println!(
             "  default ConnCfg (sge 1/1, inline 8): granted max_inline_data {}, max_send_sge {}, max_recv_sge {}",
             c.max_inline_data(),
@@ -40,7 +40,7 @@ device_tests!({
         close(c, s);
         let mut cfg = sg_cfg(4, 3);
         cfg.set_max_inline_data(64);
-        let (c, s) = pair(Some(&cfg), None, &[], vec![]);
+        let (c, s) = Pair::new().client_cfg(&cfg).connect();
         println!(
             "  ConnCfg sge 4/3, inline 64: granted max_inline_data {}, max_send_sge {}, max_recv_sge {}",
             c.max_inline_data(),
@@ -59,7 +59,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
         let mut cfg = ConnCfg::new();
         cfg.set_max_inline_data(64);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let n = c.max_send_sge() as usize;
         println!("  ConnCfg sge 1/1, inline 64: granted max_send_sge {n}, max_inline_data {}", c.max_inline_data());
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
@@ -94,7 +94,7 @@ device_tests!({
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
         let cfg = sg_cfg(4, 1);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut a = region(c.peer(), 64, Usage::WRITE_SRC, b'a');
         let b = region(c.peer(), 4096, Usage::WRITE_SRC, b'b');
@@ -130,7 +130,7 @@ device_tests!({
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
         let cfg = sg_cfg(3, 1);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let a = region(c.peer(), 64, Usage::READ_DST, 0);
         let b = region(c.peer(), 8192, Usage::READ_DST, 0);
@@ -158,7 +158,7 @@ device_tests!({
     fn send_sg_into_recv_sg() {
         let cfg = sg_cfg(3, 1);
         let scfg = sg_cfg(1, 3);
-        let (c, s) = pair(Some(&cfg), Some(scfg), &[], vec![]);
+        let (c, s) = Pair::new().client_cfg(&cfg).server_cfg(scfg).connect();
         println!("  server max_recv_sge granted {}", s.max_recv_sge());
         let r1 = region(s.peer(), 8, Usage::RECV, 0);
         let r2 = region(s.peer(), 64, Usage::RECV, 0);
@@ -193,7 +193,7 @@ device_tests!({
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::READ_SRC);
         let cfg = sg_cfg(2, 1);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let w = region(c.peer(), 64, Usage::WRITE_SRC, 1);
         let r = region(c.peer(), 64, Usage::READ_DST, 1);
@@ -229,7 +229,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
         let mut cfg = ConnCfg::new();
         cfg.set_max_inline_data(64);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let max = c.max_inline_data() as usize;
         let data: Vec<u8> = (0..max + 1).map(|i| (i % 200) as u8 + 1).collect();
@@ -262,7 +262,7 @@ device_tests!({
     fn inline_data_is_copied_at_post() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let rmr = region(s.peer(), 64, Usage::RECV, 0);
         s.recv(&rmr, 0, 64, 1).unwrap();
@@ -297,7 +297,7 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_max_inline_data(0);
         cfg.set_native_ops(false);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let max = c.max_inline_data() as usize;
         println!("  ConnCfg max_inline_data 0: granted {max}");

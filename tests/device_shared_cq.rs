@@ -2,7 +2,7 @@
 //! connections, on a real RDMA device (rxe in the harness VM).
 
 mod common;
-use common::{close, pair_peers, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma::error::RPMA_E_INVAL;
 use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, Flags, MrLocal, MrRemote, SharedCq, Usage};
 use rpma_harness::{device_tests, next_port};
@@ -13,7 +13,8 @@ use std::collections::HashMap;
 fn conns(cp: &rpma::Peer, sp: &rpma::Peer, n: usize, ccfg: &ConnCfg, desc: &[u8]) -> Vec<(Conn, Conn, Remote)> {
     (0..n)
         .map(|_| {
-            let (c, s) = pair_peers(cp, sp, next_port(), Some(ccfg), None, &[], desc.to_vec());
+            let (c, s) =
+                Pair::new().server_peer(sp).client_peer(cp).client_cfg(ccfg).server_pdata(desc.to_vec()).connect();
             let r = Remote(MrRemote::from_descriptor(c.private_data()).ok());
             (c, s, r)
         })

@@ -7,7 +7,7 @@
 //! skipped, so the object really stays alive, as after a real failure).
 
 mod common;
-use common::{close, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NO_COMPLETION};
 use rpma::ops::Read;
 use rpma::rereg::ReregError;
@@ -96,7 +96,7 @@ device_tests!({
         fail_next(Teardown::DeregMr);
         drop(mr);
         assert!(!freed.load(Ordering::SeqCst), "a failed deregistration on drop must leak, not free");
-        let (c, s) = pair_on(&sp, None, None, &[], desc.to_vec());
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(desc.to_vec()).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         write_lands_in_leaked_memory(&c, &remote, ptr, b"still reachable");
         close(c, s);
@@ -108,7 +108,7 @@ device_tests!({
         let sp = peer();
         let (mem, freed) = Watched::new(4096);
         let mr = MrLocal::reg(&sp, mem, Usage::MW_BIND | Usage::WRITE_DST).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_WRITE, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -134,7 +134,7 @@ device_tests!({
         let sp = peer();
         let (mem, freed) = Watched::new(64);
         let r = MrLocal::reg(&sp, mem, Usage::RECV).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         s.recv(&r, 0, 8, 1).unwrap();
         assert_eq!(r.in_flight(), 1);
         fail_next(Teardown::DestroyQp);
@@ -213,7 +213,7 @@ device_tests!({
         assert_eq!(r.in_flight(), 2);
         let mut cfg = ConnCfg::new();
         cfg.set_srq(Some(&srq));
-        let (c, s) = pair_on(&sp, None, Some(cfg), &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).server_cfg(cfg).connect();
         let m = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
         c.send(&m, 0, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -232,7 +232,7 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_sq_size(64);
         cfg.set_cq_size(64);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let got = Mutex::new(Vec::new());
@@ -285,7 +285,7 @@ device_tests!({
         let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST);
         let mut cfg = ConnCfg::new();
         cfg.set_sq_size(8);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         let mut n = 0;
@@ -316,7 +316,7 @@ device_tests!({
     fn every_size_taking_call_takes_hostile_sizes() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let all = Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND | Usage::RECV | Usage::MW_BIND;
         let mut mr = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), all).unwrap();
@@ -532,7 +532,7 @@ device_tests!({
         // Timeouts.
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         assert_eq!(c.cq().next_completion(Duration::ZERO).unwrap_err().code(), RPMA_E_NO_COMPLETION);
@@ -554,7 +554,7 @@ device_tests!({
     /// panic on the address arithmetic.
     fn hostile_descriptor_addresses_do_not_panic() {
         let sp = peer();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let mut d = [0u8; 21];
         d[..8].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
         d[8..16].copy_from_slice(&64u64.to_le_bytes());
