@@ -4,7 +4,7 @@
 
 mod common;
 use common::{close, peer, Pair, T};
-use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL};
+use rpma::error::{Detail, RPMA_E_AGAIN, RPMA_E_INVAL};
 use rpma::rereg::{ReregError, ReregHow};
 use rpma::{AlignedBuf, CompletionOp, DeregError, Flags, MrLocal, MrRemote, Mw, MwAccess, MwType, Usage, WcStatus};
 use rpma_harness::{device_tests, in_vm};
@@ -153,11 +153,27 @@ device_tests!({
         let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
         let mut mw1 = Mw::alloc(&sp, MwType::Type1).unwrap();
         let f = Flags::COMPLETION_ALWAYS;
+        let typed: Vec<(rpma::Result<()>, Detail)> = vec![
+            (
+                s.bind_mw(&mut mw, &plain, 0, 8, MwAccess::REMOTE_READ, f, 0),
+                Detail::UsageMissing { what: "bind_mw: mr".into(), missing: Usage::MW_BIND },
+            ),
+            (
+                s.bind_mw(&mut mw, &ro, 4090, 8, MwAccess::REMOTE_READ, f, 0),
+                Detail::OutOfRange { what: "bind_mw: mr".into(), offset: 4090, len: 8, size: 4096 },
+            ),
+        ];
+        for (r, detail) in typed {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            assert_eq!(e.detail(), Some(&detail), "{e}");
+        }
+        // The text is what is tested: these are bugs in the calling code, not
+        // causes handled at run time (no typed detail), and the message names
+        // the rule that refused.
         let cases: Vec<(rpma::Result<()>, &str)> = vec![
             (s.bind_mw(&mut mw, &ro, 0, 8, MwAccess::REMOTE_WRITE, f, 0), "needs local write access"),
             (s.bind_mw(&mut mw, &ro, 0, 8, MwAccess::REMOTE_ATOMIC, f, 0), "needs local write access"),
-            (s.bind_mw(&mut mw, &plain, 0, 8, MwAccess::REMOTE_READ, f, 0), "not Usage(MW_BIND)"),
-            (s.bind_mw(&mut mw, &ro, 4090, 8, MwAccess::REMOTE_READ, f, 0), "exceeds the local region's size 4096"),
             (
                 s.bind_mw(&mut mw1, &ro, 0, 8, MwAccess::REMOTE_READ | MwAccess::ZERO_BASED, f, 0),
                 "needs a type 2 window",
@@ -232,10 +248,12 @@ device_tests!({
             );
             assert!(!in_vm() || wc.invalidated_rkey.is_none());
             let e = mw.remote_invalidated(&wc).unwrap_err();
+            // The text is what is tested: which refusal it is (a caller
+            // handles them all alike: the window stays bound).
             assert!(e.to_string().contains("names no invalidated rkey"), "{e}");
             assert!(mw.is_bound());
             let DeregError { mr, error } = mr.dereg().unwrap_err();
-            assert!(error.to_string().contains("1 memory window(s) are bound over it"), "{error}");
+            assert!(matches!(error.detail(), Some(Detail::RegionBusy { windows: 1, .. })), "{error}");
             drop(mw); // ibv_dealloc_mw succeeded: the region is free
             assert_eq!(mr.bound_windows(), 0);
             mr.dereg().map_err(|e| e.error).unwrap();
@@ -260,6 +278,8 @@ device_tests!({
             assert_eq!(mr.bound_windows(), 1, "{why}: the window must keep holding the region");
         };
         // 1. Any completion other than a receive naming its rkey is refused.
+        // In 1 and 1b the text is what is tested: which refusal it is (a
+        // caller handles them all alike: the window stays bound).
         let e = mw.remote_invalidated(&bind_wc).unwrap_err();
         assert!(e.to_string().contains("not a successful receive"), "{e}");
         still_bound(&mw, &mr, "the bind's own completion");
@@ -279,17 +299,19 @@ device_tests!({
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "still bound on the device");
         // 2. Invalidation needs its own completion.
         let e = s.invalidate_mw(&mut mw, Flags::COMPLETION_ON_ERROR, 2).unwrap_err();
+        // The text is what is tested: a missing flag is a bug in the calling
+        // code (no typed detail); the message names the flag to add.
         assert!(e.to_string().contains("COMPLETION_ALWAYS"), "{e}");
         still_bound(&mw, &mr, "an unsignaled invalidation");
         // 3. Invalidating on another connection than the bind's is refused.
         let (c2, s2) = Pair::new().server_peer(&sp).connect();
         let e = s2.invalidate_mw(&mut mw, Flags::COMPLETION_ALWAYS, 3).unwrap_err();
-        assert!(e.to_string().contains("bound on another connection"), "{e}");
+        assert!(matches!(e.detail(), Some(Detail::Foreign { .. })), "{e}");
         still_bound(&mw, &mr, "another connection");
         // 4. A closed connection refuses to post and keeps the binding.
         s2.disconnect().unwrap();
         let e = s2.invalidate_mw(&mut mw, Flags::COMPLETION_ALWAYS, 3).unwrap_err();
-        assert!(e.to_string().contains("closed") || e.to_string().contains("another connection"), "{e}");
+        assert!(matches!(e.detail(), Some(Detail::Closed | Detail::Foreign { .. })), "{e}");
         still_bound(&mw, &mr, "a closed connection");
         drop((c2, s2));
         // 5. A failed invalidation (flushed behind a failing operation) keeps it:
@@ -312,7 +334,7 @@ device_tests!({
         still_bound(&mw, &mr, "a failed invalidation");
         let DeregError { mr, error } = mr.dereg().unwrap_err();
         assert_eq!(error.code(), rpma::error::RPMA_E_AGAIN);
-        assert!(error.to_string().contains("memory window(s) are bound"), "{error}");
+        assert!(matches!(error.detail(), Some(Detail::RegionBusy { windows: 1, .. })), "{error}");
         // 6. Deallocating it ends the hold (ibv_dealloc_mw succeeded); before
         // the connection goes (rxe's teardown stalls ~50 s with a bound window).
         drop(mw);
@@ -429,6 +451,8 @@ device_tests!({
             match e {
                 ReregError::Unchanged { mr, error, .. } => {
                     assert_eq!(error.code(), code, "{error}");
+                    // The text is what is tested: both are bugs in the
+                    // calling code (no typed detail); the message says which.
                     assert!(error.to_string().contains(needle), "{error} lacks {needle:?}");
                     mr
                 }
@@ -441,7 +465,11 @@ device_tests!({
         // With a new, empty memory: both come back.
         match mr.rereg_memory(Vec::new(), None, None) {
             Err(ReregError::Unchanged { mr, new_memory, error }) => {
-                assert!(error.to_string().contains("0 bytes"), "{error}");
+                assert_eq!(
+                    error.detail(),
+                    Some(&Detail::Empty { what: "rereg_memory: the new memory".into() }),
+                    "{error}"
+                );
                 assert_eq!(new_memory, Some(Vec::new()));
                 assert_eq!(mr.rkey(), rkey);
             }
@@ -527,7 +555,7 @@ device_tests!({
             assert_eq!(next_recv(&c, &cmsgs), i * 2);
         }
         let e = cmsgs.send(&c, 0, &[0u8; 17], Flags::COMPLETION_ALWAYS).unwrap_err();
-        assert!(e.to_string().contains("exceeds the slot size 16"), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "message".into(), len: 17, max: 16 }), "{e}");
         assert_eq!(cmsgs.send(&c, 9, b"x", Flags::COMPLETION_ALWAYS).unwrap_err().code(), RPMA_E_INVAL);
         close(c, s);
     }

@@ -44,7 +44,7 @@ device_tests!({
         let req = ConnReq::new(&p, &addr(), next_port(), None).unwrap();
         let e = req.connect(&big).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("at most 56 bytes"), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "private data".into(), len: 57, max: 56 }), "{e}");
         // The full 56 bytes go through and arrive intact.
         let full: Vec<u8> = (0..56u8).collect();
         let (c, s) = Pair::new().client_pdata(&full).server_pdata(vec![9u8; 196]).connect();
@@ -295,36 +295,56 @@ device_tests!({
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::SEND).unwrap();
-        let inval = |r: rpma::Result<()>, needle: &str| {
+        let refused = |r: rpma::Result<()>, want: Detail| {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            assert_eq!(e.detail(), Some(&want), "{e}");
+        };
+        // For the flags the text is what is tested: a wrong flag is a bug in
+        // the calling code (no typed detail), and the message names the flag
+        // to add.
+        let bad_flags = |r: rpma::Result<()>, needle: &str| {
             let e = r.unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
             assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
         };
-        inval(c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0), "flags are empty");
-        inval(c.read(&local, 0, &remote, 0, 8, Flags::FENCE, 0), "FENCE alone");
+        bad_flags(c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0), "flags are empty");
+        bad_flags(c.read(&local, 0, &remote, 0, 8, Flags::FENCE, 0), "FENCE alone");
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS | Flags::FENCE, 77).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.status), (77, WcStatus::SUCCESS), "a fenced read");
-        inval(
+        refused(
             c.read(&local, 60, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 0),
-            "offset 60 + length 8 exceeds the local region's size 64",
+            Detail::OutOfRange { what: "read: dst".into(), offset: 60, len: 8, size: 64 },
         );
-        inval(
+        refused(
             c.read(&local, 0, &remote, 8190, 8, Flags::COMPLETION_ALWAYS, 0),
-            "offset 8190 + length 8 exceeds the remote region's size 8192",
+            Detail::OutOfRange { what: "read: src".into(), offset: 8190, len: 8, size: 8192 },
         );
-        inval(c.read(&local, 0, &remote, 0, 1 << 32, Flags::COMPLETION_ALWAYS, 0), "exceeds 4 GiB - 1");
-        inval(c.write(&remote, 0, &local, 0, 8, Flags::COMPLETION_ALWAYS, 0), "not Usage(WRITE_SRC)");
-        inval(c.atomic_write(&remote, 4, [0; 8], Flags::COMPLETION_ALWAYS, 0), "not a multiple of 8");
-        inval(c.recv(&local, 0, 8, 0), "not Usage(RECV)");
+        refused(
+            c.read(&local, 0, &remote, 0, 1 << 32, Flags::COMPLETION_ALWAYS, 0),
+            Detail::TooLong { what: "read: dst".into(), len: 1 << 32, max: u32::MAX.into() },
+        );
+        refused(
+            c.write(&remote, 0, &local, 0, 8, Flags::COMPLETION_ALWAYS, 0),
+            Detail::UsageMissing { what: "write: src".into(), missing: Usage::WRITE_SRC },
+        );
+        refused(
+            c.atomic_write(&remote, 4, [0; 8], Flags::COMPLETION_ALWAYS, 0),
+            Detail::Misaligned { what: "atomic_write: dst_offset".into(), value: 4, align: 8 },
+        );
+        refused(c.recv(&local, 0, 8, 0), Detail::UsageMissing { what: "recv: dst".into(), missing: Usage::RECV });
         let e = c.flush(&remote, 0, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 0).unwrap_err();
         assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
         assert_eq!(e.detail(), Some(&Detail::Unsupported), "{e}");
+        // Here and below the text is what is tested: which of the two reasons
+        // it is, and what to do about it.
         assert!(e.to_string().contains("direct write to persistent memory"), "{e}");
         let mut pcfg = PeerCfg::new();
         pcfg.set_direct_write_to_pmem(true);
         c.apply_remote_peer_cfg(&pcfg);
         let e = c.flush(&remote, 0, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 0).unwrap_err();
+        assert_eq!(e.detail(), Some(&Detail::Unsupported), "{e}");
         assert!(e.to_string().contains("FLUSH_TYPE_PERSISTENT"), "{e}");
         let short_flush = c.flush(&remote, 8188, 4, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 78);
         if c.peer().is_native_flush_supported() {
@@ -333,7 +353,8 @@ device_tests!({
             let wc = c.cq().next_completion(T).unwrap();
             assert_eq!((wc.op_context, wc.status), (78, WcStatus::SUCCESS), "a native 4-byte flush");
         } else {
-            inval(short_flush, "APM reads 8 bytes");
+            let what = "flush (APM reads 8 bytes at dst_offset)".into();
+            refused(short_flush, Detail::OutOfRange { what, offset: 8188, len: 8, size: 8192 });
         }
         let e = c.compl_fd().unwrap_err();
         assert_eq!(e.code(), rpma::error::RPMA_E_NOT_SHARED_CHNL);
@@ -415,6 +436,7 @@ device_tests!({
         let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ON_ERROR, 9).unwrap_err();
         assert_eq!(e.code(), RPMA_E_AGAIN, "{e}");
         assert_eq!(e.detail(), Some(&Detail::QueueFull), "{e}");
+        // The text is what is tested: why the queue counts as full.
         assert!(e.to_string().contains("kept for a signaled operation"), "{e}");
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
         let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 9).unwrap_err();
@@ -481,7 +503,7 @@ device_tests!({
         cfg.set_srq(Some(&srq));
         let e = ConnReq::new(&peer(), &addr(), next_port(), Some(&cfg)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("another peer"), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::Foreign { what: "the SRQ".into() }), "{e}");
     }
 
     fn nonblocking_fds_report_no_event_and_no_completion() {
@@ -592,6 +614,9 @@ device_tests!({
             c.write_unchecked(&remote, 700, &local, 0, 16, Flags::COMPLETION_ALWAYS, 0).unwrap();
             let e = c.read_unchecked(&local, 64, &remote, 0, 16, Flags::COMPLETION_ALWAYS, big + 1).unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            // The text is what is tested: an op_context over 56 bits is a bug
+            // in the calling code (no typed detail); the message names the
+            // limit.
             assert!(e.to_string().contains("56 bits"), "{e}");
         }
         let mut got = Vec::new();
