@@ -235,6 +235,8 @@ device_tests!({
         let p = peer();
         let ep = Ep::listen(&p, &addr(), next_port()).unwrap();
         let e = AsyncEp::new(&ep).err().expect("no runtime");
+        // The text is what is tested: a call outside a runtime is a bug in
+        // the caller, and the message says what to do (no typed detail).
         assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
     }
 });

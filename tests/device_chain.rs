@@ -5,11 +5,11 @@
 //! write goes through one `ibv_wr_start` ... `ibv_wr_complete` sequence.
 
 use rpma::conn::CHAIN_MAX;
-use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP};
+use rpma::error::{Detail, RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP};
 use rpma::ops::{AtomicWrite, Flush, Read, Write};
 use rpma::{AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, Flags, FlushType, MrLocal, MrRemote, Usage, WcStatus};
 mod common;
-use common::{close, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma_harness::device_tests;
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC).unwrap();
         println!("  path: {}", paths(&c));
@@ -100,7 +100,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::RECV;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         s.recv(&smr, 6000, 64, 71).unwrap();
         s.recv(&smr, 6100, 64, 72).unwrap();
@@ -167,7 +167,7 @@ device_tests!({
     fn a_bad_third_operation_posts_nothing() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, b"NOT HERE").unwrap();
@@ -212,7 +212,8 @@ device_tests!({
         }
         let e = ch.push(Read::new(&dst, 0, &remote, 0, 8).flags(LOUD).op_context(99)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-        assert!(e.to_string().contains(&format!("at most {CHAIN_MAX}")), "{e}");
+        let max = CHAIN_MAX as u64;
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "chain".into(), len: max + 1, max }), "{e}");
         println!("  {e}");
         drop(ch);
         assert_eq!(c.pending_sends(), 0);
@@ -226,7 +227,7 @@ device_tests!({
         for only_last_signaled in [false, true] {
             let sp = peer();
             let (smr, pdata) = server_region(&sp, usage);
-            let (c, s) = pair_on(&sp, None, None, &[], pdata);
+            let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
             let remote = remote_of(&c);
             let forged = forged_rkey(&c);
             let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
@@ -290,7 +291,7 @@ device_tests!({
         cfg.set_sq_size(4);
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         let chain_of = |n: u64, last: Flags| {
@@ -331,7 +332,7 @@ device_tests!({
     fn a_send_after_a_flush() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::RECV);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         s.recv(&smr, 7000, 64, 81).unwrap();
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
@@ -344,6 +345,9 @@ device_tests!({
         if c.peer().is_native_flush_supported() {
             let e = r.unwrap_err();
             assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
+            assert_eq!(e.detail(), Some(&Detail::Unsupported), "{e}");
+            // The text is what is tested: it names the operation to post on
+            // its own, by its place in the chain.
             assert!(e.to_string().contains("chain operation 2"), "{e}");
             assert_eq!(c.pending_sends(), 0, "nothing posted");
             println!("  native flush: {e}");

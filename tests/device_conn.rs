@@ -10,7 +10,7 @@ use rpma::{
     SrqCfg, Usage, WcStatus,
 };
 mod common;
-use common::{close, pair, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma_harness::{addr, device_tests, next_port};
 use std::thread;
 use std::time::Duration;
@@ -25,7 +25,7 @@ fn rnr_naks_sent(dev: &str) -> u64 {
 
 device_tests!({
     fn connect_exchange_private_data_and_close() {
-        let (c, s) = pair(None, None, b"from-client", b"from-server".to_vec());
+        let (c, s) = Pair::new().client_pdata(b"from-client").server_pdata(b"from-server".to_vec()).connect();
         assert!(s.private_data().starts_with(b"from-client"));
         assert!(c.private_data().starts_with(b"from-server"));
         println!(
@@ -44,10 +44,10 @@ device_tests!({
         let req = ConnReq::new(&p, &addr(), next_port(), None).unwrap();
         let e = req.connect(&big).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("at most 56 bytes"), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "private data".into(), len: 57, max: 56 }), "{e}");
         // The full 56 bytes go through and arrive intact.
         let full: Vec<u8> = (0..56u8).collect();
-        let (c, s) = pair(None, None, &full, vec![9u8; 196]);
+        let (c, s) = Pair::new().client_pdata(&full).server_pdata(vec![9u8; 196]).connect();
         assert_eq!(&s.private_data()[..56], &full[..]);
         assert_eq!(&c.private_data()[..196], &[9u8; 196][..]);
         close(c, s);
@@ -105,7 +105,7 @@ device_tests!({
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         assert_eq!(remote.size(), 8192);
         let cp = c.cq();
@@ -157,7 +157,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
         let mut cfg = ConnCfg::new();
         cfg.set_native_ops(false);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, b"emulated").unwrap();
@@ -227,7 +227,7 @@ device_tests!({
         pcfg.set_direct_write_to_pmem(true);
         let mut pdata = smr.descriptor().to_vec();
         pdata.extend_from_slice(&pcfg.descriptor());
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         c.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&c.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).unwrap());
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
@@ -245,7 +245,7 @@ device_tests!({
     }
 
     fn send_recv_and_immediates() {
-        let (c, s) = pair(None, None, &[], vec![]);
+        let (c, s) = Pair::new().connect();
         assert!(!c.peer().same_pd(s.peer()));
         let smr = MrLocal::reg(s.peer(), AlignedBuf::new(256).unwrap(), Usage::RECV).unwrap();
         s.recv(&smr, 0, 64, 11).unwrap();
@@ -271,7 +271,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
         let mut cfg = ConnCfg::new();
         cfg.set_rcq_size(8);
-        let (c, s) = pair_on(&sp, None, Some(cfg), &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_cfg(cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let recv_mr = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
         s.recv(&recv_mr, 0, 0, 31).unwrap();
@@ -292,39 +292,59 @@ device_tests!({
     fn operations_validate_before_posting() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::SEND).unwrap();
-        let inval = |r: rpma::Result<()>, needle: &str| {
+        let refused = |r: rpma::Result<()>, want: Detail| {
+            let e = r.unwrap_err();
+            assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            assert_eq!(e.detail(), Some(&want), "{e}");
+        };
+        // For the flags the text is what is tested: a wrong flag is a bug in
+        // the calling code (no typed detail), and the message names the flag
+        // to add.
+        let bad_flags = |r: rpma::Result<()>, needle: &str| {
             let e = r.unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
             assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
         };
-        inval(c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0), "flags are empty");
-        inval(c.read(&local, 0, &remote, 0, 8, Flags::FENCE, 0), "FENCE alone");
+        bad_flags(c.read(&local, 0, &remote, 0, 8, Flags::empty(), 0), "flags are empty");
+        bad_flags(c.read(&local, 0, &remote, 0, 8, Flags::FENCE, 0), "FENCE alone");
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS | Flags::FENCE, 77).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.status), (77, WcStatus::SUCCESS), "a fenced read");
-        inval(
+        refused(
             c.read(&local, 60, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 0),
-            "offset 60 + length 8 exceeds the local region's size 64",
+            Detail::OutOfRange { what: "read: dst".into(), offset: 60, len: 8, size: 64 },
         );
-        inval(
+        refused(
             c.read(&local, 0, &remote, 8190, 8, Flags::COMPLETION_ALWAYS, 0),
-            "offset 8190 + length 8 exceeds the remote region's size 8192",
+            Detail::OutOfRange { what: "read: src".into(), offset: 8190, len: 8, size: 8192 },
         );
-        inval(c.read(&local, 0, &remote, 0, 1 << 32, Flags::COMPLETION_ALWAYS, 0), "exceeds 4 GiB - 1");
-        inval(c.write(&remote, 0, &local, 0, 8, Flags::COMPLETION_ALWAYS, 0), "not Usage(WRITE_SRC)");
-        inval(c.atomic_write(&remote, 4, [0; 8], Flags::COMPLETION_ALWAYS, 0), "not a multiple of 8");
-        inval(c.recv(&local, 0, 8, 0), "not Usage(RECV)");
+        refused(
+            c.read(&local, 0, &remote, 0, 1 << 32, Flags::COMPLETION_ALWAYS, 0),
+            Detail::TooLong { what: "read: dst".into(), len: 1 << 32, max: u32::MAX.into() },
+        );
+        refused(
+            c.write(&remote, 0, &local, 0, 8, Flags::COMPLETION_ALWAYS, 0),
+            Detail::UsageMissing { what: "write: src".into(), missing: Usage::WRITE_SRC },
+        );
+        refused(
+            c.atomic_write(&remote, 4, [0; 8], Flags::COMPLETION_ALWAYS, 0),
+            Detail::Misaligned { what: "atomic_write: dst_offset".into(), value: 4, align: 8 },
+        );
+        refused(c.recv(&local, 0, 8, 0), Detail::UsageMissing { what: "recv: dst".into(), missing: Usage::RECV });
         let e = c.flush(&remote, 0, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 0).unwrap_err();
         assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
         assert_eq!(e.detail(), Some(&Detail::Unsupported), "{e}");
+        // Here and below the text is what is tested: which of the two reasons
+        // it is, and what to do about it.
         assert!(e.to_string().contains("direct write to persistent memory"), "{e}");
         let mut pcfg = PeerCfg::new();
         pcfg.set_direct_write_to_pmem(true);
         c.apply_remote_peer_cfg(&pcfg);
         let e = c.flush(&remote, 0, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 0).unwrap_err();
+        assert_eq!(e.detail(), Some(&Detail::Unsupported), "{e}");
         assert!(e.to_string().contains("FLUSH_TYPE_PERSISTENT"), "{e}");
         let short_flush = c.flush(&remote, 8188, 4, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 78);
         if c.peer().is_native_flush_supported() {
@@ -333,7 +353,8 @@ device_tests!({
             let wc = c.cq().next_completion(T).unwrap();
             assert_eq!((wc.op_context, wc.status), (78, WcStatus::SUCCESS), "a native 4-byte flush");
         } else {
-            inval(short_flush, "APM reads 8 bytes");
+            let what = "flush (APM reads 8 bytes at dst_offset)".into();
+            refused(short_flush, Detail::OutOfRange { what, offset: 8188, len: 8, size: 8192 });
         }
         let e = c.compl_fd().unwrap_err();
         assert_eq!(e.code(), rpma::error::RPMA_E_NOT_SHARED_CHNL);
@@ -344,7 +365,7 @@ device_tests!({
     fn regions_in_flight_stay_alive() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST).unwrap();
         // Unsignaled reads keep the region held until a later signaled one completes.
@@ -375,7 +396,7 @@ device_tests!({
     fn blocking_waits_across_the_ack_batch_then_drop() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
         // Each read: wait for its completion event (the CQ is armed at
@@ -405,7 +426,7 @@ device_tests!({
         cfg.set_sq_size(4);
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         for i in 0..3 {
@@ -415,6 +436,7 @@ device_tests!({
         let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ON_ERROR, 9).unwrap_err();
         assert_eq!(e.code(), RPMA_E_AGAIN, "{e}");
         assert_eq!(e.detail(), Some(&Detail::QueueFull), "{e}");
+        // The text is what is tested: why the queue counts as full.
         assert!(e.to_string().contains("kept for a signaled operation"), "{e}");
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
         let e = c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 9).unwrap_err();
@@ -438,7 +460,7 @@ device_tests!({
         let mut cli_cfg = ConnCfg::new();
         cli_cfg.set_compl_channel(true);
         cli_cfg.set_rcq_size(4);
-        let (c, s) = pair_on(&sp, Some(&cli_cfg), Some(srv_cfg), &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cli_cfg).server_cfg(srv_cfg).connect();
         assert!(s.rcq().is_none(), "the SRQ's RCQ is used");
         assert_eq!(s.recv(&smr, 0, 8, 0).unwrap_err().code(), RPMA_E_INVAL);
         assert_eq!(c.cq().wait().unwrap_err().code(), RPMA_E_SHARED_CHANNEL);
@@ -472,7 +494,7 @@ device_tests!({
     fn rkey_of_another_protection_domain_is_refused_by_the_device() {
         let other = peer();
         let (smr, pdata) = server_region(&other, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair(None, None, &[], pdata); // server conn on a fresh PD
+        let (c, s) = Pair::new().server_pdata(pdata).connect(); // server conn on a fresh PD
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, &[0xee; 64]).unwrap();
@@ -494,7 +516,7 @@ device_tests!({
         cfg.set_srq(Some(&srq));
         let e = ConnReq::new(&peer(), &addr(), next_port(), Some(&cfg)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert!(e.to_string().contains("another peer"), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::Foreign { what: "the SRQ".into() }), "{e}");
     }
 
     fn nonblocking_fds_report_no_event_and_no_completion() {
@@ -503,7 +525,7 @@ device_tests!({
         rpma::utils::set_nonblocking(ep.fd(), true).unwrap();
         assert_eq!(ep.next_conn_req(None).unwrap_err().code(), RPMA_E_NO_EVENT);
         drop(ep);
-        let (c, s) = pair(None, None, &[], vec![]);
+        let (c, s) = Pair::new().connect();
         rpma::utils::set_nonblocking(c.event_fd(), true).unwrap();
         assert_eq!(c.next_event().unwrap_err().code(), RPMA_E_NO_EVENT);
         rpma::utils::set_nonblocking(c.cq().fd(), true).unwrap();
@@ -515,7 +537,7 @@ device_tests!({
     fn unchecked_read_into_borrowed_memory() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut backing = vec![0u8; 128];
         {
@@ -544,7 +566,7 @@ device_tests!({
     fn zero_byte_operations_complete() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut local =
             MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
@@ -590,7 +612,7 @@ device_tests!({
     fn unchecked_operations_mixed_with_tracked_ones() {
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let big = (1u64 << 56) - 1;
@@ -605,6 +627,9 @@ device_tests!({
             c.write_unchecked(&remote, 700, &local, 0, 16, Flags::COMPLETION_ALWAYS, 0).unwrap();
             let e = c.read_unchecked(&local, 64, &remote, 0, 16, Flags::COMPLETION_ALWAYS, big + 1).unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            // The text is what is tested: an op_context over 56 bits is a bug
+            // in the calling code (no typed detail); the message names the
+            // limit.
             assert!(e.to_string().contains("56 bits"), "{e}");
         }
         let mut got = Vec::new();
@@ -629,7 +654,7 @@ device_tests!({
             let sp = peer();
             let mut scfg = ConnCfg::new();
             scfg.set_min_rnr_timer(code).unwrap();
-            let (c, s) = pair_on(&sp, None, Some(scfg), &[], vec![]);
+            let (c, s) = Pair::new().server_peer(&sp).server_cfg(scfg).connect();
             assert_eq!(s.retry_budget().unwrap().min_rnr_timer, code);
             assert_eq!(c.retry_budget().unwrap().min_rnr_timer, 12, "the client's default");
             let msg = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
@@ -671,7 +696,7 @@ device_tests!({
     fn polling_for_a_remote_write() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         for k in 1..=20u8 {

@@ -3,7 +3,7 @@
 //! its link goes down and up, and when a peer breaks an access rule.
 
 mod common;
-use common::{pair_on, peer, server_region, T};
+use common::{peer, server_region, Pair, T};
 use rpma::utils::{set_nonblocking, DeviceEvent, DeviceEventKind};
 use rpma::{AlignedBuf, Flags, MrLocal, MrRemote, Usage, WcStatus};
 use rpma_harness::{device_tests, in_vm};
@@ -96,7 +96,7 @@ device_tests!({
     fn a_forged_rkey_and_what_the_devices_report() {
         let sp = peer();
         let (_region, desc) = server_region(&sp, Usage::READ_SRC);
-        let (c, s) = pair_on(&sp, None, None, &[], desc);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(desc).connect();
         let mut forged = c.private_data()[..21].to_vec();
         forged[16] ^= 0x5a; // another rkey
         let bad = MrRemote::from_descriptor(&forged).unwrap();

@@ -1,7 +1,7 @@
 //! Resource hygiene, concurrency and a killed peer, on a real RDMA device.
 
 mod common;
-use common::{close, pair_at, pair_on, peer, T};
+use common::{close, peer, Pair, T};
 use rpma::{AlignedBuf, CommonData, ConnCfg, ConnEvent, Flags, MrLocal, MrRemote, Usage, WcStatus};
 use rpma_harness::{addr, device_tests, next_port};
 use std::process::{Command, Stdio};
@@ -49,14 +49,14 @@ device_tests!({
 
     fn connect_disconnect_1000_cycles() {
         let sp = peer();
-        let warm = pair_on(&sp, None, None, &[], vec![]);
+        let warm = Pair::new().server_peer(&sp).connect();
         close(warm.0, warm.1);
         let (f0, r0, v0) = (fds(), rss_kib(), verbs_objects());
         let t0 = Instant::now();
         // Four ports, each reused 250 times.
         let ports = [next_port(), next_port(), next_port(), next_port()];
         for i in 0..1000 {
-            let (c, s) = pair_at(&sp, ports[i % 4], None, None, &[], vec![]);
+            let (c, s) = Pair::new().server_peer(&sp).port(ports[i % 4]).connect();
             close(c, s);
         }
         let (f1, r1, v1) = (fds(), rss_kib(), verbs_objects());
@@ -80,7 +80,7 @@ device_tests!({
         for t in 0..N {
             let (sp, desc) = (sp.clone(), desc.clone());
             handles.push(thread::spawn(move || {
-                let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+                let (c, s) = Pair::new().server_peer(&sp).connect();
                 let remote = MrRemote::from_descriptor(&desc).unwrap();
                 let mut local =
                     MrLocal::reg(c.peer(), AlignedBuf::new(128).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
@@ -120,7 +120,11 @@ device_tests!({
         let mut cfg = rpma::ConnCfg::new();
         cfg.set_sq_size(64);
         cfg.set_cq_size(64);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], CommonData::encode(0, &target, None).to_vec());
+        let (c, s) = Pair::new()
+            .server_peer(&sp)
+            .client_cfg(&cfg)
+            .server_pdata(CommonData::encode(0, &target, None).to_vec())
+            .connect();
         let c = Arc::new(c);
         let remote = CommonData::decode(c.private_data()).unwrap().mr;
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..N).map(|_| std::sync::mpsc::channel::<WcStatus>()).unzip();
@@ -174,7 +178,7 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_compl_channel(true);
         cfg.set_rcq_size(4);
-        let pairs: Vec<_> = (0..N).map(|_| pair_on(&sp, Some(&cfg), None, &[], vec![])).collect();
+        let pairs: Vec<_> = (0..N).map(|_| Pair::new().server_peer(&sp).client_cfg(&cfg).connect()).collect();
         // SAFETY: plain syscalls on fds this test owns; the events array outlives
         // every epoll_wait call.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };

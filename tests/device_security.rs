@@ -7,7 +7,7 @@
 //! refused operation must leave the target's bytes unchanged.
 
 mod common;
-use common::{close, pair_on, peer, T};
+use common::{close, peer, Pair, T};
 use rpma::error::Detail;
 use rpma::error::*;
 use rpma::{AlignedBuf, ConnCfg, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Usage, WcStatus};
@@ -54,7 +54,7 @@ fn run(u: Usage, op: Op) -> bool {
     let sp = peer();
     let mut target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), u).unwrap();
     target.write_at(0, &pattern()).unwrap();
-    let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+    let (c, s) = Pair::new().server_peer(&sp).connect();
     let remote = claim_all(&target.descriptor());
     let mut local =
         MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
@@ -127,7 +127,7 @@ device_tests!({
     /// local write access fails in its completion, nothing written.
     fn usages_are_intentions_the_device_decides_without_checks() {
         let sp = peer();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let cli = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let mut srv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         let e = s.recv(&srv, 0, 8, 1).unwrap_err();
@@ -191,7 +191,7 @@ device_tests!({
     fn out_of_range_refused_locally_and_by_the_device() {
         let sp = peer();
         let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST).unwrap();
         let e = c.read(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 1).unwrap_err();
@@ -208,7 +208,7 @@ device_tests!({
     fn rkey_of_a_deregistered_region_stops_working() {
         let sp = peer();
         let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), Usage::READ_SRC).unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
         let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
@@ -227,7 +227,7 @@ device_tests!({
             Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY,
         )
         .unwrap();
-        let (c, s) = pair_on(&sp, None, None, &[], vec![]);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
         let remote = MrRemote::from_descriptor(&target.descriptor()).unwrap();
         let local =
             MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
@@ -271,7 +271,7 @@ device_tests!({
         );
         close(c, s);
         row("operation on a closed connection", RPMA_E_INVAL, {
-            let (c2, s2) = pair_on(&sp, None, None, &[], vec![]);
+            let (c2, s2) = Pair::new().server_peer(&sp).connect();
             c2.disconnect().unwrap();
             let r = c2.read(
                 &MrLocal::reg(c2.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap(),
@@ -287,7 +287,7 @@ device_tests!({
         });
         let mut cfg = ConnCfg::new();
         cfg.set_compl_channel(true);
-        let (c3, s3) = pair_on(&sp, Some(&cfg), None, &[], vec![]);
+        let (c3, s3) = Pair::new().server_peer(&sp).client_cfg(&cfg).connect();
         row("Cq::wait on a shared completion channel", RPMA_E_SHARED_CHANNEL, c3.cq().wait());
         row("next event on a non-blocking fd, none pending", RPMA_E_NO_EVENT, {
             rpma::utils::set_nonblocking(c3.event_fd(), true).unwrap();

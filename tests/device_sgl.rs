@@ -2,16 +2,17 @@
 //! on a real RDMA device: both sides in this process, over rxe0 in the
 //! harness VM when the host has no device.
 
-use rpma::error::RPMA_E_INVAL;
+use rpma::error::{Detail, RPMA_E_INVAL};
 use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Sg, Usage, WcStatus};
 mod common;
-use common::{close, pair, pair_on, peer, server_region, T};
+use common::{close, peer, server_region, Pair, T};
 use rpma_harness::device_tests;
 
-fn inval(r: rpma::Result<()>, needle: &str) {
+/// The typed cause of an `RPMA_E_INVAL` refusal.
+fn refused(r: rpma::Result<()>) -> Detail {
     let e = r.unwrap_err();
     assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-    assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
+    e.detail().cloned().unwrap_or_else(|| panic!("no typed detail: {e}"))
 }
 
 fn region(p: &rpma::Peer, len: usize, usage: Usage, fill: u8) -> MrLocal<AlignedBuf> {
@@ -29,7 +30,7 @@ fn sg_cfg(send: u32, recv: u32) -> ConnCfg {
 
 device_tests!({
     fn granted_caps_are_reported() {
-        let (c, s) = pair(None, None, &[], vec![]);
+        let (c, s) = Pair::new().connect();
         println!(
             "  default ConnCfg (sge 1/1, inline 8): granted max_inline_data {}, max_send_sge {}, max_recv_sge {}",
             c.max_inline_data(),
@@ -40,7 +41,7 @@ device_tests!({
         close(c, s);
         let mut cfg = sg_cfg(4, 3);
         cfg.set_max_inline_data(64);
-        let (c, s) = pair(Some(&cfg), None, &[], vec![]);
+        let (c, s) = Pair::new().client_cfg(&cfg).connect();
         println!(
             "  ConnCfg sge 4/3, inline 64: granted max_inline_data {}, max_send_sge {}, max_recv_sge {}",
             c.max_inline_data(),
@@ -59,7 +60,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
         let mut cfg = ConnCfg::new();
         cfg.set_max_inline_data(64);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let n = c.max_send_sge() as usize;
         println!("  ConnCfg sge 1/1, inline 64: granted max_send_sge {n}, max_inline_data {}", c.max_inline_data());
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
@@ -77,7 +78,9 @@ device_tests!({
             let e =
                 rpma::ConnReq::new(&peer(), &rpma_harness::addr(), rpma_harness::next_port(), Some(&cfg)).unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-            assert!(e.to_string().contains(&format!("max_send_sge {} exceeds the device's max_sge {max}", max + 1)));
+            let want =
+                Detail::TooLong { what: "ConnCfg max_send_sge".into(), len: u64::from(max) + 1, max: max.into() };
+            assert_eq!(e.detail(), Some(&want), "{e}");
         }
         // A configured inline size the device cannot give fails at set-up.
         let mut huge = ConnCfg::new();
@@ -94,7 +97,7 @@ device_tests!({
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
         let cfg = sg_cfg(4, 1);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let mut a = region(c.peer(), 64, Usage::WRITE_SRC, b'a');
         let b = region(c.peer(), 4096, Usage::WRITE_SRC, b'b');
@@ -130,7 +133,7 @@ device_tests!({
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
         let cfg = sg_cfg(3, 1);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let a = region(c.peer(), 64, Usage::READ_DST, 0);
         let b = region(c.peer(), 8192, Usage::READ_DST, 0);
@@ -158,7 +161,7 @@ device_tests!({
     fn send_sg_into_recv_sg() {
         let cfg = sg_cfg(3, 1);
         let scfg = sg_cfg(1, 3);
-        let (c, s) = pair(Some(&cfg), Some(scfg), &[], vec![]);
+        let (c, s) = Pair::new().client_cfg(&cfg).server_cfg(scfg).connect();
         println!("  server max_recv_sge granted {}", s.max_recv_sge());
         let r1 = region(s.peer(), 8, Usage::RECV, 0);
         let r2 = region(s.peer(), 64, Usage::RECV, 0);
@@ -185,7 +188,11 @@ device_tests!({
         println!("  send_sg of 2 elements (23 bytes) scattered by recv_sg into 3 (4 + 4 + 15 of 32)");
         // A receive list longer than the connection's max_recv_sge.
         let big = vec![Sg::new(&r2, 0, 1); s.max_recv_sge() as usize + 1];
-        inval(s.recv_sg(&big, 0), "exceed the connection's max_recv_sge");
+        let d = refused(s.recv_sg(&big, 0));
+        assert!(
+            matches!(&d, Detail::TooLong { what, len, max } if what == "recv_sg: dst" && *len == big.len() as u64 && len > max),
+            "{d:?}"
+        );
         close(c, s);
     }
 
@@ -255,30 +262,55 @@ device_tests!({
         let sp = peer();
         let (_smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::READ_SRC);
         let cfg = sg_cfg(2, 1);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let w = region(c.peer(), 64, Usage::WRITE_SRC, 1);
         let r = region(c.peer(), 64, Usage::READ_DST, 1);
         let f = Flags::COMPLETION_ALWAYS;
         let max = c.max_send_sge() as usize;
         let many = vec![Sg::new(&w, 0, 1); max + 1];
-        inval(
-            c.write_sg(&remote, 0, &many, f, 0),
-            &format!("write_sg: src: {} elements exceed the connection's max_send_sge {max}", max + 1),
+        assert_eq!(
+            refused(c.write_sg(&remote, 0, &many, f, 0)),
+            Detail::TooLong { what: "write_sg: src".into(), len: max as u64 + 1, max: max as u64 }
         );
-        inval(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&w, 60, 8)], f, 0), "write_sg: src[1]: offset 60");
-        inval(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&r, 0, 8)], f, 0), "write_sg: src[1]: the region");
-        inval(c.write_sg::<AlignedBuf>(&remote, 0, &[], f, 0), "the list is empty");
-        inval(c.write_sg(&remote, 8190, &[Sg::new(&w, 0, 4)], f, 0), "write_sg: dst");
-        inval(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 4)], Flags::empty(), 0), "flags are empty");
-        inval(c.read_sg(&[Sg::new(&r, 0, 8), Sg::new(&w, 0, 8)], &remote, 0, f, 0), "read_sg: dst[1]");
-        inval(c.send_sg(&[Sg::new(&w, 0, 8)], f, 0), "send_sg: src[0]");
+        assert_eq!(
+            refused(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&w, 60, 8)], f, 0)),
+            Detail::OutOfRange { what: "write_sg: src[1]".into(), offset: 60, len: 8, size: 64 }
+        );
+        assert_eq!(
+            refused(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&r, 0, 8)], f, 0)),
+            Detail::UsageMissing { what: "write_sg: src[1]".into(), missing: Usage::WRITE_SRC }
+        );
+        assert_eq!(
+            refused(c.write_sg::<AlignedBuf>(&remote, 0, &[], f, 0)),
+            Detail::Empty { what: "write_sg: src".into() }
+        );
+        assert_eq!(
+            refused(c.write_sg(&remote, 8190, &[Sg::new(&w, 0, 4)], f, 0)),
+            Detail::OutOfRange { what: "write_sg: dst".into(), offset: 8190, len: 4, size: 8192 }
+        );
+        // The text is what is tested: a wrong flag is a bug in the calling
+        // code (no typed detail), and the message names the flags to pass.
+        let e = c.write_sg(&remote, 0, &[Sg::new(&w, 0, 4)], Flags::empty(), 0).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+        assert!(e.to_string().contains("flags are empty"), "{e}");
+        assert_eq!(
+            refused(c.read_sg(&[Sg::new(&r, 0, 8), Sg::new(&w, 0, 8)], &remote, 0, f, 0)),
+            Detail::UsageMissing { what: "read_sg: dst[1]".into(), missing: Usage::READ_DST }
+        );
+        assert_eq!(
+            refused(c.send_sg(&[Sg::new(&w, 0, 8)], f, 0)),
+            Detail::UsageMissing { what: "send_sg: src[0]".into(), missing: Usage::SEND }
+        );
         let other = region(s.peer(), 64, Usage::WRITE_SRC, 1);
-        inval(
-            c.write_sg(&remote, 0, &[Sg::new(&w, 0, 1), Sg::new(&other, 0, 1)], f, 0),
-            "src[1]: the region is registered on another peer",
+        assert_eq!(
+            refused(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 1), Sg::new(&other, 0, 1)], f, 0)),
+            Detail::Foreign { what: "write_sg: src[1]".into() }
         );
-        inval(c.recv_sg(&[Sg::new(&w, 0, 8)], 0), "recv_sg: dst[0]");
+        assert_eq!(
+            refused(c.recv_sg(&[Sg::new(&w, 0, 8)], 0)),
+            Detail::UsageMissing { what: "recv_sg: dst[0]".into(), missing: Usage::RECV }
+        );
         assert_eq!(c.pending_sends(), 0, "nothing was posted");
         assert_eq!((w.in_flight(), r.in_flight()), (0, 0), "nothing is held");
         assert!(c.cq().get_completion().is_err(), "no completion");
@@ -291,7 +323,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
         let mut cfg = ConnCfg::new();
         cfg.set_max_inline_data(64);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let max = c.max_inline_data() as usize;
         let data: Vec<u8> = (0..max + 1).map(|i| (i % 200) as u8 + 1).collect();
@@ -301,11 +333,14 @@ device_tests!({
         let mut got = vec![0u8; max];
         smr.read_at(0, &mut got).unwrap();
         assert_eq!(got, data[..max], "the inline bytes landed");
-        inval(
-            c.write_inline(&remote, 0, &data, Flags::COMPLETION_ALWAYS, 0),
-            &format!("write_inline: {} bytes exceed the connection's max_inline_data {max}", max + 1),
+        assert_eq!(
+            refused(c.write_inline(&remote, 0, &data, Flags::COMPLETION_ALWAYS, 0)),
+            Detail::TooLong { what: "write_inline".into(), len: max as u64 + 1, max: max as u64 }
         );
-        inval(c.write_inline(&remote, 8190, &data[..4], Flags::COMPLETION_ALWAYS, 0), "write_inline: dst");
+        assert_eq!(
+            refused(c.write_inline(&remote, 8190, &data[..4], Flags::COMPLETION_ALWAYS, 0)),
+            Detail::OutOfRange { what: "write_inline: dst".into(), offset: 8190, len: 4, size: 8192 }
+        );
         assert_eq!(c.pending_sends(), 0);
         // With immediate data: consumes a receive on the other side.
         let rmr = MrLocal::reg(s.peer(), AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
@@ -324,7 +359,7 @@ device_tests!({
     fn inline_data_is_copied_at_post() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST);
-        let (c, s) = pair_on(&sp, None, None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let rmr = region(s.peer(), 64, Usage::RECV, 0);
         s.recv(&rmr, 0, 64, 1).unwrap();
@@ -359,18 +394,22 @@ device_tests!({
         let mut cfg = ConnCfg::new();
         cfg.set_max_inline_data(0);
         cfg.set_native_ops(false);
-        let (c, s) = pair_on(&sp, Some(&cfg), None, &[], pdata);
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let max = c.max_inline_data() as usize;
         println!("  ConnCfg max_inline_data 0: granted {max}");
-        inval(
-            c.write_inline(&remote, 0, &vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0),
-            &format!("exceed the connection's max_inline_data {max}"),
+        assert_eq!(
+            refused(c.write_inline(&remote, 0, &vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0)),
+            Detail::TooLong { what: "write_inline".into(), len: max as u64 + 1, max: max as u64 }
         );
-        inval(c.send_inline(&vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0), "send_inline");
+        assert!(matches!(
+            refused(c.send_inline(&vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0)),
+            Detail::TooLong { what, .. } if what == "send_inline"
+        ));
         let aw = c.atomic_write(&remote, 0, [1; 8], Flags::COMPLETION_ALWAYS, 1);
         if max < 8 {
-            inval(aw, "atomic_write: the emulation is an inline 8-byte write");
+            let d = refused(aw);
+            assert!(matches!(&d, Detail::TooLong { what, len: 8, .. } if what == "atomic_write"), "{d:?}");
         } else {
             aw.unwrap();
             assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);

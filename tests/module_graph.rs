@@ -1,11 +1,15 @@
 //! The module graph of `rpma` and `rpma-sys` has no cycle, and no file of
-//! `rpma/src` is longer than 600 lines without saying why (issue 17).
+//! `rpma/src` is longer than 600 lines without saying why.
 //!
-//! Host-only, std-only and fast: the sources are read as text (comments,
-//! strings and `#[cfg(test)]` items blanked out), the modules found from
-//! `lib.rs` along the `mod` declarations, and the references between them
-//! taken from `use crate::...`, `use super::...`, `use child::...` and
-//! `crate::x::...` / `super::x::...` paths anywhere in the code.
+//! Host-only and fast: the sources are parsed with `syn` as rpma-mangen
+//! reads them for the man pages ([`rpma_mangen::Tree`]: the modules found
+//! from `lib.rs` along the `mod` declarations, inline ones included,
+//! `#[cfg(test)]` ones left out), and the references between modules taken
+//! from `use crate::...`, `use super::...`, `use child::...` (in function
+//! bodies too) and `crate::x::...` / `super::x::...` paths anywhere in the
+//! code: types, expressions, patterns, and the tokens of macro calls,
+//! `macro_rules!` bodies and attributes. Comments, doc comments and string
+//! literals are no code; items marked `#[cfg(test)]` are left out.
 //!
 //! The rules, and why:
 //!
@@ -32,9 +36,11 @@
 //!
 //! The checker's own test on a scratch crate runs beside the two checks.
 
+use rpma_mangen::Tree;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use syn::visit::{self, Visit};
 
 /// The longest a file of `rpma/src` may be without a reason.
 const MAX_LINES: usize = 600;
@@ -45,275 +51,248 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-// ---------------------------------------------------------------- lexing
+// ---------------------------------------------------------------- reading
 
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
+/// `#[cfg(test)]` among `attrs`: test code, no part of the graph.
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs
+        .iter()
+        .any(|a| a.path().is_ident("cfg") && matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test"))
 }
 
-/// `src` with comments (doc comments too), string, byte-string, raw-string
-/// and char literals replaced by spaces; newlines kept, so offsets and line
-/// numbers stay those of the file.
-fn strip(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to.min(b.len())] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let mut i = 0;
-    while i < b.len() {
-        let prev_ident = i > 0 && is_ident(b[i - 1]);
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                let end = src[i..].find('\n').map_or(b.len(), |n| i + n);
-                blank(&mut out, i, end);
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let (mut depth, mut j) = (0usize, i);
-                while j < b.len() {
-                    if b[j..].starts_with(b"/*") {
-                        depth += 1;
-                        j += 2;
-                    } else if b[j..].starts_with(b"*/") {
-                        depth -= 1;
-                        j += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        j += 1;
-                    }
-                }
-                blank(&mut out, i, j);
-                i = j;
-            }
-            // r"..", r#".."#, br"..": no escapes, closed by " and the hashes.
-            b'r' if (!prev_ident || (b[i - 1] == b'b' && (i < 2 || !is_ident(b[i - 2]))))
-                && matches!(b.get(i + 1), Some(b'"' | b'#')) =>
-            {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                if b.get(i + 1 + hashes) != Some(&b'"') {
-                    i += 1; // r#ident
-                    continue;
-                }
-                let close = format!("\"{}", "#".repeat(hashes));
-                let start = i + 2 + hashes;
-                let end = src[start..].find(&close).map_or(b.len(), |n| start + n + close.len());
-                blank(&mut out, i, end);
-                i = end;
-            }
-            b'"' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                blank(&mut out, i, j + 1);
-                i = j + 1;
-            }
-            b'\'' => {
-                // A char literal ('x', '\n', '\u{..}', 'é') or a lifetime ('a).
-                let end = if b.get(i + 1) == Some(&b'\\') {
-                    src[i + 2..].find('\'').map(|n| i + 2 + n + 1)
-                } else {
-                    let len = src[i + 1..].chars().next().map_or(1, char::len_utf8);
-                    (b.get(i + 1 + len) == Some(&b'\'')).then_some(i + 2 + len)
-                };
-                match end {
-                    Some(e) => {
-                        blank(&mut out, i, e);
-                        i = e;
-                    }
-                    None => i += 1,
-                }
-            }
-            _ => i += 1,
-        }
+/// The attributes of an item.
+fn item_attrs(it: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item as I;
+    match it {
+        I::Const(x) => &x.attrs,
+        I::Enum(x) => &x.attrs,
+        I::ExternCrate(x) => &x.attrs,
+        I::Fn(x) => &x.attrs,
+        I::ForeignMod(x) => &x.attrs,
+        I::Impl(x) => &x.attrs,
+        I::Macro(x) => &x.attrs,
+        I::Mod(x) => &x.attrs,
+        I::Static(x) => &x.attrs,
+        I::Struct(x) => &x.attrs,
+        I::Trait(x) => &x.attrs,
+        I::TraitAlias(x) => &x.attrs,
+        I::Type(x) => &x.attrs,
+        I::Union(x) => &x.attrs,
+        I::Use(x) => &x.attrs,
+        _ => &[],
     }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The offset of the bracket closing the one at `open` (`{`, `(` or `[`).
-fn closing(s: &[u8], open: usize) -> usize {
-    let mut depth = 0i32;
-    for (k, &c) in s.iter().enumerate().skip(open) {
-        match c {
-            b'{' | b'(' | b'[' => depth += 1,
-            b'}' | b')' | b']' => {
-                depth -= 1;
-                if depth == 0 {
-                    return k;
-                }
-            }
-            _ => {}
-        }
-    }
-    s.len()
-}
-
-/// Blanks out every item marked `#[cfg(test)]` (up to its `;` or its
-/// closing brace).
-fn drop_test_items(s: &mut String) {
-    let mut from = 0;
-    while let Some(n) = s[from..].find("#[cfg(test)]") {
-        let at = from + n;
-        let b = s.as_bytes();
-        let mut k = at + "#[cfg(test)]".len();
-        while k < b.len() && b[k] != b'{' && b[k] != b';' {
-            k += if b[k] == b'[' { closing(b, k) - k + 1 } else { 1 }; // other attributes
-        }
-        let end = if k < b.len() && b[k] == b'{' { closing(b, k) + 1 } else { k + 1 }.min(b.len());
-        let blanked: String = s[at..end].chars().map(|c| if c == '\n' { '\n' } else { ' ' }).collect();
-        s.replace_range(at..end, &blanked);
-        from = end;
-    }
-}
-
-/// Offsets of the keyword `word` in `s` (not part of a longer identifier).
-fn keyword(s: &str, word: &str) -> Vec<usize> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(n) = s[from..].find(word) {
-        let at = from + n;
-        let end = at + word.len();
-        if (at == 0 || !is_ident(b[at - 1])) && (end >= b.len() || !is_ident(b[end])) {
-            out.push(at);
-        }
-        from = end;
-    }
-    out
-}
-
-#[derive(Debug, PartialEq)]
-enum Tok {
-    Ident(String),
-    Colons,
-    Open,
-    Close,
-    Comma,
-    Star,
-}
-
-fn tokens(s: &str) -> Vec<Tok> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            c if is_ident(c) || c == b'$' => {
-                let start = i;
-                i += 1;
-                while i < b.len() && is_ident(b[i]) {
-                    i += 1;
-                }
-                out.push(Tok::Ident(s[start..i].trim_start_matches('$').trim_start_matches("r#").to_string()));
-            }
-            b':' if b.get(i + 1) == Some(&b':') => {
-                out.push(Tok::Colons);
-                i += 2;
-            }
-            b'{' => (out.push(Tok::Open), i += 1).1,
-            b'}' => (out.push(Tok::Close), i += 1).1,
-            b',' => (out.push(Tok::Comma), i += 1).1,
-            b'*' => (out.push(Tok::Star), i += 1).1,
-            _ => i += 1,
-        }
-    }
-    out
 }
 
 /// The paths a use tree names: `a::{b, c::d as e, f::*}` gives `a::b`,
 /// `a::c::d` and `a::f` (a glob names its module), each with the name it
 /// binds (`b`, `e`; none for a glob).
-fn use_paths(toks: &[Tok]) -> Vec<(Vec<String>, Option<String>)> {
-    fn walk(toks: &[Tok], i: &mut usize, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, Option<String>)>) {
-        let depth = prefix.len();
-        loop {
-            match toks.get(*i) {
-                Some(Tok::Ident(id)) if id == "as" => {
-                    *i += 1;
-                    if let Some(Tok::Ident(alias)) = toks.get(*i) {
-                        if let Some(last) = out.last_mut() {
-                            last.1 = Some(alias.clone());
-                        }
-                        *i += 1;
-                    }
-                }
-                Some(Tok::Ident(id)) => {
-                    prefix.push(id.clone());
-                    *i += 1;
-                    if toks.get(*i) == Some(&Tok::Colons) {
-                        *i += 1;
-                        continue;
-                    }
-                    let mut p = prefix.clone();
-                    if p.last().map(String::as_str) == Some("self") {
-                        p.pop();
-                    }
-                    let bound = p.last().cloned();
-                    out.push((p, bound));
-                    prefix.truncate(depth);
-                }
-                Some(Tok::Star) => {
-                    out.push((prefix.clone(), None));
-                    prefix.truncate(depth);
-                    *i += 1;
-                }
-                Some(Tok::Open) => {
-                    *i += 1;
-                    walk(toks, i, prefix, out);
-                    prefix.truncate(depth);
-                }
-                Some(Tok::Comma) => *i += 1,
-                Some(Tok::Close) => {
-                    *i += 1;
-                    return;
-                }
-                Some(Tok::Colons) => *i += 1, // a leading `::`
-                None => return,
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, Option<String>)>) {
+    use syn::ext::IdentExt;
+    let leaf = |prefix: &[String], name: &syn::Ident, rename: Option<&syn::Ident>| {
+        let mut segs = prefix.to_vec();
+        let name = name.unraw().to_string();
+        if name != "self" {
+            segs.push(name);
+        }
+        let bound = rename.map(|r| r.unraw().to_string()).or_else(|| segs.last().cloned());
+        (segs, bound)
+    };
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.unraw().to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => out.push(leaf(prefix, &n.ident, None)),
+        syn::UseTree::Rename(r) => out.push(leaf(prefix, &r.ident, Some(&r.rename))),
+        syn::UseTree::Glob(_) => out.push((prefix.clone(), None)),
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_paths(t, prefix, out);
             }
         }
     }
-    let mut out = Vec::new();
-    walk(toks, &mut 0, &mut Vec::new(), &mut out);
-    out
+}
+
+/// What makes a reference, in the order a node's evidence lists them.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Use,
+    Crate,
+    Super,
+}
+
+/// One path written in a module that may lead to another module.
+struct Ref {
+    kind: Kind,
+    /// Byte offset in the file, and line (from 1).
+    offset: usize,
+    line: usize,
+    /// The module it is written in.
+    module: Vec<String>,
+    segs: Vec<String>,
+}
+
+/// Collects the references of one module's code: its `use` items (in
+/// function bodies too) and every `crate::...` / `super::...` path
+/// (types, expressions, patterns, macro paths, and the tokens of macro
+/// calls, `macro_rules!` bodies and attributes), leaving out items marked
+/// `#[cfg(test)]`.
+struct Refs {
+    module: Vec<String>,
+    out: Vec<Ref>,
+}
+
+impl Refs {
+    fn push(&mut self, kind: Kind, at: proc_macro2::Span, segs: Vec<String>) {
+        let (offset, line) = (at.byte_range().start, at.start().line);
+        self.out.push(Ref { kind, offset, line, module: self.module.clone(), segs });
+    }
+
+    /// `crate::a::b` / `super::a` (also `$crate::a`) in unparsed tokens.
+    fn tokens(&mut self, ts: proc_macro2::TokenStream) {
+        use proc_macro2::{Spacing, TokenTree as T};
+        use syn::ext::IdentExt;
+        let colons = |a: Option<&T>, b: Option<&T>| {
+            matches!((a, b), (Some(T::Punct(a)), Some(T::Punct(b)))
+                if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
+        };
+        let toks: Vec<T> = ts.into_iter().collect();
+        for (k, t) in toks.iter().enumerate() {
+            match t {
+                T::Group(g) => self.tokens(g.stream()),
+                T::Ident(id) if id == "crate" || id == "super" => {
+                    if k >= 2 && colons(toks.get(k - 2), toks.get(k - 1)) {
+                        continue; // `super::super`: part of the path before
+                    }
+                    let mut segs = vec![id.to_string()];
+                    let mut j = k + 1;
+                    while colons(toks.get(j), toks.get(j + 1)) {
+                        let Some(T::Ident(next)) = toks.get(j + 2) else { break };
+                        segs.push(next.unraw().to_string());
+                        j += 3;
+                    }
+                    if segs.len() > 1 {
+                        let kind = if id == "crate" { Kind::Crate } else { Kind::Super };
+                        self.push(kind, id.span(), segs);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Refs {
+    fn visit_item(&mut self, it: &'ast syn::Item) {
+        if is_cfg_test(item_attrs(it)) {
+            return;
+        }
+        if let syn::Item::Use(u) = it {
+            let mut paths = Vec::new();
+            use_paths(&u.tree, &mut Vec::new(), &mut paths);
+            for (segs, _) in paths {
+                self.push(Kind::Use, u.use_token.span, segs);
+            }
+            return;
+        }
+        visit::visit_item(self, it);
+    }
+
+    fn visit_impl_item(&mut self, it: &'ast syn::ImplItem) {
+        let attrs = match it {
+            syn::ImplItem::Const(x) => &x.attrs,
+            syn::ImplItem::Fn(x) => &x.attrs,
+            syn::ImplItem::Type(x) => &x.attrs,
+            syn::ImplItem::Macro(x) => &x.attrs,
+            _ => &Vec::new(),
+        };
+        if !is_cfg_test(attrs) {
+            visit::visit_impl_item(self, it);
+        }
+    }
+
+    fn visit_trait_item(&mut self, it: &'ast syn::TraitItem) {
+        let attrs = match it {
+            syn::TraitItem::Const(x) => &x.attrs,
+            syn::TraitItem::Fn(x) => &x.attrs,
+            syn::TraitItem::Type(x) => &x.attrs,
+            syn::TraitItem::Macro(x) => &x.attrs,
+            _ => &Vec::new(),
+        };
+        if !is_cfg_test(attrs) {
+            visit::visit_trait_item(self, it);
+        }
+    }
+
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        if !is_cfg_test(&l.attrs) {
+            visit::visit_local(self, l);
+        }
+    }
+
+    fn visit_stmt_macro(&mut self, m: &'ast syn::StmtMacro) {
+        if !is_cfg_test(&m.attrs) {
+            visit::visit_stmt_macro(self, m);
+        }
+    }
+
+    fn visit_field(&mut self, f: &'ast syn::Field) {
+        if !is_cfg_test(&f.attrs) {
+            visit::visit_field(self, f);
+        }
+    }
+
+    fn visit_variant(&mut self, v: &'ast syn::Variant) {
+        if !is_cfg_test(&v.attrs) {
+            visit::visit_variant(self, v);
+        }
+    }
+
+    fn visit_arm(&mut self, a: &'ast syn::Arm) {
+        if !is_cfg_test(&a.attrs) {
+            visit::visit_arm(self, a);
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let first = p.segments.first().map(|s| s.ident.to_string());
+        if let (None, Some(kind)) = (
+            p.leading_colon,
+            first.as_deref().and_then(|f| match f {
+                "crate" => Some(Kind::Crate),
+                "super" => Some(Kind::Super),
+                _ => None,
+            }),
+        ) {
+            // Up to the first segment with arguments (`crate::a::B::<T>`):
+            // what follows is inside a type, not a module.
+            let mut segs = Vec::new();
+            for s in &p.segments {
+                segs.push(syn::ext::IdentExt::unraw(&s.ident).to_string());
+                if !s.arguments.is_none() {
+                    break;
+                }
+            }
+            if segs.len() > 1 {
+                self.push(kind, p.segments[0].ident.span(), segs);
+            }
+        }
+        visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        visit::visit_macro(self, m);
+        self.tokens(m.tokens.clone());
+    }
+
+    fn visit_meta_list(&mut self, m: &'ast syn::MetaList) {
+        visit::visit_meta_list(self, m);
+        self.tokens(m.tokens.clone());
+    }
 }
 
 // ---------------------------------------------------------------- the crate
-
-struct File {
-    /// Shown in messages: relative to the repository.
-    rel: String,
-    /// The module path of the file (empty for `lib.rs`).
-    path: Vec<String>,
-    text: String,
-    stripped: String,
-    /// Inline modules: (name, open brace, close brace).
-    inline: Vec<(String, usize, usize)>,
-}
-
-impl File {
-    /// The module path at `offset`: the file's, plus the inline modules
-    /// around it.
-    fn module_at(&self, offset: usize) -> Vec<String> {
-        let mut p = self.path.clone();
-        let mut around: Vec<&(String, usize, usize)> =
-            self.inline.iter().filter(|(_, o, c)| *o < offset && offset < *c).collect();
-        around.sort_by_key(|(_, o, _)| *o);
-        p.extend(around.into_iter().map(|(n, ..)| n.clone()));
-        p
-    }
-
-    fn line(&self, offset: usize) -> (usize, &str) {
-        let n = self.text[..offset].matches('\n').count();
-        (n + 1, self.text.lines().nth(n).unwrap_or("").trim())
-    }
-}
 
 /// One reference from a file to a module: where, and the line.
 #[derive(Clone)]
@@ -323,10 +302,18 @@ struct Evidence {
     text: String,
 }
 
+type Graph = BTreeMap<String, BTreeMap<String, Vec<Evidence>>>;
+
 struct Crate {
-    files: Vec<File>,
-    /// Every module path (file and inline modules).
-    modules: BTreeSet<Vec<String>>,
+    /// The modules as rustc finds them (rpma-mangen's reading: `mod`
+    /// declarations from `lib.rs`, inline modules, `#[cfg(test)]` modules
+    /// left out).
+    tree: Tree,
+    /// Where the crate's files are, and how to show that in messages.
+    src: PathBuf,
+    shown: String,
+    /// Every module path (file and inline modules) -> its node.
+    nodes: BTreeMap<Vec<String>, String>,
     /// The root's `use` bindings: name -> the absolute path it stands for.
     root_uses: BTreeMap<String, Vec<String>>,
 }
@@ -335,75 +322,37 @@ impl Crate {
     /// Reads the crate whose `lib.rs` is in `src`; `shown` prefixes the
     /// file names in messages.
     fn load(src: &Path, shown: &str) -> Crate {
-        let mut c = Crate { files: Vec::new(), modules: BTreeSet::new(), root_uses: BTreeMap::new() };
-        c.add(src.join("lib.rs"), format!("{shown}/lib.rs"), Vec::new(), src.to_path_buf(), src, shown);
-        let root = &c.files[0];
-        for at in keyword(&root.stripped, "use") {
-            if !root.module_at(at).is_empty() {
-                continue;
-            }
-            let end = root.stripped[at..].find(';').map_or(root.stripped.len(), |n| at + n);
-            for (segs, bound) in use_paths(&tokens(&root.stripped[at + 3..end])) {
-                if let (Some(abs), Some(name)) = (c.absolute(&[], &segs), bound) {
-                    c.root_uses.insert(name, abs);
+        let tree = Tree::load(src).unwrap_or_else(|e| panic!("reading {shown}: {e}"));
+        let lib = tree.modules[0].file.clone();
+        // A folder module and everything below it are one node; inline
+        // modules belong to their file, so those of lib.rs are `crate`.
+        let nodes = tree
+            .modules
+            .iter()
+            .map(|m| {
+                let node = if m.file == lib { "crate".to_string() } else { m.path[0].clone() };
+                (m.path.clone(), node)
+            })
+            .collect();
+        let mut c = Crate { tree, src: src.to_path_buf(), shown: shown.to_string(), nodes, root_uses: BTreeMap::new() };
+        let mut leaves = Vec::new();
+        for it in c.tree.modules[0].items() {
+            if let syn::Item::Use(u) = it {
+                if !is_cfg_test(&u.attrs) {
+                    use_paths(&u.tree, &mut Vec::new(), &mut leaves);
                 }
+            }
+        }
+        for (segs, bound) in leaves {
+            if let (Some(abs), Some(name)) = (c.absolute(&[], &segs), bound) {
+                c.root_uses.insert(name, abs);
             }
         }
         c
     }
 
-    fn add(&mut self, file: PathBuf, rel: String, path: Vec<String>, dir: PathBuf, src: &Path, shown: &str) {
-        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let mut stripped = strip(&text);
-        drop_test_items(&mut stripped);
-        let b = stripped.as_bytes();
-        let mut inline = Vec::new();
-        let mut decls = Vec::new();
-        for at in keyword(&stripped, "mod") {
-            let rest = &stripped[at + 3..];
-            let name: String = rest.trim_start().bytes().take_while(|&c| is_ident(c)).map(char::from).collect();
-            let after = at + 3 + (rest.len() - rest.trim_start().len()) + name.len();
-            let next = stripped[after..].trim_start();
-            if name.is_empty() {
-                continue;
-            }
-            let open = stripped.len() - next.len();
-            if next.starts_with('{') {
-                inline.push((name, open, closing(b, open)));
-            } else if next.starts_with(';') {
-                decls.push((name, at));
-            }
-        }
-        self.modules.insert(path.clone());
-        let me = File { rel, path: path.clone(), text, stripped, inline };
-        let inline_paths: Vec<Vec<String>> = me.inline.iter().map(|(_, o, _)| me.module_at(*o + 1)).collect();
-        let decls: Vec<(Vec<String>, String)> = decls.into_iter().map(|(n, at)| (me.module_at(at), n)).collect();
-        self.files.push(me);
-        self.modules.extend(inline_paths);
-        for (at_module, name) in decls {
-            // The directory of the declaring module's children: `dir` for
-            // the file's own, plus one folder per inline module around.
-            let mut d = dir.clone();
-            for seg in &at_module[path.len()..] {
-                d.push(seg);
-            }
-            let flat = d.join(format!("{name}.rs"));
-            let folder = d.join(&name).join("mod.rs");
-            let f = match (flat.is_file(), folder.is_file()) {
-                (true, false) => flat,
-                (false, true) => folder,
-                _ => panic!(
-                    "module {name} in {}: need exactly one of {} and {}",
-                    dir.display(),
-                    flat.display(),
-                    folder.display()
-                ),
-            };
-            let rel = format!("{shown}/{}", f.strip_prefix(src).unwrap().display());
-            let mut child = at_module.clone();
-            child.push(name.clone());
-            self.add(f, rel, child, d.join(&name), src, shown);
-        }
+    fn is_module(&self, path: &[String]) -> bool {
+        self.nodes.contains_key(path)
     }
 
     /// `segs` (a path written in module `at`) from the crate root, when it
@@ -420,7 +369,7 @@ impl Crate {
             _ => {
                 let mut child = at.to_vec();
                 child.push(first.clone());
-                if !self.modules.contains(&child) {
+                if !self.is_module(&child) {
                     return None; // another crate (std, libc, rpma_sys), or a local name
                 }
                 [at, segs].concat()
@@ -435,7 +384,7 @@ impl Crate {
         for s in abs {
             let mut next = at.clone();
             next.push(s.clone());
-            if self.modules.contains(&next) {
+            if self.is_module(&next) {
                 at = next;
                 continue;
             }
@@ -449,68 +398,47 @@ impl Crate {
         Some(at)
     }
 
-    /// The graph: node -> node -> where the references are.
-    fn graph(&self) -> BTreeMap<String, BTreeMap<String, Vec<Evidence>>> {
-        let node = |p: &[String]| p.first().cloned().unwrap_or_else(|| "crate".into());
-        let mut g: BTreeMap<String, BTreeMap<String, Vec<Evidence>>> = BTreeMap::new();
-        for f in &self.files {
-            g.entry(node(&f.path)).or_default();
-            let mut refs: Vec<(usize, Vec<String>)> = Vec::new();
-            let mut in_use = Vec::new();
-            for at in keyword(&f.stripped, "use") {
-                let end = f.stripped[at..].find(';').map_or(f.stripped.len(), |n| at + n);
-                in_use.push((at, end));
-                let before = f.stripped[..at].trim_end();
-                let public = before.ends_with("pub")
-                    || (before.ends_with(')') && before.rfind("pub(").is_some_and(|p| before.len() - p < 16));
-                if f.path.is_empty() && public && f.module_at(at).is_empty() {
-                    continue; // the root's re-exports (see the module docs)
-                }
-                for (segs, _) in use_paths(&tokens(&f.stripped[at + 3..end])) {
-                    refs.push((at, segs));
-                }
-            }
-            for word in ["crate", "super"] {
-                for at in keyword(&f.stripped, word) {
-                    if in_use.iter().any(|&(s, e)| s < at && at < e) {
-                        continue;
-                    }
-                    let mut segs = Vec::new();
-                    let mut k = at;
-                    let b = f.stripped.as_bytes();
-                    loop {
-                        let id: String = f.stripped[k..].bytes().take_while(|&c| is_ident(c)).map(char::from).collect();
-                        if id.is_empty() {
-                            break;
-                        }
-                        segs.push(id.clone());
-                        k += id.len();
-                        if !f.stripped[k..].starts_with("::") {
-                            break;
-                        }
-                        k += 2;
-                        if b.get(k) == Some(&b'{') || b.get(k) == Some(&b'<') {
-                            break;
-                        }
-                    }
-                    if segs.len() > 1 {
-                        refs.push((at, segs));
-                    }
+    /// The graph: node -> node -> where the references are (per file, its
+    /// `use`s first, then its `crate::` paths, then its `super::` paths).
+    fn graph(&self) -> Graph {
+        let mut g: Graph = BTreeMap::new();
+        // The references of each file (a file holds its inline modules), in
+        // the order the files are found.
+        let mut files: Vec<(usize, Vec<Ref>)> = Vec::new();
+        for (i, m) in self.tree.modules.iter().enumerate() {
+            g.entry(self.nodes[&m.path].clone()).or_default();
+            let mut refs = Refs { module: m.path.clone(), out: Vec::new() };
+            for it in m.items() {
+                match it {
+                    // An inline module is a module of its own in the tree
+                    // (or test code, left out).
+                    syn::Item::Mod(x) if x.content.is_some() => {}
+                    // The root's re-exports (see the module docs).
+                    syn::Item::Use(u) if m.path.is_empty() && !matches!(u.vis, syn::Visibility::Inherited) => {}
+                    _ => refs.visit_item(it),
                 }
             }
-            for (at, segs) in refs {
-                let here = f.module_at(at);
-                let Some(target) = self.absolute(&here, &segs).and_then(|abs| self.module_of(&abs, 0)) else {
+            match files.iter_mut().find(|(f, _)| self.tree.modules[*f].file == m.file) {
+                Some((_, out)) => out.extend(refs.out),
+                None => files.push((i, refs.out)),
+            }
+        }
+        for (f, mut refs) in files {
+            let m = &self.tree.modules[f];
+            let rel = format!("{}/{}", self.shown, m.file.strip_prefix(&self.src).unwrap().display());
+            refs.sort_by_key(|r| (r.kind, r.offset));
+            for r in refs {
+                let Some(target) = self.absolute(&r.module, &r.segs).and_then(|abs| self.module_of(&abs, 0)) else {
                     continue;
                 };
-                let (from, to) = (node(&f.path), node(&target));
+                let (from, to) = (&self.nodes[&r.module], &self.nodes[&target]);
                 if from == to {
                     continue;
                 }
-                let (line, text) = f.line(at);
-                g.entry(from).or_default().entry(to).or_default().push(Evidence {
-                    rel: f.rel.clone(),
-                    line,
+                let text = m.source().lines().nth(r.line - 1).unwrap_or("").trim();
+                g.entry(from.clone()).or_default().entry(to.clone()).or_default().push(Evidence {
+                    rel: rel.clone(),
+                    line: r.line,
                     text: text.to_string(),
                 });
             }
@@ -522,9 +450,9 @@ impl Crate {
 // ---------------------------------------------------------------- cycles
 
 /// The strongly connected components with more than one node (Tarjan).
-fn components(g: &BTreeMap<String, BTreeMap<String, Vec<Evidence>>>) -> Vec<Vec<String>> {
+fn components(g: &Graph) -> Vec<Vec<String>> {
     struct St<'a> {
-        g: &'a BTreeMap<String, BTreeMap<String, Vec<Evidence>>>,
+        g: &'a Graph,
         index: BTreeMap<&'a str, usize>,
         low: BTreeMap<&'a str, usize>,
         stack: Vec<&'a str>,
@@ -578,7 +506,7 @@ fn components(g: &BTreeMap<String, BTreeMap<String, Vec<Evidence>>>) -> Vec<Vec<
 }
 
 /// A shortest cycle through `start` inside `comp`: `[start, ..., start]`.
-fn shortest_cycle(g: &BTreeMap<String, BTreeMap<String, Vec<Evidence>>>, comp: &[String], start: &str) -> Vec<String> {
+fn shortest_cycle(g: &Graph, comp: &[String], start: &str) -> Vec<String> {
     let mut prev: BTreeMap<&str, &str> = BTreeMap::new();
     let mut queue = VecDeque::from([start]);
     while let Some(v) = queue.pop_front() {
@@ -678,15 +606,16 @@ fn no_long_files_without_a_reason() {
 }
 
 /// The checker itself, on a scratch crate: a cycle through a folder module
-/// and a root re-export is found and printed as a path; comments, strings,
-/// test code, the root's re-exports and references inside a folder are no
-/// edges; a long file needs its reason.
+/// and a root re-export is found and printed as a path; a path in a macro
+/// call is an edge; comments, strings, test code (a module, a method), the
+/// root's re-exports and references inside a folder are no edges; a long
+/// file needs its reason.
 #[test]
 fn the_checker_finds_cycles_and_long_files() {
     let dir = std::env::temp_dir().join(format!("rpma-module-graph-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let files: &[(&str, &str)] = &[
-        ("lib.rs", "mod a;\nmod b;\npub mod c;\npub use c::Thing;\npub(crate) fn helper() {}\n"),
+        ("lib.rs", "mod a;\nmod b;\npub mod c;\nmod d;\npub use c::Thing;\npub(crate) fn helper() {}\n"),
         ("a.rs", "use crate::b::B;\npub struct A;\n"),
         ("b/mod.rs", "mod inner;\npub struct B;\n"),
         ("b/inner.rs", "use super::*;\nfn f() -> crate::Thing {\n    todo!()\n}\n"),
@@ -694,6 +623,11 @@ fn the_checker_finds_cycles_and_long_files() {
             "c.rs",
             "use crate::{a::A, helper};\n/// [`crate::b::B`]\nfn s() -> char {\n    let _ = \"crate::b::B\";\n    '\"'\n}\n\
              #[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\npub struct Thing;\n",
+        ),
+        (
+            "d.rs",
+            "struct D;\nimpl D {\n    #[cfg(test)]\n    fn t() -> crate::b::B {\n        todo!()\n    }\n    \
+             fn f() {\n        println!(\"{}\", std::any::type_name::<crate::a::A>());\n    }\n}\n",
         ),
     ];
     for (rel, text) in files {
@@ -704,7 +638,7 @@ fn the_checker_finds_cycles_and_long_files() {
     let c = Crate::load(&dir, "x");
     let g = c.graph();
     let edges: Vec<String> = g.iter().flat_map(|(a, to)| to.keys().map(move |b| format!("{a} -> {b}"))).collect();
-    assert_eq!(edges, ["a -> b", "b -> c", "c -> a", "c -> crate"]);
+    assert_eq!(edges, ["a -> b", "b -> c", "c -> a", "c -> crate", "d -> a"]);
     let report = cycle_report(&c, "x");
     assert!(report.contains("  cycle: a -> b -> c -> a\n"), "{report}");
     assert!(report.contains("    b -> c: x/b/inner.rs:2: fn f() -> crate::Thing {\n"), "{report}");

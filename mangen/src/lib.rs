@@ -239,6 +239,19 @@ impl Module {
     pub fn name(&self) -> String {
         self.path.join("::")
     }
+
+    /// Its items as parsed, `#[cfg(test)]` ones included (the tree leaves
+    /// out only `#[cfg(test)]` modules); an inline module's are those inside
+    /// its braces (its parent's items hold them too, as a `mod` item with
+    /// content). For tools that walk the code (tests/module_graph.rs).
+    pub fn items(&self) -> &[syn::Item] {
+        &self.items
+    }
+
+    /// The text of [`Module::file`]: the items' spans index into it.
+    pub fn source(&self) -> &str {
+        &self.src
+    }
 }
 
 /// What a `use` path names.

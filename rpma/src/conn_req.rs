@@ -145,10 +145,15 @@ impl ConnReq {
             Err(e)
         };
         if private_data.len() > limit {
-            let e = Error::inval(format!(
-                "private data is {} bytes; {verb} carries at most {limit} bytes over IB/RoCE",
-                private_data.len()
-            ));
+            let e = Error::too_long(
+                "private data",
+                private_data.len() as u64,
+                limit as u64,
+                format!(
+                    "private data is {} bytes; {verb} carries at most {limit} bytes over IB/RoCE",
+                    private_data.len()
+                ),
+            );
             return fail(parts, e);
         }
         let channel = match EventChannel::new() {
@@ -191,7 +196,10 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     let srq = cfg.srq().cloned();
     if let Some(s) = &srq {
         if !s.peer().same_pd(peer) {
-            return Err(Error::inval("the SRQ was created on another peer (protection domain) than the connection's"));
+            return Err(Error::foreign(
+                "the SRQ",
+                "the SRQ was created on another peer (protection domain) than the connection's",
+            ));
         }
     }
     if cfg.compl_channel() && srq.as_ref().is_some_and(|s| s.rcq().is_some()) {
@@ -201,7 +209,10 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     }
     if let Some(scq) = cfg.shared_cq() {
         if !scq.peer().same_pd(peer) {
-            return Err(Error::inval("the shared CQ was created on another peer than the connection's"));
+            return Err(Error::foreign(
+                "the shared CQ",
+                "the shared CQ was created on another peer than the connection's",
+            ));
         }
         if cfg.rcq_size() > 0 || cfg.compl_channel() {
             return Err(Error::inval(

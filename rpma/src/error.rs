@@ -54,15 +54,65 @@ pub enum Detail {
         /// The usages to add (register the region with them).
         missing: crate::access::Usage,
     },
-    /// A length over what one work request carries (4 GiB - 1) or over a
-    /// limit of the connection (inline bytes).
+    /// A length or count over a limit: what one work request carries
+    /// (4 GiB - 1), a limit of the connection (inline bytes, list
+    /// elements), of the device (queue sizes, scatter/gather elements), of
+    /// the connection's setup (private data), of a chain (operations) or of
+    /// a message slot (bytes).
     TooLong {
-        /// The argument.
+        /// The argument (`"write_inline"`, `"ConnCfg sq_size"`).
         what: String,
-        /// The length asked for.
+        /// The length or count asked for.
         len: u64,
         /// The most allowed.
         max: u64,
+    },
+    /// An offset or address that must be a multiple of `align` is not
+    /// (8-byte remote atomics, the atomic write).
+    Misaligned {
+        /// The argument (`"atomic_write: dst_offset"`).
+        what: String,
+        /// The offset or address asked for.
+        value: u64,
+        /// The alignment it needs.
+        align: u64,
+    },
+    /// An argument is empty where at least one byte or element is needed:
+    /// memory of 0 bytes to register, a scatter/gather list without
+    /// elements.
+    Empty {
+        /// The argument (`"write_sg: src"`).
+        what: String,
+    },
+    /// A region, window, SRQ or shared completion queue belongs to another
+    /// peer (protection domain), or a window to another connection, than
+    /// the one it is used with.
+    Foreign {
+        /// The argument (`"write_sg: src[1]"`, `"the SRQ"`).
+        what: String,
+    },
+    /// The region is held ([`Error::Again`]): `in_flight` operations using
+    /// it are in flight (reap their completions) and `windows` memory
+    /// windows are bound over it (invalidate them and reap the completion,
+    /// or drop them); both 0 when another reference holds it. Release
+    /// them, then call again.
+    RegionBusy {
+        /// Operations in flight that use the region.
+        in_flight: u64,
+        /// Memory windows bound over the region.
+        windows: u64,
+    },
+    /// The shared completion queue has no room for the connection:
+    /// `reserved` of its `size` entries are reserved and the connection
+    /// needs `need` more. Create the shared CQ larger, give the connection
+    /// smaller queues, or use another shared CQ.
+    CqFull {
+        /// Entries already reserved by the CQ's connections.
+        reserved: u64,
+        /// The CQ's size in entries.
+        size: u64,
+        /// Entries the connection needs.
+        need: u64,
     },
     /// The send queue has no free slot now ([`Error::Again`]): reap
     /// completions and post again.
@@ -271,6 +321,42 @@ impl Error {
         Error::NoSupp(Msg::detailed(Detail::Unsupported, msg.into()))
     }
 
+    /// [`Error::Inval`] with [`Detail::TooLong`].
+    #[cold]
+    pub(crate) fn too_long(what: &str, len: u64, max: u64, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::TooLong { what: what.to_string(), len, max }, text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::Misaligned`].
+    #[cold]
+    pub(crate) fn misaligned(what: &str, value: u64, align: u64, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Misaligned { what: what.to_string(), value, align }, text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::Empty`].
+    #[cold]
+    pub(crate) fn empty(what: &str, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Empty { what: what.to_string() }, text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::Foreign`].
+    #[cold]
+    pub(crate) fn foreign(what: &str, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Foreign { what: what.to_string() }, text.into()))
+    }
+
+    /// [`Error::Again`] with [`Detail::RegionBusy`].
+    #[cold]
+    pub(crate) fn region_busy(in_flight: u64, windows: u64, text: impl Into<String>) -> Error {
+        Error::Again(Msg::detailed(Detail::RegionBusy { in_flight, windows }, text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::CqFull`].
+    #[cold]
+    pub(crate) fn cq_full(reserved: u64, size: u64, need: u64, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::CqFull { reserved, size, need }, text.into()))
+    }
+
     /// Maps a provider failure of `op` as librpma does: `ENOMEM` becomes
     /// [`Error::NoMem`], a failure without errno [`Error::Unknown`], anything
     /// else [`Error::Provider`] with the errno as its source.
@@ -411,5 +497,58 @@ mod detail_tests {
         let p = Error::Provider { op: "ibv_post_send".into(), source: io::Error::from_raw_os_error(libc::EINVAL) };
         assert_eq!(io::Error::from(p).raw_os_error(), Some(libc::EINVAL));
         assert_eq!(io::Error::from(Error::unsupported("x")).kind(), io::ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn checks_with_a_detail_keep_their_code_and_text() {
+        let e = crate::peer::Capabilities::check_size("ConnCfg sq_size", 5, 4, "max_qp_wr").unwrap_err();
+        assert_eq!(e.code(), RPMA_E_INVAL);
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "ConnCfg sq_size".into(), len: 5, max: 4 }));
+        assert_eq!(e.to_string(), "invalid argument: ConnCfg sq_size 5 exceeds the device's max_qp_wr 4");
+        let e = crate::inflight::chain_is_full();
+        let max = rpma_sys::chain::MAX_CHAIN as u64;
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "chain".into(), len: max + 1, max }));
+        assert_eq!(e.to_string(), format!("invalid argument: a chain holds at most {max} operations"));
+        let cases = [
+            (
+                Error::misaligned(
+                    "atomic_write: dst_offset",
+                    4,
+                    8,
+                    "atomic_write: dst_offset 4 is not a multiple of 8",
+                ),
+                RPMA_E_INVAL,
+                Detail::Misaligned { what: "atomic_write: dst_offset".into(), value: 4, align: 8 },
+                "invalid argument: atomic_write: dst_offset 4 is not a multiple of 8",
+            ),
+            (
+                Error::empty("write_sg: src", "write_sg: src: the list is empty"),
+                RPMA_E_INVAL,
+                Detail::Empty { what: "write_sg: src".into() },
+                "invalid argument: write_sg: src: the list is empty",
+            ),
+            (
+                Error::foreign("the SRQ", "the SRQ was created on another peer"),
+                RPMA_E_INVAL,
+                Detail::Foreign { what: "the SRQ".into() },
+                "invalid argument: the SRQ was created on another peer",
+            ),
+            (
+                Error::region_busy(0, 1, "dereg: the region is busy: 1 memory window(s) are bound over it"),
+                RPMA_E_AGAIN,
+                Detail::RegionBusy { in_flight: 0, windows: 1 },
+                "temporary error, try again: dereg: the region is busy: 1 memory window(s) are bound over it",
+            ),
+            (
+                Error::cq_full(20, 30, 20, "the shared CQ has 20 of its 30 entries reserved"),
+                RPMA_E_INVAL,
+                Detail::CqFull { reserved: 20, size: 30, need: 20 },
+                "invalid argument: the shared CQ has 20 of its 30 entries reserved",
+            ),
+        ];
+        for (e, code, detail, text) in cases {
+            assert_eq!((e.code(), e.detail(), e.to_string().as_str()), (code, Some(&detail), text));
+        }
+        assert_eq!(io::Error::from(Error::region_busy(1, 0, "x")).kind(), io::ErrorKind::WouldBlock);
     }
 }

@@ -159,11 +159,12 @@ impl Messages {
             .get_mut(n)
             .ok_or_else(|| Error::inval(format!("send slot {n} does not exist (there are {count})")))?;
         if msg.len() > self.slot_size {
-            return Err(Error::inval(format!(
-                "message of {} bytes exceeds the slot size {}",
-                msg.len(),
-                self.slot_size
-            )));
+            return Err(Error::too_long(
+                "message",
+                msg.len() as u64,
+                self.slot_size as u64,
+                format!("message of {} bytes exceeds the slot size {}", msg.len(), self.slot_size),
+            ));
         }
         slot.write_at(0, msg)?;
         conn.send(slot, 0, msg.len(), flags, TAG | n as u64)

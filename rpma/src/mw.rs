@@ -366,7 +366,10 @@ impl Conn {
         mr.check_range("bind_mw: mr", offset, len)?;
         validate::local(mr, Usage::MW_BIND, "bind_mw: mr", &parts.peer)?;
         if !mw.peer().same_pd(&parts.peer) {
-            return Err(Error::inval("bind_mw: the window was allocated on another peer (protection domain)"));
+            return Err(Error::foreign(
+                "bind_mw: the window",
+                "bind_mw: the window was allocated on another peer (protection domain)",
+            ));
         }
         if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC)
             && !mr.access().contains(Access::LOCAL_WRITE)
@@ -455,12 +458,15 @@ impl Conn {
                 ));
             }
             if ty == MwType::Type2 && b.qp_num != qp.qp_num() {
-                return Err(Error::inval(format!(
-                    "invalidate_mw: the type 2 window was bound on another connection (QP {}), not this one (QP {}); \
-                     invalidate it there",
-                    b.qp_num,
-                    qp.qp_num()
-                )));
+                return Err(Error::foreign(
+                    "invalidate_mw: the window",
+                    format!(
+                        "invalidate_mw: the type 2 window was bound on another connection (QP {}), not this one \
+                         (QP {}); invalidate it there",
+                        b.qp_num,
+                        qp.qp_num()
+                    ),
+                ));
             }
             let r = (b.rkey, b.region.clone());
             // Set before posting: the completion may be translated (by a

@@ -64,7 +64,12 @@ impl Capabilities {
     /// checked), so sizes are refused before anything is allocated for them.
     pub(crate) fn check_size(what: &str, size: u32, max: u32, limit: &str) -> crate::Result<()> {
         if max != 0 && size > max {
-            return Err(crate::Error::inval(format!("{what} {size} exceeds the device's {limit} {max}")));
+            return Err(crate::Error::too_long(
+                what,
+                size.into(),
+                max.into(),
+                format!("{what} {size} exceeds the device's {limit} {max}"),
+            ));
         }
         Ok(())
     }

@@ -204,7 +204,11 @@ impl<M: RegMemory> MrLocal<M> {
     ) -> std::result::Result<(Reregistered<N>, M), ReregError<M, N>> {
         let (nptr, nlen) = mem.as_mut_ptr_len();
         if nlen == 0 {
-            return Err(unchanged(self, Some(mem), Error::inval("rereg_memory: the new memory is 0 bytes long")));
+            return Err(unchanged(
+                self,
+                Some(mem),
+                Error::empty("rereg_memory: the new memory", "rereg_memory: the new memory is 0 bytes long"),
+            ));
         }
         let plan = match Plan::new(&self, peer, usage) {
             Ok(p) => p,

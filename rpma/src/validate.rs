@@ -76,7 +76,7 @@ fn bad_usage(what: &str, which: &str, has: Usage, need: Usage) -> Error {
 #[cold]
 #[inline(never)]
 fn other_peer(what: &str) -> Error {
-    Error::inval(format!("{what}: the region is registered on another peer (protection domain)"))
+    Error::foreign(what, format!("{what}: the region is registered on another peer (protection domain)"))
 }
 
 #[cfg(test)]

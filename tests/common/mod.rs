@@ -27,60 +27,113 @@ pub fn peer() -> Peer {
     Peer::new(&get_ibv_context(&addr(), ContextType::Local).expect("context")).expect("peer")
 }
 
-/// A connected pair on a fresh port: (client conn, server conn), the server
-/// having accepted with `server_pdata` and the client having connected with
-/// `client_pdata`.
-pub fn pair(ccfg: Option<&ConnCfg>, scfg: Option<ConnCfg>, client_pdata: &[u8], server_pdata: Vec<u8>) -> (Conn, Conn) {
-    pair_on(&peer(), ccfg, scfg, client_pdata, server_pdata)
+/// A connected pair, built up and then made by [`Pair::connect`]: the
+/// server listens on `port`, accepts the first connection request with
+/// `server_pdata`, and waits for `Established`; the client connects with
+/// `client_pdata` and waits for `Established` too (each wait [`T`]).
+///
+/// Defaults: each side on a fresh peer from [`peer`], a fresh port from
+/// [`next_port`], neither side with a configuration, no private data.
+///
+/// ```ignore
+/// let (client, server) = Pair::new().server_peer(&sp).server_pdata(desc).connect();
+/// ```
+#[derive(Default)]
+pub struct Pair<'a> {
+    server_peer: Option<&'a Peer>,
+    client_peer: Option<&'a Peer>,
+    port: Option<u16>,
+    client_cfg: Option<&'a ConnCfg>,
+    server_cfg: Option<ConnCfg>,
+    client_pdata: &'a [u8],
+    server_pdata: Vec<u8>,
 }
 
-/// As `pair`, the server side on `sp` (where its regions are registered).
-pub fn pair_on(
-    sp: &Peer,
-    ccfg: Option<&ConnCfg>,
-    scfg: Option<ConnCfg>,
-    client_pdata: &[u8],
-    server_pdata: Vec<u8>,
-) -> (Conn, Conn) {
-    pair_at(sp, next_port(), ccfg, scfg, client_pdata, server_pdata)
-}
+impl<'a> Pair<'a> {
+    /// A pair with every default.
+    pub fn new() -> Self {
+        Self::default()
+    }
 
-/// As `pair_on`, on `port` (for tests that reuse a port).
-pub fn pair_at(
-    sp: &Peer,
-    port: u16,
-    ccfg: Option<&ConnCfg>,
-    scfg: Option<ConnCfg>,
-    client_pdata: &[u8],
-    server_pdata: Vec<u8>,
-) -> (Conn, Conn) {
-    pair_peers(&peer(), sp, port, ccfg, scfg, client_pdata, server_pdata)
-}
+    /// The server side on `sp` (where its regions are registered).
+    pub fn server_peer(mut self, sp: &'a Peer) -> Self {
+        self.server_peer = Some(sp);
+        self
+    }
 
-/// As `pair_at`, the client side on `cp`.
-pub fn pair_peers(
-    cp: &Peer,
-    sp: &Peer,
-    port: u16,
-    ccfg: Option<&ConnCfg>,
-    scfg: Option<ConnCfg>,
-    client_pdata: &[u8],
-    server_pdata: Vec<u8>,
-) -> (Conn, Conn) {
-    let ep = Ep::listen(sp, &addr(), port).expect("listen");
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || {
-        let req = ep.next_conn_req_timeout(scfg.as_ref(), T).expect("connection request");
-        let conn = req.connect(&server_pdata).expect("accept");
-        assert_eq!(conn.next_event_timeout(T).expect("server event"), ConnEvent::Established);
-        tx.send(conn).unwrap();
-    });
-    let req = ConnReq::new(cp, &addr(), port, ccfg).expect("conn req");
-    let conn = req.connect(client_pdata).expect("connect");
-    assert_eq!(conn.next_event_timeout(T).expect("client event"), ConnEvent::Established);
-    let server = rx.recv_timeout(T).expect("server side");
-    h.join().unwrap();
-    (conn, server)
+    /// The client side on `cp`.
+    pub fn client_peer(mut self, cp: &'a Peer) -> Self {
+        self.client_peer = Some(cp);
+        self
+    }
+
+    /// Listen and connect on `port` (for tests that reuse a port).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// The client's connection configuration.
+    pub fn client_cfg(mut self, cfg: &'a ConnCfg) -> Self {
+        self.client_cfg = Some(cfg);
+        self
+    }
+
+    /// The server's connection configuration (used when it accepts).
+    pub fn server_cfg(mut self, cfg: ConnCfg) -> Self {
+        self.server_cfg = Some(cfg);
+        self
+    }
+
+    /// The private data the client connects with.
+    pub fn client_pdata(mut self, pdata: &'a [u8]) -> Self {
+        self.client_pdata = pdata;
+        self
+    }
+
+    /// The private data the server accepts with.
+    pub fn server_pdata(mut self, pdata: impl Into<Vec<u8>>) -> Self {
+        self.server_pdata = pdata.into();
+        self
+    }
+
+    /// Connects: (client conn, server conn), both established. A default
+    /// server peer is made first, then the port is taken, then a default
+    /// client peer is made.
+    pub fn connect(self) -> (Conn, Conn) {
+        let own_sp;
+        let sp = match self.server_peer {
+            Some(sp) => sp,
+            None => {
+                own_sp = peer();
+                &own_sp
+            }
+        };
+        let port = self.port.unwrap_or_else(next_port);
+        let own_cp;
+        let cp = match self.client_peer {
+            Some(cp) => cp,
+            None => {
+                own_cp = peer();
+                &own_cp
+            }
+        };
+        let (scfg, server_pdata) = (self.server_cfg, self.server_pdata);
+        let ep = Ep::listen(sp, &addr(), port).expect("listen");
+        let (tx, rx) = mpsc::channel();
+        let h = thread::spawn(move || {
+            let req = ep.next_conn_req_timeout(scfg.as_ref(), T).expect("connection request");
+            let conn = req.connect(&server_pdata).expect("accept");
+            assert_eq!(conn.next_event_timeout(T).expect("server event"), ConnEvent::Established);
+            tx.send(conn).unwrap();
+        });
+        let req = ConnReq::new(cp, &addr(), port, self.client_cfg).expect("conn req");
+        let conn = req.connect(self.client_pdata).expect("connect");
+        assert_eq!(conn.next_event_timeout(T).expect("client event"), ConnEvent::Established);
+        let server = rx.recv_timeout(T).expect("server side");
+        h.join().unwrap();
+        (conn, server)
+    }
 }
 
 /// librpma's teardown order: the client disconnects, the server sees CLOSED

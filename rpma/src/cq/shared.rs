@@ -242,12 +242,17 @@ impl Routes {
         let need = t.entries + if srq_new { t.srq_entries } else { 0 };
         let want = *reserved + need;
         if want > u64::from(self.size) {
-            return Err(Error::inval(format!(
-                "the shared CQ has {} of its {} entries reserved; this connection needs {need} more (sq_size + \
-                 rq_size, or its SRQ's rq_size once per SRQ): create the SharedCq larger or give the connection \
-                 smaller queues",
-                *reserved, self.size
-            )));
+            return Err(Error::cq_full(
+                *reserved,
+                self.size.into(),
+                need,
+                format!(
+                    "the shared CQ has {} of its {} entries reserved; this connection needs {need} more (sq_size + \
+                     rq_size, or its SRQ's rq_size once per SRQ): create the SharedCq larger or give the connection \
+                     smaller queues",
+                    *reserved, self.size
+                ),
+            ));
         }
         map.try_reserve(1).map_err(|_| Error::NoMem("cannot grow the shared CQ's connection table".into()))?;
         if let Some(k) = srq {

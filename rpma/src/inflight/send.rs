@@ -469,7 +469,12 @@ impl SendChain {
 #[cold]
 #[inline(never)]
 pub(crate) fn chain_is_full() -> Error {
-    Error::inval(format!("a chain holds at most {MAX_CHAIN} operations"))
+    Error::too_long(
+        "chain",
+        MAX_CHAIN as u64 + 1,
+        MAX_CHAIN as u64,
+        format!("a chain holds at most {MAX_CHAIN} operations"),
+    )
 }
 
 #[cold]

@@ -272,7 +272,7 @@ impl<M: RegMemory> MrLocal<M> {
         if parts.is_empty() {
             parts.push("another reference holds it; retry".into());
         }
-        Error::Again(format!("{what}: the region is busy: {}", parts.join("; ")).into())
+        Error::region_busy(ops as u64, mws as u64, format!("{what}: the region is busy: {}", parts.join("; ")))
     }
 
     /// The device address of `offset` in the region, for an SGE.

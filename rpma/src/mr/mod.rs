@@ -285,7 +285,7 @@ fn len_fits(len: usize, limit: u64) -> bool {
 #[inline(never)]
 fn bad_length(len: usize, max: u64) -> Error {
     if len == 0 {
-        return Error::inval("memory to register is 0 bytes long; it must be at least 1 byte");
+        return Error::empty("memory to register", "memory to register is 0 bytes long; it must be at least 1 byte");
     }
     Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}"))
 }

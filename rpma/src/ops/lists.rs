@@ -81,13 +81,21 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
     peer: &Peer,
 ) -> Result<Gathered> {
     let Some(first) = list.first() else {
-        return Err(Error::inval(format!(
-            "{what}: the list is empty (a 0-byte operation is the plain one with len 0, or one element of 0 bytes)"
-        )));
+        return Err(Error::empty(
+            what,
+            format!(
+                "{what}: the list is empty (a 0-byte operation is the plain one with len 0, or one element of 0 bytes)"
+            ),
+        ));
     };
     let max = (max as usize).min(MAX_SGL);
     if list.len() > max {
-        return Err(Error::inval(format!("{what}: {} elements exceed {limit} {max}", list.len())));
+        return Err(Error::too_long(
+            what,
+            list.len() as u64,
+            max as u64,
+            format!("{what}: {} elements exceed {limit} {max}", list.len()),
+        ));
     }
     let empty = Sge { addr: 0, length: 0, lkey: 0 };
     let mut g = Gathered { sges: [empty; MAX_SGL], n: 0, total: 0, hold: None };
@@ -141,7 +149,7 @@ fn check_element<M: RegMemory>(e: &Sg<'_, M>, need: Usage, what: &str, i: usize,
 #[cold]
 #[inline(never)]
 fn too_long(what: &str, i: usize, total: u64) -> Error {
-    Error::inval(format!(
+    Error::too_long(what, total, u32::MAX.into(), format!(
         "{what}: the elements up to [{i}] add up to {total} bytes, more than 4 GiB - 1 (the most one work request carries)"
     ))
 }

@@ -736,16 +736,26 @@ fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
 #[cold]
 #[inline(never)]
 fn misaligned_atomic_write(dst_offset: u64) -> Error {
-    Error::inval(format!("atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"))
+    Error::misaligned(
+        "atomic_write: dst_offset",
+        dst_offset,
+        ATOMIC_WRITE_ALIGNMENT,
+        format!("atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"),
+    )
 }
 
 #[cold]
 #[inline(never)]
 fn no_inline8(max_inline_data: u32) -> Error {
-    Error::inval(format!(
-        "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is \
-         {max_inline_data} (ConnCfg::set_max_inline_data)"
-    ))
+    Error::too_long(
+        "atomic_write",
+        8,
+        max_inline_data.into(),
+        format!(
+            "atomic_write: the emulation is an inline 8-byte write and the connection's max_inline_data is \
+             {max_inline_data} (ConnCfg::set_max_inline_data)"
+        ),
+    )
 }
 
 #[cold]
@@ -761,11 +771,16 @@ fn no_atomics(what: &str, peer: &Peer) -> Error {
 #[cold]
 #[inline(never)]
 fn misaligned(what: &str, region: u64, offset: u64) -> Error {
-    Error::inval(format!(
-        "{what}: the remote address {:#x} (region start {region:#x} + offset {offset}) is not a multiple of \
-         {ATOMIC_ALIGNMENT}: remote atomics need 8-aligned addresses",
-        region.wrapping_add(offset)
-    ))
+    Error::misaligned(
+        what,
+        region.wrapping_add(offset),
+        ATOMIC_ALIGNMENT,
+        format!(
+            "{what}: the remote address {:#x} (region start {region:#x} + offset {offset}) is not a multiple of \
+             {ATOMIC_ALIGNMENT}: remote atomics need 8-aligned addresses",
+            region.wrapping_add(offset)
+        ),
+    )
 }
 
 /// The completion kind of a posted verb: the one mapping between them.
