@@ -48,7 +48,6 @@ fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>
     set_nonblocking(fd.as_raw_fd(), true)?;
     // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
     // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
-    #[allow(unsafe_code)]
     let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
     registered.map_err(|e| {
         Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))

@@ -116,7 +116,7 @@ impl ConnReq {
             return Err(Error::inval("the connection request was already consumed"));
         };
         let w = op.posting(&p.peer, (p.limits.max_recv_sge, "the connection's max_recv_sge"))?;
-        p.post_recv(w.ctx, &w.scatter, Some(w.hold))
+        p.post_recv(w.ctx, &w.scatter, w.hold)
     }
 
     /// Connects (active side) or accepts (passive side), sending
@@ -265,7 +265,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     let init = QpInit {
         send_cq: cq.sys(),
         recv_cq,
-        srq: srq.as_ref().map(|s| s.sys()),
+        srq: srq.as_ref().map(|s| s.sys()).transpose()?,
         max_send_wr: cfg.sq_size(),
         max_recv_wr: cfg.rq_size(),
         max_send_sge: cfg.max_send_sge(),

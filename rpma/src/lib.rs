@@ -4,9 +4,17 @@
 #![doc(test(attr(deny(warnings))))]
 
 mod access;
+// `unsafe` is denied crate-wide (FFI lives in rpma-sys) and allowed in
+// these modules only, each use with a `// SAFETY:` line:
+// - `aio`: registering borrowed fds with tokio's reactor (the borrow keeps
+//   them open);
 #[cfg(feature = "tokio")]
+#[allow(unsafe_code)]
 pub mod aio;
 pub mod common_data;
+// - `conn`: the unchecked fast paths (`unsafe fn`s whose callers keep the
+//   memory alive, and the calls that pass that contract on);
+#[allow(unsafe_code)]
 pub mod conn;
 pub mod conn_cfg;
 pub mod conn_req;
@@ -14,23 +22,28 @@ pub mod cq;
 pub mod ep;
 pub mod error;
 pub mod gpspm;
+// - `inflight`: every post of a work request (the trackers' holds, or the
+//   unchecked caller's contract, keep its memory alive) and the send
+//   tracker's lock;
+#[allow(unsafe_code)]
 mod inflight;
 pub mod log;
 pub mod messages;
-// `unsafe` is denied crate-wide (FFI lives in rpma-sys). It is allowed for
-// this whole module, which owns the memory registrations point at, and
-// item by item elsewhere: the `unsafe fn` fast paths (`*_unchecked`,
-// `Conn::post_unchecked`), the in-flight trackers' lock and the calls into
-// rpma-sys that post work requests, each with a `// SAFETY:` line.
+// - `memory`: owns the memory registrations point at (allocation,
+//   mappings, raw views);
 #[allow(unsafe_code)]
 pub mod memory;
+// - `mr`: registered memory the device may also touch (bounded copies),
+//   its release (leaked when deregistration fails) and re-registration;
+#[allow(unsafe_code)]
 pub mod mr;
 pub mod mw;
 pub mod ops;
 pub mod peer;
 pub mod peer_cfg;
-pub mod rereg;
 pub mod srq;
+// - `utils`: adopting a caller's `ibv_context` (`IbvContext::from_raw`).
+#[allow(unsafe_code)]
 pub mod utils;
 mod validate;
 mod windows;
@@ -45,6 +58,7 @@ pub use cq::{Completion, CompletionOp, Cq, SharedCq, WcStatus};
 pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
 pub use memory::{AlignedBuf, MappedFile, RawMemory, RegMemory};
+pub use mr::rereg;
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
 pub use mw::{Mw, MwAccess, MwType};
 pub use peer::{Capabilities, Peer};

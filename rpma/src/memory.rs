@@ -291,7 +291,6 @@ impl MappedFile {
     /// # Errors
     /// [`Error::Inval`] for `len == 0`; [`Error::Provider`] with the errno of
     /// the failing `open`, `ftruncate` or `mmap`.
-    #[allow(unsafe_code)]
     pub unsafe fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
         let path = path.as_ref();
         if len == 0 {
@@ -407,10 +406,7 @@ impl MappedFile {
         self.check("MappedFile::read_at", offset, dst.len())?;
         // SAFETY: inside the live mapping (checked); a raw copy creates no
         // reference to bytes others may change.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset), dst.as_mut_ptr(), dst.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 
@@ -421,10 +417,7 @@ impl MappedFile {
     pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
         self.check("MappedFile::write_at", offset, src.len())?;
         // SAFETY: as in read_at.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(offset), src.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(offset), src.len()) };
         Ok(())
     }
 
@@ -436,7 +429,6 @@ impl MappedFile {
     /// another) is written, no other process truncates the file, and the
     /// value is not registered with remote or local write access (a region
     /// owns it then anyway).
-    #[allow(unsafe_code)]
     pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: the live mapping of `len` initialised (file-backed) bytes;
         // the caller guarantees nothing changes them.
@@ -448,7 +440,6 @@ impl MappedFile {
     /// # Safety
     /// As for [`as_slice`](Self::as_slice); in addition nothing else may read
     /// the bytes through another mapping while the reference lives.
-    #[allow(unsafe_code)]
     pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above; `&mut self` excludes access through this value.
         unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.map.len()) }
@@ -481,7 +472,6 @@ mod tests {
     fn two_mappings_of_one_file_share_bytes_through_copies() {
         let path = std::env::temp_dir().join(format!("rpma-mapped-{}", std::process::id()));
         // SAFETY: a file of this test's own, never truncated.
-        #[allow(unsafe_code)]
         let (a, mut b) = unsafe { (MappedFile::open(&path, 4096).unwrap(), MappedFile::open(&path, 4096).unwrap()) };
         b.write_at(100, b"through b").unwrap();
         let mut got = [0u8; 9];

@@ -18,7 +18,6 @@ use crate::windows::Windows;
 use crate::wire::{self, MrDesc};
 use crate::wrid::CompletionOp;
 use bitflags::bitflags;
-use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 // loom's mutex under `--cfg loom`, for the model below.
@@ -155,7 +154,9 @@ impl Invalidate for MwShared {
 /// # let _ = desc; Ok(()) }
 /// ```
 pub struct Mw {
-    mw: ManuallyDrop<rpma_sys::mw::Mw>,
+    /// `Some` until dropped (taken by `Drop` to deallocate it).
+    mw: Option<rpma_sys::mw::Mw>,
+    ty: MwType,
     shared: Arc<MwShared>,
     peer: Peer,
 }
@@ -165,7 +166,7 @@ impl std::fmt::Debug for Mw {
         let st = self.shared.lock();
         let b = st.binding.as_ref().map(|b| (b.addr, b.len, b.access));
         f.debug_struct("Mw")
-            .field("type", &self.mw.mw_type())
+            .field("type", &self.ty)
             .field("rkey", &st.rkey)
             .field("binding", &b)
             .field("invalidating", &st.invalidating.is_some())
@@ -192,14 +193,14 @@ impl Mw {
         let st = MwState { rkey: mw.rkey(), binding: None, invalidating: None };
         let shared = Arc::new(MwShared(Mutex::new(st)));
         // On failure the window is dropped unbound: ibv_dealloc_mw.
-        let m = Mw { mw: ManuallyDrop::new(mw), shared, peer: peer.clone() };
+        let m = Mw { mw: Some(mw), ty, shared, peer: peer.clone() };
         peer.windows().add(m.shared.clone())?;
         Ok(m)
     }
 
     /// The window's type.
     pub fn mw_type(&self) -> MwType {
-        self.mw.mw_type()
+        self.ty
     }
 
     /// The rkey the window has (after its latest bind).
@@ -299,8 +300,9 @@ impl Mw {
         }
     }
 
-    pub(crate) fn sys(&self) -> &rpma_sys::mw::Mw {
-        &self.mw
+    /// The verbs window (present until the window is dropped).
+    pub(crate) fn sys(&self) -> Result<&rpma_sys::mw::Mw> {
+        self.mw.as_ref().ok_or_else(|| Error::Unknown("rpma bug: a memory window used after its drop".into()))
     }
 
     pub(crate) fn shared(&self) -> &Arc<MwShared> {
@@ -310,9 +312,7 @@ impl Mw {
 
 impl Drop for Mw {
     fn drop(&mut self) {
-        // SAFETY: taken once, here.
-        #[allow(unsafe_code)]
-        let mw = unsafe { ManuallyDrop::take(&mut self.mw) };
+        let Some(mw) = self.mw.take() else { return };
         let binding = self.shared.lock().binding.take();
         match mw.dealloc() {
             Ok(()) => drop(binding), // the window is gone: the region is free
@@ -383,6 +383,7 @@ impl Conn {
             return Err(Error::inval("bind_mw: zero-based addressing needs a type 2 window"));
         }
         let qp = parts.qp()?;
+        let sys_mw = mw.sys()?;
         let addr = mr.sys().device_addr() + offset as u64;
         let mut new_rkey = mw.rkey();
         let rec =
@@ -397,10 +398,10 @@ impl Conn {
                 let info = MwBindInfo { mr: mr.sys(), addr, length: len as u64, access: access.bits() };
                 let wr = WrFlags { wr_id, signaled, fence };
                 let r = match mw.mw_type() {
-                    MwType::Type1 => qp.bind_mw_type1(mw.sys(), info, wr).map(|k| new_rkey = k),
+                    MwType::Type1 => qp.bind_mw_type1(sys_mw, info, wr).map(|k| new_rkey = k),
                     MwType::Type2 => {
                         new_rkey = rpma_sys::wr::next_rkey(mw.rkey());
-                        qp.post_bind_mw(mw.sys(), new_rkey, info, wr)
+                        qp.post_bind_mw(sys_mw, new_rkey, info, wr)
                     }
                 };
                 maybe_queued = r.as_ref().is_err_and(|e| e.maybe_queued);
@@ -482,20 +483,21 @@ impl Conn {
             hold: Some(hold),
             confirm: Some(shared.clone()),
         };
+        let sys_mw = mw.sys()?;
         let r = parts.send.post_with(rec, |wr_id| match ty {
             MwType::Type2 => qp.post_local_inv(wr_id, true, fence, rkey),
             MwType::Type1 => {
                 // A zero-length bind over its region unbinds a type 1 window.
                 let mr = region.mr();
                 let info = MwBindInfo { mr, addr: mr.device_addr(), length: 0, access: 0 };
-                qp.bind_mw_type1(mw.sys(), info, WrFlags { wr_id, signaled: true, fence }).map(|_| ())
+                qp.bind_mw_type1(sys_mw, info, WrFlags { wr_id, signaled: true, fence }).map(|_| ())
             }
         });
         let mut st = shared.lock();
         match r {
             Ok(()) => {
                 if ty == MwType::Type1 {
-                    st.rkey = mw.sys().rkey();
+                    st.rkey = sys_mw.rkey();
                 }
                 Ok(())
             }

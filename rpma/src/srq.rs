@@ -12,7 +12,6 @@ use crate::mr::Usage;
 use crate::ops::sealed::Receive;
 use crate::ops::{Recv, RecvOperation};
 use crate::peer::{Capabilities, Peer};
-use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// Scatter/gather elements per receive of an SRQ.
@@ -68,7 +67,8 @@ impl SrqCfg {
 struct SrqInner {
     // Drop order: the SRQ (once no QP uses it), its CQ, then the receives'
     // holds, when the device can no longer write into them.
-    srq: ManuallyDrop<rpma_sys::srq::Srq>,
+    /// `Some` until dropped (taken by `Drop` to destroy it).
+    srq: Option<rpma_sys::srq::Srq>,
     rcq: Option<Cq>,
     tracker: Arc<RecvTracker>,
     peer: Peer,
@@ -78,9 +78,7 @@ struct SrqInner {
 
 impl Drop for SrqInner {
     fn drop(&mut self) {
-        // SAFETY: taken once, here.
-        #[allow(unsafe_code)]
-        let srq = unsafe { ManuallyDrop::take(&mut self.srq) };
+        let Some(srq) = self.srq.take() else { return };
         if let Err((srq, e)) = srq.destroy() {
             // Still alive (or still used by a queue pair whose destruction
             // failed): the device may write into the posted receives, so
@@ -150,15 +148,7 @@ impl Srq {
         } else {
             None
         };
-        Ok(Srq {
-            inner: Arc::new(SrqInner {
-                srq: ManuallyDrop::new(srq),
-                rcq,
-                tracker,
-                peer: peer.clone(),
-                rq_size: cfg.rq_size,
-            }),
-        })
+        Ok(Srq { inner: Arc::new(SrqInner { srq: Some(srq), rcq, tracker, peer: peer.clone(), rq_size: cfg.rq_size }) })
     }
 
     /// The number of receives the SRQ holds, as configured
@@ -198,7 +188,7 @@ impl Srq {
     /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
     pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
         let w = op.posting(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"))?;
-        self.inner.tracker.post(RecvQueue::Srq(&self.inner.srq), w.ctx, w.hold, w.scatter.sgl())
+        self.inner.tracker.post(RecvQueue::Srq(self.sys()?), w.ctx, w.hold, w.scatter.sgl())
     }
 
     /// The peer the SRQ was created on.
@@ -206,8 +196,9 @@ impl Srq {
         &self.inner.peer
     }
 
-    pub(crate) fn sys(&self) -> &rpma_sys::srq::Srq {
-        &self.inner.srq
+    /// The verbs SRQ (present until the last handle is dropped).
+    pub(crate) fn sys(&self) -> Result<&rpma_sys::srq::Srq> {
+        self.inner.srq.as_ref().ok_or_else(|| Error::Unknown("rpma bug: an SRQ used after its drop".into()))
     }
 
     pub(crate) fn tracker(&self) -> &Arc<RecvTracker> {

@@ -67,7 +67,6 @@ impl IbvContext {
     /// `ctx` must point to an open `struct ibv_context` that stays open as
     /// long as the returned value, its clones, and every object made from it
     /// (peers, regions, connections) are alive.
-    #[allow(unsafe_code)]
     pub unsafe fn from_raw(ctx: std::ptr::NonNull<std::ffi::c_void>) -> IbvContext {
         // SAFETY: the caller's contract is the one Context::borrowed needs.
         IbvContext(unsafe { Context::borrowed(ctx.as_ptr()) })

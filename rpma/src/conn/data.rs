@@ -68,7 +68,6 @@ impl Conn {
     /// # Errors
     /// As [`read`](Conn::read), and [`Error::Inval`] when `op_context`
     /// exceeds 56 bits.
-    #[allow(unsafe_code)]
     #[inline]
     pub unsafe fn read_unchecked<M: RegMemory>(
         &self,
@@ -118,7 +117,6 @@ impl Conn {
     /// # Errors
     /// As [`write`](Conn::write), and [`Error::Inval`] when `op_context`
     /// exceeds 56 bits.
-    #[allow(unsafe_code)]
     #[inline]
     pub unsafe fn write_unchecked<M: RegMemory>(
         &self,
@@ -302,7 +300,6 @@ impl Conn {
     /// As [`compare_and_swap`](Conn::compare_and_swap) without the
     /// unchecked parts, and [`Error::Inval`] when `op_context` exceeds 56
     /// bits.
-    #[allow(unsafe_code)]
     pub unsafe fn compare_and_swap_unchecked<M: RegMemory>(
         &self,
         dst: &MrLocal<M>,
@@ -327,7 +324,6 @@ impl Conn {
     ///
     /// # Errors
     /// As [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
-    #[allow(unsafe_code)]
     pub unsafe fn fetch_and_add_unchecked<M: RegMemory>(
         &self,
         dst: &MrLocal<M>,
@@ -451,7 +447,6 @@ impl Conn {
     /// # Errors
     /// As [`recv`](Conn::recv), without the usage check, and
     /// [`Error::Inval`] when `op_context` exceeds 56 bits.
-    #[allow(unsafe_code)]
     pub unsafe fn recv_unchecked<M: RegMemory>(
         &self,
         dst: &MrLocal<M>,

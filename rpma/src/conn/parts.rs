@@ -3,7 +3,7 @@
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, RecvQueue, RecvTracker, SendTracker};
+use crate::inflight::{untracked, Hold, RecvQueue, RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::AlignedBuf;
 use crate::mr::MrLocal;
@@ -167,38 +167,52 @@ impl ConnParts {
         self.id.qp().ok_or_else(no_qp)
     }
 
-    /// Posts a checked receive (its memory `s`): tracked with `hold`
-    /// (`Some`: kept until its completion, `Some(None)`: nothing to keep) or
-    /// untracked (`None`, [`Conn::post_unchecked`](crate::Conn::post_unchecked):
-    /// `op_context` travels in the work request ID).
-    pub(crate) fn post_recv(&self, ctx: u64, s: &Scatter, hold: Option<Option<Hold>>) -> Result<()> {
+    /// Posts a checked receive (its memory `s`), tracked: `hold` (`None`:
+    /// `s` names no memory) is kept until its completion.
+    pub(crate) fn post_recv(&self, ctx: u64, s: &Scatter, hold: Option<Hold>) -> Result<()> {
+        let qp = self.recv_qp()?;
+        self.recv.post(RecvQueue::Qp(qp), ctx, hold, s.sgl())
+    }
+
+    /// [`post_recv`](Self::post_recv) untracked: nothing is recorded and
+    /// `ctx` travels in the work request ID.
+    ///
+    /// # Safety
+    /// The memory of `s` must stay alive and untouched until the receive
+    /// completes or the connection is dropped (the contract of
+    /// [`Conn::post_unchecked`](crate::Conn::post_unchecked)).
+    pub(crate) unsafe fn post_recv_untracked(&self, ctx: u64, s: &Scatter) -> Result<()> {
+        let qp = self.recv_qp()?;
+        let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
+        // SAFETY: this function's contract.
+        unsafe { untracked::post_recv(qp, wr_id, s.sgl()) }
+    }
+
+    /// The QP to post receives on.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the connection receives through an SRQ, or is
+    /// closed.
+    fn recv_qp(&self) -> Result<&rpma_sys::qp::Qp> {
         if self.srq.is_some() {
             return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::post"));
         }
-        let qp = self.qp()?;
-        match hold {
-            Some(h) => self.recv.post(RecvQueue::Qp(qp), ctx, h, s.sgl()),
-            None => {
-                let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
-                // SAFETY: the caller of `post_unchecked` keeps the region
-                // alive until the receive completes.
-                #[allow(unsafe_code)]
-                unsafe { qp.post_recv(wr_id, s.sgl()) }.map_err(|e| crate::inflight::post_error("ibv_post_recv", e))
-            }
-        }
+        self.qp()
     }
 
     /// Posts without recording anything (the unchecked fast paths): the
     /// wr_id carries the kind and `ctx`.
+    ///
+    /// # Safety
+    /// The local memory of `wr` must stay alive and untouched until the
+    /// operation (or a later signaled one) completes or the connection is
+    /// dropped (the contract of the `*_unchecked` operations).
     #[inline(always)]
-    pub(crate) fn post_untracked(&self, kind: CompletionOp, ctx: u64, wr: SendWr) -> Result<()> {
+    pub(crate) unsafe fn post_untracked(&self, kind: CompletionOp, ctx: u64, wr: SendWr) -> Result<()> {
         let wr_id = wrid::untracked(kind, ctx)?;
         let qp = self.qp()?;
-        // SAFETY: the caller of the `*_unchecked` operation keeps the local
-        // memory in `wr` alive until the operation completes.
-        #[allow(unsafe_code)]
-        unsafe { qp.post_built(&mut SendWr { wr_id, ..wr }.build(), wr_id) }
-            .map_err(|e| crate::inflight::post_error("ibv_post_send", e))
+        // SAFETY: this function's contract.
+        unsafe { untracked::post_send(qp, wr_id, wr) }
     }
 
     /// Posts `wr` through the send tracker, which keeps what `hold` gives

@@ -64,7 +64,6 @@ impl Conn {
     /// # Errors
     /// As [`post`](Conn::post) without the unchecked parts, and
     /// [`Error::Inval`] when the op context exceeds 56 bits.
-    #[allow(unsafe_code)]
     #[inline(always)]
     pub unsafe fn post_unchecked<O: UncheckedOperation>(&self, op: O) -> Result<()> {
         op.encode(&self.target(), false, Single { conn: self, hold: None::<fn() -> Hold> })
@@ -119,7 +118,9 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
     fn plain(self, m: Meta, wr: SendWr) -> Result<()> {
         let parts = &self.conn.parts;
         match (m.hold, self.hold) {
-            (HoldBy::Op, None) => parts.post_untracked(m.kind, m.ctx, wr),
+            // SAFETY: a `Single` without a hold is made only by
+            // `Conn::post_unchecked`, whose caller keeps the memory alive.
+            (HoldBy::Op, None) => unsafe { parts.post_untracked(m.kind, m.ctx, wr) },
             (HoldBy::Op, hold) => parts.post(m.kind, m.ctx, hold, wr),
             (HoldBy::FlushRegion, _) => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
             (HoldBy::Nothing | HoldBy::LentBytes | HoldBy::List, _) => parts.post(m.kind, m.ctx, NO_HOLD, wr),
@@ -145,12 +146,15 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
     }
 
     fn recv(self, m: Meta, mut s: Scatter) -> Result<()> {
+        let parts = &self.conn.parts;
         // A list is tracked with its holds on either path (as a send's).
         let hold = match (&mut s, self.hold) {
-            (Scatter::List(g), _) => Some(g.hold.take()),
-            (Scatter::One(_), None) => None,
-            (Scatter::One(_), Some(h)) => Some(Some(h())),
+            (Scatter::List(g), _) => g.hold.take(),
+            (Scatter::One(_), Some(h)) => Some(h()),
+            // SAFETY: as in `plain`: only `Conn::post_unchecked` makes a
+            // `Single` without a hold.
+            (Scatter::One(_), None) => return unsafe { parts.post_recv_untracked(m.ctx, &s) },
         };
-        self.conn.parts.post_recv(m.ctx, &s, hold)
+        parts.post_recv(m.ctx, &s, hold)
     }
 }

@@ -44,7 +44,6 @@ pub(crate) struct SpinLock<T> {
 // `lock` succeeds for one thread until the guard's `Release` store), so
 // sharing the lock across threads only moves `T` between them: `T: Send`
 // suffices, as for `Mutex`.
-#[allow(unsafe_code)]
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
@@ -107,13 +106,11 @@ impl<T> Deref for SpinGuard<'_, T> {
         // SAFETY: this guard is the only one (see `Sync` above); the
         // reference lives no longer than the guard.
         #[cfg(not(loom))]
-        #[allow(unsafe_code)]
         unsafe {
             &*self.lock.value.get()
         }
         // SAFETY: as above (the pointer is set until the guard drops).
         #[cfg(loom)]
-        #[allow(unsafe_code)]
         unsafe {
             self.ptr.as_ref().map(|p| &*loom::cell::MutPtr::deref(p)).unwrap_or_else(|| unreachable!())
         }
@@ -125,13 +122,11 @@ impl<T> DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`; `&mut self` makes the reference unique.
         #[cfg(not(loom))]
-        #[allow(unsafe_code)]
         unsafe {
             &mut *self.lock.value.get()
         }
         // SAFETY: as above.
         #[cfg(loom)]
-        #[allow(unsafe_code)]
         unsafe {
             self.ptr.as_mut().map(|p| loom::cell::MutPtr::deref(p)).unwrap_or_else(|| unreachable!())
         }

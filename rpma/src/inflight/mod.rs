@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 mod lock;
 mod recv;
 mod send;
+pub(crate) mod untracked;
 pub(crate) use recv::{RecvQueue, RecvTracker};
 pub(crate) use send::{chain_is_full, SendChain, SendTracker};
 

@@ -86,7 +86,6 @@ impl RecvTracker {
             // until the receive completes or the queue is destroyed (a
             // failed destroy leaks the tracker, see `ConnParts::drop` and
             // `SrqInner::drop`).
-            #[allow(unsafe_code)]
             unsafe {
                 match queue {
                     RecvQueue::Qp(qp) => qp.post_recv(wr_id, sgl),

@@ -201,7 +201,6 @@ impl SendTracker {
         // this operation (or a later signaled one) completes, or until the
         // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
-        #[allow(unsafe_code)]
         let posted = unsafe { qp.post_built(&mut built, wrid::send(seq)) };
         let hold = hold.map(|h| h());
         if let Err(e) = posted {
@@ -257,7 +256,6 @@ impl SendTracker {
         // operation (or a later signaled one) completes, or until the QP is
         // destroyed (`SendChain::push` refuses a chained operation whose
         // local range nothing holds, as `post_send` does).
-        #[allow(unsafe_code)]
         let res = unsafe { qp.post_send_list(&mut chain.ops, |i| wrid::send(base.wrapping_add(i as u64))) };
         let posted = match &res {
             Ok(()) => n,
@@ -289,10 +287,7 @@ impl SendTracker {
             // SAFETY: as in `post_send`: every entry lies in a region the
             // entry's hold keeps alive until this operation (or a later
             // signaled one) completes or the QP is destroyed.
-            #[allow(unsafe_code)]
-            unsafe {
-                qp.post_send_sgl(&SendWr { wr_id, ..wr }, sgl)
-            }
+            unsafe { qp.post_send_sgl(&SendWr { wr_id, ..wr }, sgl) }
         })
     }
 

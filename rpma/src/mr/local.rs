@@ -60,7 +60,6 @@ impl<M: RegMemory> MrLocal<M> {
         let slot = Arc::new(MaybeUninit::uninit());
         // SAFETY: the region keeps `mem` alive and unmoved until `Mr::dereg`
         // succeeded, and leaks it otherwise (see `register_checked`).
-        #[allow(unsafe_code)]
         let mr = match unsafe { reg_mr(peer, ptr, len, iova, access) } {
             Ok(mr) => mr,
             Err(e) => return Self::reg_retry(slot, peer, mem, usage, access, iova, e),
@@ -228,7 +227,6 @@ impl<M: RegMemory> MrLocal<M> {
         // whole value is written, then `from_raw` takes the allocation back
         // as an `Arc<MrInner<M>>`, which `Arc::from_raw` allows for a type
         // of the same size and alignment (`MaybeUninit<T>` has `T`'s).
-        #[allow(unsafe_code)]
         unsafe {
             inner.write(MrInner::new(p));
             MrLocal { inner: Arc::from_raw(inner) }
@@ -291,10 +289,7 @@ impl<M: RegMemory> MrLocal<M> {
         self.check_range("read_at", offset, dst.len())?;
         // SAFETY: the range is inside the owned, live memory (checked above);
         // raw copies create no reference to memory the device may write.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 
@@ -323,7 +318,6 @@ impl<M: RegMemory> MrLocal<M> {
         for (i, d) in dst.iter_mut().enumerate() {
             // SAFETY: inside the owned, live memory (checked above); a raw
             // volatile load creates no reference to memory the device may write.
-            #[allow(unsafe_code)]
             {
                 *d = unsafe { std::ptr::read_volatile(self.inner.ptr.add(offset + i)) };
             }
@@ -343,10 +337,7 @@ impl<M: RegMemory> MrLocal<M> {
             return Err(self.held_error("write_at"));
         }
         // SAFETY: as in read_at; `&mut self` excludes local concurrent access.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.inner.ptr.add(offset), src.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.inner.ptr.add(offset), src.len()) };
         Ok(())
     }
 
@@ -402,7 +393,6 @@ impl<M: RegMemory> MrLocal<M> {
         };
         // SAFETY: after Ok, `inner.mr` is never touched again: the region is
         // only unwrapped by `into_mem` (which skips MrInner's Drop) or leaked.
-        #[allow(unsafe_code)]
         if let Err(e) = unsafe { inner.mr.dereg_in_place() } {
             return Err(DeregError { error: Error::provider_raw("ibv_dereg_mr", e), mr: region });
         }

@@ -5,6 +5,7 @@
 
 mod local;
 mod remote;
+pub mod rereg;
 
 pub(crate) use local::RegionHold;
 pub use remote::MrRemote;
@@ -135,7 +136,6 @@ impl<M: RegMemory> MrInner<M> {
         let mut me = ManuallyDrop::new(self);
         // SAFETY: `me` is never dropped, so each field is moved out exactly
         // once and the Drop below does not run.
-        #[allow(unsafe_code)]
         unsafe {
             MrParts {
                 mr: ManuallyDrop::take(&mut me.mr),
@@ -158,7 +158,6 @@ impl<M: RegMemory> MrInner<M> {
         // SAFETY: `me` is never dropped, so `mem` and `peer` are moved out
         // exactly once and the Drop below (which would deregister `mr`
         // again) does not run.
-        #[allow(unsafe_code)]
         unsafe {
             drop(std::ptr::read(&me.peer));
             ManuallyDrop::take(&mut me.mem)
@@ -170,12 +169,10 @@ impl<M: RegMemory> Drop for MrInner<M> {
     fn drop(&mut self) {
         // SAFETY: `mr` is taken once, here (into_parts and into_mem skip
         // this Drop).
-        #[allow(unsafe_code)]
         let mr = unsafe { ManuallyDrop::take(&mut self.mr) };
         match mr.dereg() {
             // SAFETY: the registration is gone, so the device can no longer
             // reach the memory; `mem` is dropped once, here.
-            #[allow(unsafe_code)]
             Ok(()) => unsafe { ManuallyDrop::drop(&mut self.mem) },
             Err((mr, e)) => {
                 rpma_log!(
@@ -193,11 +190,9 @@ impl<M: RegMemory> Drop for MrInner<M> {
 
 // SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
 // the region to another thread moves that ownership with it.
-#[allow(unsafe_code)]
 unsafe impl<M: RegMemory + Send> Send for MrInner<M> {}
 // SAFETY: shared access only reads the memory (read_at) or immutable fields;
 // writes need `&mut MrLocal` and no operation in flight.
-#[allow(unsafe_code)]
 unsafe impl<M: RegMemory + Sync> Sync for MrInner<M> {}
 
 impl<M: RegMemory> std::fmt::Debug for MrLocal<M> {
@@ -304,7 +299,6 @@ fn register_checked(
     // alive and unmoved until the returned Mr is deregistered successfully,
     // and leaks it otherwise (MrInner's Drop, dereg and rereg release it
     // only after `Mr::dereg` returned Ok).
-    #[allow(unsafe_code)]
     let (mr, odp) = match unsafe { reg_mr(peer, ptr, len, iova, access) } {
         Ok(mr) => (mr, false),
         Err(e) => reg_failed(peer, ptr, len, iova, access, e)?,
@@ -319,7 +313,6 @@ fn register_checked(
 /// # Safety
 /// As `rpma_sys::mr::Mr::reg`: `(ptr, len)` stays valid and unmoved until
 /// the returned `Mr` is deregistered successfully, and is leaked otherwise.
-#[allow(unsafe_code)]
 #[inline(always)]
 unsafe fn reg_mr(peer: &Peer, ptr: *mut u8, len: usize, iova: Option<u64>, access: Access) -> std::io::Result<Mr> {
     // SAFETY: the caller's contract, passed on.
@@ -383,7 +376,6 @@ fn reg_failed(
         OdpFallback::Retry => {
             let odp_access = access | Access::ON_DEMAND;
             // SAFETY: `register`'s caller's contract, as for the first try.
-            #[allow(unsafe_code)]
             let mr = unsafe { reg_mr(peer, ptr, len, iova, odp_access) }.map_err(|e| {
                 Error::provider_raw(
                     format!("ibv_reg_mr with On-Demand Paging (maybe FSDAX?) ({len} bytes, access {odp_access:?})"),

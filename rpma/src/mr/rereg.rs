@@ -346,7 +346,6 @@ impl Plan {
             // SAFETY: new memory, if any, is owned by the caller's new
             // region for the registration's life; old memory is released
             // only after success.
-            #[allow(unsafe_code)]
             let r = unsafe {
                 sys.rereg(self.pd_change.then(|| self.peer.pd()), translation, self.access_change.then_some(access))
             };
