@@ -116,7 +116,7 @@ impl ConnReq {
             return Err(Error::inval("the connection request was already consumed"));
         };
         let w = op.posting(&p.peer, (p.limits.max_recv_sge, "the connection's max_recv_sge"))?;
-        p.post_recv(w.ctx, &w.scatter, w.hold)
+        p.post_recv(w.ctx, w.scatter.sgl(), w.hold)
     }
 
     /// Connects (active side) or accepts (passive side), sending

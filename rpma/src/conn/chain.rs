@@ -7,7 +7,6 @@ use crate::error::Result as R;
 use crate::error::{Error, Result};
 use crate::inflight::Hold;
 use crate::inflight::{chain_is_full, SendChain};
-use crate::ops::recv::Scatter;
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
@@ -221,9 +220,19 @@ impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
         Err(not_chained(HoldBy::List))
     }
 
-    fn recv(self, _: Meta, _: Scatter) -> R<()> {
-        Err(Error::unsupported("a chain posts to the send queue: post a receive with Conn::post"))
+    fn recv(self, _: Meta, _: Option<rpma_sys::wr::Sge>) -> R<()> {
+        Err(not_a_send())
     }
+
+    fn recv_list(self, _: Meta, _: Gathered) -> R<()> {
+        Err(not_a_send())
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_send() -> Error {
+    Error::unsupported("a chain posts to the send queue: post a receive with Conn::post")
 }
 
 /// Why a chain refuses an operation.

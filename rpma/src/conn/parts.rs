@@ -7,13 +7,12 @@ use crate::inflight::{untracked, Hold, RecvQueue, RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::AlignedBuf;
 use crate::mr::MrLocal;
-use crate::ops::recv::Scatter;
 use crate::peer::Peer;
 use crate::srq::Srq;
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::cm::CmId;
 use rpma_sys::cq::CompChannel;
-use rpma_sys::wr::SendWr;
+use rpma_sys::wr::{SendWr, Sge};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -167,25 +166,25 @@ impl ConnParts {
         self.id.qp().ok_or_else(no_qp)
     }
 
-    /// Posts a checked receive (its memory `s`), tracked: `hold` (`None`:
-    /// `s` names no memory) is kept until its completion.
-    pub(crate) fn post_recv(&self, ctx: u64, s: &Scatter, hold: Option<Hold>) -> Result<()> {
+    /// Posts a checked receive into `sgl`, tracked: `hold` (`None`: `sgl`
+    /// names no memory) is kept until its completion.
+    pub(crate) fn post_recv(&self, ctx: u64, sgl: &[Sge], hold: Option<Hold>) -> Result<()> {
         let qp = self.recv_qp()?;
-        self.recv.post(RecvQueue::Qp(qp), ctx, hold, s.sgl())
+        self.recv.post(RecvQueue::Qp(qp), ctx, hold, sgl)
     }
 
     /// [`post_recv`](Self::post_recv) untracked: nothing is recorded and
     /// `ctx` travels in the work request ID.
     ///
     /// # Safety
-    /// The memory of `s` must stay alive and untouched until the receive
+    /// The memory of `sgl` must stay alive and untouched until the receive
     /// completes or the connection is dropped (the contract of
     /// [`Conn::post_unchecked`](crate::Conn::post_unchecked)).
-    pub(crate) unsafe fn post_recv_untracked(&self, ctx: u64, s: &Scatter) -> Result<()> {
+    pub(crate) unsafe fn post_recv_untracked(&self, ctx: u64, sgl: &[Sge]) -> Result<()> {
         let qp = self.recv_qp()?;
         let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
         // SAFETY: this function's contract.
-        unsafe { untracked::post_recv(qp, wr_id, s.sgl()) }
+        unsafe { untracked::post_recv(qp, wr_id, sgl) }
     }
 
     /// The QP to post receives on.

@@ -5,12 +5,11 @@
 use super::Conn;
 use crate::error::{Error, Result};
 use crate::inflight::{Hold, SendOpRec, NO_HOLD};
-use crate::ops::recv::Scatter;
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
 use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, Target, UncheckedOperation};
 use crate::wrid::CompletionOp;
-use rpma_sys::wr::{SendWr, Wr};
+use rpma_sys::wr::{SendWr, Sge, Wr};
 
 impl Conn {
     /// Posts one operation, checked (not in librpma; the librpma-named
@@ -145,16 +144,21 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
         parts.send.post_send_sgl(qp, rec, wr, g.list())
     }
 
-    fn recv(self, m: Meta, mut s: Scatter) -> Result<()> {
+    #[inline]
+    fn recv(self, m: Meta, sge: Option<Sge>) -> Result<()> {
         let parts = &self.conn.parts;
-        // A list is tracked with its holds on either path (as a send's).
-        let hold = match (&mut s, self.hold) {
-            (Scatter::List(g), _) => g.hold.take(),
-            (Scatter::One(_), Some(h)) => Some(h()),
+        let sgl = sge.as_slice();
+        match self.hold {
+            Some(h) => parts.post_recv(m.ctx, sgl, Some(h())),
             // SAFETY: as in `plain`: only `Conn::post_unchecked` makes a
             // `Single` without a hold.
-            (Scatter::One(_), None) => return unsafe { parts.post_recv_untracked(m.ctx, &s) },
-        };
-        parts.post_recv(m.ctx, &s, hold)
+            None => unsafe { parts.post_recv_untracked(m.ctx, sgl) },
+        }
+    }
+
+    /// A list is tracked with its holds on either path (as a send's).
+    fn recv_list(self, m: Meta, mut g: Gathered) -> Result<()> {
+        let hold = g.hold.take();
+        self.conn.parts.post_recv(m.ctx, g.list(), hold)
     }
 }

@@ -218,8 +218,11 @@ pub(crate) trait Sink {
     /// A request whose local memory is the list `g` (`wr.sge` is `None`),
     /// with the holds of its regions.
     fn list(self, m: Meta, wr: SendWr, g: Gathered) -> Result<()>;
-    /// A receive, for the receive queue.
-    fn recv(self, m: Meta, s: recv::Scatter) -> Result<()>;
+    /// A receive into one range (`None`: 0 bytes), for the receive queue.
+    fn recv(self, m: Meta, sge: Option<rpma_sys::wr::Sge>) -> Result<()>;
+    /// A receive scattering into the list `g`, with the holds of its
+    /// regions.
+    fn recv_list(self, m: Meta, g: Gathered) -> Result<()>;
 }
 
 pub(crate) mod sealed {

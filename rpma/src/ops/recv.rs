@@ -17,9 +17,12 @@ use crate::validate;
 use crate::wrid::CompletionOp;
 use rpma_sys::wr::Sge;
 
-/// Where a receive scatters what arrives: one range (`None`: 0 bytes) or a
-/// checked list. A temporary of one post, on the stack like the list it
-/// carries (boxing it would allocate on every post).
+/// Where a receive posted on an SRQ or a connection request scatters what
+/// arrives: one range (`None`: 0 bytes) or a checked list. A temporary of
+/// one post, on the stack like the list it carries (boxing it would
+/// allocate on every post); a connection's own posts take the two apart
+/// ([`Sink::recv`], [`Sink::recv_list`]) so a single receive's frame stays
+/// small.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Scatter {
     One(Option<Sge>),
@@ -83,13 +86,14 @@ impl<'a, M: RegMemory> Recv<'a, M> {
 
     /// The checks (the length, the range; with `checked` the usage and the
     /// peer) and the memory to post.
-    fn scatter(&self, peer: &Peer, checked: bool) -> Result<Scatter> {
+    #[inline]
+    fn sge(&self, peer: &Peer, checked: bool) -> Result<Option<Sge>> {
         let len32 = validate::len32("recv", self.len)?;
         self.dst.check_range("recv: dst", self.offset, self.len)?;
         if checked {
             validate::local(self.dst, Usage::RECV, "recv: dst", peer)?;
         }
-        Ok(Scatter::One((self.len > 0).then(|| self.dst.sge(self.offset, len32))))
+        Ok((self.len > 0).then(|| self.dst.sge(self.offset, len32)))
     }
 }
 
@@ -129,15 +133,15 @@ impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
 impl<M: RegMemory> Encode for Recv<'_, M> {
     #[inline]
     fn encode<S: Sink>(&self, t: &Target<'_>, checked: bool, sink: S) -> Result<()> {
-        let s = self.scatter(t.peer, checked)?;
-        sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::Op }, s)
+        let sge = self.sge(t.peer, checked)?;
+        sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::Op }, sge)
     }
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for RecvSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
         let g = self.gather(t.peer, t.max_recv_sge, "the connection's max_recv_sge")?;
-        sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::List }, Scatter::List(g))
+        sink.recv_list(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::List }, g)
     }
 }
 
@@ -156,7 +160,7 @@ impl<M: RegMemory + Send + Sync + 'static> Hold_ for RecvSg<'_, M> {
 
 impl<M: RegMemory + Send + Sync + 'static> Receive for Recv<'_, M> {
     fn posting(&self, peer: &Peer, _max_sge: (u32, &str)) -> Result<Posting> {
-        Ok(Posting { ctx: self.ctx, scatter: self.scatter(peer, true)?, hold: Some(self.dst.hold()) })
+        Ok(Posting { ctx: self.ctx, scatter: Scatter::One(self.sge(peer, true)?), hold: Some(self.dst.hold()) })
     }
 }
 
