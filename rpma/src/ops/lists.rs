@@ -251,11 +251,8 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
 impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
         let rd = t.peer.capabilities().max_sge_rd;
-        let max = if rd != 0 && rd < t.max_send_sge {
-            (rd, "the device's max_sge_rd")
-        } else {
-            (t.max_send_sge, SEND_SGE)
-        };
+        let max =
+            if rd != 0 && rd < t.max_send_sge { (rd, "the device's max_sge_rd") } else { (t.max_send_sge, SEND_SGE) };
         let remote = Some((self.src, self.src_offset, Usage::READ_SRC, "read_sg: src"));
         post_list(SendOp::Read, self.dst, Usage::READ_DST, "read_sg: dst", max, remote, self.s, t, sink)
     }
