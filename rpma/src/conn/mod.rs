@@ -120,9 +120,13 @@ impl Conn {
     /// when `ibv_query_qp` fails.
     pub fn retry_budget(&self) -> Result<RetryBudget> {
         let qp = self.parts.id.qp().ok_or_else(|| Error::Inval("the connection has no QP".into()))?;
-        let (ack_timeout, retry_cnt, rnr_retry, min_rnr_timer) =
-            qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
-        Ok(RetryBudget { ack_timeout, retry_cnt, rnr_retry, min_rnr_timer })
+        let r = qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
+        Ok(RetryBudget {
+            ack_timeout: r.timeout,
+            retry_cnt: r.retry_cnt,
+            rnr_retry: r.rnr_retry,
+            min_rnr_timer: r.min_rnr_timer,
+        })
     }
 
     /// The main completion queue (`rpma_conn_get_cq`).
