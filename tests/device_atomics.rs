@@ -1,7 +1,7 @@
-//! Device tests of the remote atomics (issue 19): compare-and-swap and
-//! fetch-and-add from several connections on one counter, the descriptor
-//! extension that grants them, and their refusals, locally and (forced
-//! through the unchecked path or a forged descriptor) by the device.
+//! Device tests of the remote atomics: compare-and-swap and fetch-and-add
+//! from several connections on one counter, the descriptor extension that
+//! grants them, and their refusals, locally and (forced through the
+//! unchecked path or a forged descriptor) by the device.
 
 use rpma::error::Detail;
 use rpma::error::{RPMA_E_INVAL, RPMA_E_PROVIDER};

@@ -260,10 +260,10 @@ device_tests!({
         }
     }
 
-    /// Hole 2 of issue 13: a window's hold on its region ends only when the
-    /// device confirms the window no longer reaches it. Before the fix each of
-    /// these released the region while the window stayed bound, and a
-    /// deregistration then freed memory the remote side could still write.
+    /// A window's hold on its region ends only when the device confirms the
+    /// window no longer reaches it. Were any of these to release the region
+    /// while the window stays bound, a deregistration would free memory the
+    /// remote side can still write.
     fn window_hold_ends_only_on_confirmation() {
         let sp = peer();
         let mr = window_region(&sp);

@@ -13,7 +13,7 @@ fn peer() -> Peer {
     Peer::new(&ctx).expect("peer")
 }
 
-/// The table of the issue / librpma, for the peer's transport and flush mode.
+/// librpma's usage → access table, for the peer's transport and flush mode.
 fn expected_access(peer: &Peer, u: Usage) -> Access {
     let c = peer.capabilities();
     let (lw, rw, rr) = (Access::LOCAL_WRITE, Access::REMOTE_WRITE, Access::REMOTE_READ);

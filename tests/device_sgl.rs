@@ -1,6 +1,6 @@
-//! Device tests of scatter-gather lists and inline data (issue 18, goal 3)
-//! on a real RDMA device: both sides in this process, over rxe0 in the
-//! harness VM when the host has no device.
+//! Device tests of scatter-gather lists and inline data on a real RDMA
+//! device: both sides in this process, over rxe0 in the harness VM when the
+//! host has no device.
 
 use rpma::error::{Detail, RPMA_E_INVAL};
 use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Sg, Usage, WcStatus};

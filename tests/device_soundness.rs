@@ -1,7 +1,7 @@
-//! Issue 13's proofs on a real device: safe code cannot make the device
-//! touch freed memory when a teardown verb fails, completions keep their
-//! contexts under concurrent polling, and hostile sizes, timeouts and
-//! descriptors give errors, never an abort or a panic.
+//! Proofs of SOUNDNESS.md's rules on a real device: safe code cannot make
+//! the device touch freed memory when a teardown verb fails, completions
+//! keep their contexts under concurrent polling, and hostile sizes,
+//! timeouts and descriptors give errors, never an abort or a panic.
 //!
 //! Teardown failures are injected with `rpma_sys::fault` (the verbs call is
 //! skipped, so the object really stays alive, as after a real failure).
@@ -86,7 +86,7 @@ device_tests!({
     /// A failed `ibv_dereg_mr`: `dereg` hands the region back usable; a drop
     /// leaks the memory, which the remote side can still write (the
     /// registration is alive), and no allocation made afterwards changes.
-    /// Before the fix the drop freed the buffer and the write below landed in
+    /// A drop that freed the buffer would let the write below land in
     /// whatever reused it.
     fn failed_dereg_leaks_the_memory() {
         let sp = peer();

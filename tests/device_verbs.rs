@@ -142,8 +142,8 @@ device_tests!({
         };
         let qp = Qp::new(&pd, &init).unwrap();
         assert_ne!(qp.qp_num(), 0);
-        let (sw, rw, inl) = qp.caps().unwrap();
-        assert!(sw >= 10 && rw >= 10 && inl >= 8, "{sw} {rw} {inl}");
+        let granted = qp.query_caps().unwrap();
+        assert!(granted.max_send_wr >= 10 && granted.max_recv_wr >= 10 && granted.max_inline_data >= 8, "{granted:?}");
         assert!(qp.ex().is_none(), "no send ops requested");
         let with_srq = Qp::new(&pd, &QpInit { srq: Some(&srq), ..init.clone() }).unwrap();
         assert_ne!(with_srq.qp_num(), qp.qp_num());

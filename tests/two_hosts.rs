@@ -341,8 +341,8 @@ fn client() {
             println!("b: record 100 after the link returned: {r:?}");
         }
     }
-    // What the device reported through the cuts (issue 19): its
-    // asynchronous events, read without blocking.
+    // What the device reported through the cuts: its asynchronous events,
+    // read without blocking.
     rpma::utils::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(p.context()), true).unwrap();
     let mut events = Vec::new();
     loop {

@@ -100,9 +100,12 @@ pub fn page_name(module: &str, ty: Option<&str>, name: &str) -> String {
         {
             Some(format!("{}_get_{n}", type_prefix(ty.unwrap_or_default())))
         }
-        (None, "get_ibv_context" | "get_ibv_context_timeout" | "conn_event_2str" | "conn_event_value_2str")
-            if module == "utils" =>
-        {
+        // librpma files these under `rpma_utils_`; rpma defines them with
+        // their owners (`device`, `conn`) and re-exports them from `utils`.
+        (None, "get_ibv_context" | "get_ibv_context_timeout") if matches!(module, "utils" | "device") => {
+            Some(format!("rpma_utils_{name}"))
+        }
+        (None, "conn_event_2str" | "conn_event_value_2str") if matches!(module, "utils" | "conn") => {
             Some(format!("rpma_utils_{name}"))
         }
         (None, "is_odp_capable") => Some("rpma_utils_ibv_context_is_odp_capable".into()),
@@ -1101,6 +1104,9 @@ mod tests {
         assert_eq!(page_name("conn_cfg", Some("ConnCfg"), "sq_size"), "rpma_conn_cfg_get_sq_size");
         assert_eq!(page_name("conn_cfg", Some("ConnCfg"), "set_sq_size"), "rpma_conn_cfg_set_sq_size");
         assert_eq!(page_name("utils", None, "get_ibv_context"), "rpma_utils_get_ibv_context");
+        assert_eq!(page_name("device", None, "get_ibv_context"), "rpma_utils_get_ibv_context");
+        assert_eq!(page_name("conn", None, "conn_event_2str"), "rpma_utils_conn_event_2str");
+        assert_eq!(page_name("utils", None, "poll_fds"), "rpma_utils_poll_fds");
         assert_eq!(page_name("error", None, "err_2str"), "rpma_err_2str");
         assert_eq!(page_name("log", None, "threshold"), "rpma_log_get_threshold");
         assert_eq!(page_name("memory", Some("AlignedBuf"), "new"), "rpma_aligned_buf_new");

@@ -143,6 +143,21 @@ pub struct QpCaps {
     pub max_inline_data: u32,
 }
 
+/// A QP's reliable-connection retry settings (the `struct ibv_qp_attr`
+/// fields of the same names), from [`Qp::retry`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpRetry {
+    /// The local ACK timeout exponent: 4.096 us x 2^timeout; 0 means wait
+    /// forever.
+    pub timeout: u8,
+    /// How many times the transport retries an unacknowledged operation.
+    pub retry_cnt: u8,
+    /// How many times a receiver-not-ready NAK is retried; 7 means forever.
+    pub rnr_retry: u8,
+    /// The RNR NAK timer code this QP sends (IBA table 45).
+    pub min_rnr_timer: u8,
+}
+
 pub(crate) enum QpOwner {
     Verbs,
     Cm(*mut ffi::rdma_cm_id),
@@ -279,23 +294,6 @@ impl Qp {
         crate::fault::qp_num(unsafe { (*self.qp).qp_num })
     }
 
-    /// Actual capacities granted by the provider, `(max_send_wr,
-    /// max_recv_wr, max_inline_data)`, read back with `ibv_query_qp`.
-    ///
-    /// # Errors
-    /// The errno of `ibv_query_qp`.
-    pub fn caps(&self) -> io::Result<(u32, u32, u32)> {
-        // SAFETY: plain data, all-zero is valid.
-        let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: live QP, valid out-pointers.
-        let rc =
-            unsafe { ffi::ibv_query_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_CAP.0 as i32, &mut init) };
-        from_errno_ret(rc, "ibv_query_qp")?;
-        Ok((init.cap.max_send_wr, init.cap.max_recv_wr, init.cap.max_inline_data))
-    }
-
     /// The capacities the provider granted, read back with `ibv_query_qp`
     /// (a provider may round the requested ones up: on Soft-RoCE the send
     /// SGEs and the inline data share one WQE size).
@@ -321,15 +319,12 @@ impl Qp {
         })
     }
 
-    /// The reliable-connection retry settings of this QP,
-    /// `(timeout, retry_cnt, rnr_retry, min_rnr_timer)`, read back with
-    /// `ibv_query_qp`: the local ACK timeout exponent (4.096 us x 2^timeout;
-    /// 0 means wait forever), the transport retry count, the RNR retry count
-    /// (7 means retry forever) and the RNR NAK timer code this QP sends.
+    /// The reliable-connection retry settings of this QP, read back with
+    /// `ibv_query_qp`.
     ///
     /// # Errors
     /// The errno of `ibv_query_qp`.
-    pub fn retry(&self) -> io::Result<(u8, u8, u8, u8)> {
+    pub fn retry(&self) -> io::Result<QpRetry> {
         // SAFETY: plain data, all-zero is valid.
         let mut attr: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -341,7 +336,12 @@ impl Qp {
         // SAFETY: live QP, valid out-pointers.
         let rc = unsafe { ffi::ibv_query_qp(self.qp, &mut attr, mask as i32, &mut init) };
         from_errno_ret(rc, "ibv_query_qp")?;
-        Ok((attr.timeout, attr.retry_cnt, attr.rnr_retry, attr.min_rnr_timer))
+        Ok(QpRetry {
+            timeout: attr.timeout,
+            retry_cnt: attr.retry_cnt,
+            rnr_retry: attr.rnr_retry,
+            min_rnr_timer: attr.min_rnr_timer,
+        })
     }
 
     /// Sets the RNR NAK timer code (0..=31, IBA table 45: 0 = 655.36 ms,

@@ -28,13 +28,15 @@
 //! # Ok(()) }
 //! ```
 
+use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
 use crate::conn_req::ConnReq;
 use crate::cq::{Completion, Cq};
+use crate::device::{DeviceEvent, IbvContext};
 use crate::ep::Ep;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
-use crate::utils::{set_nonblocking, ConnEvent, DeviceEvent, IbvContext};
+use crate::utils::set_nonblocking;
 use crate::Conn;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use tokio::io::unix::AsyncFd;

@@ -19,6 +19,9 @@ pub mod conn;
 pub mod conn_cfg;
 pub mod conn_req;
 pub mod cq;
+// - `device`: adopting a caller's `ibv_context` (`IbvContext::from_raw`);
+#[allow(unsafe_code)]
+pub mod device;
 pub mod ep;
 pub mod error;
 pub mod gpspm;
@@ -42,8 +45,6 @@ pub mod ops;
 pub mod peer;
 pub mod peer_cfg;
 pub mod srq;
-// - `utils`: adopting a caller's `ibv_context` (`IbvContext::from_raw`).
-#[allow(unsafe_code)]
 pub mod utils;
 mod validate;
 mod windows;
@@ -51,10 +52,11 @@ mod wire;
 mod wrid;
 
 pub use common_data::CommonData;
-pub use conn::{Chain, Conn, Flags, FlushType, RetryBudget, Sg};
+pub use conn::{Chain, Conn, ConnEvent, Flags, FlushType, RetryBudget, Sg};
 pub use conn_cfg::ConnCfg;
 pub use conn_req::ConnReq;
 pub use cq::{Completion, CompletionOp, Cq, SharedCq, WcStatus};
+pub use device::IbvContext;
 pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
 pub use memory::{AlignedBuf, MappedFile, RawMemory, RegMemory};
@@ -64,5 +66,4 @@ pub use mw::{Mw, MwAccess, MwType};
 pub use peer::{Capabilities, Peer};
 pub use peer_cfg::PeerCfg;
 pub use srq::{Srq, SrqCfg};
-pub use utils::{ConnEvent, IbvContext};
 pub use wire::{MR_DESCRIPTOR_EXT_SIZE, MR_DESCRIPTOR_SIZE, MR_EXT_TAG, PEER_CFG_DESCRIPTOR_SIZE};

@@ -1,9 +1,9 @@
 //! Peer: a protection domain on a device, with the device's probed capabilities.
 
 use crate::access::{Access, AccessTable, Usage};
+use crate::device::IbvContext;
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
-use crate::utils::IbvContext;
 use rpma_sys::device::{DeviceCaps, Transport};
 use rpma_sys::pd::Pd;
 use rpma_sys::qp::SendOps;
@@ -125,8 +125,8 @@ struct PeerInner {
 /// never be freed under a registered region.
 ///
 /// ```no_run
-/// use rpma::{utils, Peer};
-/// let ctx = utils::get_ibv_context("192.0.2.1", utils::ContextType::Local)?;
+/// use rpma::{device, Peer};
+/// let ctx = device::get_ibv_context("192.0.2.1", device::ContextType::Local)?;
 /// let peer = Peer::new(&ctx)?;
 /// println!("{}: {:?}", peer.device_name(), peer.capabilities());
 /// # Ok::<(), rpma::Error>(())

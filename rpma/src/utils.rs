@@ -1,146 +1,42 @@
-//! Device lookup by address, capability queries and event names.
+//! Waiting on many fds at once ([`poll_fds`]) and making one non-blocking
+//! ([`set_nonblocking`]): helpers over the fds of endpoints, connections,
+//! CQs and completion channels, which no one of them owns.
+//!
+//! The names librpma files under `rpma_utils_*` are re-exported here from
+//! their owners, so `rpma::utils::X` keeps working: the device handle,
+//! lookup and events from [`device`](crate::device), [`ConnEvent`] and its
+//! strings from [`conn`](crate::conn).
+//!
+//! ```no_run
+//! # #[allow(dead_code)]
+//! # fn f(ep: &rpma::Ep, conn: &rpma::Conn) -> rpma::Result<()> {
+//! use rpma::utils::{poll_fds, set_nonblocking};
+//! set_nonblocking(conn.event_fd(), true)?;
+//! let ready = poll_fds(&[ep.fd(), conn.event_fd()], Some(std::time::Duration::from_secs(1)))?;
+//! if ready[1] {
+//!     println!("{}", conn.next_event()?);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The re-exported paths are the same items as their owners':
 //!
 //! ```no_run
 //! use rpma::utils::{get_ibv_context_timeout, ContextType};
-//! let ctx = get_ibv_context_timeout("192.0.2.1", ContextType::Remote, std::time::Duration::from_millis(500))?;
+//! let ctx: rpma::device::IbvContext =
+//!     get_ibv_context_timeout("192.0.2.1", ContextType::Remote, std::time::Duration::from_millis(500))?;
 //! println!("{}", ctx.device_name());
 //! # Ok::<(), rpma::Error>(())
 //! ```
 
 use crate::error::{Error, Result};
-use rpma_sys::cm::{AddrInfo, CmId};
-use rpma_sys::device::{Context, DeviceList};
-use std::fmt;
 use std::time::Duration;
 
-/// ```no_run
-/// let ctx = rpma::IbvContext::open(Some("rxe0"))?;
-/// println!("{}: ODP {}", ctx.device_name(), rpma::utils::is_odp_capable(&ctx)?);
-/// # Ok::<(), rpma::Error>(())
-/// ```
-///
-/// An RDMA device context (`struct ibv_context`), shared by reference
-/// counting. Get one with [`get_ibv_context`] (by IP address, as librpma does)
-/// or [`IbvContext::open`] (by device name).
-#[derive(Clone, Debug)]
-pub struct IbvContext(pub(crate) Context);
-
-impl IbvContext {
-    /// Opens the device called `name` (e.g. `rxe0`) directly, or the first
-    /// device when `name` is `None`.
-    ///
-    /// A context opened this way cannot carry connections (librdmacm uses its
-    /// own contexts); use [`get_ibv_context`] for peers that connect.
-    ///
-    /// # Errors
-    /// [`Error::NoSupp`] when the host has no (such) RDMA device;
-    /// [`Error::Provider`] when listing or opening fails.
-    pub fn open(name: Option<&str>) -> Result<IbvContext> {
-        let list = DeviceList::new().map_err(|e| Error::provider_raw("ibv_get_device_list", e))?;
-        let idx = (0..list.len()).find(|&i| name.is_none() || list.name(i).as_deref() == name);
-        let Some(i) = idx else {
-            let have: Vec<String> = (0..list.len()).filter_map(|i| list.name(i)).collect();
-            return Err(Error::nosupp(match name {
-                Some(n) => format!("no RDMA device named {n:?} (devices: {have:?})"),
-                None => "this host has no RDMA device".to_string(),
-            }));
-        };
-        let ctx = list.open(i).map_err(|e| Error::provider_raw("ibv_open_device", e))?;
-        Ok(IbvContext(ctx))
-    }
-
-    /// The device's kernel name (e.g. `rxe0`).
-    pub fn device_name(&self) -> String {
-        self.0.device_name()
-    }
-
-    /// The context's address, what C code knows as `struct ibv_context *`
-    /// (the C ABI's `rpma_utils_get_ibv_context` hands it out).
-    pub fn as_raw(&self) -> *mut std::ffi::c_void {
-        self.0.as_raw()
-    }
-
-    /// A context C code lends by address (the C ABI's `rpma_peer_new`): used,
-    /// never closed by rpma.
-    ///
-    /// # Safety
-    /// `ctx` must point to an open `struct ibv_context` that stays open as
-    /// long as the returned value, its clones, and every object made from it
-    /// (peers, regions, connections) are alive.
-    pub unsafe fn from_raw(ctx: std::ptr::NonNull<std::ffi::c_void>) -> IbvContext {
-        // SAFETY: the caller's contract is the one Context::borrowed needs.
-        IbvContext(unsafe { Context::borrowed(ctx.as_ptr()) })
-    }
-}
-
-/// Which side of a connection an address belongs to
-/// (`RPMA_UTIL_IBV_CONTEXT_LOCAL` / `_REMOTE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContextType {
-    /// A local address: the device it is bound to.
-    Local,
-    /// A remote address: the device the route to it goes through.
-    Remote,
-}
-
-/// librpma's fixed timeout for [`get_ibv_context`] with [`ContextType::Remote`].
-pub const DEFAULT_RESOLVE_TIMEOUT: Duration = Duration::from_millis(1000);
-
-/// The device context for an IP address (`rpma_utils_get_ibv_context`): the
-/// device a local address is bound to, or the device that reaches a remote
-/// address (resolved within [`DEFAULT_RESOLVE_TIMEOUT`]).
-///
-/// ```no_run
-/// use rpma::utils::{get_ibv_context, ContextType};
-/// let ctx = get_ibv_context("192.0.2.1", ContextType::Local)?;
-/// println!("device {}", ctx.device_name());
-/// # Ok::<(), rpma::Error>(())
-/// ```
-///
-/// # Errors
-/// [`Error::Inval`] for an empty address or one with a NUL byte;
-/// [`Error::Provider`] with the errno of the failing librdmacm step
-/// (`rdma_getaddrinfo`, `rdma_bind_addr`, `rdma_resolve_addr`), e.g.
-/// `EADDRNOTAVAIL` or `ENODEV` for an address no RDMA device has.
-pub fn get_ibv_context(addr: &str, kind: ContextType) -> Result<IbvContext> {
-    get_ibv_context_timeout(addr, kind, DEFAULT_RESOLVE_TIMEOUT)
-}
-
-/// [`get_ibv_context`] with a chosen timeout for remote resolution.
-///
-/// # Errors
-/// As [`get_ibv_context`]; [`Error::Inval`] for a timeout over `i32::MAX` ms.
-pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration) -> Result<IbvContext> {
-    if addr.is_empty() || addr.contains('\0') {
-        return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
-    }
-    let timeout_ms = i32::try_from(timeout.as_millis())
-        .map_err(|_| Error::inval(format!("timeout {timeout:?} exceeds i32::MAX milliseconds")))?;
-    let passive = kind == ContextType::Local;
-    let ai =
-        AddrInfo::new(addr, None, passive).map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr})"), e))?;
-    let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
-    match kind {
-        ContextType::Local => {
-            id.bind_addr(&ai).map_err(|e| Error::provider_raw(format!("rdma_bind_addr({addr})"), e))?
-        }
-        ContextType::Remote => id
-            .resolve_addr(&ai, timeout_ms)
-            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}, {timeout_ms} ms)"), e))?,
-    }
-    let ctx = id.into_context().map_err(|e| Error::provider_raw(format!("no RDMA device behind {addr}"), e))?;
-    Ok(IbvContext(ctx))
-}
-
-/// Whether the device supports On-Demand Paging for RC read and write
-/// (`rpma_utils_ibv_context_is_odp_capable`).
-///
-/// # Errors
-/// [`Error::Provider`] when `ibv_query_device_ex` fails.
-pub fn is_odp_capable(ctx: &IbvContext) -> Result<bool> {
-    let caps = ctx.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
-    Ok(caps.odp)
-}
+pub use crate::conn::{conn_event_2str, conn_event_value_2str, ConnEvent};
+pub use crate::device::{
+    get_ibv_context, get_ibv_context_timeout, is_odp_capable, ContextType, DeviceEvent, DeviceEventKind, IbvContext,
+    DEFAULT_RESOLVE_TIMEOUT,
+};
 
 /// Waits until at least one of `fds` (endpoint, connection event, CQ or
 /// completion-channel fds) is readable, or `timeout` passes (`None`: no
@@ -178,229 +74,23 @@ pub fn set_nonblocking(fd: std::os::fd::RawFd, nonblocking: bool) -> Result<()> 
     rpma_sys::set_nonblocking(fd, nonblocking).map_err(|e| Error::provider_raw("fcntl(O_NONBLOCK)", e))
 }
 
-/// Connection events (`enum rpma_conn_event`), with librpma's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(i32)]
-#[non_exhaustive]
-pub enum ConnEvent {
-    /// No event yet (`RPMA_CONN_UNDEFINED`).
-    Undefined = -1,
-    /// The connection is up.
-    Established = 0,
-    /// The connection was closed by either side.
-    Closed = 1,
-    /// The connection was lost (connect error, device removal).
-    Lost = 2,
-    /// The other side rejected the connection.
-    Rejected = 3,
-    /// The other side could not be reached.
-    Unreachable = 4,
-}
-
-/// librpma's `rpma_utils_conn_event_2str`.
-///
-/// ```
-/// use rpma::utils::{conn_event_2str, ConnEvent};
-/// assert_eq!(conn_event_2str(ConnEvent::Established), "Connection established");
-/// ```
-pub fn conn_event_2str(ev: ConnEvent) -> &'static str {
-    match ev {
-        ConnEvent::Undefined => "Undefined connection event",
-        ConnEvent::Established => "Connection established",
-        ConnEvent::Closed => "Connection closed",
-        ConnEvent::Lost => "Connection lost",
-        ConnEvent::Rejected => "Connection rejected",
-        ConnEvent::Unreachable => "Connection unreachable",
-    }
-}
-
-/// The string librpma gives for a raw event value, including
-/// "Unsupported connection event" for values it does not know.
-pub fn conn_event_value_2str(value: i32) -> &'static str {
-    match value {
-        -1 => conn_event_2str(ConnEvent::Undefined),
-        0 => conn_event_2str(ConnEvent::Established),
-        1 => conn_event_2str(ConnEvent::Closed),
-        2 => conn_event_2str(ConnEvent::Lost),
-        3 => conn_event_2str(ConnEvent::Rejected),
-        4 => conn_event_2str(ConnEvent::Unreachable),
-        _ => "Unsupported connection event",
-    }
-}
-
-impl fmt::Display for ConnEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(conn_event_2str(*self))
-    }
-}
-
-/// What kind of asynchronous event a device reported (`enum ibv_event_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DeviceEventKind {
-    /// `IBV_EVENT_CQ_ERR`: a CQ overran; its QPs are in the error state.
-    CqError,
-    /// `IBV_EVENT_QP_FATAL`: a QP went to the error state.
-    QpFatal,
-    /// `IBV_EVENT_QP_REQ_ERR`: a QP got an invalid request from its peer.
-    QpRequestError,
-    /// `IBV_EVENT_QP_ACCESS_ERR`: a QP's peer broke an access rule.
-    QpAccessError,
-    /// `IBV_EVENT_COMM_EST`: the first message arrived on a QP.
-    CommEstablished,
-    /// `IBV_EVENT_SQ_DRAINED`: a send queue drained.
-    SqDrained,
-    /// `IBV_EVENT_PATH_MIG`: a QP migrated to its alternate path.
-    PathMigrated,
-    /// `IBV_EVENT_PATH_MIG_ERR`: a path migration failed.
-    PathMigrationError,
-    /// `IBV_EVENT_DEVICE_FATAL`: the device failed; close it.
-    DeviceFatal,
-    /// `IBV_EVENT_PORT_ACTIVE`: a port came up.
-    PortActive,
-    /// `IBV_EVENT_PORT_ERR`: a port went down.
-    PortError,
-    /// `IBV_EVENT_LID_CHANGE`.
-    LidChange,
-    /// `IBV_EVENT_PKEY_CHANGE`.
-    PkeyChange,
-    /// `IBV_EVENT_SM_CHANGE`.
-    SmChange,
-    /// `IBV_EVENT_SRQ_ERR`: an SRQ failed.
-    SrqError,
-    /// `IBV_EVENT_SRQ_LIMIT_REACHED`: an SRQ's receives fell below its limit.
-    SrqLimitReached,
-    /// `IBV_EVENT_QP_LAST_WQE_REACHED`: the last receive of a QP on an SRQ.
-    QpLastWqeReached,
-    /// `IBV_EVENT_CLIENT_REREGISTER`.
-    ClientReregister,
-    /// `IBV_EVENT_GID_CHANGE`: a port's GID table changed (an address came
-    /// or went on a RoCE netdev).
-    GidChange,
-    /// `IBV_EVENT_WQ_FATAL`.
-    WqFatal,
-    /// A value this version of rpma does not know.
-    Other(u32),
-}
-
-/// An asynchronous event of a device ([`IbvContext::next_event`]), already
-/// acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceEvent {
-    /// What happened.
-    pub kind: DeviceEventKind,
-    /// The QP it is about (compare with [`Conn::qp_num`](crate::Conn::qp_num)).
-    pub qp_num: Option<u32>,
-    /// The port it is about.
-    pub port: Option<u8>,
-}
-
-impl DeviceEvent {
-    fn from_sys(e: rpma_sys::device::AsyncEvent) -> DeviceEvent {
-        use rpma_sys::device::AsyncElement as El;
-        use DeviceEventKind as K;
-        const KINDS: [DeviceEventKind; 20] = [
-            K::CqError,
-            K::QpFatal,
-            K::QpRequestError,
-            K::QpAccessError,
-            K::CommEstablished,
-            K::SqDrained,
-            K::PathMigrated,
-            K::PathMigrationError,
-            K::DeviceFatal,
-            K::PortActive,
-            K::PortError,
-            K::LidChange,
-            K::PkeyChange,
-            K::SmChange,
-            K::SrqError,
-            K::SrqLimitReached,
-            K::QpLastWqeReached,
-            K::ClientReregister,
-            K::GidChange,
-            K::WqFatal,
-        ];
-        let kind = KINDS.get(e.kind as usize).copied().unwrap_or(K::Other(e.kind));
-        let (qp_num, port) = match e.element {
-            El::Qp(n) => (Some(n), None),
-            El::Port(p) => (None, Some(p)),
-            _ => (None, None),
-        };
-        DeviceEvent { kind, qp_num, port }
-    }
-}
-
-impl IbvContext {
-    /// The device's next asynchronous event (`ibv_get_async_event`, then
-    /// `ibv_ack_async_event`): port state changes, a QP or SRQ failing, the
-    /// device failing. Blocks unless the fd ([`AsFd`](std::os::fd::AsFd))
-    /// was made non-blocking. Every consumer of one device's contexts
-    /// shares its events: read them in one place.
-    ///
-    /// # Errors
-    /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
-    /// [`Error::Provider`] when `ibv_get_async_event` fails.
-    pub fn next_event(&self) -> Result<DeviceEvent> {
-        self.0.get_async_event().map(DeviceEvent::from_sys).map_err(|e| match e.raw_os_error() {
-            Some(libc::EAGAIN) => Error::NoEvent,
-            _ => Error::provider_raw("ibv_get_async_event", e),
-        })
-    }
-
-    /// [`next_event`](Self::next_event), giving up after `timeout`.
-    ///
-    /// # Errors
-    /// As [`next_event`](Self::next_event); [`Error::NoEvent`] when
-    /// `timeout` passes first.
-    pub fn next_event_timeout(&self, timeout: std::time::Duration) -> Result<DeviceEvent> {
-        use std::os::fd::AsRawFd;
-        let fd = self.0.async_fd().as_raw_fd();
-        if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
-            return Err(Error::NoEvent);
-        }
-        self.next_event()
-    }
-}
-
-/// The device context's asynchronous-event fd (`ibv_context.async_fd`):
-/// readable when the device has an asynchronous event (port state, a QP or
-/// SRQ error, device fatal).
-impl std::os::fd::AsFd for IbvContext {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.0.async_fd()
-    }
-}
-
-impl std::os::fd::AsRawFd for IbvContext {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::{conn, device};
+    use std::time::Duration;
 
+    /// Every `rpma_utils_*` name is here, and is its owner's item.
     #[test]
-    fn event_strings_match_librpma() {
-        assert_eq!(conn_event_value_2str(-1), "Undefined connection event");
-        assert_eq!(conn_event_value_2str(0), "Connection established");
-        assert_eq!(conn_event_value_2str(1), "Connection closed");
-        assert_eq!(conn_event_value_2str(2), "Connection lost");
-        assert_eq!(conn_event_value_2str(3), "Connection rejected");
-        assert_eq!(conn_event_value_2str(4), "Connection unreachable");
-        assert_eq!(conn_event_value_2str(5), "Unsupported connection event");
-        assert_eq!(ConnEvent::Lost.to_string(), "Connection lost");
-        assert_eq!(ConnEvent::Unreachable as i32, 4);
-    }
-
-    #[test]
-    fn bad_addresses_are_inval() {
-        for a in ["", "1.2.3.4\0"] {
-            assert_eq!(get_ibv_context(a, ContextType::Local).unwrap_err().code(), crate::error::RPMA_E_INVAL);
-        }
-        let e = get_ibv_context_timeout("1.2.3.4", ContextType::Remote, Duration::from_secs(1 << 40)).unwrap_err();
-        assert!(e.to_string().contains("i32::MAX"), "{e}");
+    fn utils_names_are_the_owners_items() {
+        let _: fn(&str, super::ContextType) -> crate::Result<device::IbvContext> = super::get_ibv_context;
+        let _: fn(&str, device::ContextType, Duration) -> crate::Result<super::IbvContext> =
+            super::get_ibv_context_timeout;
+        let _: fn(&device::IbvContext) -> crate::Result<bool> = super::is_odp_capable;
+        let _: fn(conn::ConnEvent) -> &'static str = super::conn_event_2str;
+        let _: fn(i32) -> &'static str = super::conn_event_value_2str;
+        let _: super::ConnEvent = conn::ConnEvent::Closed;
+        let _: Option<super::DeviceEvent> = None::<device::DeviceEvent>;
+        let _: super::DeviceEventKind = device::DeviceEventKind::PortActive;
+        assert_eq!(super::DEFAULT_RESOLVE_TIMEOUT, device::DEFAULT_RESOLVE_TIMEOUT);
     }
 }

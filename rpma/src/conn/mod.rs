@@ -1,7 +1,7 @@
 //! Connection (librpma's `rpma_conn`), split by job: `parts` owns the
-//! resources and their release order, `events` the CM events and completion
-//! waits, `data` the data path; memory-window operations live with
-//! [`Mw`](crate::Mw) (`mw.rs`).
+//! resources and their release order, `events` the CM events
+//! ([`ConnEvent`]) and completion waits, `data` the data path;
+//! memory-window operations live with [`Mw`](crate::Mw) (`mw.rs`).
 
 mod chain;
 mod data;
@@ -13,6 +13,7 @@ mod sg;
 pub use crate::ops::Sg;
 pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
+pub use events::{conn_event_2str, conn_event_value_2str, ConnEvent};
 pub(crate) use parts::{ConnParts, NativeOps, QpLimits};
 
 use crate::cq::Cq;
@@ -48,7 +49,7 @@ use std::time::Duration;
 ///
 /// # Teardown
 /// Client: [`disconnect`](Conn::disconnect), wait for
-/// [`ConnEvent::Closed`](crate::ConnEvent::Closed), drop. Server: wait for `Closed`, `disconnect`, drop.
+/// [`ConnEvent::Closed`], drop. Server: wait for `Closed`, `disconnect`, drop.
 /// Over IB/RoCE the side that disconnects first sees `Closed` only after the
 /// other side has called `disconnect` too (the CM's DREP answers its DREQ).
 /// Follow this order: dropping connections that are still up can make the
@@ -86,7 +87,7 @@ impl Conn {
 
     /// The private data the other side sent (`rpma_conn_get_private_data`):
     /// with its connection request (passive side) or its accept (active side,
-    /// available once [`ConnEvent::Established`](crate::ConnEvent::Established) was seen). Over IB/RoCE the
+    /// available once [`ConnEvent::Established`] was seen). Over IB/RoCE the
     /// CM pads it with zeros, so it can be longer than what was sent.
     pub fn private_data(&self) -> &[u8] {
         self.private_data.get().map(Vec::as_slice).unwrap_or(&[])
@@ -119,9 +120,13 @@ impl Conn {
     /// when `ibv_query_qp` fails.
     pub fn retry_budget(&self) -> Result<RetryBudget> {
         let qp = self.parts.id.qp().ok_or_else(|| Error::Inval("the connection has no QP".into()))?;
-        let (ack_timeout, retry_cnt, rnr_retry, min_rnr_timer) =
-            qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
-        Ok(RetryBudget { ack_timeout, retry_cnt, rnr_retry, min_rnr_timer })
+        let r = qp.retry().map_err(|e| Error::provider("ibv_query_qp", e))?;
+        Ok(RetryBudget {
+            ack_timeout: r.timeout,
+            retry_cnt: r.retry_cnt,
+            rnr_retry: r.rnr_retry,
+            min_rnr_timer: r.min_rnr_timer,
+        })
     }
 
     /// The main completion queue (`rpma_conn_get_cq`).
