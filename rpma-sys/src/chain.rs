@@ -343,7 +343,7 @@ impl QpEx<'_> {
     /// `EOPNOTSUPP` (before anything is built) when a request is not
     /// [`carried`](Self::carries); the errno of `ibv_wr_complete`.
     #[inline]
-    pub unsafe fn post_list(
+    pub(crate) unsafe fn post_list(
         &mut self,
         wrs: impl Iterator<Item = Wr> + Clone,
         wr_id: impl Fn(usize) -> u64,
