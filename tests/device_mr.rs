@@ -269,6 +269,7 @@ device_tests!({
         // SAFETY: the test's own file, never truncated while mapped.
         #[allow(unsafe_code)]
         let f = unsafe { rpma::MappedFile::open(&tmp, 1 << 16) }.unwrap();
+        assert!(!f.is_pmem(), "a page-cache file is not persistent memory");
         let mr = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
         assert!(!mr.is_odp());
         drop(mr);
@@ -286,7 +287,12 @@ device_tests!({
         };
         // SAFETY: as above, on the VM's FS-DAX pmem.
         #[allow(unsafe_code)]
-        let f = unsafe { rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20) }.unwrap();
+        let mut f = unsafe { rpma::MappedFile::open(format!("{dir}/odp-test"), 2 << 20) }.unwrap();
+        // FS-DAX: mapped with MAP_SYNC, persisted by a CPU cache flush.
+        assert!(f.is_pmem(), "{} on FS-DAX is persistent memory (MAP_SYNC)", f.path().display());
+        f.write_at(4096, b"durable").unwrap();
+        f.persist_range(4096, 7).unwrap();
+        println!("  FS-DAX file mapped with MAP_SYNC: is_pmem, persisted by cache flush");
         let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
         if p.is_odp_capable() {
             let mr = r.expect("ODP retry succeeds on an ODP-capable device");

@@ -269,14 +269,20 @@ impl std::os::fd::AsFd for MappedFile {
 
 impl MappedFile {
     /// Opens (creating if needed) the file at `path`, grows it to at least
-    /// `len` bytes, and maps its first `len` bytes.
+    /// `len` bytes, and maps its first `len` bytes; or, when `path` is a
+    /// device DAX character device (`/dev/daxX.Y`), maps its first `len`
+    /// bytes, which must fit the device and be a multiple of its alignment
+    /// (both read from sysfs; 2 MiB by default). On a DAX file system or
+    /// device the mapping is made with `MAP_SYNC` ([`is_pmem`](Self::is_pmem)),
+    /// so [`persist`](Self::persist) is a CPU cache flush.
     ///
     /// # Safety
     /// While the value lives (for ever, if it is leaked or owned by a
     /// region whose deregistration failed), nothing may shrink the file
     /// below `len` bytes: no truncation through any handle, in this process
     /// or another, no hole punched into the mapped range that makes it
-    /// unreadable, and the file is not replaced underneath a DAX mapping.
+    /// unreadable, and the file is not replaced underneath a DAX mapping
+    /// (nor a device DAX namespace reconfigured).
     /// (Writes through other mappings are allowed: the safe accessors copy.)
     ///
     /// ```no_run
@@ -285,12 +291,15 @@ impl MappedFile {
     /// let mut f = unsafe { rpma::MappedFile::open("/mnt/pmem/log", 1 << 20)? };
     /// f.write_at(0, b"hello")?;
     /// f.persist()?;
+    /// println!("persistent memory: {}", f.is_pmem());
     /// # Ok::<(), rpma::Error>(())
     /// ```
     ///
     /// # Errors
-    /// [`Error::Inval`] for `len == 0`; [`Error::Provider`] with the errno of
-    /// the failing `open`, `ftruncate` or `mmap`.
+    /// [`Error::Inval`] for `len == 0`, or for a device DAX `len` over the
+    /// device's size or not a multiple of its alignment (the message says
+    /// both); [`Error::Provider`] with the errno of the failing `open`,
+    /// `ftruncate`, `mmap` or sysfs read.
     pub unsafe fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
         let path = path.as_ref();
         if len == 0 {
@@ -307,8 +316,20 @@ impl MappedFile {
             .truncate(false)
             .open(path)
             .map_err(|e| io("open", e))?;
-        let cur = file.metadata().map_err(|e| io("fstat", e))?.len();
-        if cur < len as u64 {
+        let meta = file.metadata().map_err(|e| io("fstat", e))?;
+        if std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type()) {
+            let g =
+                rpma_sys::mmap::device_dax_geometry(&file).map_err(|e| io("device DAX size and align (sysfs)", e))?;
+            if len as u64 > g.size || !(len as u64).is_multiple_of(g.align) {
+                return Err(Error::inval(format!(
+                    "{}: a device DAX mapping of {len} bytes must be at most the device's {} bytes and a multiple \
+                     of its alignment {}",
+                    path.display(),
+                    g.size,
+                    g.align
+                )));
+            }
+        } else if meta.len() < len as u64 {
             file.set_len(len as u64).map_err(|e| io("ftruncate", e))?;
         }
         let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
@@ -445,12 +466,36 @@ impl MappedFile {
         unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.map.len()) }
     }
 
-    /// Makes the mapping's contents durable in the file (`msync`).
+    /// Whether the mapping is persistent memory itself: the file is on a
+    /// DAX file system or is a device DAX, and the kernel accepted
+    /// `MAP_SYNC`, so a CPU cache flush makes a store durable (metadata
+    /// included). Only then is it true that a remote write reaching this
+    /// memory is persistent once flushed: set
+    /// [`PeerCfg::set_direct_write_to_pmem`](crate::PeerCfg::set_direct_write_to_pmem)
+    /// from it. `false` for page-cache files and [`sealed`](Self::sealed)
+    /// memory.
+    pub fn is_pmem(&self) -> bool {
+        self.map.is_sync()
+    }
+
+    /// Makes the whole mapping durable: a CPU cache flush and fence
+    /// (`clwb`, `clflushopt` or `clflush`, then `sfence`) when
+    /// [`is_pmem`](Self::is_pmem), else `msync`.
     ///
     /// # Errors
     /// [`Error::Provider`] with the errno of `msync`.
     pub fn persist(&self) -> Result<()> {
-        self.map.sync().map_err(|e| Error::provider_raw(format!("msync({})", self.path.display()), e))
+        self.persist_range(0, self.len())
+    }
+
+    /// [`persist`](Self::persist) of `len` bytes at `offset` only.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the range exceeds the mapping;
+    /// [`Error::Provider`] with the errno of `msync`.
+    pub fn persist_range(&self, offset: usize, len: usize) -> Result<()> {
+        self.check("MappedFile::persist_range", offset, len)?;
+        self.map.persist(offset, len).map_err(|e| Error::provider_raw(format!("msync({})", self.path.display()), e))
     }
 }
 
@@ -523,5 +568,23 @@ mod tests {
         // SAFETY: a null pointer registers nothing (registration of 0 bytes fails).
         let mut r = unsafe { RawMemory::new(std::ptr::null_mut(), 10) };
         assert_eq!(r.as_mut_ptr_len().1, 0);
+    }
+
+    /// A page-cache file (not DAX) maps without `MAP_SYNC`: it is not
+    /// persistent memory, and persisting falls back to `msync`.
+    #[test]
+    fn a_page_cache_file_is_not_pmem_and_persists_by_msync() {
+        let path = std::env::temp_dir().join(format!("rpma-pmem-{}", std::process::id()));
+        // SAFETY: this test's own file, never truncated while mapped.
+        let mut m = unsafe { MappedFile::open(&path, 8192).unwrap() };
+        assert!(!m.is_pmem());
+        m.write_at(4097, b"x").unwrap();
+        m.persist_range(4090, 10).unwrap();
+        m.persist().unwrap();
+        assert_eq!(m.persist_range(8000, 500).unwrap_err().code(), crate::error::RPMA_E_INVAL);
+        assert!(!MappedFile::sealed("x", 4096).unwrap().is_pmem());
+        drop(m);
+        assert_eq!(std::fs::read(&path).unwrap()[4097], b'x');
+        let _ = std::fs::remove_file(&path);
     }
 }
