@@ -299,7 +299,8 @@ impl MappedFile {
     /// [`Error::Inval`] for `len == 0`, or for a device DAX `len` over the
     /// device's size or not a multiple of its alignment (the message says
     /// both); [`Error::Provider`] with the errno of the failing `open`,
-    /// `ftruncate`, `mmap` or sysfs read.
+    /// `ftruncate`, `fsync` (a new or grown file is made durable first),
+    /// `mmap` or sysfs read.
     pub unsafe fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
         let path = path.as_ref();
         if len == 0 {
@@ -309,6 +310,7 @@ impl MappedFile {
             )));
         }
         let io = |op: &str, e| Error::provider_raw(format!("{op}({})", path.display()), e);
+        let existed = path.exists();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -330,7 +332,15 @@ impl MappedFile {
                 )));
             }
         } else if meta.len() < len as u64 {
+            // A new or grown file is made durable (size and directory
+            // entry) before anything is stored in it: a crash then never
+            // loses the file under data that was persisted.
             file.set_len(len as u64).map_err(|e| io("ftruncate", e))?;
+            file.sync_all().map_err(|e| io("fsync", e))?;
+            if !existed {
+                let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+                std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("fsync of the directory of", e))?;
+            }
         }
         let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
         Ok(MappedFile { map, path: path.to_path_buf(), file })
