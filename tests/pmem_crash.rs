@@ -1,6 +1,7 @@
-//! Persistent memory survives a machine crash: a circular log in a `MappedFile` on
-//! an emulated NVDIMM (FS-DAX ext4 on a qemu `nvdimm` backed by a host file,
-//! `RPMA_HARNESS_NVDIMM`) is appended to record by record, each record
+//! Persistent memory survives a machine crash: a circular log in a
+//! `MappedFile` on an emulated NVDIMM (a qemu `nvdimm` backed by a host
+//! file, `RPMA_HARNESS_NVDIMM`: once as FS-DAX ext4, once as device DAX
+//! `/dev/dax0.0`) is appended to record by record, each record
 //! persisted (`persist_range`: a CPU cache flush on the `MAP_SYNC` mapping)
 //! before the commit pointer that covers it is written and persisted, and
 //! acknowledged (printed) after. At a seeded moment the guest kernel panics
@@ -10,15 +11,19 @@
 //! when the crash falls between the two).
 //!
 //! Started on the host, the binary re-executes itself in the harness VM
-//! twice per crash (`RPMA_PMEM_PHASE=write`, then `verify`). The suite runs
-//! `RPMA_PMEM_CRASHES` crashes (default 2); a long series:
+//! twice per crash (`RPMA_PMEM_PHASE=write`, then `verify`; on device DAX
+//! the verify boot also registers the memory and writes, flushes
+//! (`Persistent`) and reads it over RDMA). The suite runs
+//! `RPMA_PMEM_CRASHES` crashes per mode (default 1); a long series:
 //! `RPMA_PMEM_CRASHES=50 cargo test --test pmem_crash`.
 //!
 //! Under TCG there are no CPU caches or ADR to model: the test proves the
 //! library's path (the mapping, the flushes, the order) and the file's
 //! durability across a killed machine, not a hardware persistence domain.
 
-use rpma::MappedFile;
+mod common;
+use common::{close, peer, Pair, T};
+use rpma::{Flags, FlushType, MappedFile, MrLocal, MrRemote, PeerCfg, Usage};
 use rpma_harness::RDMA_RUN;
 use std::io::Write;
 use std::process::{exit, Command};
@@ -29,6 +34,12 @@ const REC: usize = 64;
 const RECORDS: usize = 4096;
 /// The commit pointer (records committed, ever) at 0, the slots from `REC`.
 const LEN: usize = REC * (RECORDS + 1);
+/// The mapping: the log, then room for the RDMA check; a multiple of a
+/// device DAX's 2 MiB alignment.
+const MAP_LEN: usize = 2 << 20;
+/// Where the RDMA check writes, past the log.
+const RDMA_AT: usize = 1 << 20;
+const _: () = assert!(LEN <= RDMA_AT && RDMA_AT + 4096 <= MAP_LEN);
 
 fn slot(i: usize) -> usize {
     REC * (i % RECORDS + 1)
@@ -72,15 +83,20 @@ fn env_u64(name: &str) -> u64 {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} unset")).parse().unwrap_or_else(|_| panic!("{name}"))
 }
 
+/// The device DAX (RPMA_TEST_DAX_DEV) or a file on the FS-DAX.
 fn log_path() -> String {
+    if let Ok(dev) = std::env::var("RPMA_TEST_DAX_DEV") {
+        return dev;
+    }
     let dir = std::env::var("RPMA_TEST_PMEM_DIR").expect("the harness VM provides RPMA_TEST_PMEM_DIR");
     format!("{dir}/pmem-crash.log")
 }
 
 fn open_log() -> MappedFile {
-    // SAFETY: the test's own file on the VM's pmem, never truncated.
-    let f = unsafe { MappedFile::open(log_path(), LEN) }.expect("map the log");
-    assert!(f.is_pmem(), "the log on the NVDIMM's FS-DAX is persistent memory (MAP_SYNC)");
+    // SAFETY: the test's own file (or device) on the VM's pmem, never
+    // truncated or reconfigured while mapped.
+    let f = unsafe { MappedFile::open(log_path(), MAP_LEN) }.expect("map the log");
+    assert!(f.is_pmem(), "{} on the NVDIMM is persistent memory (MAP_SYNC)", f.path().display());
     f
 }
 
@@ -144,65 +160,105 @@ fn verify_phase() {
         assert_eq!(got, record(i), "record {i} below the commit pointer {c} is intact");
     }
     println!("verified {c} records after the crash ({acked} acknowledged)");
+    if std::env::var("RPMA_TEST_DAX_DEV").is_ok() {
+        rdma_into(f);
+    }
+}
+
+/// The device DAX memory registered (it can be pinned, unlike FS-DAX
+/// without On-Demand Paging) and written over RDMA with a persistent
+/// flush, the peer configuration saying what [`MappedFile::is_pmem`] says;
+/// the bytes read back by the CPU and over RDMA.
+fn rdma_into(f: MappedFile) {
+    let sp = peer();
+    let mut pcfg = PeerCfg::new();
+    pcfg.set_direct_write_to_pmem(f.is_pmem());
+    let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT;
+    let mr = MrLocal::reg(&sp, f, usage).expect("device DAX memory registers");
+    let (c, s) = Pair::new().server_peer(&sp).server_pdata(mr.descriptor().to_vec()).connect();
+    c.apply_remote_peer_cfg(&pcfg);
+    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
+    let mut src = MrLocal::reg(c.peer(), vec![0u8; 4096], Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+    src.write_at(0, &pattern).unwrap();
+    c.write(&remote, RDMA_AT as u64, &src, 0, 4096, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+    c.flush(&remote, RDMA_AT as u64, 4096, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();
+    let wc = c.cq().next_completion(T).unwrap();
+    assert!(wc.status.is_success() && wc.op_context == 2, "{wc:?}");
+    let mut got = vec![0u8; 4096];
+    mr.read_at(RDMA_AT, &mut got).unwrap();
+    assert_eq!(got, pattern, "the remote write landed in the device DAX memory");
+    src.write_at(0, &[0u8; 4096]).unwrap();
+    c.read(&src, 0, &remote, RDMA_AT as u64, 4096, Flags::COMPLETION_ALWAYS, 3).unwrap();
+    assert!(c.cq().next_completion(T).unwrap().status.is_success());
+    src.read_at(0, &mut got).unwrap();
+    assert_eq!(got, pattern, "read back over RDMA");
+    close(c, s);
+    println!("device DAX: registered, written and flushed (Persistent) over RDMA, read back");
 }
 
 /// On the host: the crash series, each a write boot that panics and a
 /// verify boot on the same NVDIMM file.
 fn host() {
-    let crashes = std::env::var("RPMA_PMEM_CRASHES").ok().and_then(|v| v.parse().ok()).unwrap_or(2u32);
+    let crashes = std::env::var("RPMA_PMEM_CRASHES").ok().and_then(|v| v.parse().ok()).unwrap_or(1u32);
     let target =
         std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").into());
-    let img = format!("{target}/pmem-crash-{}.img", std::process::id());
-    let _ = std::fs::remove_file(&img);
     let exe = std::env::current_exe().expect("current executable");
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
-    let mut acked = 0usize;
     let mut ok = true;
-    for n in 0..crashes {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        // The crash lands 5 ms to 1 s into the appends (TCG appends a few
-        // thousand records a second).
-        let delay_us = 5_000 + seed % 995_000;
-        let _ = std::io::stdout().flush();
-        let out = Command::new(RDMA_RUN)
-            .arg("--vm")
-            .arg("--")
-            .arg(&exe)
-            .env("RPMA_HARNESS_NVDIMM", &img)
-            .env("RPMA_PMEM_PHASE", "write")
-            .env("RPMA_PMEM_DELAY_US", delay_us.to_string())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-        let text = String::from_utf8_lossy(&out.stdout);
-        let last = text.lines().filter_map(|l| l.strip_prefix("acked ")).next_back();
-        let started = text.lines().any(|l| l.starts_with("start "));
-        if !started || out.status.success() {
-            eprintln!("pmem_crash: crash {n}: the write boot did not end in a panic: {text}");
-            eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-            ok = false;
-            break;
+    'modes: for mode in ["fsdax", "devdax"] {
+        let img = format!("{target}/pmem-crash-{mode}-{}.img", std::process::id());
+        let _ = std::fs::remove_file(&img);
+        let mut acked = 0usize;
+        for n in 0..crashes {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            // The crash lands 5 ms to 1 s into the appends (TCG appends
+            // tens of thousands of records a second).
+            let delay_us = 5_000 + seed % 995_000;
+            let _ = std::io::stdout().flush();
+            let out = Command::new(RDMA_RUN)
+                .arg("--vm")
+                .arg("--")
+                .arg(&exe)
+                .env("RPMA_HARNESS_NVDIMM", &img)
+                .env("RPMA_HARNESS_NVDIMM_MODE", mode)
+                .env("RPMA_PMEM_PHASE", "write")
+                .env("RPMA_PMEM_DELAY_US", delay_us.to_string())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let started = text.lines().any(|l| l.starts_with("start "));
+            if !started || out.status.success() {
+                eprintln!("pmem_crash: {mode} crash {n}: the write boot did not end in a panic: {text}");
+                eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+                ok = false;
+                let _ = std::fs::remove_file(&img);
+                break 'modes;
+            }
+            if let Some(k) = text.lines().filter_map(|l| l.strip_prefix("acked ")).next_back() {
+                acked = k.parse().unwrap();
+            }
+            let st = Command::new(RDMA_RUN)
+                .arg("--vm")
+                .arg("--")
+                .arg(&exe)
+                .env("RPMA_HARNESS_NVDIMM", &img)
+                .env("RPMA_HARNESS_NVDIMM_MODE", mode)
+                .env("RPMA_PMEM_PHASE", "verify")
+                .env("RPMA_PMEM_ACKED", acked.to_string())
+                .status()
+                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
+            println!("  {mode} crash {n} after {delay_us} us: {acked} acknowledged in all, verified: {}", st.success());
+            if !st.success() {
+                ok = false;
+                let _ = std::fs::remove_file(&img);
+                break 'modes;
+            }
         }
-        if let Some(k) = last {
-            acked = k.parse().unwrap();
-        }
-        let st = Command::new(RDMA_RUN)
-            .arg("--vm")
-            .arg("--")
-            .arg(&exe)
-            .env("RPMA_HARNESS_NVDIMM", &img)
-            .env("RPMA_PMEM_PHASE", "verify")
-            .env("RPMA_PMEM_ACKED", acked.to_string())
-            .status()
-            .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-        println!("  crash {n} after {delay_us} us: {acked} acknowledged in all, verified: {}", st.success());
-        if !st.success() {
-            ok = false;
-            break;
-        }
+        let _ = std::fs::remove_file(&img);
     }
-    let _ = std::fs::remove_file(&img);
     println!("\ntest {NAME} ... {}", if ok { "ok" } else { "FAILED" });
     println!("\ntest result: {}. {} passed; {} failed\n", if ok { "ok" } else { "FAILED" }, ok as u8, !ok as u8);
     exit(if ok { 0 } else { 101 });
