@@ -26,7 +26,7 @@ use common::{close, peer, Pair, T};
 use rpma::{Flags, FlushType, MappedFile, MrLocal, MrRemote, PeerCfg, Usage};
 use rpma_harness::RDMA_RUN;
 use std::io::Write;
-use std::process::{exit, Command};
+use std::process::Command;
 
 const NAME: &str = "acknowledged_records_survive_a_kernel_panic";
 const REC: usize = 64;
@@ -46,23 +46,7 @@ fn slot(i: usize) -> usize {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
-        exit(0);
-    }
-    if args.iter().any(|a| a == "--ignored") {
-        println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n");
-        exit(0);
-    }
-    if !(filters.is_empty() || filters.iter().any(|f| NAME.contains(f.as_str()))) {
-        println!(
-            "\nrunning 0 tests\n\ntest result: FAILED. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n"
-        );
-        eprintln!("pmem_crash: the filters {filters:?} do not match its one test, {NAME}");
-        exit(101);
-    }
+    rpma_harness::one_test_args("pmem_crash", NAME);
     match std::env::var("RPMA_PMEM_PHASE").as_deref() {
         Ok("write") => write_phase(),
         Ok("verify") => verify_phase(),
@@ -259,7 +243,5 @@ fn host() {
         }
         let _ = std::fs::remove_file(&img);
     }
-    println!("\ntest {NAME} ... {}", if ok { "ok" } else { "FAILED" });
-    println!("\ntest result: {}. {} passed; {} failed\n", if ok { "ok" } else { "FAILED" }, ok as u8, !ok as u8);
-    exit(if ok { 0 } else { 101 });
+    rpma_harness::report_one(NAME, ok);
 }

@@ -21,7 +21,7 @@ use common::{peer, T};
 use rpma::{AlignedBuf, CommonData, Conn, ConnEvent, ConnReq, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
 use rpma_harness::{addr, next_port, RDMA_RUN};
 use std::io::Write;
-use std::process::{exit, Command};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,24 +41,7 @@ fn link_port() -> u16 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
-        exit(0);
-    }
-    if args.iter().any(|a| a == "--ignored") {
-        println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n");
-        exit(0);
-    }
-    // A filter that matches nothing is not a pass (as in rpma_harness::run).
-    if !(filters.is_empty() || filters.iter().any(|f| NAME.contains(f.as_str()))) {
-        println!(
-            "\nrunning 0 tests\n\ntest result: FAILED. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n"
-        );
-        eprintln!("two_hosts: the filters {filters:?} do not match its one test, {NAME}");
-        exit(101);
-    }
+    let args = rpma_harness::one_test_args("two_hosts", NAME);
     match std::env::var("RPMA_HOST").as_deref() {
         Ok("a") => server(),
         Ok("b") => client(),
@@ -73,15 +56,7 @@ fn main() {
                 .args(&args)
                 .status()
                 .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-            let ok = st.success();
-            println!("\ntest {NAME} ... {}", if ok { "ok" } else { "FAILED" });
-            println!(
-                "\ntest result: {}. {} passed; {} failed\n",
-                if ok { "ok" } else { "FAILED" },
-                ok as u8,
-                !ok as u8
-            );
-            exit(if ok { 0 } else { 101 });
+            rpma_harness::report_one(NAME, st.success());
         }
     }
 }

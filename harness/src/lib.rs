@@ -304,3 +304,37 @@ pub fn run(tests: &[Test]) -> ! {
     let _ = std::io::stdout().flush();
     exit(if failed.is_empty() { 0 } else { 101 })
 }
+
+/// For a test binary with its own `main` and one test, `name`
+/// (`harness = false`, run by `cargo test` beside libtest binaries): answers
+/// `--list` and `--ignored` and refuses filters that match nothing (not a
+/// pass), exiting; otherwise returns the arguments, to pass on when the
+/// binary re-executes itself.
+pub fn one_test_args(binary: &str, name: &str) -> Vec<String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if args.iter().any(|a| a == "--list") {
+        println!("{name}: test");
+        exit(0);
+    }
+    if args.iter().any(|a| a == "--ignored") {
+        println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n");
+        exit(0);
+    }
+    if !(filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))) {
+        println!(
+            "\nrunning 0 tests\n\ntest result: FAILED. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n"
+        );
+        eprintln!("{binary}: the filters {filters:?} do not match its one test, {name}");
+        exit(101);
+    }
+    args
+}
+
+/// Reports the one test `name` of a [`one_test_args`] binary as libtest
+/// does, and exits with its status.
+pub fn report_one(name: &str, ok: bool) -> ! {
+    println!("\ntest {name} ... {}", if ok { "ok" } else { "FAILED" });
+    println!("\ntest result: {}. {} passed; {} failed\n", if ok { "ok" } else { "FAILED" }, ok as u8, !ok as u8);
+    exit(if ok { 0 } else { 101 });
+}
