@@ -13,7 +13,8 @@
 //! Started on the host, the binary re-executes itself in the harness VM
 //! twice per crash (`RPMA_PMEM_PHASE=write`, then `verify`; on device DAX
 //! the verify boot also registers the memory and writes, flushes
-//! (`Persistent`) and reads it over RDMA). The suite runs
+//! (`Persistent`) and reads it over RDMA, and runs librpma's examples that
+//! take a pmem path (03, 04, 05, 07, 09, 09scch) with it). The suite runs
 //! `RPMA_PMEM_CRASHES` crashes per mode (default 1); a long series:
 //! `RPMA_PMEM_CRASHES=50 cargo test --test pmem_crash`.
 //!
@@ -144,8 +145,58 @@ fn verify_phase() {
         assert_eq!(got, record(i), "record {i} below the commit pointer {c} is intact");
     }
     println!("verified {c} records after the crash ({acked} acknowledged)");
-    if std::env::var("RPMA_TEST_DAX_DEV").is_ok() {
+    if let Ok(dev) = std::env::var("RPMA_TEST_DAX_DEV") {
         rdma_into(f);
+        examples_on(&dev);
+    }
+}
+
+/// librpma's examples that take a pmem path, their server on the device
+/// DAX (cleared first: each lays out its own data), the client beside it:
+/// the lines they print as with DRAM, and 05's flush persistent.
+fn examples_on(dev: &str) {
+    let dir = std::env::current_exe().unwrap().parent().and_then(|d| d.parent()).unwrap().join("examples");
+    let cases: [(&str, &[&str], &[&str]); 6] = [
+        ("03-read-to-persistent", &[], &["New value: Hello world!"]),
+        ("04-write-to-persistent", &[], &["New value: Hello world!"]),
+        ("05-flush-to-persistent", &["on"], &["New value: Hello world!"]),
+        ("07-atomic-write", &[], &["1st_word\n2nd_word\n3rd_word\n"]),
+        ("09-flush-to-persistent-GPSPM", &[], &["New value: Hello world!"]),
+        ("09scch-flush-to-persistent-GPSPM", &[], &["New value: Hello world!"]),
+    ];
+    for (name, extra, expect) in cases {
+        {
+            // SAFETY: as in open_log.
+            let mut m = unsafe { MappedFile::open(dev, MAP_LEN) }.unwrap();
+            m.write_at(0, &vec![0u8; MAP_LEN]).unwrap();
+            m.persist().unwrap();
+        }
+        let exe = dir.join(name);
+        assert!(exe.exists(), "{} is not built (cargo test builds the examples)", exe.display());
+        let (addr, port) = (rpma_harness::addr(), rpma_harness::next_port().to_string());
+        let srv = Command::new(&exe).args(["server", &addr, &port, dev]).args(extra).output_async();
+        let cli = Command::new(&exe).args(["client", &addr, &port]).output().expect("client");
+        let srv = srv.join().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&srv.stdout), String::from_utf8_lossy(&cli.stdout));
+        let errs = format!("{}{}", String::from_utf8_lossy(&srv.stderr), String::from_utf8_lossy(&cli.stderr));
+        assert!(srv.status.success() && cli.status.success(), "{name} on {dev}:\n{text}\n{errs}");
+        for e in expect {
+            assert!(text.contains(e), "{name} on {dev} lacks {e:?}:\n{text}\n{errs}");
+        }
+        assert!(!text.contains("NOT supported"), "{name} on {dev}: the persistent flush is offered:\n{text}");
+        println!("device DAX: example {name} ran with its pmem on {dev}");
+    }
+}
+
+/// Runs a command in a thread, for a server beside its client.
+trait OutputAsync {
+    fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output>;
+}
+
+impl OutputAsync for Command {
+    fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output> {
+        let child = self.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn();
+        std::thread::spawn(move || child.expect("server").wait_with_output().expect("server output"))
     }
 }
 

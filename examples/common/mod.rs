@@ -257,10 +257,16 @@ pub enum Memory {
 impl Memory {
     pub fn reg(peer: &Peer, path: Option<&str>, len: usize, usage: rpma::Usage) -> Res<Memory> {
         Ok(match path {
-            // SAFETY: the pmem-path is the example's own file, which nothing
-            // else truncates while the example runs (as librpma's examples
-            // assume of theirs).
-            Some(p) => Memory::File(rpma::MrLocal::reg(peer, unsafe { rpma::MappedFile::open(p, len)? }, usage)?),
+            Some(p) => {
+                // A device DAX maps whole aligned units (2 MiB by default).
+                let dax =
+                    std::fs::metadata(p).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_char_device(&m.file_type()));
+                let len = if dax { len.next_multiple_of(2 << 20) } else { len };
+                // SAFETY: the pmem-path is the example's own file (or
+                // device), which nothing else truncates while the example
+                // runs (as librpma's examples assume of theirs).
+                Memory::File(rpma::MrLocal::reg(peer, unsafe { rpma::MappedFile::open(p, len)? }, usage)?)
+            }
             None => Memory::Dram(rpma::MrLocal::reg(peer, rpma::AlignedBuf::new(len)?, usage)?),
         })
     }
@@ -312,7 +318,8 @@ impl Memory {
             Memory::File(m) => conn.write(dst, dst_off, m, src_off, len, flags, op_context),
         }
     }
-    /// Makes a file's contents durable (`msync`); nothing for DRAM.
+    /// Makes a file's contents durable (`MappedFile::persist`: a cache
+    /// flush on DAX, `msync` elsewhere); nothing for DRAM.
     pub fn persist(&self) -> rpma::Result<()> {
         match self {
             Memory::Dram(_) => Ok(()),
@@ -333,7 +340,8 @@ pub const SIGNATURE: &[u8] = b"RPMA_EXAMPLE_SIG\0";
 /// signature at `offset` and the data at `data_offset = offset + 17`. When
 /// the signature is missing, `init` prepares the data and the signature is
 /// written after it. Unlike librpma's, any file is taken (librpma's refuses
-/// one that is not real PMem); it is made durable with `msync`.
+/// one that is not real PMem); it is made durable with `MappedFile::persist`.
+/// A device DAX (`/dev/daxX.Y`) is mapped in whole 2 MiB units.
 ///
 /// Without: `size` bytes of page-aligned DRAM, `data_offset` 0, prepared by
 /// `init`; as librpma's, this says so on stderr.
