@@ -241,7 +241,7 @@ fn host() {
     let exe = std::env::current_exe().expect("current executable");
     let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
     let mut ok = true;
-    'modes: for mode in ["fsdax", "devdax"] {
+    for mode in ["fsdax", "devdax"] {
         let img = format!("{target}/pmem-crash-{mode}-{}.img", std::process::id());
         let _ = std::fs::remove_file(&img);
         let mut acked = 0usize;
@@ -253,13 +253,14 @@ fn host() {
             // tens of thousands of records a second).
             let delay_us = 5_000 + seed % 995_000;
             let _ = std::io::stdout().flush();
-            let out = Command::new(RDMA_RUN)
-                .arg("--vm")
-                .arg("--")
-                .arg(&exe)
-                .env("RPMA_HARNESS_NVDIMM", &img)
-                .env("RPMA_HARNESS_NVDIMM_MODE", mode)
-                .env("RPMA_PMEM_PHASE", "write")
+            // A boot of this binary on the mode's NVDIMM, in `phase`.
+            let boot = |phase: &str| {
+                let mut c = Command::new(RDMA_RUN);
+                c.args(["--vm", "--"]).arg(&exe);
+                c.env("RPMA_HARNESS_NVDIMM", &img).env("RPMA_HARNESS_NVDIMM_MODE", mode).env("RPMA_PMEM_PHASE", phase);
+                c
+            };
+            let out = boot("write")
                 .env("RPMA_PMEM_DELAY_US", delay_us.to_string())
                 .output()
                 .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
@@ -269,30 +270,25 @@ fn host() {
                 eprintln!("pmem_crash: {mode} crash {n}: the write boot did not end in a panic: {text}");
                 eprintln!("{}", String::from_utf8_lossy(&out.stderr));
                 ok = false;
-                let _ = std::fs::remove_file(&img);
-                break 'modes;
+                break;
             }
             if let Some(k) = text.lines().filter_map(|l| l.strip_prefix("acked ")).next_back() {
                 acked = k.parse().unwrap();
             }
-            let st = Command::new(RDMA_RUN)
-                .arg("--vm")
-                .arg("--")
-                .arg(&exe)
-                .env("RPMA_HARNESS_NVDIMM", &img)
-                .env("RPMA_HARNESS_NVDIMM_MODE", mode)
-                .env("RPMA_PMEM_PHASE", "verify")
+            let st = boot("verify")
                 .env("RPMA_PMEM_ACKED", acked.to_string())
                 .status()
                 .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
             println!("  {mode} crash {n} after {delay_us} us: {acked} acknowledged in all, verified: {}", st.success());
             if !st.success() {
                 ok = false;
-                let _ = std::fs::remove_file(&img);
-                break 'modes;
+                break;
             }
         }
         let _ = std::fs::remove_file(&img);
+        if !ok {
+            break;
+        }
     }
     rpma_harness::report_one(NAME, ok);
 }
