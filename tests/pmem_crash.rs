@@ -10,26 +10,38 @@
 //! record below it is intact (a record written before its pointer is caught
 //! when the crash falls between the two).
 //!
-//! Started on the host, the binary re-executes itself in the harness VM
-//! twice per crash (`RPMA_PMEM_PHASE=write`, then `verify`; on device DAX
-//! the verify boot also registers the memory and writes, flushes
-//! (`Persistent`) and reads it over RDMA, and runs librpma's examples that
-//! take a pmem path (03, 04, 05, 07, 09, 09scch) with it). The suite runs
-//! `RPMA_PMEM_CRASHES` crashes per mode (default 1); more than one on
-//! device DAX fails today: the examples of a verify boot overwrite the log.
+//! The same log is also written from another machine, the way a client
+//! of remote persistent memory writes it: on `harness/rdma-run
+//! --two-hosts`, host a serves the log on its device DAX NVDIMM and host b
+//! appends over RDMA with example 07's commit as one chain (write the
+//! record, flush it `Persistent`, atomically write the commit pointer,
+//! flush that), printing what it saw acknowledged. At a seeded moment host
+//! b says so and the harness kills host a's qemu (SIGKILL: no shutdown, no
+//! sync); host a is booted again alone on the same file and verified as
+//! above.
+//!
+//! Started on the host, the binary re-executes itself in the harness VMs
+//! (`RPMA_PMEM_PHASE=write`, `remote` or `verify`; on device DAX a verify
+//! boot also registers the memory and writes, flushes (`Persistent`) and
+//! reads it over RDMA, and the last one runs librpma's examples that take a
+//! pmem path (03, 04, 05, 07, 09, 09scch) with it). The suite runs
+//! `RPMA_PMEM_CRASHES` crashes (default 1) in each of `RPMA_PMEM_MODES`
+//! (default `fsdax,devdax,remote`).
 //!
 //! Under TCG there are no CPU caches or ADR to model: the test proves the
 //! library's path (the mapping, the flushes, the order) and the file's
 //! durability across a killed machine, not a hardware persistence domain.
 
 mod common;
-use common::{close, peer, Pair, T};
-use rpma::{Flags, FlushType, MappedFile, MrLocal, MrRemote, PeerCfg, Usage};
+use common::{close, peer, Pair, Rng, T};
+use rpma::ops::{AtomicWrite, Flush, Write as RdmaWrite};
+use rpma::{AlignedBuf, CommonData, Ep, Error, Flags, FlushType, MappedFile, MrLocal, MrRemote, PeerCfg, Usage};
 use rpma_harness::RDMA_RUN;
 use std::io::Write;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
-const NAME: &str = "acknowledged_records_survive_a_kernel_panic";
+const NAME: &str = "acknowledged_records_survive_a_machine_crash";
 const REC: usize = 64;
 /// Slots of the circular log: record `i` lives in slot `i % RECORDS`.
 const RECORDS: usize = 4096;
@@ -48,9 +60,11 @@ fn slot(i: usize) -> usize {
 
 fn main() {
     rpma_harness::one_test_args("pmem_crash", NAME);
-    match std::env::var("RPMA_PMEM_PHASE").as_deref() {
-        Ok("write") => write_phase(),
-        Ok("verify") => verify_phase(),
+    match (std::env::var("RPMA_PMEM_PHASE").as_deref(), std::env::var("RPMA_HOST").as_deref()) {
+        (Ok("write"), _) => write_phase(),
+        (Ok("verify"), _) => verify_phase(),
+        (Ok("remote"), Ok("a")) => remote_server(),
+        (Ok("remote"), Ok("b")) => remote_writer(),
         _ => host(),
     }
 }
@@ -59,7 +73,7 @@ fn record(i: usize) -> [u8; REC] {
     let mut r = [0u8; REC];
     r[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
     for (k, b) in r[8..].iter_mut().enumerate() {
-        *b = (i * 131 + k * 7) as u8;
+        *b = i.wrapping_mul(131).wrapping_add(k * 7) as u8;
     }
     r
 }
@@ -85,10 +99,14 @@ fn open_log() -> MappedFile {
     f
 }
 
+/// The commit pointer: records committed, ever (bounded: a log that is not
+/// the test's fails here, not in the arithmetic after).
 fn committed(f: &MappedFile) -> usize {
     let mut c = [0u8; 8];
     f.read_at(0, &mut c).unwrap();
-    u64::from_le_bytes(c) as usize
+    let c = u64::from_le_bytes(c);
+    assert!(c < 1 << 40, "the commit pointer {c} is not this test's: {} holds another log", f.path().display());
+    c as usize
 }
 
 /// In the VM: append records after those already committed, acknowledging
@@ -147,7 +165,10 @@ fn verify_phase() {
     println!("verified {c} records after the crash ({acked} acknowledged)");
     if let Ok(dev) = std::env::var("RPMA_TEST_DAX_DEV") {
         rdma_into(f);
-        examples_on(&dev);
+        // They lay out their own data over the log: the series' last boot.
+        if std::env::var_os("RPMA_PMEM_EXAMPLES").is_some() {
+            examples_on(&dev);
+        }
     }
 }
 
@@ -232,63 +253,190 @@ fn rdma_into(f: MappedFile) {
     println!("device DAX: registered, written and flushed (Persistent) over RDMA, read back");
 }
 
-/// On the host: the crash series, each a write boot that panics and a
-/// verify boot on the same NVDIMM file.
+/// What host b prints for the harness to kill host a
+/// (`RPMA_HARNESS_KILL_A_ON`).
+const CRASH_NOW: &str = "crash host a now";
+
+/// Host a of two, on its device DAX NVDIMM: the log registered and offered
+/// to one writer, until the machine is killed under it.
+fn remote_server() {
+    let port = rpma_harness::next_port();
+    let f = open_log();
+    let start = committed(&f);
+    let sp = peer();
+    let mut pcfg = PeerCfg::new();
+    pcfg.set_direct_write_to_pmem(f.is_pmem());
+    let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT;
+    let mr = MrLocal::reg(&sp, f, usage).expect("device DAX memory registers");
+    let pdata = CommonData::encode(0, &mr, Some(&pcfg));
+    let ep = Ep::listen(&sp, &rpma_harness::addr(), port).unwrap();
+    println!("serving the log, {start} records committed");
+    let ready = rpma::utils::poll_fds(&[ep.fd()], Some(Duration::from_secs(300))).unwrap();
+    assert!(ready[0], "no writer in 300 s");
+    let conn = ep.next_conn_req(None).unwrap().connect(&pdata).unwrap();
+    println!("writer: {:?}", conn.next_event_timeout(T));
+    // The machine crash ends this wait; an event first means the writer
+    // left before it.
+    let ev = conn.next_event_timeout(Duration::from_secs(600));
+    panic!("the writer left before this machine crashed: {ev:?}");
+}
+
+/// Host b of two: appends to host a's log over RDMA, acknowledging (in
+/// batches) what is committed, until host a's machine is gone; at the
+/// seeded moment (`RPMA_PMEM_DELAY_US` after the first commit) it asks for
+/// the crash and keeps appending.
+fn remote_writer() {
+    let delay = Duration::from_micros(env_u64("RPMA_PMEM_DELAY_US"));
+    let p = peer();
+    let conn = common::connect_across(&p, rpma_harness::next_port(), &[]);
+    let cd = CommonData::decode(conn.private_data()).unwrap();
+    conn.apply_remote_peer_cfg(&cd.peer_cfg.expect("the server sends its peer configuration"));
+    let log = cd.mr;
+    assert!(log.flush_type().contains(Usage::FLUSH_TYPE_PERSISTENT), "the log offers a persistent flush");
+    let mut src = MrLocal::reg(&p, AlignedBuf::new(REC).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+    conn.read(&src, 0, &log, 0, 8, Flags::COMPLETION_ALWAYS, u64::MAX).unwrap();
+    assert!(conn.cq().next_completion(T).unwrap().status.is_success(), "the commit pointer read");
+    let mut c = [0u8; 8];
+    src.read_at(0, &mut c).unwrap();
+    let start = u64::from_le_bytes(c);
+    assert!(start < 1 << 40, "the commit pointer {start} is not this test's");
+    println!("start {start}");
+    let t0 = Instant::now();
+    let mut crash: Option<Instant> = None;
+    for i in start as usize.. {
+        // Each acknowledged (a commit costs more than the console line).
+        // After asking for the crash, a shorter wait: rxe reports no error
+        // for a dead peer within its retry budget's first seconds.
+        let bound = Duration::from_secs(if crash.is_some() { 5 } else { 30 });
+        match commit(&conn, &log, &mut src, i, bound) {
+            Ok(()) => println!("acked {}", i + 1),
+            Err(e) => match crash {
+                Some(t) => {
+                    println!("the writer stopped {:.1?} after asking for the crash: {e}", t.elapsed());
+                    return;
+                }
+                None => panic!("record {i} failed before the crash: {e}"),
+            },
+        }
+        match crash {
+            None if t0.elapsed() >= delay => {
+                println!("{CRASH_NOW} ({} committed)", i + 1);
+                crash = Some(Instant::now());
+            }
+            Some(t) => assert!(t.elapsed() < Duration::from_secs(120), "host a still answers 120 s after its crash"),
+            None => {}
+        }
+    }
+}
+
+/// Commits record `i` as example 07 commits a word, in one chain: the
+/// record written and flushed, the commit pointer atomically written and
+/// flushed; only the last flush reports, and its completion (within
+/// `bound`) is the acknowledgement.
+fn commit(
+    conn: &rpma::Conn,
+    log: &MrRemote,
+    src: &mut MrLocal<AlignedBuf>,
+    i: usize,
+    bound: Duration,
+) -> Result<(), Error> {
+    src.write_at(0, &record(i))?;
+    let (at, quiet, pst) = (slot(i) as u64, Flags::COMPLETION_ON_ERROR, FlushType::Persistent);
+    let mut chain = conn.chain();
+    chain
+        .push(RdmaWrite::new(log, at, src, 0, REC).flags(quiet))?
+        .push(Flush::new(log, at, REC as u64, pst).flags(quiet))?
+        .push(AtomicWrite::new(log, 0, (i as u64 + 1).to_le_bytes()).flags(quiet))?
+        .push(Flush::new(log, 0, 8, pst).op_context(i as u64))?
+        .post()?;
+    let wc = conn.cq().next_completion(bound)?;
+    if wc.status.is_success() && wc.op_context == i as u64 {
+        Ok(())
+    } else {
+        Err(Error::Inval(format!("record {i}: {wc:?}").into()))
+    }
+}
+
+/// On the host: the crash series of each mode, each crash a boot that
+/// crashes and a verify boot on the same NVDIMM file.
 fn host() {
     let crashes = std::env::var("RPMA_PMEM_CRASHES").ok().and_then(|v| v.parse().ok()).unwrap_or(1u32);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id()));
+    let modes = std::env::var("RPMA_PMEM_MODES").unwrap_or_else(|_| "fsdax,devdax,remote".into());
+    let ok = modes.split(',').all(|mode| {
+        assert!(
+            ["fsdax", "devdax", "remote"].contains(&mode),
+            "RPMA_PMEM_MODES: {mode} is not fsdax, devdax or remote"
+        );
+        series(mode, crashes, &mut rng)
+    });
+    rpma_harness::report_one(NAME, ok);
+}
+
+/// `crashes` crashes in `mode`: `fsdax` and `devdax` panic the writer's own
+/// kernel, `remote` kills host a's qemu under host b's writes (device DAX).
+fn series(mode: &str, crashes: u32, rng: &mut Rng) -> bool {
     let target =
         std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").into());
     let exe = std::env::current_exe().expect("current executable");
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
+    let img = format!("{target}/pmem-crash-{mode}-{}.img", std::process::id());
+    let _ = std::fs::remove_file(&img);
+    let remote = mode == "remote";
+    // A boot of this binary on the mode's NVDIMM, in `phase`; a hang is a
+    // failure, not a stuck suite.
+    let boot = |phase: &str| {
+        let mut c = Command::new(RDMA_RUN);
+        c.arg(if phase == "remote" { "--two-hosts" } else { "--vm" }).arg("--").arg(&exe);
+        c.env("RPMA_HARNESS_NVDIMM", &img)
+            .env("RPMA_HARNESS_NVDIMM_MODE", if mode == "fsdax" { "fsdax" } else { "devdax" })
+            .env("RPMA_HARNESS_TIMEOUT", "900")
+            .env("RPMA_PMEM_PHASE", phase);
+        c
+    };
+    let mut acked = 0usize;
     let mut ok = true;
-    for mode in ["fsdax", "devdax"] {
-        let img = format!("{target}/pmem-crash-{mode}-{}.img", std::process::id());
-        let _ = std::fs::remove_file(&img);
-        let mut acked = 0usize;
-        for n in 0..crashes {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            // The crash lands 5 ms to 1 s into the appends (TCG appends
-            // tens of thousands of records a second).
-            let delay_us = 5_000 + seed % 995_000;
-            let _ = std::io::stdout().flush();
-            // A boot of this binary on the mode's NVDIMM, in `phase`.
-            let boot = |phase: &str| {
-                let mut c = Command::new(RDMA_RUN);
-                c.args(["--vm", "--"]).arg(&exe);
-                c.env("RPMA_HARNESS_NVDIMM", &img).env("RPMA_HARNESS_NVDIMM_MODE", mode).env("RPMA_PMEM_PHASE", phase);
-                c
-            };
-            let out = boot("write")
-                .env("RPMA_PMEM_DELAY_US", delay_us.to_string())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-            let text = String::from_utf8_lossy(&out.stdout);
-            let started = text.lines().any(|l| l.starts_with("start "));
-            if !started || out.status.success() {
-                eprintln!("pmem_crash: {mode} crash {n}: the write boot did not end in a panic: {text}");
-                eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-                ok = false;
-                break;
-            }
-            if let Some(k) = text.lines().filter_map(|l| l.strip_prefix("acked ")).next_back() {
-                acked = k.parse().unwrap();
-            }
-            let st = boot("verify")
-                .env("RPMA_PMEM_ACKED", acked.to_string())
-                .status()
-                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-            println!("  {mode} crash {n} after {delay_us} us: {acked} acknowledged in all, verified: {}", st.success());
-            if !st.success() {
-                ok = false;
-                break;
-            }
+    for n in 0..crashes {
+        // Local appends run at tens of thousands a second under TCG, remote
+        // commits far slower: the crash lands 5 ms to 1 s into the first,
+        // 0.5 to 5 s into the second.
+        let delay_us = if remote { 500_000 + rng.next() % 4_500_000 } else { 5_000 + rng.next() % 995_000 };
+        let mut crashing = boot(if remote { "remote" } else { "write" });
+        crashing.env("RPMA_PMEM_DELAY_US", delay_us.to_string());
+        if remote {
+            crashing.env("RPMA_HARNESS_KILL_A_ON", CRASH_NOW);
         }
-        let _ = std::fs::remove_file(&img);
-        if !ok {
+        let _ = std::io::stdout().flush();
+        let out = crashing.output().unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        // the writer's lines (host b's, prefixed by the harness, when remote)
+        let writer: Vec<&str> =
+            text.lines().filter_map(|l| if remote { l.strip_prefix("[b] ") } else { Some(l) }).collect();
+        let started = writer.iter().any(|l| l.starts_with("start "));
+        let crashed = if remote { out.status.success() && text.contains(CRASH_NOW) } else { !out.status.success() };
+        if !started || !crashed {
+            eprintln!("pmem_crash: {mode} crash {n}: the writer did not run into a crash:\n{text}");
+            eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+            ok = false;
+            break;
+        }
+        if let Some(k) = writer.iter().filter_map(|l| l.strip_prefix("acked ")).next_back() {
+            acked = k.parse().unwrap();
+        }
+        for l in writer.iter().filter(|l| l.starts_with(CRASH_NOW) || l.starts_with("the writer stopped")) {
+            println!("  {mode} crash {n}: {l}");
+        }
+        let mut verify = boot("verify");
+        verify.env("RPMA_PMEM_ACKED", acked.to_string());
+        if mode == "devdax" && n + 1 == crashes {
+            verify.env("RPMA_PMEM_EXAMPLES", "1");
+        }
+        let st = verify.status().unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
+        println!("  {mode} crash {n} after {delay_us} us: {acked} acknowledged in all, verified: {}", st.success());
+        if !st.success() {
+            ok = false;
             break;
         }
     }
-    rpma_harness::report_one(NAME, ok);
+    let _ = std::fs::remove_file(&img);
+    ok
 }

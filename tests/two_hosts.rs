@@ -147,25 +147,6 @@ fn link(cut: bool) {
     println!("b: link {}", if cut { "cut" } else { "restored" });
 }
 
-fn connect(p: &rpma::Peer, pdata: &[u8]) -> Conn {
-    let t0 = Instant::now();
-    loop {
-        let c = ConnReq::new(p, &std::env::var("RPMA_PEER_ADDR").unwrap(), link_port(), None)
-            .unwrap()
-            .connect(pdata)
-            .unwrap();
-        match c.next_event_timeout(T) {
-            Ok(ConnEvent::Established) => return c,
-            other => {
-                assert!(t0.elapsed() < Duration::from_secs(120), "no connection in 120 s: last {other:?}");
-                // a retry back-off while the other host starts listening
-                // (another machine: no local listening socket to watch)
-                thread::sleep(Duration::from_millis(500));
-            }
-        }
-    }
-}
-
 struct Client {
     conn: Conn,
     remote: MrRemote,
@@ -175,7 +156,7 @@ struct Client {
 
 impl Client {
     fn new(p: &rpma::Peer) -> Client {
-        let conn = connect(p, &[]);
+        let conn = common::connect_across(p, link_port(), &[]);
         let remote = CommonData::decode(conn.private_data()).unwrap().mr;
         let src = MrLocal::reg(p, AlignedBuf::new(REC * RECORDS).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
         Client { conn, remote, src, acked: Vec::new() }
@@ -376,7 +357,7 @@ fn client() {
     c.conn.disconnect().unwrap();
     let _ = c.conn.next_event_timeout(T);
     drop(c);
-    let last = connect(&p, b"bye");
+    let last = common::connect_across(&p, link_port(), b"bye");
     last.disconnect().unwrap();
     let _ = last.next_event_timeout(T);
     println!("b: done");

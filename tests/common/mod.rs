@@ -154,3 +154,23 @@ pub fn server_region(p: &Peer, usage: Usage) -> (MrLocal<AlignedBuf>, Vec<u8>) {
     pd.extend_from_slice(&PeerCfg::new().descriptor());
     (mr, pd)
 }
+
+/// Connects to `port` on the other host of `harness/rdma-run --two-hosts`
+/// (`RPMA_PEER_ADDR`), retrying while that host is not listening yet, for
+/// at most 120 s.
+pub fn connect_across(p: &Peer, port: u16, pdata: &[u8]) -> Conn {
+    let to = std::env::var("RPMA_PEER_ADDR").expect("RPMA_PEER_ADDR (two hosts)");
+    let t0 = std::time::Instant::now();
+    loop {
+        let c = ConnReq::new(p, &to, port, None).unwrap().connect(pdata).unwrap();
+        match c.next_event_timeout(T) {
+            Ok(ConnEvent::Established) => return c,
+            other => {
+                assert!(t0.elapsed() < Duration::from_secs(120), "no connection in 120 s: last {other:?}");
+                // a retry back-off while the other host starts listening
+                // (another machine: no local listening socket to watch)
+                thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+}
