@@ -6,7 +6,8 @@
 //! The layouts are librpma's: the server exposes 1024 bytes (with a
 //! `pmem-path`: the file, its data after the examples' 17-byte signature,
 //! registered for both flush types), and `direct_write_to_pmem` is on only
-//! when `on` follows a `pmem-path`. The client holds a 1028-byte `hello_t`,
+//! when `on` follows a `pmem-path` that is persistent memory (`MAP_SYNC`;
+//! librpma's refuses any other file). The client holds a 1028-byte `hello_t`,
 //! writes its 1024-byte string to the server's `data_offset` and flushes
 //! those 1024 bytes (context 0xF01D). The client closes first; the server
 //! then prints the new value.
@@ -42,9 +43,14 @@ fn server(a: &Args) -> Res<()> {
     if !old.is_empty() {
         println!("Old value: {old}");
     }
-    // As librpma's: `on` counts only after a pmem-path.
+    // As librpma's: `on` counts only after a pmem-path, and only where it
+    // is true (a file off persistent memory is not written to it directly).
+    let on = path.is_some() && a.rest.get(1).is_some_and(|x| x == "on");
+    if on && !mem.is_pmem() {
+        eprintln!("direct_write_to_pmem stays off: {} is not persistent memory (no MAP_SYNC)", path.unwrap_or(""));
+    }
     let mut cfg = PeerCfg::new();
-    cfg.set_direct_write_to_pmem(path.is_some() && a.rest.get(1).is_some_and(|x| x == "on"));
+    cfg.set_direct_write_to_pmem(on && mem.is_pmem());
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let conn = common::server_accept(&ep, None, &mem.common_data(data_offset as u16, Some(&cfg)), &|_| Ok(()))?;
     common::close_second(conn)?;

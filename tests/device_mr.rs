@@ -1,6 +1,7 @@
 //! Device tests of peers, memory registration and descriptors, on a real RDMA
 //! device (Soft-RoCE in the harness VM when the host has none).
 
+mod common;
 use rpma::error::Detail;
 use rpma::error::{RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_PROVIDER};
 use rpma::utils::{self, ContextType};
@@ -293,11 +294,16 @@ device_tests!({
         f.write_at(4096, b"durable").unwrap();
         f.persist_range(4096, 7).unwrap();
         println!("  FS-DAX file mapped with MAP_SYNC: is_pmem, persisted by cache flush");
-        let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::FLUSH_TYPE_PERSISTENT);
+        let r = MrLocal::reg(&p, f, Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT);
         if p.is_odp_capable() {
             let mr = r.expect("ODP retry succeeds on an ODP-capable device");
             assert!(mr.is_odp() && mr.access().contains(Access::ON_DEMAND));
+            assert!(mr.is_pmem(), "the registered FS-DAX file is still persistent memory");
             println!("  FS-DAX registered with On-Demand Paging: access {:?}", mr.access());
+            // Its descriptor offers the persistent flush, and a remote
+            // writer's write + flush + read go through On-Demand Paging.
+            common::persist_over_rdma(&p, &mr, 1 << 20, mr.is_pmem());
+            println!("  FS-DAX written, flushed (Persistent) and read back over RDMA");
         } else {
             let e = r.expect_err("no ODP: FS-DAX registration is refused");
             assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");

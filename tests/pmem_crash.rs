@@ -33,7 +33,7 @@
 //! durability across a killed machine, not a hardware persistence domain.
 
 mod common;
-use common::{close, peer, Pair, Rng, T};
+use common::{peer, Rng, T};
 use rpma::ops::{AtomicWrite, Flush, Write as RdmaWrite};
 use rpma::{AlignedBuf, CommonData, Ep, Error, Flags, FlushType, MappedFile, MrLocal, MrRemote, PeerCfg, Usage};
 use rpma_harness::RDMA_RUN;
@@ -227,29 +227,9 @@ impl OutputAsync for Command {
 /// the bytes read back by the CPU and over RDMA.
 fn rdma_into(f: MappedFile) {
     let sp = peer();
-    let mut pcfg = PeerCfg::new();
-    pcfg.set_direct_write_to_pmem(f.is_pmem());
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT;
     let mr = MrLocal::reg(&sp, f, usage).expect("device DAX memory registers");
-    let (c, s) = Pair::new().server_peer(&sp).server_pdata(mr.descriptor().to_vec()).connect();
-    c.apply_remote_peer_cfg(&pcfg);
-    let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
-    let mut src = MrLocal::reg(c.peer(), vec![0u8; 4096], Usage::WRITE_SRC | Usage::READ_DST).unwrap();
-    src.write_at(0, &pattern).unwrap();
-    c.write(&remote, RDMA_AT as u64, &src, 0, 4096, Flags::COMPLETION_ON_ERROR, 1).unwrap();
-    c.flush(&remote, RDMA_AT as u64, 4096, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();
-    let wc = c.cq().next_completion(T).unwrap();
-    assert!(wc.status.is_success() && wc.op_context == 2, "{wc:?}");
-    let mut got = vec![0u8; 4096];
-    mr.read_at(RDMA_AT, &mut got).unwrap();
-    assert_eq!(got, pattern, "the remote write landed in the device DAX memory");
-    src.write_at(0, &[0u8; 4096]).unwrap();
-    c.read(&src, 0, &remote, RDMA_AT as u64, 4096, Flags::COMPLETION_ALWAYS, 3).unwrap();
-    assert!(c.cq().next_completion(T).unwrap().status.is_success());
-    src.read_at(0, &mut got).unwrap();
-    assert_eq!(got, pattern, "read back over RDMA");
-    close(c, s);
+    common::persist_over_rdma(&sp, &mr, RDMA_AT, mr.is_pmem());
     println!("device DAX: registered, written and flushed (Persistent) over RDMA, read back");
 }
 
@@ -438,5 +418,9 @@ fn series(mode: &str, crashes: u32, rng: &mut Rng) -> bool {
         }
     }
     let _ = std::fs::remove_file(&img);
+    if ok {
+        // Each verify boot checked every acknowledged record: none lost.
+        println!("  {mode}: {crashes} crashes, {acked} records acknowledged in all, 0 lost or torn");
+    }
     ok
 }

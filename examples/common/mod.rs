@@ -273,6 +273,10 @@ impl Memory {
     pub fn is_file(&self) -> bool {
         matches!(self, Memory::File(_))
     }
+    /// Whether the memory is a file on persistent memory (`MAP_SYNC`).
+    pub fn is_pmem(&self) -> bool {
+        matches!(self, Memory::File(m) if m.is_pmem())
+    }
     /// The registered size in bytes.
     pub fn size(&self) -> usize {
         match self {

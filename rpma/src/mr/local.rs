@@ -440,12 +440,21 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
 }
 
 impl MrLocal<crate::memory::MappedFile> {
-    /// Makes the mapped file's contents durable (`msync`), e.g. after the
-    /// remote side wrote into it (GPSPM).
+    /// Makes the mapped file's contents durable, e.g. after the remote side
+    /// wrote into it (GPSPM): as [`MappedFile::persist`](crate::MappedFile::persist),
+    /// a CPU cache flush on persistent memory, `msync` elsewhere.
     ///
     /// # Errors
-    /// [`Error::Provider`] with the errno of `msync`.
+    /// As [`MappedFile::persist`](crate::MappedFile::persist).
     pub fn persist(&self) -> Result<()> {
         self.inner.mem.persist()
+    }
+
+    /// Whether the registered file is persistent memory mapped with
+    /// `MAP_SYNC` ([`MappedFile::is_pmem`](crate::MappedFile::is_pmem)): only
+    /// then may a server tell its writers
+    /// [`set_direct_write_to_pmem`](crate::PeerCfg::set_direct_write_to_pmem).
+    pub fn is_pmem(&self) -> bool {
+        self.inner.mem.is_pmem()
     }
 }
