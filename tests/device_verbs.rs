@@ -10,6 +10,7 @@ use rpma_sys::mw::{Mw, MwType};
 use rpma_sys::pd::Pd;
 use rpma_sys::qp::{Qp, QpInit, SendOps, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE, QP_EX_WITH_SEND};
 use rpma_sys::srq::Srq;
+use rpma_sys::wr::{Wr, WrFlags};
 
 /// A QP of 4 + 4 work requests of one element each on `cq`.
 fn small_qp(cq: &Cq, max_inline_data: u32) -> QpInit<'_> {
@@ -154,9 +155,11 @@ device_tests!({
         assert!(!ex.has_atomic_write(), "not requested at creation");
         assert!(!ex.has_flush());
         // The shims refuse instead of calling a missing provider op.
-        let e = ex.post_atomic_write(1, true, 0, 0, &[0; 8]).unwrap_err();
+        let flags = WrFlags { wr_id: 1, signaled: true, fence: false };
+        let e = ex.post_native(1, &Wr::AtomicWrite { flags, rkey: 0, remote_addr: 0, value: [0; 8] }).unwrap_err();
         assert_eq!((e.error.raw_os_error(), e.maybe_queued), (Some(libc::EOPNOTSUPP), false));
-        let e = ex.post_flush(1, true, 0, 0, 8, rpma_sys::qp::FLUSH_GLOBAL).unwrap_err();
+        let flush = Wr::Flush { flags, rkey: 0, remote_addr: 0, len: 8, ptype: rpma_sys::qp::FLUSH_GLOBAL };
+        let e = ex.post_native(1, &flush).unwrap_err();
         assert_eq!((e.error.raw_os_error(), e.maybe_queued), (Some(libc::EOPNOTSUPP), false));
         println!("  native atomic write {}, native flush {}", caps.native_atomic_write, caps.native_flush);
         // Too deep a queue is refused with the errno.
@@ -187,7 +190,7 @@ device_tests!({
         };
         // SAFETY: the request names no local memory.
         #[allow(unsafe_code)]
-        let r = unsafe { qp.post_built(&mut wr.build(), wr.wr_id) };
+        let r = unsafe { qp.post_send(&mut wr.build(), wr.wr_id) };
         println!("  post_send on a RESET QP: {:?}", r.as_ref().map_err(|e| (e.error.raw_os_error(), e.maybe_queued)));
         if in_vm() {
             let e = r.expect_err("rxe refuses the doorbell of a QP that is not ready to send");

@@ -11,7 +11,7 @@
 
 use crate::ffi;
 use crate::qp::{Qp, QpEx};
-use crate::wr::{carries_ex, encode, encode_ex, Wr};
+use crate::wr::{encode, Classic, Extended, SendPosting, Token, Wr};
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -19,7 +19,7 @@ use std::mem::MaybeUninit;
 /// linked on the stack when posted).
 pub const MAX_CHAIN: usize = 16;
 
-/// A chain to post with [`Qp::post_send_list`]: up to [`MAX_CHAIN`] work
+/// A chain to post with [`Qp::post_send`]: up to [`MAX_CHAIN`] work
 /// requests, each with its caller's record `T` (what keeps its local memory
 /// alive, what its completion reports), kept in place: a list allocates
 /// nothing, and moving it copies it whole. The requests are kept as
@@ -108,10 +108,11 @@ impl<T> ChainList<T> {
             return Err((wr, rec));
         };
         // SAFETY: plain data, all-zero is valid.
-        let (rw, s) = unsafe { (rw.write(std::mem::zeroed()), s.write(std::mem::zeroed())) };
+        let mut c = Classic::new(rw.write(unsafe { std::mem::zeroed() }));
         // false for a native request: the list then goes to the extended
         // interface, which reads `wrs`.
-        self.native |= !encode(&wr, rw, s);
+        self.native |= !encode(&wr, &mut c);
+        s.write(c.sge);
         if let Wr::Inline8 { .. } = wr {
             self.inline8 |= 1 << i;
         }
@@ -228,45 +229,37 @@ impl<T> Drop for ChainList<T> {
     }
 }
 
-impl Qp {
-    /// Posts the requests of `list` in order with one call, request `i`
-    /// with the work request ID `wr_id(i)` (the IDs in the requests are not
-    /// used): as one linked list through `ibv_post_send` (one doorbell),
-    /// or, when one of them is native ([`ChainList::has_native`]), as one
-    /// `ibv_wr_start` ... `ibv_wr_complete` sequence on the extended
-    /// interface.
-    ///
-    /// # Safety
-    /// As [`Qp::post_built`], for every request in `list` (the bytes of an
-    /// [`Wr::Inline8`] and of a native atomic write are copied during
-    /// the call).
-    ///
-    /// # Errors
-    /// `(k, errno)`: requests `0..k` were posted, or may have been (their
-    /// memory must stay held), `k..` were not.
-    /// * through `ibv_post_send`, `k` is the index of the request the
-    ///   provider refused (`bad_wr`; `ENOMEM` when the send queue is full,
-    ///   `EINVAL` for a bad request): the ones before it are posted and will
-    ///   complete; when the provider names none (rxe's failed doorbell, after
-    ///   the queue was written: see [`PostError`](crate::post::PostError)),
-    ///   `k` is the whole list;
-    /// * through the extended interface `k` is 0 for `EOPNOTSUPP` (before
-    ///   anything is built) when the QP's extended interface does not carry
-    ///   one of the requests (see [`QpEx::carries`]), and the whole list
-    ///   when `ibv_wr_complete` fails (mlx5 then posts nothing, rxe may have
-    ///   queued all of them).
+/// The requests of the list in order with one call, request `i` with the
+/// work request ID `wr_id(i)` (the IDs in the requests are not used): as
+/// one linked list through `ibv_post_send` (one doorbell), or, when one of
+/// them is native ([`ChainList::has_native`]), as one `ibv_wr_start` ...
+/// `ibv_wr_complete` sequence on the extended interface.
+///
+/// Errors: `(k, errno)`: requests `0..k` were posted, or may have been
+/// (their memory must stay held), `k..` were not.
+/// * through `ibv_post_send`, `k` is the index of the request the provider
+///   refused (`bad_wr`; `ENOMEM` when the send queue is full, `EINVAL` for
+///   a bad request): the ones before it are posted and will complete; when
+///   the provider names none (rxe's failed doorbell, after the queue was
+///   written: see [`PostError`](crate::post::PostError)), `k` is the whole
+///   list;
+/// * through the extended interface `k` is 0 for `EOPNOTSUPP` (before
+///   anything is built) when the QP's extended interface does not carry
+///   one of the requests (see [`QpEx::carries`]), and the whole list when
+///   `ibv_wr_complete` fails (mlx5 then posts nothing, rxe may have queued
+///   all of them).
+impl<T, F: Fn(usize) -> u64> SendPosting<F> for &mut ChainList<T> {
+    type Error = (usize, io::Error);
+
     #[inline]
-    pub unsafe fn post_send_list<T>(
-        &self,
-        list: &mut ChainList<T>,
-        wr_id: impl Fn(usize) -> u64,
-    ) -> Result<(), (usize, io::Error)> {
+    unsafe fn post(self, qp: &Qp, wr_id: F, _: Token) -> Result<(), (usize, io::Error)> {
+        let list = self;
         let n = list.len();
         if n == 0 {
             return Ok(());
         }
         if list.has_native() {
-            let Some(mut ex) = self.ex() else {
+            let Some(mut ex) = qp.ex() else {
                 return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
             };
             // SAFETY: the caller's guarantee, passed on.
@@ -306,7 +299,7 @@ impl Qp {
         // order, their SGEs beside them and inline bytes in the list, all
         // alive and unchanged across the call; the caller guarantees the
         // memory the SGEs name.
-        let rc = unsafe { self.post_send_raw(first, &mut bad) };
+        let rc = unsafe { qp.post_send_raw(first, &mut bad) };
         if rc == 0 {
             return Ok(());
         }
@@ -320,16 +313,6 @@ impl Qp {
 }
 
 impl QpEx<'_> {
-    /// Whether this QP's extended interface can post `wr`: the QP was
-    /// created with the operation's `IBV_QP_EX_WITH_*` flag and the
-    /// provider filled in its builder (and the setter it needs). A
-    /// connection's QP carries RDMA write and read beside the native
-    /// operations, not sends nor writes with immediate data.
-    pub fn carries(&self, wr: &Wr) -> bool {
-        // SAFETY: live qp_ex, created with `send_ops`.
-        unsafe { carries_ex(self.qpx, self.send_ops, wr) }
-    }
-
     /// Posts `wrs` as one `ibv_wr_start` ... `ibv_wr_complete` sequence,
     /// request `i` with the work request ID `wr_id(i)`: all of them or,
     /// when `ibv_wr_complete` fails, none on mlx5 and efa (which roll back),
@@ -337,7 +320,7 @@ impl QpEx<'_> {
     /// [`PostError::maybe_queued`](crate::post::PostError::maybe_queued).
     ///
     /// # Safety
-    /// As [`Qp::post_built`], for every request in `wrs`.
+    /// As [`Qp::post_send`], for every request in `wrs`.
     ///
     /// # Errors
     /// `EOPNOTSUPP` (before anything is built) when a request is not
@@ -352,15 +335,15 @@ impl QpEx<'_> {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
         let q = self.qpx;
-        // SAFETY: live qp_ex; every builder and setter called below was
-        // checked present by `carries`; the caller guarantees the local
-        // memory; inline bytes and the atomic value are copied by the
-        // provider before the builder or setter returns.
+        // SAFETY: live qp_ex; the backend builds inside `ibv_wr_start`,
+        // each request's ID set first, every request checked carried above;
+        // the caller guarantees the local memory.
         unsafe {
             ffi::ibv_wr_start(q);
+            let mut b = Extended::started(q);
             for (i, wr) in wrs.enumerate() {
-                (*q).wr_id = wr_id(i);
-                encode_ex(q, &wr);
+                b.id(wr_id(i));
+                encode(&wr, &mut b);
             }
             crate::post::queued_outcome(ffi::ibv_wr_complete(q), "ibv_wr_complete")
         }
@@ -435,8 +418,10 @@ mod tests {
         let mut seen = Vec::new();
         for wr in &wrs {
             // SAFETY: plain data, all-zero is valid.
-            let (mut w, mut s): (ffi::ibv_send_wr, ffi::ibv_sge) = unsafe { std::mem::zeroed() };
-            assert!(encode(wr, &mut w, &mut s));
+            let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+            let mut c = Classic::new(&mut w);
+            assert!(encode(wr, &mut c));
+            let s = c.sge;
             // SAFETY: the rdma member is the one `encode` wrote for a write.
             let (rkey, remote) = unsafe { (w.wr.rdma.rkey, w.wr.rdma.remote_addr) };
             seen.push((w.opcode, w.send_flags, w.num_sge, s.length, rkey));
@@ -461,8 +446,9 @@ mod tests {
         // A native request is the extended interface's alone.
         let flags = WrFlags { wr_id: 0, signaled: true, fence: false };
         // SAFETY: plain data, all-zero is valid.
-        let (mut w, mut s): (ffi::ibv_send_wr, ffi::ibv_sge) = unsafe { std::mem::zeroed() };
-        assert!(!encode(&Wr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: [0; 8] }, &mut w, &mut s));
+        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+        let native = Wr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: [0; 8] };
+        assert!(!encode(&native, &mut Classic::new(&mut w)));
     }
 
     #[test]

@@ -6,7 +6,6 @@
 use crate::cq::Cq;
 use crate::ffi;
 use crate::pd::Pd;
-use crate::post::PostError;
 use crate::srq::Srq;
 use crate::{from_errno_ret, last_error};
 use std::io;
@@ -448,90 +447,6 @@ impl QpEx<'_> {
     pub fn has_flush(&self) -> bool {
         // SAFETY: live qp_ex, created with the op, so the library has the member.
         self.send_ops & QP_EX_WITH_FLUSH != 0 && unsafe { (*self.qpx).wr_flush.is_some() }
-    }
-
-    /// Posts an 8-byte native atomic write of `value` to `remote_addr`
-    /// (`ibv_wr_start` / `ibv_wr_atomic_write` / `ibv_wr_complete`).
-    ///
-    /// # Errors
-    /// `EOPNOTSUPP` when [`has_atomic_write`](Self::has_atomic_write) is
-    /// false; the errno of `ibv_wr_complete` ([`PostError::maybe_queued`]:
-    /// the provider may have queued it).
-    pub fn post_atomic_write(
-        &mut self,
-        wr_id: u64,
-        signaled: bool,
-        rkey: u32,
-        remote_addr: u64,
-        value: &[u8; 8],
-    ) -> Result<(), PostError> {
-        if !self.has_atomic_write() {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
-        }
-        // SAFETY: live qp_ex that has the member (checked above).
-        let Some(f) = (unsafe { (*self.qpx).wr_atomic_write }) else {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
-        };
-        // SAFETY: live qp_ex with the op; the 8 bytes are copied into the WQE
-        // before ibv_wr_complete returns, so `value` needs no longer life.
-        unsafe {
-            self.start(wr_id, signaled);
-            f(self.qpx, rkey, remote_addr, value.as_ptr().cast());
-            self.complete()
-        }
-    }
-
-    /// Posts a native RDMA FLUSH of `len` bytes at `remote_addr` with
-    /// placement `ptype` ([`FLUSH_GLOBAL`] or [`FLUSH_PERSISTENT`]) and
-    /// selectivity [`FLUSH_RANGE`].
-    ///
-    /// # Errors
-    /// `EOPNOTSUPP` when [`has_flush`](Self::has_flush) is false; the errno of
-    /// `ibv_wr_complete` ([`PostError::maybe_queued`]: the provider may have
-    /// queued it).
-    pub fn post_flush(
-        &mut self,
-        wr_id: u64,
-        signaled: bool,
-        rkey: u32,
-        remote_addr: u64,
-        len: usize,
-        ptype: u8,
-    ) -> Result<(), PostError> {
-        if !self.has_flush() {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
-        }
-        // SAFETY: live qp_ex that has the member (checked above).
-        let Some(f) = (unsafe { (*self.qpx).wr_flush }) else {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
-        };
-        // SAFETY: live qp_ex with the op; no local memory is referenced.
-        unsafe {
-            self.start(wr_id, signaled);
-            f(self.qpx, rkey, remote_addr, len, ptype, FLUSH_RANGE);
-            self.complete()
-        }
-    }
-
-    /// # Safety
-    /// `self.qpx` is live and no other WR sequence is open on it.
-    unsafe fn start(&mut self, wr_id: u64, signaled: bool) {
-        // SAFETY: per the function contract.
-        unsafe {
-            ffi::ibv_wr_start(self.qpx);
-            (*self.qpx).wr_id = wr_id;
-            (*self.qpx).wr_flags = if signaled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
-        }
-    }
-
-    /// Ends the sequence: a failure may leave its request queued (see
-    /// [`PostError`]).
-    ///
-    /// # Safety
-    /// A sequence was opened with `start`.
-    unsafe fn complete(&mut self) -> Result<(), PostError> {
-        // SAFETY: per the function contract.
-        crate::post::queued_outcome(unsafe { ffi::ibv_wr_complete(self.qpx) }, "ibv_wr_complete")
     }
 }
 

@@ -1,14 +1,17 @@
-//! Posting work requests: typed send/receive descriptions turned into
-//! `ibv_send_wr` / `ibv_recv_wr` and posted with `ibv_post_send` /
-//! `ibv_post_recv` / `ibv_post_srq_recv`.
+//! Posting work requests: typed send/receive descriptions, the one encoder
+//! (`encode`) with its two backends behind one trait (`SendBackend`: the
+//! classic `ibv_send_wr` of `ibv_post_send`, the extended interface's
+//! `ibv_wr_*` builders), and the two unsafe post entry points:
+//! [`Qp::post_send`] (what it posts: [`SendPosting`]) and [`post_recv`] (on
+//! a [`RecvQueue`]: a QP's or an SRQ).
 
 use crate::ffi;
 use crate::mr::Mr;
 use crate::mw::Mw;
 use crate::post::{post_outcome, queued_outcome, PostError};
-use crate::qp::Qp;
+use crate::qp::{Qp, QpEx};
 use crate::qp::{FLUSH_RANGE, QP_EX_WITH_SEND};
-use crate::qp::{QP_EX_WITH_ATOMIC_WRITE, QP_EX_WITH_FLUSH, QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
+use crate::qp::{QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
 use crate::srq::Srq;
 use ffi::ibv_qp_create_send_ops_flags as ops_flags;
 use std::io;
@@ -56,9 +59,10 @@ pub enum SendOp {
 }
 
 /// One send work request, as every way of posting takes it: a single post
-/// ([`SendWr::build`], for [`Wr::Plain`]), a list through `ibv_post_send`
-/// (the classic backend) or through the extended interface (which alone
-/// carries the native operations): [`Qp::post_send_list`].
+/// ([`SendWr::build`], for [`Wr::Plain`]; [`QpEx::post_native`] for a
+/// native one), or a [`ChainList`](crate::chain::ChainList) posted through
+/// `ibv_post_send` (the classic backend) or through the extended interface
+/// (which alone carries the native operations).
 #[derive(Debug, Clone, Copy)]
 pub enum Wr {
     /// A work request `ibv_post_send` carries.
@@ -154,74 +158,348 @@ pub(crate) fn send_flags(signaled: bool, fence: bool, inline: bool) -> u32 {
     (u32::from(signaled) << 1) | u32::from(fence) | (u32::from(inline) << 3)
 }
 
-/// The classic backend: `wr` into a zeroed `ibv_send_wr` (all but its ID,
-/// `next` and `sg_list`) and its SGE (an inline write's naming its bytes
-/// in `wr`); false for a native operation, which only the extended
-/// interface posts ([`encode_ex`]).
+/// A way of building a send work request for the device: the classic
+/// [`Classic`] (an `ibv_send_wr` and its SGE, for `ibv_post_send`) or the
+/// extended [`Extended`] (the provider's `ibv_wr_*` builders and setters).
+/// [`encode`], the one encoder, hands it each part of a [`Wr`]: a plain
+/// request's local memory, its operation, then its send flags in
+/// [`finish`](Self::finish) (the order the single post was measured with);
+/// a native request whole. The flags are always [`send_flags`]'.
+pub(crate) trait SendBackend {
+    /// The request's local memory: one element (its bytes copied during
+    /// the post when `inline`), or none.
+    fn local(&mut self, sge: Option<Sge>, inline: bool);
+
+    /// Its operation and the fields the operation carries: immediate data
+    /// (host order here, big-endian on the wire), the rkey to invalidate,
+    /// the remote address and key of RDMA operations and atomics.
+    fn op(&mut self, op: SendOp, remote_addr: u64, rkey: u32);
+
+    /// Its send flags, the last part: the request is then complete.
+    fn finish(&mut self, flags: u32);
+
+    /// A native atomic write of `value` (copied before this returns) with
+    /// send flags `flags`; false, with nothing built, when the backend has
+    /// no such operation.
+    fn atomic_write(&mut self, flags: u32, rkey: u32, remote_addr: u64, value: &[u8; 8]) -> bool;
+
+    /// A native flush of `len` bytes with placement `ptype` and send flags
+    /// `flags`; false, with nothing built, when the backend has no such
+    /// operation.
+    fn flush(&mut self, flags: u32, rkey: u32, remote_addr: u64, len: usize, ptype: u8) -> bool;
+}
+
+/// The one encoder: `wr` through the backend `b`. False (nothing built)
+/// for a native request `b` has no operation for (the classic backend has
+/// none).
 #[inline(always)]
-pub(crate) fn encode(wr: &Wr, w: &mut ffi::ibv_send_wr, sge: &mut ffi::ibv_sge) -> bool {
+pub(crate) fn encode<B: SendBackend>(wr: &Wr, b: &mut B) -> bool {
     match wr.send_wr() {
         Some(p) => {
-            *sge = encode_plain(p, w);
+            encode_plain(&p, b);
             true
         }
-        None => false,
+        None => match *wr {
+            Wr::AtomicWrite { flags: f, rkey, remote_addr, ref value } => {
+                b.atomic_write(send_flags(f.signaled, f.fence, false), rkey, remote_addr, value)
+            }
+            Wr::Flush { flags: f, rkey, remote_addr, len, ptype } => {
+                b.flush(send_flags(f.signaled, f.fence, false), rkey, remote_addr, len, ptype)
+            }
+            Wr::Plain(_) | Wr::Inline8 { .. } => false, // `send_wr` gave them
+        },
     }
 }
 
-/// [`encode`] of a [`Wr::Plain`]: its SGE is returned.
+/// [`encode`] of a request `ibv_post_send` carries.
 #[inline(always)]
-fn encode_plain(p: SendWr, w: &mut ffi::ibv_send_wr) -> ffi::ibv_sge {
-    let (s, n) = raw_sge(&p.sge);
-    w.num_sge = n;
-    set_op(w, p.op, p.remote_addr, p.rkey);
-    w.send_flags = send_flags(p.signaled, p.fence, p.inline);
-    s
+fn encode_plain<B: SendBackend>(p: &SendWr, b: &mut B) {
+    b.local(p.sge, p.inline);
+    b.op(p.op, p.remote_addr, p.rkey);
+    b.finish(send_flags(p.signaled, p.fence, p.inline));
 }
 
-/// Sets `w`'s opcode and the fields its operation carries: immediate data
-/// (big-endian on the wire), the rkey to invalidate, the remote address and
-/// key of RDMA operations (`wr.rdma`) and atomics (`wr.atomic`).
-#[inline]
-pub(crate) fn set_op(w: &mut ffi::ibv_send_wr, op: SendOp, remote_addr: u64, rkey: u32) {
-    use ffi::ibv_wr_opcode as o;
-    let rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
-    let atomic = |compare_add: u64, swap: u64| ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
-        remote_addr,
-        compare_add,
-        swap,
-        rkey,
-    };
-    match op {
-        SendOp::Write => {
-            w.opcode = o::IBV_WR_RDMA_WRITE;
-            w.wr.rdma = rdma;
+/// The classic backend: one zeroed `ibv_send_wr` (its ID, `next` and
+/// `sg_list` are the post's to set) and its SGE (an inline request's naming
+/// the bytes to copy).
+pub(crate) struct Classic<'a> {
+    /// The request.
+    pub(crate) w: &'a mut ffi::ibv_send_wr,
+    /// Its SGE, for the caller to place where `sg_list` will point.
+    pub(crate) sge: ffi::ibv_sge,
+}
+
+impl<'a> Classic<'a> {
+    /// The backend writing into the zeroed `w`.
+    #[inline]
+    pub(crate) fn new(w: &'a mut ffi::ibv_send_wr) -> Self {
+        Classic { w, sge: ffi::ibv_sge { addr: 0, length: 0, lkey: 0 } }
+    }
+}
+
+impl SendBackend for Classic<'_> {
+    /// The element (an inline one's bytes are copied because of the
+    /// `IBV_SEND_INLINE` flag).
+    #[inline]
+    fn local(&mut self, sge: Option<Sge>, _inline: bool) {
+        let (s, n) = raw_sge(&sge);
+        self.sge = s;
+        self.w.num_sge = n;
+    }
+
+    #[inline]
+    fn op(&mut self, op: SendOp, remote_addr: u64, rkey: u32) {
+        use ffi::ibv_wr_opcode as o;
+        let w = &mut *self.w;
+        let rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+        let atomic = |compare_add: u64, swap: u64| ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+            remote_addr,
+            compare_add,
+            swap,
+            rkey,
+        };
+        match op {
+            SendOp::Write => {
+                w.opcode = o::IBV_WR_RDMA_WRITE;
+                w.wr.rdma = rdma;
+            }
+            SendOp::WriteImm(i) => {
+                w.opcode = o::IBV_WR_RDMA_WRITE_WITH_IMM;
+                w.__bindgen_anon_1.imm_data = i.to_be();
+                w.wr.rdma = rdma;
+            }
+            SendOp::Read => {
+                w.opcode = o::IBV_WR_RDMA_READ;
+                w.wr.rdma = rdma;
+            }
+            SendOp::Send => w.opcode = o::IBV_WR_SEND,
+            SendOp::SendImm(i) => {
+                w.opcode = o::IBV_WR_SEND_WITH_IMM;
+                w.__bindgen_anon_1.imm_data = i.to_be();
+            }
+            SendOp::SendInv(inv) => {
+                w.opcode = o::IBV_WR_SEND_WITH_INV;
+                w.__bindgen_anon_1.invalidate_rkey = inv;
+            }
+            SendOp::CompareSwap { compare, swap } => {
+                w.opcode = o::IBV_WR_ATOMIC_CMP_AND_SWP;
+                w.wr.atomic = atomic(compare, swap);
+            }
+            SendOp::FetchAdd(add) => {
+                w.opcode = o::IBV_WR_ATOMIC_FETCH_AND_ADD;
+                w.wr.atomic = atomic(add, 0);
+            }
         }
-        SendOp::WriteImm(i) => {
-            w.opcode = o::IBV_WR_RDMA_WRITE_WITH_IMM;
-            w.__bindgen_anon_1.imm_data = i.to_be();
-            w.wr.rdma = rdma;
+    }
+
+    #[inline]
+    fn finish(&mut self, flags: u32) {
+        self.w.send_flags = flags;
+    }
+
+    /// `ibv_post_send` has no native atomic write.
+    #[inline]
+    fn atomic_write(&mut self, _: u32, _: u32, _: u64, _: &[u8; 8]) -> bool {
+        false
+    }
+
+    /// `ibv_post_send` has no native flush.
+    #[inline]
+    fn flush(&mut self, _: u32, _: u32, _: u64, _: usize, _: u8) -> bool {
+        false
+    }
+}
+
+/// The extended backend: builds requests on a QP's extended interface
+/// with the provider's `ibv_wr_*` builder and setter, between
+/// `ibv_wr_start` and `ibv_wr_complete`. The interface wants the flags
+/// before the builder and the setter after it, so a request's local memory
+/// and operation are kept until its flags, the last part, arrive
+/// ([`finish`](SendBackend::finish)).
+pub(crate) struct Extended {
+    q: *mut ffi::ibv_qp_ex,
+    /// The request's local memory, until `finish`.
+    local: (Option<Sge>, bool),
+    /// Its operation, remote address and rkey, until `finish`.
+    op: (SendOp, u64, u32),
+}
+
+impl Extended {
+    /// The backend of `q`.
+    ///
+    /// # Safety
+    /// `q` is a live `ibv_qp_ex` inside `ibv_wr_start` whose
+    /// [`QpEx::carries`] every request built on it, each after its
+    /// [`id`](Self::id); the memory a request names is the caller's to
+    /// guarantee (inline bytes and an atomic value are copied before the
+    /// builder or setter returns).
+    #[inline]
+    pub(crate) unsafe fn started(q: *mut ffi::ibv_qp_ex) -> Extended {
+        Extended { q, local: (None, false), op: (SendOp::Send, 0, 0) }
+    }
+
+    /// The work request ID of the next request built.
+    #[inline]
+    pub(crate) fn id(&mut self, wr_id: u64) {
+        // SAFETY: the live qp_ex of `Extended::started`.
+        unsafe { (*self.q).wr_id = wr_id };
+    }
+
+    /// Sets the request's send flags but `IBV_SEND_INLINE` (inline bytes
+    /// are given by `wr_set_inline_data`).
+    #[inline]
+    fn set_flags(&mut self, flags: u32) {
+        const INLINE: u32 = ffi::ibv_send_flags::IBV_SEND_INLINE.0;
+        // SAFETY: the live qp_ex of `Extended::started`.
+        unsafe { (*self.q).wr_flags = flags & !INLINE };
+    }
+}
+
+impl SendBackend for Extended {
+    /// Kept until [`finish`](Self::finish).
+    #[inline]
+    fn local(&mut self, sge: Option<Sge>, inline: bool) {
+        self.local = (sge, inline);
+    }
+
+    /// Kept until [`finish`](Self::finish).
+    #[inline]
+    fn op(&mut self, op: SendOp, remote_addr: u64, rkey: u32) {
+        self.op = (op, remote_addr, rkey);
+    }
+
+    /// The flags, the operation's builder, then the local memory's setter.
+    #[inline]
+    fn finish(&mut self, flags: u32) {
+        self.set_flags(flags);
+        let (q, (op, remote_addr, rkey), (sge, inline)) = (self.q, self.op, self.local);
+        // SAFETY: `Extended::started`'s contract; every builder and setter
+        // called was checked present by `QpEx::carries` (and `call` skips a
+        // missing one).
+        unsafe {
+            match op {
+                SendOp::Write => call((*q).wr_rdma_write, |f| f(q, rkey, remote_addr)),
+                SendOp::WriteImm(i) => call((*q).wr_rdma_write_imm, |f| f(q, rkey, remote_addr, i.to_be())),
+                SendOp::Read => call((*q).wr_rdma_read, |f| f(q, rkey, remote_addr)),
+                SendOp::Send => call((*q).wr_send, |f| f(q)),
+                SendOp::SendImm(i) => call((*q).wr_send_imm, |f| f(q, i.to_be())),
+                SendOp::SendInv(inv) => call((*q).wr_send_inv, |f| f(q, inv)),
+                SendOp::CompareSwap { compare, swap } => {
+                    call((*q).wr_atomic_cmp_swp, |f| f(q, rkey, remote_addr, compare, swap))
+                }
+                SendOp::FetchAdd(add) => call((*q).wr_atomic_fetch_add, |f| f(q, rkey, remote_addr, add)),
+            }
+            match sge {
+                Some(s) if inline => {
+                    call((*q).wr_set_inline_data, |f| f(q, s.addr as *mut libc::c_void, s.length as usize))
+                }
+                Some(s) => call((*q).wr_set_sge, |f| f(q, s.lkey, s.addr, s.length)),
+                None => call((*q).wr_set_sge_list, |f| f(q, 0, std::ptr::null())),
+            }
         }
-        SendOp::Read => {
-            w.opcode = o::IBV_WR_RDMA_READ;
-            w.wr.rdma = rdma;
+    }
+
+    #[inline]
+    fn atomic_write(&mut self, flags: u32, rkey: u32, remote_addr: u64, value: &[u8; 8]) -> bool {
+        self.set_flags(flags);
+        let q = self.q;
+        // SAFETY: as in `finish`; the value is copied before the builder
+        // returns.
+        unsafe { call((*q).wr_atomic_write, |f| f(q, rkey, remote_addr, value.as_ptr().cast())) };
+        true
+    }
+
+    #[inline]
+    fn flush(&mut self, flags: u32, rkey: u32, remote_addr: u64, len: usize, ptype: u8) -> bool {
+        self.set_flags(flags);
+        let q = self.q;
+        // SAFETY: as in `finish`.
+        unsafe { call((*q).wr_flush, |f| f(q, rkey, remote_addr, len, ptype, FLUSH_RANGE)) };
+        true
+    }
+}
+
+/// Calls a provider member checked present by [`QpEx::carries`].
+#[inline(always)]
+fn call<F>(f: Option<F>, go: impl FnOnce(F)) {
+    if let Some(f) = f {
+        go(f)
+    }
+}
+
+const WRITE_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0 as u64;
+const SEND_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_IMM.0 as u64;
+const SEND_WITH_INV: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_INV.0 as u64;
+const ATOMIC_CMP_AND_SWP: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0 as u64;
+const ATOMIC_FETCH_AND_ADD: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0 as u64;
+
+impl QpEx<'_> {
+    /// Posts a native request ([`Wr::is_native`]: an atomic write or a
+    /// flush, which name no local memory) alone, as one `ibv_wr_start` ...
+    /// `ibv_wr_complete` sequence with `wr_id`.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` for a request that is not native or not
+    /// [`carried`](Self::carries) (nothing is posted); the errno of
+    /// `ibv_wr_complete` ([`PostError::maybe_queued`]: the provider may have
+    /// queued it).
+    pub fn post_native(&mut self, wr_id: u64, wr: &Wr) -> Result<(), PostError> {
+        if !self.carries_native(wr) {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
-        SendOp::Send => w.opcode = o::IBV_WR_SEND,
-        SendOp::SendImm(i) => {
-            w.opcode = o::IBV_WR_SEND_WITH_IMM;
-            w.__bindgen_anon_1.imm_data = i.to_be();
+        let q = self.qpx;
+        // SAFETY: live qp_ex, no other sequence open on it (`&mut self`);
+        // the request is carried (checked above) and names no local memory
+        // (an atomic write's value is copied before the builder returns).
+        unsafe {
+            ffi::ibv_wr_start(q);
+            let mut b = Extended::started(q);
+            b.id(wr_id);
+            encode(wr, &mut b);
+            queued_outcome(ffi::ibv_wr_complete(q), "ibv_wr_complete")
         }
-        SendOp::SendInv(inv) => {
-            w.opcode = o::IBV_WR_SEND_WITH_INV;
-            w.__bindgen_anon_1.invalidate_rkey = inv;
+    }
+
+    /// Whether `wr` is native and this QP's extended interface can post
+    /// it.
+    #[inline]
+    fn carries_native(&self, wr: &Wr) -> bool {
+        match wr {
+            Wr::AtomicWrite { .. } => self.has_atomic_write(),
+            Wr::Flush { .. } => self.has_flush(),
+            Wr::Plain(_) | Wr::Inline8 { .. } => false,
         }
-        SendOp::CompareSwap { compare, swap } => {
-            w.opcode = o::IBV_WR_ATOMIC_CMP_AND_SWP;
-            w.wr.atomic = atomic(compare, swap);
-        }
-        SendOp::FetchAdd(add) => {
-            w.opcode = o::IBV_WR_ATOMIC_FETCH_AND_ADD;
-            w.wr.atomic = atomic(add, 0);
+    }
+
+    /// Whether this QP's extended interface can post `wr`: the QP was
+    /// created with the operation's `IBV_QP_EX_WITH_*` flag and the
+    /// provider filled in its builder (and the setter its local memory
+    /// needs). A connection's QP carries RDMA write and read beside the
+    /// native operations, not sends nor writes with immediate data.
+    pub fn carries(&self, wr: &Wr) -> bool {
+        let (q, has) = (self.qpx, |flag: u64| self.send_ops & flag != 0);
+        // SAFETY: live qp_ex; members are read only for operations the QP
+        // was created with, which the library then has.
+        unsafe {
+            let Some(p) = wr.send_wr() else {
+                return self.carries_native(wr);
+            };
+            let setter = match p.sge {
+                Some(_) if p.inline => (*q).wr_set_inline_data.is_some(),
+                Some(_) => (*q).wr_set_sge.is_some(),
+                None => (*q).wr_set_sge_list.is_some(),
+            };
+            setter
+                && match p.op {
+                    SendOp::Write => has(QP_EX_WITH_RDMA_WRITE) && (*q).wr_rdma_write.is_some(),
+                    SendOp::WriteImm(_) => has(WRITE_WITH_IMM) && (*q).wr_rdma_write_imm.is_some(),
+                    SendOp::Read => has(QP_EX_WITH_RDMA_READ) && (*q).wr_rdma_read.is_some(),
+                    SendOp::Send => has(QP_EX_WITH_SEND) && (*q).wr_send.is_some(),
+                    SendOp::SendImm(_) => has(SEND_WITH_IMM) && (*q).wr_send_imm.is_some(),
+                    SendOp::SendInv(_) => has(SEND_WITH_INV) && (*q).wr_send_inv.is_some(),
+                    SendOp::CompareSwap { .. } => has(ATOMIC_CMP_AND_SWP) && (*q).wr_atomic_cmp_swp.is_some(),
+                    SendOp::FetchAdd(_) => has(ATOMIC_FETCH_AND_ADD) && (*q).wr_atomic_fetch_add.is_some(),
+                }
         }
     }
 }
@@ -286,7 +564,7 @@ pub struct SendWr {
 }
 
 /// A send work request in verbs' form (`ibv_send_wr` and its SGE), built
-/// ahead of its post by [`SendWr::build`]: [`Qp::post_built`] adds only the
+/// ahead of its post by [`SendWr::build`]: [`Qp::post_send`] adds only the
 /// ID, so a caller can convert before taking a lock, straight into the
 /// memory the provider reads.
 pub struct BuiltSend {
@@ -306,7 +584,9 @@ impl SendWr {
     pub fn build(&self) -> BuiltSend {
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        let sge = encode_plain(*self, &mut w);
+        let mut c = Classic::new(&mut w);
+        encode_plain(self, &mut c);
+        let sge = c.sge;
         BuiltSend { w, sge }
     }
 }
@@ -322,32 +602,84 @@ pub(crate) fn raw_sge(s: &Option<Sge>) -> (ffi::ibv_sge, i32) {
     }
 }
 
-impl Qp {
-    /// Posts one send work request, built ahead ([`SendWr::build`]), with
-    /// `wr_id` (`ibv_post_send`).
+/// The seal of [`SendPosting`] and [`RecvQueue`]: their methods take a
+/// [`Token`](private::Token), which no other crate can name, so no other
+/// crate calls or implements them: [`Qp::post_send`] and [`post_recv`] are
+/// the only ways in.
+mod private {
+    /// Proof that the caller is this crate.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Token(pub(super) ());
+}
+pub(crate) use private::Token;
+
+/// What one [`Qp::post_send`] posts, with the work request ID (or IDs)
+/// `Id`:
+/// * `&mut` [`BuiltSend`], `Id = u64`: one request built ahead
+///   ([`SendWr::build`]);
+/// * [`SendSgl`], `Id = u64`: one request whose local memory is a list;
+/// * `&mut` [`ChainList`](crate::chain::ChainList),
+///   `Id = impl Fn(usize) -> u64` (request `i`'s ID): a list of requests
+///   with one call.
+///
+/// Each is its own monomorphised post: a single request goes straight to
+/// the provider, without a branch on what it is. Sealed: only this crate
+/// implements it.
+pub trait SendPosting<Id> {
+    /// What a refused post reports.
+    type Error;
+
+    /// Posts `self` on `qp` with `wr_id`: [`Qp::post_send`]'s body.
     ///
     /// # Safety
-    /// Unless it is inline, the memory the request's SGE names must stay
+    /// As [`Qp::post_send`].
+    #[doc(hidden)]
+    unsafe fn post(self, qp: &Qp, wr_id: Id, _: Token) -> Result<(), Self::Error>;
+}
+
+impl Qp {
+    /// Posts send work requests: `p` (see [`SendPosting`] for what it may
+    /// be) with the work request ID, or IDs, `wr_id` (the `wr_id` of a
+    /// [`SendWr`] is not used).
+    ///
+    /// # Safety
+    /// Unless a request is inline, the memory its SGEs name must stay
     /// registered and allocated, and must not be accessed in a way that
     /// conflicts with the device (written while the device reads it, or
     /// accessed at all while the device writes it), until the request
-    /// completes.
+    /// completes. (Inline bytes, those of a [`Wr::Inline8`] and a native
+    /// atomic write's value are copied during the call.)
     ///
     /// # Errors
-    /// The errno of `ibv_post_send` (`ENOMEM` when the send queue is full,
-    /// `EINVAL` for a bad request).
+    /// What `p`'s post reports: for one request a [`PostError`] (the errno
+    /// of `ibv_post_send`: `ENOMEM` when the send queue is full, `EINVAL`
+    /// for a bad request), for a list which of its requests were posted
+    /// (see each implementation).
     #[inline(always)]
-    pub unsafe fn post_built(&self, b: &mut BuiltSend, wr_id: u64) -> Result<(), PostError> {
-        b.w.wr_id = wr_id;
-        b.w.sg_list = &mut b.sge;
+    pub unsafe fn post_send<Id, P: SendPosting<Id>>(&self, p: P, wr_id: Id) -> Result<(), P::Error> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { p.post(self, wr_id, Token(())) }
+    }
+}
+
+/// One request built ahead, posted with `ibv_post_send`.
+impl SendPosting<u64> for &mut BuiltSend {
+    type Error = PostError;
+
+    #[inline(always)]
+    unsafe fn post(self, qp: &Qp, wr_id: u64, _: Token) -> Result<(), PostError> {
+        self.w.wr_id = wr_id;
+        self.w.sg_list = &mut self.sge;
         let mut bad = std::ptr::null_mut();
-        // SAFETY: live QP; `b.w` and `b.sge` live across the call (inline
-        // data is copied during it); the caller guarantees the referenced
-        // memory.
-        let rc = unsafe { self.post_send_raw(&mut b.w, &mut bad) };
+        // SAFETY: live QP; `self.w` and `self.sge` live across the call
+        // (inline data is copied during it); the caller guarantees the
+        // referenced memory.
+        let rc = unsafe { qp.post_send_raw(&mut self.w, &mut bad) };
         post_outcome(rc, bad, "ibv_post_send")
     }
+}
 
+impl Qp {
     /// Binds a type 1 memory window as `info` says (`ibv_bind_mw`); returns
     /// the window's new rkey. The bind itself completes on the send CQ.
     ///
@@ -415,9 +747,8 @@ impl Qp {
     }
 }
 
-/// Most SGEs one work request carries through [`Qp::post_send_sgl`],
-/// [`Qp::post_recv`] and [`Srq::post_recv`]: their `ibv_sge` array is built
-/// on the stack.
+/// Most SGEs one work request carries through a [`SendSgl`] or
+/// [`post_recv`]: their `ibv_sge` array is built on the stack.
 pub const MAX_SGL: usize = 64;
 
 /// `sgl` as `ibv_sge`s in `out`; the number of entries.
@@ -431,20 +762,29 @@ fn raw_sgl(sgl: &[Sge], out: &mut [std::mem::MaybeUninit<ffi::ibv_sge>; MAX_SGL]
     Ok(sgl.len() as i32)
 }
 
-impl Qp {
-    /// Posts one send work request whose local memory is the list `sgl`
-    /// (`ibv_post_send` with `num_sge` = `sgl.len()`, gathered in order);
-    /// `wr.sge` must be `None`. An empty list is a 0-byte operation.
-    ///
-    /// # Safety
-    /// As [`post_built`](Qp::post_built), for every entry of `sgl`.
-    ///
-    /// # Errors
-    /// `EINVAL` when `wr.sge` is set or `sgl` is longer than [`MAX_SGL`]
-    /// (nothing is posted); the errno of `ibv_post_send` (`EINVAL` also for
-    /// more entries than the QP's `max_send_sge`, or inline data over its
-    /// `max_inline_data`).
-    pub unsafe fn post_send_sgl(&self, wr: &SendWr, sgl: &[Sge]) -> Result<(), PostError> {
+/// One send work request whose local memory is the list `sgl` (gathered
+/// in order; empty: a 0-byte operation), for [`Qp::post_send`]; `wr.sge`
+/// must be `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct SendSgl<'a> {
+    /// The request (its `wr_id` is the post's).
+    pub wr: &'a SendWr,
+    /// Its local memory.
+    pub sgl: &'a [Sge],
+}
+
+/// One request with a list of SGEs, posted with `ibv_post_send`
+/// (`num_sge` = `sgl.len()`).
+///
+/// Errors: `EINVAL` when `wr.sge` is set or `sgl` is longer than
+/// [`MAX_SGL`] (nothing is posted); the errno of `ibv_post_send` (`EINVAL`
+/// also for more entries than the QP's `max_send_sge`, or inline data over
+/// its `max_inline_data`).
+impl SendPosting<u64> for SendSgl<'_> {
+    type Error = PostError;
+
+    unsafe fn post(self, qp: &Qp, wr_id: u64, _: Token) -> Result<(), PostError> {
+        let SendSgl { wr, sgl } = self;
         if wr.sge.is_some() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL).into());
         }
@@ -452,18 +792,47 @@ impl Qp {
         let n = raw_sgl(sgl, &mut sges)?;
         // SAFETY: plain data, all-zero is valid.
         let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        w.wr_id = wr.wr_id;
+        encode_plain(wr, &mut Classic::new(&mut w));
+        w.wr_id = wr_id;
         w.sg_list = sges.as_mut_ptr().cast();
         w.num_sge = n;
-        set_op(&mut w, wr.op, wr.remote_addr, wr.rkey);
-        w.send_flags = send_flags(wr.signaled, wr.fence, wr.inline);
         let mut bad = std::ptr::null_mut();
         // SAFETY: live QP; `w` and the first `n` entries of `sges` (written
         // by `raw_sgl`; the provider reads no more) live across the call;
         // the caller guarantees the referenced memory.
-        let rc = unsafe { self.post_send_raw(&mut w, &mut bad) };
+        let rc = unsafe { qp.post_send_raw(&mut w, &mut bad) };
         post_outcome(rc, bad, "ibv_post_send")
     }
+}
+
+/// A receive queue [`post_recv`] posts to: a [`Qp`]'s own, or an [`Srq`].
+/// Sealed: only this crate implements it.
+pub trait RecvQueue {
+    /// Posts one receive work request with `wr_id` scattering into `sgl`:
+    /// [`post_recv`]'s body.
+    ///
+    /// # Safety
+    /// As [`post_recv`].
+    #[doc(hidden)]
+    unsafe fn post_one(&self, wr_id: u64, sgl: &[Sge], _: Token) -> Result<(), PostError>;
+}
+
+/// Posts one receive work request with `wr_id` scattering into `sgl`, in
+/// order (an empty list is a 0-byte receive), on `queue`: `ibv_post_recv`
+/// on a [`Qp`], `ibv_post_srq_recv` on an [`Srq`].
+///
+/// # Safety
+/// The memory every entry of `sgl` names must stay registered and
+/// allocated, and must not be accessed, until the receive completes.
+///
+/// # Errors
+/// `EINVAL` when `sgl` is longer than [`MAX_SGL`] (nothing is posted); the
+/// errno of `ibv_post_recv` / `ibv_post_srq_recv` (`EINVAL` also for more
+/// entries than the queue's `max_recv_sge` / `max_sge`, `ENOMEM` when it is
+/// full).
+pub unsafe fn post_recv<Q: RecvQueue>(queue: &Q, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { queue.post_one(wr_id, sgl, Token(())) }
 }
 
 /// One receive work request scattering into `sgl` in order (empty: a
@@ -489,142 +858,18 @@ fn post_recv_wr(
     post_outcome(rc, bad, verb)
 }
 
-impl Qp {
-    /// Posts one receive work request scattering into `sgl`, in order
-    /// (`ibv_post_recv`; an empty list is a 0-byte receive).
-    ///
-    /// # Safety
-    /// The memory every entry of `sgl` names must stay registered and
-    /// allocated, and must not be accessed, until the receive completes.
-    ///
-    /// # Errors
-    /// `EINVAL` when `sgl` is longer than [`MAX_SGL`] (nothing is posted);
-    /// the errno of `ibv_post_recv` (`EINVAL` also for more entries than
-    /// the QP's `max_recv_sge`, `ENOMEM` when the receive queue is full).
-    pub unsafe fn post_recv(&self, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
+impl RecvQueue for Qp {
+    unsafe fn post_one(&self, wr_id: u64, sgl: &[Sge], _: Token) -> Result<(), PostError> {
         // SAFETY: live QP; `post_recv_wr` passes a request valid for the
         // call; the caller guarantees the referenced memory.
         post_recv_wr(wr_id, sgl, "ibv_post_recv", |w, bad| unsafe { self.post_recv_raw(w, bad) })
     }
 }
 
-impl Srq {
-    /// As [`Qp::post_recv`], to the SRQ (`ibv_post_srq_recv`).
-    ///
-    /// # Safety
-    /// As [`Qp::post_recv`].
-    ///
-    /// # Errors
-    /// As [`Qp::post_recv`], for `ibv_post_srq_recv` and the SRQ's
-    /// `max_sge`.
-    pub unsafe fn post_recv(&self, wr_id: u64, sgl: &[Sge]) -> Result<(), PostError> {
-        // SAFETY: live SRQ; as in `Qp::post_recv`.
+impl RecvQueue for Srq {
+    unsafe fn post_one(&self, wr_id: u64, sgl: &[Sge], _: Token) -> Result<(), PostError> {
+        // SAFETY: live SRQ; as for a QP.
         post_recv_wr(wr_id, sgl, "ibv_post_srq_recv", |w, bad| unsafe { self.post_recv_raw(w, bad) })
-    }
-}
-
-const WRITE_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0 as u64;
-const SEND_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_IMM.0 as u64;
-const SEND_WITH_INV: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_INV.0 as u64;
-const ATOMIC_CMP_AND_SWP: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0 as u64;
-const ATOMIC_FETCH_AND_ADD: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0 as u64;
-
-/// The extended backend's check: whether the QP's extended interface `q`,
-/// created with the `IBV_QP_EX_WITH_*` flags `send_ops`, can post `wr` (the
-/// flag given and the provider's builder and setter present).
-///
-/// # Safety
-/// `q` is a live `ibv_qp_ex` created with `send_ops`.
-#[inline]
-pub(crate) unsafe fn carries_ex(q: *mut ffi::ibv_qp_ex, send_ops: u64, wr: &Wr) -> bool {
-    let has = |flag: u64| send_ops & flag != 0;
-    // SAFETY: the caller's live qp_ex; members are read only for
-    // operations the QP was created with, which the library then has.
-    unsafe {
-        match wr {
-            Wr::Plain(p) => {
-                let setter = match p.sge {
-                    Some(_) => (*q).wr_set_sge.is_some(),
-                    None => (*q).wr_set_sge_list.is_some(),
-                };
-                setter
-                    && match p.op {
-                        SendOp::Write => has(QP_EX_WITH_RDMA_WRITE) && (*q).wr_rdma_write.is_some(),
-                        SendOp::WriteImm(_) => has(WRITE_WITH_IMM) && (*q).wr_rdma_write_imm.is_some(),
-                        SendOp::Read => has(QP_EX_WITH_RDMA_READ) && (*q).wr_rdma_read.is_some(),
-                        SendOp::Send => has(QP_EX_WITH_SEND) && (*q).wr_send.is_some(),
-                        SendOp::SendImm(_) => has(SEND_WITH_IMM) && (*q).wr_send_imm.is_some(),
-                        SendOp::SendInv(_) => has(SEND_WITH_INV) && (*q).wr_send_inv.is_some(),
-                        SendOp::CompareSwap { .. } => has(ATOMIC_CMP_AND_SWP) && (*q).wr_atomic_cmp_swp.is_some(),
-                        SendOp::FetchAdd(_) => has(ATOMIC_FETCH_AND_ADD) && (*q).wr_atomic_fetch_add.is_some(),
-                    }
-            }
-            Wr::Inline8 { .. } => {
-                has(QP_EX_WITH_RDMA_WRITE) && (*q).wr_rdma_write.is_some() && (*q).wr_set_inline_data.is_some()
-            }
-            Wr::AtomicWrite { .. } => has(QP_EX_WITH_ATOMIC_WRITE) && (*q).wr_atomic_write.is_some(),
-            Wr::Flush { .. } => has(QP_EX_WITH_FLUSH) && (*q).wr_flush.is_some(),
-        }
-    }
-}
-
-/// The extended backend: builds `wr` on `q` (after `ibv_wr_start`, with
-/// `wr_id` set), its builder and its local memory's setter.
-///
-/// # Safety
-/// `q` is a live `ibv_qp_ex` inside `ibv_wr_start`, which
-/// [`carries_ex`] `wr`; the memory `wr` names is the caller's to guarantee
-/// (inline bytes and an atomic value are copied before this returns).
-#[inline(always)]
-pub(crate) unsafe fn encode_ex(q: *mut ffi::ibv_qp_ex, wr: &Wr) {
-    // SAFETY: the caller's guarantees; every builder and setter called was
-    // checked present by `carries_ex`.
-    unsafe {
-        match *wr {
-            Wr::Plain(p) => {
-                (*q).wr_flags = send_flags(p.signaled, p.fence, false);
-                match p.op {
-                    SendOp::Write => call((*q).wr_rdma_write, |f| f(q, p.rkey, p.remote_addr)),
-                    SendOp::WriteImm(i) => call((*q).wr_rdma_write_imm, |f| f(q, p.rkey, p.remote_addr, i.to_be())),
-                    SendOp::Read => call((*q).wr_rdma_read, |f| f(q, p.rkey, p.remote_addr)),
-                    SendOp::Send => call((*q).wr_send, |f| f(q)),
-                    SendOp::SendImm(i) => call((*q).wr_send_imm, |f| f(q, i.to_be())),
-                    SendOp::SendInv(rkey) => call((*q).wr_send_inv, |f| f(q, rkey)),
-                    SendOp::CompareSwap { compare, swap } => {
-                        call((*q).wr_atomic_cmp_swp, |f| f(q, p.rkey, p.remote_addr, compare, swap))
-                    }
-                    SendOp::FetchAdd(add) => call((*q).wr_atomic_fetch_add, |f| f(q, p.rkey, p.remote_addr, add)),
-                }
-                match p.sge {
-                    Some(s) if p.inline => {
-                        call((*q).wr_set_inline_data, |f| f(q, s.addr as *mut libc::c_void, s.length as usize))
-                    }
-                    Some(s) => call((*q).wr_set_sge, |f| f(q, s.lkey, s.addr, s.length)),
-                    None => call((*q).wr_set_sge_list, |f| f(q, 0, std::ptr::null())),
-                }
-            }
-            Wr::Inline8 { flags, rkey, remote_addr, ref value } => {
-                (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
-                call((*q).wr_rdma_write, |f| f(q, rkey, remote_addr));
-                call((*q).wr_set_inline_data, |f| f(q, value.as_ptr() as *mut libc::c_void, 8));
-            }
-            Wr::AtomicWrite { flags, rkey, remote_addr, ref value } => {
-                (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
-                call((*q).wr_atomic_write, |f| f(q, rkey, remote_addr, value.as_ptr().cast()));
-            }
-            Wr::Flush { flags, rkey, remote_addr, len, ptype } => {
-                (*q).wr_flags = send_flags(flags.signaled, flags.fence, false);
-                call((*q).wr_flush, |f| f(q, rkey, remote_addr, len, ptype, FLUSH_RANGE));
-            }
-        }
-    }
-}
-
-/// Calls a provider member checked present by [`carries_ex`].
-#[inline(always)]
-fn call<F>(f: Option<F>, go: impl FnOnce(F)) {
-    if let Some(f) = f {
-        go(f)
     }
 }
 

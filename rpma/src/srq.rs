@@ -2,7 +2,7 @@
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};
-use crate::inflight::{RecvQueue, RecvTracker};
+use crate::inflight::RecvTracker;
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::MrLocal;
@@ -188,7 +188,7 @@ impl Srq {
     /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
     pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
         let w = op.posting(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"))?;
-        self.inner.tracker.post(RecvQueue::Srq(self.sys()?), w.ctx, w.hold, w.scatter.sgl())
+        self.inner.tracker.post(self.sys()?, w.ctx, w.hold, w.scatter.sgl())
     }
 
     /// The peer the SRQ was created on.

@@ -3,7 +3,7 @@
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::{untracked, Hold, RecvQueue, RecvTracker, SendTracker};
+use crate::inflight::{untracked, Hold, RecvTracker, SendTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::AlignedBuf;
 use crate::mr::MrLocal;
@@ -170,7 +170,7 @@ impl ConnParts {
     /// names no memory) is kept until its completion.
     pub(crate) fn post_recv(&self, ctx: u64, sgl: &[Sge], hold: Option<Hold>) -> Result<()> {
         let qp = self.recv_qp()?;
-        self.recv.post(RecvQueue::Qp(qp), ctx, hold, sgl)
+        self.recv.post(qp, ctx, hold, sgl)
     }
 
     /// [`post_recv`](Self::post_recv) untracked: nothing is recorded and

@@ -90,18 +90,8 @@ impl Conn {
     #[inline(never)]
     fn post_native(&self, kind: CompletionOp, ctx: u64, wr: Wr) -> Result<()> {
         let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
-        let rec = |signaled| SendOpRec { ctx, kind, signaled, hold: None, confirm: None };
-        match wr {
-            Wr::AtomicWrite { flags, rkey, remote_addr, value } => {
-                let s = flags.signaled;
-                self.parts.send.post_with(rec(s), |id| ex.post_atomic_write(id, s, rkey, remote_addr, &value))
-            }
-            Wr::Flush { flags, rkey, remote_addr, len, ptype } => {
-                let s = flags.signaled;
-                self.parts.send.post_with(rec(s), |id| ex.post_flush(id, s, rkey, remote_addr, len, ptype))
-            }
-            _ => Err(Error::Unknown("rpma bug: post_native with an emulated request".into())),
-        }
+        let rec = SendOpRec { ctx, kind, signaled: wr.signaled(), hold: None, confirm: None };
+        self.parts.send.post_with(rec, |id| ex.post_native(id, &wr))
     }
 }
 

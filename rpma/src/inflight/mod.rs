@@ -17,7 +17,7 @@ mod lock;
 mod recv;
 mod send;
 pub(crate) mod untracked;
-pub(crate) use recv::{RecvQueue, RecvTracker};
+pub(crate) use recv::RecvTracker;
 pub(crate) use send::{chain_is_full, SendChain, SendTracker};
 
 /// Anything kept alive by a reference.

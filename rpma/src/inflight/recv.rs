@@ -3,15 +3,8 @@
 use super::{lock, post_error, too_deep, Entry, Hold};
 use crate::error::Result;
 use crate::wrid::{self, CompletionOp};
-use rpma_sys::wr::Sge;
+use rpma_sys::wr::{RecvQueue, Sge};
 use std::sync::Mutex;
-
-/// A receive queue: a connection's or a shared one.
-#[derive(Clone, Copy)]
-pub(crate) enum RecvQueue<'q> {
-    Qp(&'q rpma_sys::qp::Qp),
-    Srq(&'q rpma_sys::srq::Srq),
-}
 
 /// Receives posted to a QP or an SRQ.
 pub(crate) struct RecvTracker {
@@ -73,25 +66,20 @@ impl RecvTracker {
         res.map_err(|e| post_error("ibv_post_recv", e))
     }
 
-    /// Posts a receive scattering into `sgl` on `queue` and records it: the
-    /// regions `hold` keeps alive hold `sgl` (`None`: `sgl` names no
-    /// memory).
+    /// Posts a receive scattering into `sgl` on `queue` (a connection's QP
+    /// or a shared receive queue) and records it: the regions `hold` keeps
+    /// alive hold `sgl` (`None`: `sgl` names no memory).
     ///
     /// # Errors
     /// [`Error::Provider`](crate::Error::Provider) when posting fails
     /// (`ENOMEM`: the queue is full).
-    pub(crate) fn post(&self, queue: RecvQueue<'_>, ctx: u64, hold: Option<Hold>, sgl: &[Sge]) -> Result<()> {
+    pub(crate) fn post<Q: RecvQueue>(&self, queue: &Q, ctx: u64, hold: Option<Hold>, sgl: &[Sge]) -> Result<()> {
         self.post_with(ctx, hold, |wr_id| {
             // SAFETY: `sgl` lies in the regions the entry's hold keeps alive
             // until the receive completes or the queue is destroyed (a
             // failed destroy leaks the tracker, see `ConnParts::drop` and
             // `SrqInner::drop`).
-            unsafe {
-                match queue {
-                    RecvQueue::Qp(qp) => qp.post_recv(wr_id, sgl),
-                    RecvQueue::Srq(srq) => srq.post_recv(wr_id, sgl),
-                }
-            }
+            unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) }
         })
     }
 

@@ -8,7 +8,7 @@ use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::chain::{ChainList, MAX_CHAIN};
 use rpma_sys::post::PostError;
 use rpma_sys::wr::Wr;
-use rpma_sys::wr::{SendWr, Sge};
+use rpma_sys::wr::{SendSgl, SendWr, Sge};
 use std::sync::Arc;
 
 /// The send queue of one QP: a ring of `depth` slots in posting order. The
@@ -201,7 +201,7 @@ impl SendTracker {
         // this operation (or a later signaled one) completes, or until the
         // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
-        let posted = unsafe { qp.post_built(&mut built, wrid::send(seq)) };
+        let posted = unsafe { qp.post_send(&mut built, wrid::send(seq)) };
         let hold = hold.map(|h| h());
         if let Err(e) = posted {
             return Err(refused_or_queued(&mut g, seq, e, Entry::plain(ctx, kind, signaled, hold)));
@@ -256,7 +256,7 @@ impl SendTracker {
         // operation (or a later signaled one) completes, or until the QP is
         // destroyed (`SendChain::push` refuses a chained operation whose
         // local range nothing holds, as `post_send` does).
-        let res = unsafe { qp.post_send_list(&mut chain.ops, |i| wrid::send(base.wrapping_add(i as u64))) };
+        let res = unsafe { qp.post_send(&mut chain.ops, |i| wrid::send(base.wrapping_add(i as u64))) };
         let posted = match &res {
             Ok(()) => n,
             Err((k, _)) => (*k).min(n),
@@ -287,7 +287,7 @@ impl SendTracker {
             // SAFETY: as in `post_send`: every entry lies in a region the
             // entry's hold keeps alive until this operation (or a later
             // signaled one) completes or the QP is destroyed.
-            unsafe { qp.post_send_sgl(&SendWr { wr_id, ..wr }, sgl) }
+            unsafe { qp.post_send(SendSgl { wr: &wr, sgl }, wr_id) }
         })
     }
 

@@ -20,7 +20,7 @@ use rpma_sys::wr::{SendWr, Sge};
 #[inline(always)]
 pub(crate) unsafe fn post_send(qp: &Qp, wr_id: u64, wr: SendWr) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe { qp.post_built(&mut SendWr { wr_id, ..wr }.build(), wr_id) }.map_err(|e| post_error("ibv_post_send", e))
+    unsafe { qp.post_send(&mut wr.build(), wr_id) }.map_err(|e| post_error("ibv_post_send", e))
 }
 
 /// Posts a receive into `sgl` with `wr_id` on `qp`, recording nothing.
@@ -32,5 +32,5 @@ pub(crate) unsafe fn post_send(qp: &Qp, wr_id: u64, wr: SendWr) -> Result<()> {
 /// [`Error::Provider`](crate::Error::Provider) when posting fails.
 pub(crate) unsafe fn post_recv(qp: &Qp, wr_id: u64, sgl: &[Sge]) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe { qp.post_recv(wr_id, sgl) }.map_err(|e| post_error("ibv_post_recv", e))
+    unsafe { rpma_sys::wr::post_recv(qp, wr_id, sgl) }.map_err(|e| post_error("ibv_post_recv", e))
 }
