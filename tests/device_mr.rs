@@ -315,6 +315,26 @@ device_tests!({
         }
     }
 
+    /// The device is listed with its active port and the test's address
+    /// among its GIDs' IPs, and the first errors name that address.
+    fn discovery_and_first_errors() {
+        let devs = rpma::device::devices();
+        let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let d = devs.iter().find(|d| d.name == ctx.device_name()).expect("the test's device is listed");
+        let ips: Vec<String> =
+            d.ports.iter().flat_map(|p| &p.gids).filter_map(|g| g.ip).map(|ip| ip.to_string()).collect();
+        assert!(d.ports.iter().any(|p| p.is_active()), "{d:?}");
+        assert!(ips.contains(&addr()), "{} among {}'s addresses {ips:?}", addr(), d.name);
+        println!("  {}: {} port(s), addresses {ips:?}", d.name, d.ports.len());
+        let e = utils::get_ibv_context("127.0.0.1", ContextType::Local).unwrap_err();
+        assert_eq!(e.detail(), Some(&Detail::NoDevice { addr: Some("127.0.0.1".into()), loopback: true }), "{e}");
+        // The hint is the subject: the address to use instead.
+        assert!(e.to_string().contains(&format!("{} ({})", addr(), d.name)), "{e}");
+        let e = rpma::IbvContext::open(Some("no-such-device0")).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_NOSUPP);
+        assert!(e.to_string().contains(&d.name), "names the devices there are: {e}");
+    }
+
     fn many_regions_register_and_release() {
         let p = peer();
         let mut v = Vec::new();

@@ -10,6 +10,9 @@ fn send_sync<T: Send + Sync>() {}
 #[test]
 fn public_types_are_send_and_sync_as_documented() {
     send_sync::<IbvContext>();
+    send_sync::<rpma::device::DeviceInfo>();
+    send_sync::<rpma::device::PortInfo>();
+    send_sync::<rpma::device::GidInfo>();
     send_sync::<Peer>();
     send_sync::<PeerCfg>();
     send_sync::<MrLocal<AlignedBuf>>();

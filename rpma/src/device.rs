@@ -1,4 +1,5 @@
-//! An RDMA device: its handle ([`IbvContext`]), finding it by IP address
+//! An RDMA device: the host's devices, ports and addresses ([`devices`]),
+//! its handle ([`IbvContext`]), finding it by IP address
 //! ([`get_ibv_context`], as librpma's `rpma_utils_get_ibv_context`) or by
 //! name ([`IbvContext::open`]), its capabilities ([`is_odp_capable`]) and its
 //! asynchronous events ([`IbvContext::next_event`]).
@@ -10,10 +11,13 @@
 //! # Ok::<(), rpma::Error>(())
 //! ```
 
-use crate::error::{Error, Result};
+use crate::error::{Detail, Error, Msg, Result};
 use rpma_sys::cm::{AddrInfo, CmId};
 use rpma_sys::device::{Context, DeviceList};
 use std::time::Duration;
+
+mod list;
+pub use list::{devices, DeviceInfo, GidInfo, PortInfo};
 
 /// ```no_run
 /// let ctx = rpma::IbvContext::open(Some("rxe0"))?;
@@ -35,16 +39,28 @@ impl IbvContext {
     /// own contexts); use [`get_ibv_context`] for peers that connect.
     ///
     /// # Errors
-    /// [`Error::NoSupp`] when the host has no (such) RDMA device;
-    /// [`Error::Provider`] when listing or opening fails.
+    /// [`Error::NoSupp`] with [`Detail::NoDevice`] when the host has no
+    /// (such) RDMA device, its message saying what to do (load a driver or
+    /// a Soft-RoCE link, install the provider library);
+    /// [`Error::Provider`] when listing or opening fails otherwise.
     pub fn open(name: Option<&str>) -> Result<IbvContext> {
-        let list = DeviceList::new().map_err(|e| Error::provider_raw("ibv_get_device_list", e))?;
+        let no_device =
+            |text: String| Error::NoSupp(Msg::detailed(Detail::NoDevice { addr: None, loopback: false }, text));
+        let list = match DeviceList::new() {
+            Ok(list) => list,
+            // No RDMA support in the kernel (no uverbs class).
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                return Err(no_device(format!("ibv_get_device_list: {e}; {}", list::no_device_hint(0))))
+            }
+            Err(e) => return Err(Error::provider_raw("ibv_get_device_list", e)),
+        };
         let idx = (0..list.len()).find(|&i| name.is_none() || list.name(i).as_deref() == name);
         let Some(i) = idx else {
             let have: Vec<String> = (0..list.len()).filter_map(|i| list.name(i)).collect();
-            return Err(Error::nosupp(match name {
-                Some(n) => format!("no RDMA device named {n:?} (devices: {have:?})"),
-                None => "this host has no RDMA device".to_string(),
+            return Err(no_device(match name {
+                Some(n) if !have.is_empty() => format!("no RDMA device named {n:?} (devices: {have:?})"),
+                Some(n) => format!("no RDMA device named {n:?}: {}", list::no_device_hint(0)),
+                None => list::no_device_hint(list.len()),
             }));
         };
         let ctx = list.open(i).map_err(|e| Error::provider_raw("ibv_open_device", e))?;
@@ -102,8 +118,10 @@ pub const DEFAULT_RESOLVE_TIMEOUT: Duration = Duration::from_millis(1000);
 /// # Errors
 /// [`Error::Inval`] for an empty address or one with a NUL byte;
 /// [`Error::Provider`] with the errno of the failing librdmacm step
-/// (`rdma_getaddrinfo`, `rdma_bind_addr`, `rdma_resolve_addr`), e.g.
-/// `EADDRNOTAVAIL` or `ENODEV` for an address no RDMA device has.
+/// (`rdma_getaddrinfo`, `rdma_bind_addr`, `rdma_resolve_addr`); for an
+/// address no RDMA device has (`ENODEV`, `EADDRNOTAVAIL`, `ENOENT`) with
+/// [`Detail::NoDevice`], its message naming the addresses devices have
+/// (and saying when the address was a loopback one).
 pub fn get_ibv_context(addr: &str, kind: ContextType) -> Result<IbvContext> {
     get_ibv_context_timeout(addr, kind, DEFAULT_RESOLVE_TIMEOUT)
 }
@@ -119,18 +137,27 @@ pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration)
     let timeout_ms = i32::try_from(timeout.as_millis())
         .map_err(|_| Error::inval(format!("timeout {timeout:?} exceeds i32::MAX milliseconds")))?;
     let passive = kind == ContextType::Local;
-    let ai =
-        AddrInfo::new(addr, None, passive).map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr})"), e))?;
+    // A step that fails because no device has the address says so, and
+    // what to do, with a typed detail.
+    let failed = |step: String, e: std::io::Error, always: bool| {
+        let no_device = always || matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EADDRNOTAVAIL | libc::ENOENT));
+        if !no_device {
+            return Error::provider_raw(step, e);
+        }
+        let (loopback, hint) = list::no_device_for(addr);
+        let op = Msg::detailed(Detail::NoDevice { addr: Some(addr.to_string()), loopback }, format!("{step} ({hint})"));
+        Error::Provider { op, source: e }
+    };
+    let ai = AddrInfo::new(addr, None, passive).map_err(|e| failed(format!("rdma_getaddrinfo({addr})"), e, false))?;
     let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
     match kind {
-        ContextType::Local => {
-            id.bind_addr(&ai).map_err(|e| Error::provider_raw(format!("rdma_bind_addr({addr})"), e))?
-        }
+        ContextType::Local => id.bind_addr(&ai).map_err(|e| failed(format!("rdma_bind_addr({addr})"), e, false))?,
         ContextType::Remote => id
             .resolve_addr(&ai, timeout_ms)
-            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}, {timeout_ms} ms)"), e))?,
+            .map_err(|e| failed(format!("rdma_resolve_addr({addr}, {timeout_ms} ms)"), e, false))?,
     }
-    let ctx = id.into_context().map_err(|e| Error::provider_raw(format!("no RDMA device behind {addr}"), e))?;
+    // Bound (loopback binds), but to no device.
+    let ctx = id.into_context().map_err(|e| failed(format!("no RDMA device behind {addr}"), e, true))?;
     Ok(IbvContext(ctx))
 }
 

@@ -122,6 +122,18 @@ pub enum Detail {
     /// The device, the connection or the remote side does not support
     /// what was asked ([`Error::NoSupp`]).
     Unsupported,
+    /// No RDMA device is there for what was asked: the host has none (or
+    /// none by that name; `addr` is `None`), or none has the address
+    /// `addr` ([`Error::Provider`], with the provider's errno). The message
+    /// says what to do; [`device::devices`](crate::device::devices) lists
+    /// what there is.
+    NoDevice {
+        /// The address asked for, when one was.
+        addr: Option<String>,
+        /// Whether that address is a loopback one (no RDMA device is on
+        /// the loopback interface).
+        loopback: bool,
+    },
 }
 
 impl Msg {

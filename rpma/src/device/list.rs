@@ -1,0 +1,294 @@
+//! Discovery: the host's RDMA devices, their ports, GIDs and the IP
+//! addresses that reach them, read from sysfs (`/sys/class/infiniband`, what
+//! `ibv_devinfo -v` and `rdma link show` read), and the hints the first
+//! errors give from them.
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::path::Path;
+
+/// Where the kernel lists RDMA devices.
+const SYSFS: &str = "/sys/class/infiniband";
+
+/// One RDMA device of this host ([`devices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceInfo {
+    /// The kernel's name (`rxe0`, `mlx5_0`): [`IbvContext::open`](crate::IbvContext::open) takes it.
+    pub name: String,
+    /// The node type (`CA` for an InfiniBand or RoCE adapter, `RNIC` for iWARP).
+    pub node_type: String,
+    /// The node GUID, as the kernel prints it.
+    pub node_guid: String,
+    /// Its ports, by number.
+    pub ports: Vec<PortInfo>,
+}
+
+/// One port of a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PortInfo {
+    /// The port number (from 1).
+    pub port: u32,
+    /// The logical state (`ACTIVE`, `DOWN`, ...): only an active port
+    /// carries connections.
+    pub state: String,
+    /// The physical state (`LinkUp`, `Disabled`, ...).
+    pub phys_state: String,
+    /// `Ethernet` (RoCE, iWARP) or `InfiniBand`.
+    pub link_layer: String,
+    /// The rate, as the kernel prints it (`100 Gb/sec (4X EDR)`).
+    pub rate: String,
+    /// The GIDs in use (the zero ones left out).
+    pub gids: Vec<GidInfo>,
+}
+
+impl PortInfo {
+    /// Whether the port is up and can carry connections.
+    pub fn is_active(&self) -> bool {
+        self.state == "ACTIVE"
+    }
+}
+
+/// One GID of a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GidInfo {
+    /// The index in the port's GID table.
+    pub index: u32,
+    /// The GID.
+    pub gid: Ipv6Addr,
+    /// Its type on RoCE (`RoCE v2`, `IB/RoCE v1`), when the kernel says.
+    pub kind: Option<String>,
+    /// The network interface it belongs to on RoCE (`eth0`).
+    pub netdev: Option<String>,
+    /// The IP address it stands for on RoCE (an IPv4-mapped GID is that
+    /// IPv4 address): what [`get_ibv_context`](crate::device::get_ibv_context)
+    /// and [`Ep::listen`](crate::Ep::listen) take. `None` on InfiniBand.
+    pub ip: Option<IpAddr>,
+}
+
+/// Every RDMA device of this host, with ports and GIDs; empty when there is
+/// none (or no RDMA support in the kernel).
+///
+/// ```no_run
+/// for d in rpma::device::devices() {
+///     for p in &d.ports {
+///         let ips: Vec<_> = p.gids.iter().filter_map(|g| g.ip).collect();
+///         println!("{} port {}: {} {} {ips:?}", d.name, p.port, p.state, p.link_layer);
+///     }
+/// }
+/// ```
+pub fn devices() -> Vec<DeviceInfo> {
+    devices_in(Path::new(SYSFS))
+}
+
+fn read(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+/// `"4: ACTIVE"` -> `"ACTIVE"`.
+fn state_name(s: Option<String>) -> String {
+    let s = s.unwrap_or_default();
+    s.split_once(": ").map_or(s.clone(), |(_, n)| n.to_string())
+}
+
+/// The names in a directory, sorted (numerically when they are numbers).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    v.sort_by_key(|n| (n.parse::<u64>().unwrap_or(u64::MAX), n.clone()));
+    v
+}
+
+/// [`devices`] under another sysfs root (tests use a made-up one).
+pub(crate) fn devices_in(root: &Path) -> Vec<DeviceInfo> {
+    entries(root)
+        .into_iter()
+        .map(|name| {
+            let d = root.join(&name);
+            let ports = entries(&d.join("ports"))
+                .into_iter()
+                .filter_map(|p| Some((p.parse::<u32>().ok()?, d.join("ports").join(p))))
+                .map(|(port, pd)| port_info(port, &pd))
+                .collect();
+            DeviceInfo {
+                node_type: state_name(read(&d.join("node_type"))),
+                node_guid: read(&d.join("node_guid")).unwrap_or_default(),
+                name,
+                ports,
+            }
+        })
+        .collect()
+}
+
+fn port_info(port: u32, pd: &Path) -> PortInfo {
+    let link_layer = read(&pd.join("link_layer")).unwrap_or_default();
+    let gids = entries(&pd.join("gids"))
+        .into_iter()
+        .filter_map(|i| {
+            let index = i.parse::<u32>().ok()?;
+            let gid: Ipv6Addr = read(&pd.join("gids").join(&i))?.parse().ok()?;
+            if gid.is_unspecified() {
+                return None;
+            }
+            // The attributes of an unused entry fail to read; of a used one
+            // they name its type and interface.
+            let kind = read(&pd.join("gid_attrs/types").join(&i)).filter(|s| !s.is_empty());
+            let netdev = read(&pd.join("gid_attrs/ndevs").join(&i)).filter(|s| !s.is_empty());
+            let ip = (link_layer == "Ethernet").then(|| match gid.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(gid),
+            });
+            Some(GidInfo { index, gid, kind, netdev, ip })
+        })
+        .collect();
+    PortInfo {
+        port,
+        state: state_name(read(&pd.join("state"))),
+        phys_state: state_name(read(&pd.join("phys_state"))),
+        rate: read(&pd.join("rate")).unwrap_or_default(),
+        link_layer,
+        gids,
+    }
+}
+
+/// The IPv4 addresses of the devices' active ports, as `ADDR (DEV)`, for a
+/// hint; IPv6 link-local ones left out (they need a scope).
+fn reachable(devs: &[DeviceInfo]) -> Vec<String> {
+    let mut v = Vec::new();
+    for d in devs {
+        for g in d.ports.iter().filter(|p| p.is_active()).flat_map(|p| &p.gids) {
+            if let Some(ip @ IpAddr::V4(_)) = g.ip {
+                let s = format!("{ip} ({})", d.name);
+                if !v.contains(&s) {
+                    v.push(s);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// What to do when the host has no usable RDMA device: `listed` is what
+/// libibverbs listed (a device in sysfs that it does not list lacks its
+/// provider library).
+pub(crate) fn no_device_hint(listed: usize) -> String {
+    no_device_hint_in(&devices(), listed)
+}
+
+fn no_device_hint_in(devs: &[DeviceInfo], listed: usize) -> String {
+    if devs.is_empty() {
+        "this host has no RDMA device: load the NIC's driver, or for Soft-RoCE on an Ethernet \
+         interface run `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev IFACE` (iproute2)"
+            .to_string()
+    } else if listed == 0 {
+        let names: Vec<&str> = devs.iter().map(|d| d.name.as_str()).collect();
+        format!(
+            "the kernel has RDMA devices ({}) but libibverbs lists none: its provider library is \
+             missing (install rdma-core's providers, e.g. Debian's ibverbs-providers)",
+            names.join(", ")
+        )
+    } else {
+        "no such RDMA device here (`rdma link show` lists them)".to_string()
+    }
+}
+
+/// What to do when no RDMA device has the address `addr`.
+pub(crate) fn no_device_for(addr: &str) -> (bool, String) {
+    no_device_for_in(&devices(), addr)
+}
+
+fn no_device_for_in(devs: &[DeviceInfo], addr: &str) -> (bool, String) {
+    let ips = reachable(devs);
+    let loopback = addr.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) || addr == "localhost";
+    let use_one = if ips.is_empty() {
+        no_device_hint_in(devs, devs.len())
+    } else {
+        format!("use an address an RDMA device has: {}", ips.join(", "))
+    };
+    let text = if loopback {
+        format!("{addr} is a loopback address, and no RDMA device is on the loopback interface; {use_one}")
+    } else {
+        format!("no RDMA device has the address {addr}; {use_one}")
+    };
+    (loopback, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// A made-up sysfs: rxe0 on eth0 (active, a RoCE v1 link-local GID and a
+    /// RoCE v2 IPv4 one), mlx5_0 down.
+    fn fake() -> std::path::PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("rpma-sysfs-{}-{:?}", std::process::id(), std::thread::current().id()));
+        let _ = fs::remove_dir_all(&root);
+        let put = |p: &str, v: &str| {
+            let f = root.join(p);
+            fs::create_dir_all(f.parent().unwrap()).unwrap();
+            fs::write(f, format!("{v}\n")).unwrap();
+        };
+        put("rxe0/node_type", "1: CA");
+        put("rxe0/node_guid", "5054:00ff:fe12:3401");
+        put("rxe0/ports/1/state", "4: ACTIVE");
+        put("rxe0/ports/1/phys_state", "5: LinkUp");
+        put("rxe0/ports/1/link_layer", "Ethernet");
+        put("rxe0/ports/1/rate", "100 Gb/sec (4X EDR)");
+        put("rxe0/ports/1/gids/0", "fe80:0000:0000:0000:5054:00ff:fe12:3401");
+        put("rxe0/ports/1/gid_attrs/types/0", "IB/RoCE v1");
+        put("rxe0/ports/1/gid_attrs/ndevs/0", "eth0");
+        put("rxe0/ports/1/gids/1", "0000:0000:0000:0000:0000:ffff:c633:6401");
+        put("rxe0/ports/1/gid_attrs/types/1", "RoCE v2");
+        put("rxe0/ports/1/gid_attrs/ndevs/1", "eth0");
+        put("rxe0/ports/1/gids/2", "0000:0000:0000:0000:0000:0000:0000:0000");
+        put("mlx5_0/node_type", "1: CA");
+        put("mlx5_0/ports/1/state", "1: DOWN");
+        put("mlx5_0/ports/1/link_layer", "InfiniBand");
+        put("mlx5_0/ports/1/gids/0", "fe80:0000:0000:0000:0002:c903:0001:0002");
+        root
+    }
+
+    #[test]
+    fn lists_devices_ports_and_gids() {
+        let root = fake();
+        let devs = devices_in(&root);
+        let names: Vec<&str> = devs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["mlx5_0", "rxe0"]);
+        let rxe = &devs[1];
+        assert_eq!(rxe.node_type, "CA");
+        let p = &rxe.ports[0];
+        assert!(p.is_active());
+        assert_eq!((p.port, p.phys_state.as_str(), p.link_layer.as_str()), (1, "LinkUp", "Ethernet"));
+        assert_eq!(p.gids.len(), 2, "the zero GID is left out");
+        assert_eq!(p.gids[1].kind.as_deref(), Some("RoCE v2"));
+        assert_eq!(p.gids[1].netdev.as_deref(), Some("eth0"));
+        assert_eq!(p.gids[1].ip, Some("198.51.100.1".parse().unwrap()));
+        assert_eq!(p.gids[0].ip, Some("fe80::5054:ff:fe12:3401".parse().unwrap()));
+        let ib = &devs[0].ports[0];
+        assert!(!ib.is_active());
+        assert_eq!(ib.gids[0].ip, None, "an InfiniBand GID is not an IP address");
+        assert!(devices_in(&root.join("nothing")).is_empty());
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn hints_say_what_to_do() {
+        let root = fake();
+        let devs = devices_in(&root);
+        let (lo, t) = no_device_for_in(&devs, "127.0.0.1");
+        assert!(lo && t.contains("loopback") && t.contains("198.51.100.1 (rxe0)"), "{t}");
+        let (lo, t) = no_device_for_in(&devs, "192.0.2.77");
+        assert!(!lo && t.contains("no RDMA device has the address 192.0.2.77") && t.contains("198.51.100.1"), "{t}");
+        assert!(no_device_for_in(&devs, "::1").0);
+        let t = no_device_hint_in(&devs, 0);
+        assert!(t.contains("provider library") && t.contains("ibverbs-providers"), "{t}");
+        let t = no_device_hint_in(&[], 0);
+        assert!(t.contains("rdma link add rxe0 type rxe"), "{t}");
+        let (_, t) = no_device_for_in(&[], "10.0.0.1");
+        assert!(t.contains("this host has no RDMA device"), "{t}");
+        fs::remove_dir_all(root).unwrap();
+    }
+}
