@@ -142,7 +142,7 @@ device_tests!({
             // exists; one is created and dropped before it is polled
             conn.read(&dst, 0, &src, 0, 28, Flags::COMPLETION_ALWAYS, 2).unwrap();
             // the CQ's channel becomes readable when the event is there
-            let ready = rpma::utils::poll_fds(&[conn.cq().as_raw_fd()], Some(Duration::from_secs(30))).unwrap();
+            let ready = rpma::utils::poll_fds(&[conn.cq().as_fd()], Some(Duration::from_secs(30))).unwrap();
             assert!(ready[0], "no completion event within 30 s");
             drop(cq.next_completion());
             assert_eq!(cq.next_completion().await.unwrap().op_context, 2);

@@ -522,15 +522,15 @@ device_tests!({
     fn nonblocking_fds_report_no_event_and_no_completion() {
         let sp = peer();
         let ep = Ep::listen(&sp, &addr(), next_port()).unwrap();
-        rpma::utils::set_nonblocking(ep.fd(), true).unwrap();
+        rpma::utils::set_nonblocking(&ep, true).unwrap();
         assert_eq!(ep.next_conn_req(None).unwrap_err().code(), RPMA_E_NO_EVENT);
         drop(ep);
         let (c, s) = Pair::new().connect();
-        rpma::utils::set_nonblocking(c.event_fd(), true).unwrap();
+        rpma::utils::set_nonblocking(&c, true).unwrap();
         assert_eq!(c.next_event().unwrap_err().code(), RPMA_E_NO_EVENT);
-        rpma::utils::set_nonblocking(c.cq().fd(), true).unwrap();
+        rpma::utils::set_nonblocking(c.cq(), true).unwrap();
         assert_eq!(c.cq().wait().unwrap_err().code(), rpma::error::RPMA_E_NO_COMPLETION);
-        rpma::utils::set_nonblocking(c.event_fd(), false).unwrap();
+        rpma::utils::set_nonblocking(&c, false).unwrap();
         close(c, s);
     }
 

@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::peer::Peer;
 use crate::utils::set_nonblocking;
 use crate::Conn;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -47,7 +47,7 @@ fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::inval(format!("rpma::aio: the {what} fd can be awaited only inside a tokio runtime")));
     }
-    set_nonblocking(fd.as_raw_fd(), true)?;
+    set_nonblocking(fd, true)?;
     // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
     // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
     let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
@@ -273,6 +273,6 @@ async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> 
     if ev != ConnEvent::Established {
         return Err(Error::Unknown(format!("{}: the connection was {ev}", what()).into()));
     }
-    set_nonblocking(conn.as_raw_fd(), false)?;
+    set_nonblocking(&conn, false)?;
     Ok(conn)
 }
