@@ -169,7 +169,7 @@ device_tests!({
         let port = next_port();
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
         let mut cfg = ConnCfg::new();
-        cfg.set_timeout(5000).unwrap();
+        cfg.set_timeout(Duration::from_millis(5000)).unwrap();
         // one cycle first: libraries open their own fds on first use
         let fds = run(tokio::task::LocalSet::new().run_until(async {
             let mut baseline = (0, None);

@@ -80,7 +80,7 @@ device_tests!({
         // Unroutable address: the kernel refuses the resolution at once
         // (ENETUNREACH) instead of letting it wait for the timeout.
         let mut cfg = ConnCfg::new();
-        cfg.set_timeout(300).unwrap();
+        cfg.set_timeout(Duration::from_millis(300)).unwrap();
         let e = ConnReq::new(&p, "198.51.100.9", port, Some(&cfg)).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENETUNREACH), "{e}");
     }
