@@ -77,6 +77,7 @@ async fn when_readable<T>(
 }
 
 /// An [`Ep`] whose connection requests are awaited.
+#[derive(Debug)]
 pub struct AsyncEp<'a> {
     ep: &'a Ep,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -103,6 +104,7 @@ impl<'a> AsyncEp<'a> {
 }
 
 /// A [`Conn`] whose connection events are awaited.
+#[derive(Debug)]
 pub struct AsyncConn<'a> {
     conn: &'a Conn,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -128,6 +130,7 @@ impl<'a> AsyncConn<'a> {
 
 /// A connection's shared completion channel
 /// ([`ConnCfg::set_compl_channel`]), awaited as [`Conn::wait`] waits on it.
+#[derive(Debug)]
 pub struct AsyncChannel<'a> {
     conn: &'a Conn,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -159,6 +162,7 @@ impl<'a> AsyncChannel<'a> {
 
 /// A [`Cq`] (a connection's, an SRQ's or a [`SharedCq`](crate::SharedCq))
 /// whose completions are awaited.
+#[derive(Debug)]
 pub struct AsyncCq<'a> {
     cq: &'a Cq,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -216,6 +220,7 @@ impl<'a> AsyncCq<'a> {
 }
 
 /// A device context whose asynchronous events are awaited.
+#[derive(Debug)]
 pub struct AsyncDevice<'a> {
     ctx: &'a IbvContext,
     fd: AsyncFd<BorrowedFd<'a>>,

@@ -1,5 +1,5 @@
 #![doc = include_str!("../doc/rpma.7.md")]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![deny(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
 
