@@ -234,7 +234,7 @@ device_tests!({
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let p = peer();
         let ep = Ep::listen(&p, &addr(), next_port()).unwrap();
-        let e = AsyncEp::new(&ep).err().expect("no runtime");
+        let e = AsyncEp::new(&ep).expect_err("no runtime");
         // The text is what is tested: a call outside a runtime is a bug in
         // the caller, and the message says what to do (no typed detail).
         assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
