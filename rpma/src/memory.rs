@@ -1,5 +1,9 @@
 //! Memory that can be registered, and a page-aligned buffer to register
 //! (with the `memmap2` feature, memmap2's `MmapMut` registers too).
+//!
+//! long because: every `RegMemory` implementation and its safety argument
+//! stay beside the trait's contract, reviewed together (SOUNDNESS.md's
+//! `memory.rs` rows).
 
 use crate::error::{Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
