@@ -24,7 +24,10 @@ fn main() {
         log::emit(lvl, file!(), line!(), module_path!(), format_args!("{what}"));
     }
     log::set_function(None);
-    // Back to the default function: through the `log` facade (env_logger).
+    // Back to the default function: through the `log` facade (env_logger),
+    // and back to the main threshold's default, where `log`'s filter
+    // (RUST_LOG) decides.
+    log::reset_threshold(LogThreshold::Main);
     env_logger::builder().filter_level(::log::LevelFilter::Info).init();
     log::emit(LogLevel::Warning, file!(), line!(), module_path!(), format_args!("through the log facade"));
 }

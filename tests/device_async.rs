@@ -142,7 +142,7 @@ device_tests!({
             // exists; one is created and dropped before it is polled
             conn.read(&dst, 0, &src, 0, 28, Flags::COMPLETION_ALWAYS, 2).unwrap();
             // the CQ's channel becomes readable when the event is there
-            let ready = rpma::utils::poll_fds(&[conn.cq().as_raw_fd()], Some(Duration::from_secs(30))).unwrap();
+            let ready = rpma::utils::poll_fds(&[conn.cq().as_fd()], Some(Duration::from_secs(30))).unwrap();
             assert!(ready[0], "no completion event within 30 s");
             drop(cq.next_completion());
             assert_eq!(cq.next_completion().await.unwrap().op_context, 2);
@@ -169,7 +169,7 @@ device_tests!({
         let port = next_port();
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
         let mut cfg = ConnCfg::new();
-        cfg.set_timeout(5000).unwrap();
+        cfg.set_timeout(Duration::from_millis(5000)).unwrap();
         // one cycle first: libraries open their own fds on first use
         let fds = run(tokio::task::LocalSet::new().run_until(async {
             let mut baseline = (0, None);
@@ -234,7 +234,7 @@ device_tests!({
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let p = peer();
         let ep = Ep::listen(&p, &addr(), next_port()).unwrap();
-        let e = AsyncEp::new(&ep).err().expect("no runtime");
+        let e = AsyncEp::new(&ep).expect_err("no runtime");
         // The text is what is tested: a call outside a runtime is a bug in
         // the caller, and the message says what to do (no typed detail).
         assert!(e.to_string().contains("inside a tokio runtime"), "{e}");

@@ -80,7 +80,7 @@ device_tests!({
         // Unroutable address: the kernel refuses the resolution at once
         // (ENETUNREACH) instead of letting it wait for the timeout.
         let mut cfg = ConnCfg::new();
-        cfg.set_timeout(300).unwrap();
+        cfg.set_timeout(Duration::from_millis(300)).unwrap();
         let e = ConnReq::new(&p, "198.51.100.9", port, Some(&cfg)).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENETUNREACH), "{e}");
     }
@@ -522,15 +522,15 @@ device_tests!({
     fn nonblocking_fds_report_no_event_and_no_completion() {
         let sp = peer();
         let ep = Ep::listen(&sp, &addr(), next_port()).unwrap();
-        rpma::utils::set_nonblocking(ep.fd(), true).unwrap();
+        rpma::utils::set_nonblocking(&ep, true).unwrap();
         assert_eq!(ep.next_conn_req(None).unwrap_err().code(), RPMA_E_NO_EVENT);
         drop(ep);
         let (c, s) = Pair::new().connect();
-        rpma::utils::set_nonblocking(c.event_fd(), true).unwrap();
+        rpma::utils::set_nonblocking(&c, true).unwrap();
         assert_eq!(c.next_event().unwrap_err().code(), RPMA_E_NO_EVENT);
-        rpma::utils::set_nonblocking(c.cq().fd(), true).unwrap();
+        rpma::utils::set_nonblocking(c.cq(), true).unwrap();
         assert_eq!(c.cq().wait().unwrap_err().code(), rpma::error::RPMA_E_NO_COMPLETION);
-        rpma::utils::set_nonblocking(c.event_fd(), false).unwrap();
+        rpma::utils::set_nonblocking(&c, false).unwrap();
         close(c, s);
     }
 

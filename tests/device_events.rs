@@ -7,7 +7,6 @@ use common::{peer, server_region, Pair, T};
 use rpma::utils::{set_nonblocking, DeviceEvent, DeviceEventKind};
 use rpma::{AlignedBuf, Flags, MrLocal, MrRemote, Usage, WcStatus};
 use rpma_harness::{device_tests, in_vm};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -89,7 +88,7 @@ device_tests!({
         println!("  awaited: {:?}, then {:?}", got.0, got.1);
         assert_eq!(got.0.kind, DeviceEventKind::PortError);
         assert!(got.1.iter().any(|e| e.kind == DeviceEventKind::PortActive), "{:?}", got.1);
-        set_nonblocking(p.context().as_raw_fd(), false).unwrap();
+        set_nonblocking(p.context(), false).unwrap();
         settled();
     }
 

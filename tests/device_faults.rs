@@ -297,8 +297,8 @@ device_tests!({
         let mut event = None;
         let mut outstanding = std::collections::BTreeMap::new();
         while t0.elapsed() < Duration::from_secs(60) && (event.is_none() || outstanding.len() < 3) {
-            let ready =
-                rpma::utils::poll_fds(&[conn.event_fd(), conn.cq().fd()], Some(Duration::from_secs(5))).unwrap();
+            let fds = [std::os::fd::AsFd::as_fd(&conn), std::os::fd::AsFd::as_fd(conn.cq())];
+            let ready = rpma::utils::poll_fds(&fds, Some(Duration::from_secs(5))).unwrap();
             if ready[0] && event.is_none() {
                 let ev = conn.next_event().unwrap();
                 println!("  event {ev} after {:?}", t0.elapsed());

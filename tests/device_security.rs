@@ -290,10 +290,10 @@ device_tests!({
         let (c3, s3) = Pair::new().server_peer(&sp).client_cfg(&cfg).connect();
         row("Cq::wait on a shared completion channel", RPMA_E_SHARED_CHANNEL, c3.cq().wait());
         row("next event on a non-blocking fd, none pending", RPMA_E_NO_EVENT, {
-            rpma::utils::set_nonblocking(c3.event_fd(), true).unwrap();
+            rpma::utils::set_nonblocking(&c3, true).unwrap();
             c3.next_event().map(|_| ())
         });
-        rpma::utils::set_nonblocking(c3.event_fd(), false).unwrap();
+        rpma::utils::set_nonblocking(&c3, false).unwrap();
         close(c3, s3);
     }
 });

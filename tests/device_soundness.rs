@@ -547,7 +547,10 @@ device_tests!({
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert_eq!(c.cq().next_completion(Duration::MAX).unwrap().op_context, 1, "Duration::MAX: no limit");
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 2).unwrap();
-        assert_eq!(rpma::utils::poll_fds(&[c.cq().fd()], Some(Duration::MAX)).unwrap(), vec![true]);
+        assert_eq!(
+            rpma::utils::poll_fds(&[std::os::fd::AsFd::as_fd(c.cq())], Some(Duration::MAX)).unwrap(),
+            vec![true]
+        );
         c.cq().wait_timeout(Duration::MAX).unwrap();
         assert_eq!(c.cq().get_completion().unwrap().op_context, 2);
         c.disconnect().unwrap();

@@ -25,6 +25,7 @@ use rpma::ops::{AtomicWrite, Flush, Write as RdmaWrite};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
 use rpma_harness::RDMA_RUN;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -119,7 +120,7 @@ fn server() {
     cfg.set_rq_size(RECVS as u32);
     let (mut checked, mut conns) = (0u64, 0);
     loop {
-        let ready = rpma::utils::poll_fds(&[ep.fd()], Some(Duration::from_secs(600))).unwrap();
+        let ready = rpma::utils::poll_fds(&[ep.as_fd()], Some(Duration::from_secs(600))).unwrap();
         assert!(ready[0], "a: no connection in 600 s");
         let conn = ep.next_conn_req(Some(&cfg)).unwrap().connect(&pdata).unwrap();
         conns += 1;
@@ -130,7 +131,7 @@ fn server() {
         let bye = loop {
             let wc = match conn.cq().next_completion(Duration::from_secs(1)) {
                 Ok(wc) => wc,
-                Err(Error::NoCompletion) if rpma::utils::poll_fds(&[ep.fd()], Some(Duration::ZERO)).unwrap()[0] => {
+                Err(Error::NoCompletion) if rpma::utils::poll_fds(&[ep.as_fd()], Some(Duration::ZERO)).unwrap()[0] => {
                     break None
                 }
                 Err(Error::NoCompletion) => continue,

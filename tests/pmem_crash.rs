@@ -251,7 +251,7 @@ fn remote_server() {
     let pdata = CommonData::encode(0, &mr, Some(&pcfg));
     let ep = Ep::listen(&sp, &rpma_harness::addr(), port).unwrap();
     println!("serving the log, {start} records committed");
-    let ready = rpma::utils::poll_fds(&[ep.fd()], Some(Duration::from_secs(300))).unwrap();
+    let ready = rpma::utils::poll_fds(&[std::os::fd::AsFd::as_fd(&ep)], Some(Duration::from_secs(300))).unwrap();
     assert!(ready[0], "no writer in 300 s");
     let conn = ep.next_conn_req(None).unwrap().connect(&pdata).unwrap();
     println!("writer: {:?}", conn.next_event_timeout(T));

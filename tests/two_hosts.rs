@@ -21,6 +21,7 @@ use common::{peer, T};
 use rpma::{AlignedBuf, CommonData, Conn, ConnEvent, ConnReq, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
 use rpma_harness::{addr, next_port, RDMA_RUN};
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::thread;
@@ -87,8 +88,8 @@ fn server() {
     let mut seq = 0;
     let mut done = false;
     while !done {
-        let mut fds = vec![ep.fd()];
-        fds.extend(conns.iter().map(|(c, ..)| c.event_fd()));
+        let mut fds = vec![ep.as_fd()];
+        fds.extend(conns.iter().map(|(c, ..)| c.as_fd()));
         let ready = rpma::utils::poll_fds(&fds, Some(Duration::from_secs(300))).unwrap();
         assert!(ready.iter().any(|&r| r), "no event in 300 s");
         for i in (1..ready.len()).rev() {
@@ -299,7 +300,7 @@ fn client() {
     }
     // What the device reported through the cuts: its asynchronous events,
     // read without blocking.
-    rpma::utils::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(p.context()), true).unwrap();
+    rpma::utils::set_nonblocking(p.context(), true).unwrap();
     let mut events = Vec::new();
     loop {
         match p.context().next_event() {

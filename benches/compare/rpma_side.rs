@@ -35,7 +35,7 @@ fn cfg() -> ConnCfg {
     c.set_sq_size(128);
     c.set_cq_size(256);
     c.set_rq_size(SLOTS as u32);
-    c.set_timeout(T.as_millis() as i32).expect("timeout");
+    c.set_timeout(T).expect("timeout");
     c
 }
 

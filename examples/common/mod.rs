@@ -8,6 +8,7 @@
 
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{Completion, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Peer, WcStatus};
+use std::os::fd::AsFd;
 use std::process::{exit, Command};
 use std::time::{Duration, Instant};
 
@@ -166,8 +167,8 @@ pub fn wait_ok(cq: &Cq) -> Res<Completion> {
 /// message (librpma's own server then waits forever). Waits on `cq`'s
 /// channel, or on the connection's shared one when it has one.
 pub fn completion_or_close(conn: &Conn, cq: &Cq) -> Res<Option<Completion>> {
-    let shared = conn.compl_fd().ok();
-    let fds = [shared.unwrap_or_else(|| cq.fd()), conn.event_fd()];
+    let shared = conn.compl_as_fd().ok();
+    let fds = [shared.unwrap_or_else(|| cq.as_fd()), conn.as_fd()];
     let deadline = Instant::now() + timeout();
     loop {
         match cq.get_completion() {

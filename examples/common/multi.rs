@@ -12,6 +12,7 @@
 use super::{Args, Res};
 use rpma::utils::poll_fds;
 use rpma::{AlignedBuf, CommonData, CompletionOp, Conn, ConnCfg, ConnEvent, Ep, Error, Flags, MrLocal, Usage};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 /// Clients served at once (`CLIENT_MAX`); more are rejected.
@@ -59,8 +60,8 @@ pub fn name_for(seed: u64) -> &'static str {
     NAMES[glibc_first_rand(seed) as usize % NAMES.len()]
 }
 
-fn completion_fd(conn: &Conn, shared: bool) -> Res<std::os::fd::RawFd> {
-    Ok(if shared { conn.compl_fd()? } else { conn.cq().fd() })
+fn completion_fd(conn: &Conn, shared: bool) -> Res<BorrowedFd<'_>> {
+    Ok(if shared { conn.compl_as_fd()? } else { conn.cq().as_fd() })
 }
 
 /// Starts disconnecting client `i` (the server goes on whatever happens).
@@ -141,11 +142,11 @@ pub fn server(a: &Args, shared: bool) -> Res<()> {
     println!("Today I have got in touch with:");
     while until.is_none_or(|n| gone < n) {
         // The endpoint, then each client's event fd and completion fd.
-        let mut fds = vec![ep.fd()];
+        let mut fds = vec![ep.as_fd()];
         let mut polled = Vec::new();
         for (i, c) in clients.iter().enumerate() {
             if let Some(conn) = c {
-                fds.push(conn.event_fd());
+                fds.push(conn.as_fd());
                 fds.push(completion_fd(conn, shared)?);
                 polled.push(i);
             }

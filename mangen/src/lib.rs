@@ -96,7 +96,7 @@ pub fn page_name(module: &str, ty: Option<&str>, name: &str) -> String {
             Some(format!("rpma_mr_remote_get_{name}"))
         }
         (Some("ConnCfg" | "SrqCfg" | "PeerCfg"), n)
-            if !n.starts_with("set_") && !matches!(n, "new" | "from_descriptor" | "timeout_duration") =>
+            if !n.starts_with("set_") && !matches!(n, "new" | "from_descriptor") =>
         {
             Some(format!("{}_get_{n}", type_prefix(ty.unwrap_or_default())))
         }

@@ -2,8 +2,9 @@
 //! Thread-safe, as librpma's (each is behind a mutex).
 
 use std::ffi::c_int;
+use std::time::Duration;
 
-use rpma::{ConnCfg, Srq, SrqCfg};
+use rpma::{ConnCfg, Error, Srq, SrqCfg};
 
 use crate::{give, guard, obj, out, take, Locked};
 
@@ -96,8 +97,12 @@ cfg_field!(
     rpma_conn_cfg_set_timeout,
     rpma_conn_cfg_get_timeout,
     c_int,
-    |c, v| c.cfg.set_timeout(v),
-    |c| c.cfg.timeout()
+    |c, v| {
+        let ms = u64::try_from(v).map_err(|_| Error::inval(format!("timeout {v} ms is negative")))?;
+        c.cfg.set_timeout(Duration::from_millis(ms))
+    },
+    // Whole milliseconds up to i32::MAX: set only as above.
+    |c| c_int::try_from(c.cfg.timeout().as_millis()).unwrap_or(c_int::MAX)
 );
 cfg_field!(
     RpmaConnCfg,

@@ -8,7 +8,9 @@
 //! threshold (RPMA_LOG_THRESHOLD_AUX), to stderr in librpma's format. A C
 //! log function gets `(level, file, line, function, "%s", message)`.
 //! Defaults are those of librpma's release build: main WARNING, aux
-//! DISABLED.
+//! DISABLED, set explicitly at start (rpma's Rust callers start with the
+//! main threshold unset, following the `log` crate's filter; C callers never
+//! do).
 
 use std::ffi::{c_char, c_int, CString};
 

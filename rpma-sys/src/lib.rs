@@ -30,6 +30,7 @@ pub mod srq;
 pub mod wr;
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::raw::c_int;
 
 /// `errno` as an [`io::Error`]; an error without errno when the call set none
@@ -98,7 +99,7 @@ pub fn page_size() -> usize {
 ///
 /// # Errors
 /// The errno of `poll` (`EINTR` is retried).
-pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Option<std::time::Duration>) -> io::Result<bool> {
     Ok(poll_many(&[fd], timeout)?[0])
 }
 
@@ -107,7 +108,7 @@ pub fn poll_readable(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration
 ///
 /// # Errors
 /// The errno of `poll` (`EINTR` is retried).
-pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration>) -> io::Result<Vec<bool>> {
+pub fn poll_many(fds: &[BorrowedFd<'_>], timeout: Option<std::time::Duration>) -> io::Result<Vec<bool>> {
     // Nothing to wait for: without a timeout poll(2) would sleep for ever.
     if fds.is_empty() && timeout.is_none() {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -115,7 +116,7 @@ pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration
     // A timeout too long to represent as an instant is no limit.
     let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     let mut p: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
     loop {
         let ms = match deadline {
             None => -1,
@@ -123,7 +124,8 @@ pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration
                 d.saturating_duration_since(std::time::Instant::now()).as_millis().min(i32::MAX as u128) as c_int
             }
         };
-        // SAFETY: `p` is a valid array of `p.len()` pollfds.
+        // SAFETY: `p` is a valid array of `p.len()` pollfds, each an fd
+        // borrowed (open) for the call.
         let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
         if rc >= 0 {
             return Ok(p.iter().map(|x| x.revents != 0).collect());
@@ -139,8 +141,10 @@ pub fn poll_many(fds: &[std::os::fd::RawFd], timeout: Option<std::time::Duration
 ///
 /// # Errors
 /// The errno of `fcntl`.
-pub fn set_nonblocking(fd: std::os::fd::RawFd, nonblocking: bool) -> io::Result<()> {
-    // SAFETY: fcntl on a caller-provided fd; failure is reported by errno.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, nonblocking: bool) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on an fd borrowed (open) for the call; failure is
+    // reported by errno.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if fl < 0 {
         return Err(io::Error::last_os_error());

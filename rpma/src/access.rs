@@ -10,7 +10,12 @@ bitflags! {
     /// How a region will be used (librpma's `RPMA_MR_USAGE_*`, same bits).
     /// Registration translates it into `IBV_ACCESS_*` flags, see
     /// [`Peer::usage_to_access`](crate::Peer::usage_to_access).
+    ///
+    /// With the `serde` feature it serializes as its flag names
+    /// (`"READ_SRC | WRITE_DST"`) in human-readable formats and as its bits
+    /// in binary ones (bitflags' own representation).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
     pub struct Usage: u16 {
         /// Source of RDMA reads issued by the remote side.
         const READ_SRC = 1 << 0;

@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::peer::Peer;
 use crate::utils::set_nonblocking;
 use crate::Conn;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -47,7 +47,7 @@ fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::inval(format!("rpma::aio: the {what} fd can be awaited only inside a tokio runtime")));
     }
-    set_nonblocking(fd.as_raw_fd(), true)?;
+    set_nonblocking(fd, true)?;
     // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
     // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
     let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
@@ -77,6 +77,7 @@ async fn when_readable<T>(
 }
 
 /// An [`Ep`] whose connection requests are awaited.
+#[derive(Debug)]
 pub struct AsyncEp<'a> {
     ep: &'a Ep,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -103,6 +104,7 @@ impl<'a> AsyncEp<'a> {
 }
 
 /// A [`Conn`] whose connection events are awaited.
+#[derive(Debug)]
 pub struct AsyncConn<'a> {
     conn: &'a Conn,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -128,6 +130,7 @@ impl<'a> AsyncConn<'a> {
 
 /// A connection's shared completion channel
 /// ([`ConnCfg::set_compl_channel`]), awaited as [`Conn::wait`] waits on it.
+#[derive(Debug)]
 pub struct AsyncChannel<'a> {
     conn: &'a Conn,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -159,6 +162,7 @@ impl<'a> AsyncChannel<'a> {
 
 /// A [`Cq`] (a connection's, an SRQ's or a [`SharedCq`](crate::SharedCq))
 /// whose completions are awaited.
+#[derive(Debug)]
 pub struct AsyncCq<'a> {
     cq: &'a Cq,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -216,6 +220,7 @@ impl<'a> AsyncCq<'a> {
 }
 
 /// A device context whose asynchronous events are awaited.
+#[derive(Debug)]
 pub struct AsyncDevice<'a> {
     ctx: &'a IbvContext,
     fd: AsyncFd<BorrowedFd<'a>>,
@@ -273,6 +278,6 @@ async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> 
     if ev != ConnEvent::Established {
         return Err(Error::Unknown(format!("{}: the connection was {ev}", what()).into()));
     }
-    set_nonblocking(conn.as_raw_fd(), false)?;
+    set_nonblocking(&conn, false)?;
     Ok(conn)
 }

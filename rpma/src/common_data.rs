@@ -25,7 +25,11 @@ pub use crate::wire::COMMON_DATA_SIZE;
 /// println!("remote region of {} bytes", theirs.mr.size());
 /// # let _ = pdata; Ok(()) }
 /// ```
+///
+/// With the `serde` feature it serializes as its three fields (the region
+/// as [`MrRemote`] does), independently of the 28-byte layout above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CommonData {
     /// Offset in the region where the example's data starts.
     pub data_offset: u16,
@@ -72,5 +76,55 @@ impl CommonData {
             mr: MrRemote::from_desc(d.mr, d.mr_ext),
             peer_cfg: d.peer_cfg.map(PeerCfg::from_flag),
         })
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod serde_tests {
+    use super::*;
+    use crate::access::Usage;
+
+    /// The descriptor types embedded in a message of the caller's own,
+    /// through a binary serde format (bincode, a test-only dependency).
+    #[test]
+    fn descriptor_types_round_trip_through_bincode() {
+        let mut desc = vec![7, 6, 5, 4, 3, 2, 1, 0, 0xf, 0xe, 0xd, 0xc, 0xb, 0xa, 9, 8, 0x13, 0x12, 0x11, 0x10, 0x21];
+        desc.extend_from_slice(&[crate::MR_EXT_TAG, 0x02]);
+        let mr = MrRemote::from_descriptor(&desc).unwrap();
+        assert!(mr.usage().contains(Usage::REMOTE_ATOMIC));
+        let mut pcfg = PeerCfg::new();
+        pcfg.set_direct_write_to_pmem(true);
+        let theirs = CommonData { data_offset: 64, mr, peer_cfg: Some(pcfg) };
+
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct Hello {
+            name: String,
+            region: CommonData,
+            cfgs: Vec<PeerCfg>,
+        }
+        let hello = Hello { name: "replica-1".into(), region: theirs, cfgs: vec![pcfg, PeerCfg::new()] };
+        let bytes = bincode::serialize(&hello).unwrap();
+        assert_eq!(bincode::deserialize::<Hello>(&bytes).unwrap(), hello);
+        let bytes = bincode::serialize(&mr).unwrap();
+        // addr, size, rkey, then the usage's bits
+        assert_eq!(bytes.len(), 8 + 8 + 4 + 2);
+        assert_eq!(bincode::deserialize::<MrRemote>(&bytes).unwrap(), mr);
+    }
+
+    /// A deserialized region is checked as a descriptor is: a usage no
+    /// descriptor carries (0, or `MW_BIND`, which is local) is refused.
+    #[test]
+    fn a_deserialized_region_is_checked_as_a_descriptor() {
+        let mut desc = [0u8; 21];
+        desc[20] = 0x08; // WRITE_DST
+        let ok = MrRemote::from_descriptor(&desc).unwrap();
+        let mut bytes = bincode::serialize(&ok).unwrap();
+        let n = bytes.len();
+        for bad in [0u16, Usage::MW_BIND.bits(), Usage::WRITE_DST.bits() | 0x8000] {
+            bytes[n - 2..].copy_from_slice(&bad.to_le_bytes());
+            let e = bincode::deserialize::<MrRemote>(&bytes).unwrap_err().to_string();
+            assert!(e.contains("usage"), "{bad:#x}: {e}");
+        }
+        assert!(bincode::deserialize::<MrRemote>(&bytes[..n - 1]).is_err(), "truncated");
     }
 }

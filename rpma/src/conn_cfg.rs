@@ -36,9 +36,9 @@ pub const DEFAULT_MAX_INLINE_DATA: u32 = 8;
 /// let mut cfg = rpma::ConnCfg::new();
 /// cfg.set_sq_size(64);
 /// cfg.set_cq_size(64);
-/// cfg.set_timeout(500)?;
-/// assert_eq!(cfg.timeout(), 500);
-/// assert!(cfg.set_timeout(-1).is_err());
+/// cfg.set_timeout(std::time::Duration::from_millis(500))?;
+/// assert_eq!(cfg.timeout(), std::time::Duration::from_millis(500));
+/// assert!(cfg.set_timeout(std::time::Duration::MAX).is_err());
 /// # Ok::<(), rpma::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -84,26 +84,34 @@ impl ConnCfg {
         ConnCfg::default()
     }
 
-    /// Sets the resolution timeout in milliseconds.
+    /// Sets the timeout of address and route resolution on the active side
+    /// ([`ConnReq::new`](crate::ConnReq::new)). librpma keeps it as an
+    /// `int` of milliseconds: it is rounded up to whole milliseconds (so a
+    /// timeout above 0 stays above 0), and may be at most `i32::MAX` ms
+    /// (about 24.8 days).
     ///
     /// # Errors
-    /// [`Error::Inval`] for a negative value.
-    pub fn set_timeout(&mut self, ms: i32) -> Result<()> {
-        if ms < 0 {
-            return Err(Error::inval(format!("timeout {ms} ms is negative")));
-        }
-        self.timeout_ms = ms;
+    /// [`Error::Inval`] for a timeout longer than `i32::MAX` milliseconds
+    /// (such as `Duration::MAX`: resolution has no "no limit").
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+        let ms = timeout.as_nanos().div_ceil(1_000_000);
+        self.timeout_ms = i32::try_from(ms).map_err(|_| {
+            Error::inval(format!(
+                "timeout {timeout:?} is longer than librpma's resolution timeout can be ({} ms)",
+                i32::MAX
+            ))
+        })?;
         Ok(())
     }
 
-    /// The resolution timeout in milliseconds.
-    pub fn timeout(&self) -> i32 {
-        self.timeout_ms
+    /// The resolution timeout (whole milliseconds).
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.unsigned_abs().into())
     }
 
-    /// The resolution timeout.
-    pub fn timeout_duration(&self) -> Duration {
-        Duration::from_millis(self.timeout_ms as u64)
+    /// The resolution timeout in milliseconds, as librpma's calls take it.
+    pub(crate) fn timeout_ms(&self) -> i32 {
+        self.timeout_ms
     }
 
     /// Sets the main CQ size.
@@ -318,4 +326,28 @@ fn check_sge(what: &str, n: u32) -> Result<u32> {
         return Err(Error::inval(format!("{what} {n} is outside 1..={MAX_SGL}")));
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_is_librpmas_int_milliseconds() {
+        let mut cfg = ConnCfg::new();
+        assert_eq!(cfg.timeout(), Duration::from_millis(DEFAULT_TIMEOUT_MS as u64));
+        for (set, ms) in [(Duration::ZERO, 0), (Duration::from_nanos(1), 1), (Duration::from_micros(1500), 2)] {
+            cfg.set_timeout(set).unwrap();
+            assert_eq!((cfg.timeout(), cfg.timeout_ms()), (Duration::from_millis(ms as u64), ms), "{set:?}");
+        }
+        let max = Duration::from_millis(i32::MAX as u64);
+        cfg.set_timeout(max).unwrap();
+        assert_eq!(cfg.timeout_ms(), i32::MAX);
+        for too_long in [max + Duration::from_nanos(1), Duration::from_secs(u64::MAX), Duration::MAX] {
+            let e = cfg.set_timeout(too_long).unwrap_err();
+            assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
+            assert!(e.to_string().contains("2147483647 ms"), "{e}");
+            assert_eq!(cfg.timeout(), max, "unchanged");
+        }
+    }
 }

@@ -65,10 +65,11 @@ impl ConnReq {
         let ai = AddrInfo::new(addr, Some(&port.to_string()), false)
             .map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr}:{port})"), e))?;
         let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
-        id.resolve_addr(&ai, cfg.timeout())
-            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}:{port}, {} ms)", cfg.timeout()), e))?;
-        id.resolve_route(cfg.timeout())
-            .map_err(|e| Error::provider_raw(format!("rdma_resolve_route({addr}:{port}, {} ms)", cfg.timeout()), e))?;
+        let ms = cfg.timeout_ms();
+        id.resolve_addr(&ai, ms)
+            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}:{port}, {ms} ms)"), e))?;
+        id.resolve_route(ms)
+            .map_err(|e| Error::provider_raw(format!("rdma_resolve_route({addr}:{port}, {ms} ms)"), e))?;
         Ok(ConnReq { parts: Some(setup(peer, id, cfg)?), incoming: Vec::new() })
     }
 

@@ -291,9 +291,7 @@ impl IbvContext {
     /// As [`next_event`](Self::next_event); [`Error::NoEvent`] when
     /// `timeout` passes first.
     pub fn next_event_timeout(&self, timeout: std::time::Duration) -> Result<DeviceEvent> {
-        use std::os::fd::AsRawFd;
-        let fd = self.0.async_fd().as_raw_fd();
-        if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+        if !rpma_sys::poll_readable(self.0.async_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
             return Err(Error::NoEvent);
         }
         self.next_event()

@@ -91,7 +91,7 @@ impl Ep {
     /// As [`next_conn_req`](Ep::next_conn_req); [`Error::NoEvent`] when
     /// `timeout` passes first.
     pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg>, timeout: Duration) -> Result<ConnReq> {
-        if !rpma_sys::poll_readable(self.fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+        if !rpma_sys::poll_readable(self.channel.as_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
             return Err(Error::NoEvent);
         }
         self.next_conn_req(cfg)

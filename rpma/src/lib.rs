@@ -1,7 +1,8 @@
 #![doc = include_str!("../doc/rpma.7.md")]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![deny(unsafe_code)]
 #![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod access;
 // `unsafe` is denied crate-wide (FFI lives in rpma-sys) and allowed in
@@ -9,6 +10,7 @@ mod access;
 // - `aio`: registering borrowed fds with tokio's reactor (the borrow keeps
 //   them open);
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 #[allow(unsafe_code)]
 pub mod aio;
 pub mod common_data;

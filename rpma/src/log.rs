@@ -1,25 +1,44 @@
-//! Logging with librpma's two thresholds, expressed through the [`log`] crate.
+//! Logging: the [`log`] crate's filter for Rust callers, librpma's two
+//! thresholds where they are set (as the C ABI sets them).
 //!
-//! Every message the library emits has a [`LogLevel`]. It is handed to the
-//! log function when its level is at or below the **main** threshold. The
-//! default function forwards it to the [`log`] facade (target `rpma`),
-//! so `env_logger` or any other logger shows it; it also writes it to stderr in
-//! librpma's format when its level is at or below the **aux** threshold.
+//! Every message the library emits has a [`LogLevel`]. The default log
+//! function forwards it to the [`log`] facade (target `rpma`), so
+//! `env_logger` or any other logger shows it, and **`log`'s own filter
+//! decides**: by default the main threshold is not set and follows
+//! [`::log::max_level`], so `RUST_LOG=rpma=debug` shows rpma's debug lines
+//! in release builds too, and the logger's per-target filter applies as to
+//! any crate.
+//!
+//! librpma's thresholds keep their meaning once set:
+//!
+//! * **main** ([`set_threshold`]`(`[`LogThreshold::Main`]`, ..)`): only
+//!   messages at or below it reach the log function at all, whatever `log`
+//!   would let through. [`reset_threshold`] returns to following `log`.
+//! * **aux**: messages at or below it are also written to stderr in
+//!   librpma's format by the default function. Default
+//!   [`LogLevel::Disabled`] (librpma's debug builds use WARNING; here the
+//!   `log` facade already reaches stderr).
+//!
 //! [`set_function`] replaces the default function (librpma's
-//! `rpma_log_set_function`).
-//!
-//! Defaults: main = [`LogLevel::Warning`] ([`LogLevel::Debug`] in debug
-//! builds), aux = [`LogLevel::Disabled`] (librpma's debug builds use WARNING
-//! for aux; here the `log` facade already reaches stderr).
+//! `rpma_log_set_function`); it receives the messages the main threshold
+//! admits, following `log`'s max level while that threshold is not set.
+//! librpma's C ABI (`rpma-capi`) sets main = WARNING and aux = DISABLED when
+//! it starts, and installs its own function (syslog), so C callers get
+//! librpma's behaviour and `log`'s filter plays no part there.
 //!
 //! ```
 //! use rpma::log::{self, LogLevel, LogThreshold};
-//! log::set_threshold(LogThreshold::Main, LogLevel::Info);
+//! // Rust callers: the logger's filter decides.
+//! ::log::set_max_level(::log::LevelFilter::Info);
 //! assert_eq!(log::threshold(LogThreshold::Main), LogLevel::Info);
+//! // librpma's semantics: an explicit main threshold filters first.
+//! log::set_threshold(LogThreshold::Main, LogLevel::Warning);
+//! assert_eq!(log::threshold(LogThreshold::Main), LogLevel::Warning);
 //! log::set_function(Some(Box::new(|r: &log::LogRecord<'_>| {
 //!     eprintln!("[{:?}] {}:{} {}", r.level, r.file, r.line, r.args);
 //! })));
 //! log::set_function(None); // back to the default function
+//! log::reset_threshold(LogThreshold::Main); // back to following `log`
 //! ```
 
 use std::fmt;
@@ -97,7 +116,8 @@ impl LogLevel {
 /// Which threshold to set or read (`RPMA_LOG_THRESHOLD` / `_AUX`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogThreshold {
-    /// Messages at or below it reach the log function.
+    /// Messages at or below it reach the log function. Not set by default:
+    /// then it follows [`::log::max_level`].
     Main,
     /// Messages at or below it also go to stderr (default function only).
     Aux,
@@ -121,40 +141,87 @@ pub struct LogRecord<'a> {
 /// A user log function (librpma's `rpma_log_function`).
 pub type LogFunction = dyn Fn(&LogRecord<'_>) + Send + Sync;
 
-/// The main threshold's default (the auxiliary one is `Disabled`).
-const MAIN_DEFAULT: i32 = if cfg!(debug_assertions) { LogLevel::Debug } else { LogLevel::Warning } as i32;
-static MAIN: AtomicI32 = AtomicI32::new(MAIN_DEFAULT);
+/// `MAIN` while the main threshold is not set: it follows `log`'s max level.
+const FOLLOW_LOG: i32 = i32::MIN;
+static MAIN: AtomicI32 = AtomicI32::new(FOLLOW_LOG);
 static AUX: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
-/// The higher of the two thresholds, for [`enabled`]'s one test; written
-/// only under `SETTING`, after `MAIN` or `AUX` changed.
-static EITHER: AtomicI32 = AtomicI32::new(MAIN_DEFAULT);
+/// The higher of the thresholds that are set, for [`enabled`]'s first test;
+/// written only under `SETTING`, after `MAIN` or `AUX` changed.
+static EITHER: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
 static SETTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 static FUNCTION: RwLock<Option<Box<LogFunction>>> = RwLock::new(None);
 
-/// Sets a threshold (`rpma_log_set_threshold`). Thread-safe.
+/// Sets a threshold (`rpma_log_set_threshold`). Thread-safe. A main
+/// threshold set here filters before the log function, whatever `log`'s
+/// filter admits (librpma's meaning; the C ABI sets WARNING at start).
 pub fn set_threshold(which: LogThreshold, level: LogLevel) {
+    store(which, level as i32);
+}
+
+/// Returns a threshold to its default: the main one follows `log`'s max
+/// level again (what Rust callers start with), the aux one is
+/// [`LogLevel::Disabled`]. Thread-safe.
+pub fn reset_threshold(which: LogThreshold) {
+    store(
+        which,
+        match which {
+            LogThreshold::Main => FOLLOW_LOG,
+            LogThreshold::Aux => LogLevel::Disabled as i32,
+        },
+    );
+}
+
+fn store(which: LogThreshold, v: i32) {
     let _one_setter = SETTING.lock().unwrap_or_else(|p| p.into_inner());
     match which {
         LogThreshold::Main => &MAIN,
         LogThreshold::Aux => &AUX,
     }
-    .store(level as i32, Ordering::Relaxed);
+    .store(v, Ordering::Relaxed);
     EITHER.store(MAIN.load(Ordering::Relaxed).max(AUX.load(Ordering::Relaxed)), Ordering::Relaxed);
 }
 
-/// Reads a threshold (`rpma_log_get_threshold`).
+/// Reads a threshold (`rpma_log_get_threshold`). A main threshold that is
+/// not set reads as the level `log`'s max level admits
+/// ([`LevelFilter::Off`](::log::LevelFilter::Off) is
+/// [`LogLevel::Disabled`], `Trace` is [`LogLevel::Debug`]).
 pub fn threshold(which: LogThreshold) -> LogLevel {
     let v = match which {
         LogThreshold::Main => &MAIN,
         LogThreshold::Aux => &AUX,
     }
     .load(Ordering::Relaxed);
+    if v == FOLLOW_LOG {
+        return from_log(::log::max_level());
+    }
     LogLevel::from_i32(v).unwrap_or(LogLevel::Disabled)
+}
+
+/// The level a `log` filter admits, as a threshold.
+fn from_log(f: ::log::LevelFilter) -> LogLevel {
+    match f {
+        ::log::LevelFilter::Off => LogLevel::Disabled,
+        ::log::LevelFilter::Error => LogLevel::Error,
+        ::log::LevelFilter::Warn => LogLevel::Warning,
+        ::log::LevelFilter::Info => LogLevel::Info,
+        ::log::LevelFilter::Debug | ::log::LevelFilter::Trace => LogLevel::Debug,
+    }
+}
+
+/// Whether the main threshold admits `level`: `log`'s max level while it
+/// is not set.
+#[inline]
+fn main_admits(level: LogLevel) -> bool {
+    match MAIN.load(Ordering::Relaxed) {
+        FOLLOW_LOG => level.to_log().is_some_and(|l| l <= ::log::max_level()),
+        main => level as i32 <= main,
+    }
 }
 
 /// Installs `f` as the log function, or restores the default one with `None`
 /// (`rpma_log_set_function`, `RPMA_LOG_USE_DEFAULT_FUNCTION`). A custom
-/// function receives every message at or below the main threshold.
+/// function receives every message the main threshold admits (while it is
+/// not set: those `log`'s max level admits).
 pub fn set_function(f: Option<Box<LogFunction>>) {
     let mut slot = FUNCTION.write().unwrap_or_else(|p| p.into_inner());
     *slot = f;
@@ -162,13 +229,12 @@ pub fn set_function(f: Option<Box<LogFunction>>) {
 
 /// Whether a message at `level` would be emitted (either threshold admits
 /// it). `rpma_log!` tests this inline before calling [`emit`], so a message
-/// below both thresholds (e.g. the debug line of every registration) costs
-/// one load and compare, not a call.
+/// nothing admits (e.g. the debug line of every registration) costs a few
+/// loads and compares, not a call.
 #[doc(hidden)]
 #[inline]
 pub fn enabled(level: LogLevel) -> bool {
-    let l = level as i32;
-    level != LogLevel::Disabled && l <= EITHER.load(Ordering::Relaxed)
+    level != LogLevel::Disabled && (level as i32 <= EITHER.load(Ordering::Relaxed) || main_admits(level))
 }
 
 /// Emits one message; used through the crate's `rpma_log!` macro.
@@ -177,7 +243,7 @@ pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, 
     if level == LogLevel::Disabled {
         return;
     }
-    let main = level as i32 <= MAIN.load(Ordering::Relaxed);
+    let main = main_admits(level);
     let aux = level as i32 <= AUX.load(Ordering::Relaxed);
     if !main && !aux {
         return;
@@ -274,28 +340,129 @@ mod tests {
         assert!(LogLevel::from_i32(-2).is_err());
     }
 
+    /// The log tests change the process's thresholds, log function and
+    /// `log` max level: one test at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A logger keeping what reaches the `log` facade from this module's
+    /// messages (level, target, text); other tests' messages are left out.
+    struct Capture(Mutex<Vec<(::log::Level, String, String)>>);
+
+    impl ::log::Log for Capture {
+        fn enabled(&self, _: &::log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &::log::Record<'_>) {
+            let text = r.args().to_string();
+            if text.contains(": rpma::log::tests: ") {
+                self.0.lock().unwrap().push((r.level(), r.target().to_string(), text));
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+
+    /// What reached the facade since the last call, as (level, message).
+    fn forwarded() -> Vec<(::log::Level, String)> {
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| ::log::set_logger(&CAPTURE).expect("no other logger in rpma's unit tests"));
+        let got = std::mem::take(&mut *CAPTURE.0.lock().unwrap());
+        got.into_iter()
+            .map(|(l, target, text)| {
+                assert_eq!(target, "rpma");
+                (l, text.rsplit(": ").next().unwrap_or_default().to_string())
+            })
+            .collect()
+    }
+
+    /// A custom function keeping this module's messages.
+    fn record_into(seen: &Arc<Mutex<Vec<(LogLevel, String)>>>) -> Box<LogFunction> {
+        let seen = seen.clone();
+        Box::new(move |r: &LogRecord<'_>| {
+            if r.func == module_path!() {
+                seen.lock().unwrap().push((r.level, r.args.to_string()))
+            }
+        })
+    }
+
+    /// Rust callers: with the main threshold not set, `log`'s max level
+    /// decides (what `RUST_LOG` sets through `env_logger`), in release
+    /// builds too, and the logger's filter sees every message it admits.
     #[test]
-    fn thresholds_and_custom_function() {
+    fn rust_callers_follow_the_log_filter() {
+        let _one = serial();
+        forwarded();
+        set_function(None);
+        reset_threshold(LogThreshold::Main);
+        reset_threshold(LogThreshold::Aux);
+        ::log::set_max_level(::log::LevelFilter::Debug);
+        assert_eq!(threshold(LogThreshold::Main), LogLevel::Debug);
+        rpma_log!(LogLevel::Debug, "d{}", 1);
+        rpma_log!(LogLevel::Notice, "n");
+        ::log::set_max_level(::log::LevelFilter::Warn);
+        assert_eq!(threshold(LogThreshold::Main), LogLevel::Warning);
+        rpma_log!(LogLevel::Info, "hidden");
+        rpma_log!(LogLevel::Error, "e");
+        ::log::set_max_level(::log::LevelFilter::Off);
+        assert_eq!(threshold(LogThreshold::Main), LogLevel::Disabled);
+        assert!(!enabled(LogLevel::Fatal));
+        rpma_log!(LogLevel::Fatal, "off");
+        ::log::set_max_level(::log::LevelFilter::Trace);
+        assert_eq!(threshold(LogThreshold::Main), LogLevel::Debug);
+        // A custom function follows `log`'s max level too while the
+        // threshold is not set.
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let s2 = seen.clone();
-        set_function(Some(Box::new(move |r: &LogRecord<'_>| s2.lock().unwrap().push((r.level, r.args.to_string())))));
+        set_function(Some(record_into(&seen)));
+        rpma_log!(LogLevel::Debug, "custom");
+        set_function(None);
+        ::log::set_max_level(::log::LevelFilter::Off);
+        use ::log::Level;
+        let want = [(Level::Debug, "d1"), (Level::Info, "n"), (Level::Error, "e")];
+        assert_eq!(forwarded(), want.map(|(l, m)| (l, m.to_string())));
+        assert_eq!(*seen.lock().unwrap(), vec![(LogLevel::Debug, "custom".to_string())]);
+    }
+
+    /// librpma's meaning, as the C ABI uses it: a main threshold that is
+    /// set filters before any log function, whatever `log`'s max level.
+    #[test]
+    fn set_thresholds_keep_librpmas_meaning() {
+        let _one = serial();
+        forwarded();
+        ::log::set_max_level(::log::LevelFilter::Trace);
+        // rpma-capi's start: main WARNING, aux DISABLED.
         set_threshold(LogThreshold::Main, LogLevel::Warning);
+        set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+        assert_eq!(threshold(LogThreshold::Main), LogLevel::Warning);
+        // The default function: the threshold filters before the facade.
+        rpma_log!(LogLevel::Debug, "filtered");
+        rpma_log!(LogLevel::Warning, "w");
+        assert_eq!(forwarded(), vec![(::log::Level::Warn, "w".to_string())]);
+        // A custom function (the C ABI installs one).
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        set_function(Some(record_into(&seen)));
         rpma_log!(LogLevel::Error, "e{}", 1);
         rpma_log!(LogLevel::Info, "hidden");
         set_threshold(LogThreshold::Main, LogLevel::Debug);
         rpma_log!(LogLevel::Debug, "d");
         set_threshold(LogThreshold::Main, LogLevel::Disabled);
         rpma_log!(LogLevel::Fatal, "off");
+        assert_eq!(threshold(LogThreshold::Main), LogLevel::Disabled);
         // `enabled` follows the higher of the two thresholds.
         assert!(!enabled(LogLevel::Fatal));
         set_threshold(LogThreshold::Aux, LogLevel::Info);
         assert!(enabled(LogLevel::Info) && !enabled(LogLevel::Debug));
-        set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+        reset_threshold(LogThreshold::Aux);
         assert!(!enabled(LogLevel::Fatal));
         set_function(None);
-        set_threshold(LogThreshold::Main, LogLevel::Warning);
-        assert_eq!(threshold(LogThreshold::Main), LogLevel::Warning);
+        reset_threshold(LogThreshold::Main);
+        ::log::set_max_level(::log::LevelFilter::Off);
         assert_eq!(*seen.lock().unwrap(), vec![(LogLevel::Error, "e1".into()), (LogLevel::Debug, "d".into())]);
+        assert_eq!(forwarded(), vec![]);
     }
 
     #[test]

@@ -1,4 +1,9 @@
-//! Memory that can be registered, and a page-aligned buffer to register.
+//! Memory that can be registered, and a page-aligned buffer to register
+//! (with the `memmap2` feature, memmap2's `MmapMut` registers too).
+//!
+//! long because: every `RegMemory` implementation and its safety argument
+//! stay beside the trait's contract, reviewed together (SOUNDNESS.md's
+//! `memory.rs` rows).
 
 use crate::error::{Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -54,6 +59,40 @@ unsafe impl RegMemory for Vec<u8> {
 
 // SAFETY: a boxed slice's heap buffer does not move when the box moves.
 unsafe impl RegMemory for Box<[u8]> {
+    fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
+        (self.as_mut_ptr(), self.len())
+    }
+}
+
+/// A writable memmap2 mapping (feature `memmap2`) registers as it is: an
+/// anonymous one ([`MmapMut::map_anon`](memmap2::MmapMut::map_anon)), or a
+/// file mapped with memmap2's `unsafe` constructors, whose contract (no one
+/// else modifies or truncates the file) the caller already keeps; here it
+/// holds as long as the region, and for ever if the region is leaked or
+/// its deregistration fails. Like every registered memory, the region
+/// hands out no reference to it; [`MrLocal::dereg`](crate::MrLocal::dereg)
+/// gives the mapping back.
+///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
+/// let map = memmap2::MmapMut::map_anon(1 << 20).map_err(|e| rpma::Error::provider("mmap", e))?;
+/// let mr = rpma::MrLocal::reg(peer, map, rpma::Usage::WRITE_DST | rpma::Usage::READ_SRC)?;
+/// // ... the remote side writes and reads it ...
+/// let map: memmap2::MmapMut = mr.dereg().map_err(|e| e.error)?;
+/// println!("{:?}", &map[..8]);
+/// # Ok(()) }
+/// ```
+// SAFETY: the mapping stays at the same address with the same length while
+// the value lives (moving an `MmapMut` does not move it; `remap` needs the
+// value, which the region owns); it is writable and initialised (zeroed
+// anonymous pages or the file's); it is unmapped only by the value's
+// `Drop`. Its pages stay because its file is not truncated: memmap2's
+// `unsafe` file constructors make that the caller's promise, for as long as
+// the mapping lives (for ever if leaked); anonymous mappings have no file.
+#[cfg(feature = "memmap2")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memmap2")))]
+unsafe impl RegMemory for memmap2::MmapMut {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
     }
@@ -520,6 +559,34 @@ unsafe impl RegMemory for MappedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What registration takes from a memmap2 mapping (registering needs a
+    /// device): its own address and length, unchanged when the value moves
+    /// (into a region); a file mapping's too; and a region over one is
+    /// `Send + Sync` as the others.
+    #[cfg(feature = "memmap2")]
+    #[test]
+    fn memmap2_mappings_are_registrable_memory() {
+        fn region_is_send_sync<T: Send + Sync>() {}
+        region_is_send_sync::<crate::MrLocal<memmap2::MmapMut>>();
+        let mut map = memmap2::MmapMut::map_anon(3 * 4096).unwrap();
+        map[..5].copy_from_slice(b"hello");
+        let (ptr, len) = map.as_mut_ptr_len();
+        assert_eq!((ptr, len), (map.as_mut_ptr(), 3 * 4096));
+        let mut moved = Box::new(map);
+        assert_eq!(moved.as_mut_ptr_len(), (ptr, len));
+        assert_eq!(&moved[..5], b"hello");
+
+        let path = std::env::temp_dir().join(format!("rpma-memmap2-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        file.set_len(8192).unwrap();
+        // SAFETY: a file of this test's own, never truncated while mapped.
+        let mut fmap = unsafe { memmap2::MmapMut::map_mut(&file) }.unwrap();
+        let (fptr, flen) = fmap.as_mut_ptr_len();
+        assert_eq!((fptr, flen), (fmap.as_mut_ptr(), 8192));
+        drop(fmap);
+        std::fs::remove_file(&path).unwrap();
+    }
 
     /// Two mappings of one file see each other's writes
     /// through copies; safe code never holds a reference into either.

@@ -24,8 +24,12 @@ use crate::wire;
 /// The descriptor is not authenticated: a tampered one can switch the other
 /// side from GPSPM to APM persistence. Exchange it over a trusted channel.
 ///
+/// With the `serde` feature it serializes as its one field,
+/// `direct_write_to_pmem`.
+///
 /// [`FlushType::Persistent`]: crate::Usage::FLUSH_TYPE_PERSISTENT
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PeerCfg {
     direct_write_to_pmem: bool,
 }

@@ -1,6 +1,10 @@
 //! Waiting on many fds at once ([`poll_fds`]) and making one non-blocking
 //! ([`set_nonblocking`]): helpers over the fds of endpoints, connections,
-//! CQs and completion channels, which no one of them owns.
+//! CQs and completion channels, which no one of them owns. Both take the fds
+//! borrowed ([`AsFd`]: [`Ep`](crate::Ep), [`Conn`](crate::Conn) (its event
+//! fd), [`Cq`](crate::Cq), [`SharedCq`](crate::SharedCq),
+//! [`IbvContext`], and [`Conn::compl_as_fd`](crate::Conn::compl_as_fd)), so
+//! they act only on fds that are open for the call.
 //!
 //! The names librpma files under `rpma_utils_*` are re-exported here from
 //! their owners, so `rpma::utils::X` keeps working: the device handle,
@@ -11,8 +15,9 @@
 //! # #[allow(dead_code)]
 //! # fn f(ep: &rpma::Ep, conn: &rpma::Conn) -> rpma::Result<()> {
 //! use rpma::utils::{poll_fds, set_nonblocking};
-//! set_nonblocking(conn.event_fd(), true)?;
-//! let ready = poll_fds(&[ep.fd(), conn.event_fd()], Some(std::time::Duration::from_secs(1)))?;
+//! use std::os::fd::AsFd;
+//! set_nonblocking(conn, true)?;
+//! let ready = poll_fds(&[ep.as_fd(), conn.as_fd()], Some(std::time::Duration::from_secs(1)))?;
 //! if ready[1] {
 //!     println!("{}", conn.next_event()?);
 //! }
@@ -30,6 +35,7 @@
 //! ```
 
 use crate::error::{Error, Result};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 pub use crate::conn::{conn_event_2str, conn_event_value_2str, ConnEvent};
@@ -46,7 +52,8 @@ pub use crate::device::{
 /// ```no_run
 /// # #[allow(dead_code)]
 /// # fn f(ep: &rpma::Ep, conn: &rpma::Conn) -> rpma::Result<()> {
-/// let ready = rpma::utils::poll_fds(&[ep.fd(), conn.event_fd(), conn.cq().fd()], None)?;
+/// use std::os::fd::AsFd;
+/// let ready = rpma::utils::poll_fds(&[ep.as_fd(), conn.as_fd(), conn.cq().as_fd()], None)?;
 /// if ready[0] { /* a connection request is waiting */ }
 /// # Ok(()) }
 /// ```
@@ -54,24 +61,36 @@ pub use crate::device::{
 /// # Errors
 /// [`Error::Inval`] for no fds and no timeout (a wait for ever on
 /// nothing); [`Error::Provider`] with the errno of `poll(2)`.
-pub fn poll_fds(fds: &[std::os::fd::RawFd], timeout: Option<Duration>) -> Result<Vec<bool>> {
+pub fn poll_fds(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> Result<Vec<bool>> {
     if fds.is_empty() && timeout.is_none() {
         return Err(Error::inval("poll_fds: no fds and no timeout would wait for ever"));
     }
     rpma_sys::poll_many(fds, timeout).map_err(|e| Error::provider_raw("poll", e))
 }
 
-/// Makes `fd` non-blocking (or blocking again): then
-/// [`Ep::next_conn_req`](crate::Ep::next_conn_req) and
+/// Makes `fd` non-blocking (or blocking again): an [`Ep`](crate::Ep), a
+/// [`Conn`](crate::Conn) (its event fd), a [`Cq`](crate::Cq), ... or any
+/// borrowed fd. Then [`Ep::next_conn_req`](crate::Ep::next_conn_req) and
 /// [`Conn::next_event`](crate::Conn::next_event) report
 /// [`Error::NoEvent`], and [`Cq::wait`](crate::Cq::wait) /
 /// [`Conn::wait`](crate::Conn::wait) [`Error::NoCompletion`], instead of
 /// blocking.
 ///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # fn f(ep: &rpma::Ep) -> rpma::Result<()> {
+/// rpma::utils::set_nonblocking(ep, true)?;
+/// match ep.next_conn_req(None) {
+///     Err(rpma::Error::NoEvent) => { /* nothing pending: poll later */ }
+///     other => drop(other?),
+/// }
+/// # Ok(()) }
+/// ```
+///
 /// # Errors
 /// [`Error::Provider`] with the errno of `fcntl`.
-pub fn set_nonblocking(fd: std::os::fd::RawFd, nonblocking: bool) -> Result<()> {
-    rpma_sys::set_nonblocking(fd, nonblocking).map_err(|e| Error::provider_raw("fcntl(O_NONBLOCK)", e))
+pub fn set_nonblocking(fd: impl AsFd, nonblocking: bool) -> Result<()> {
+    rpma_sys::set_nonblocking(fd.as_fd(), nonblocking).map_err(|e| Error::provider_raw("fcntl(O_NONBLOCK)", e))
 }
 
 #[cfg(test)]
@@ -92,5 +111,22 @@ mod tests {
         let _: Option<super::DeviceEvent> = None::<device::DeviceEvent>;
         let _: super::DeviceEventKind = device::DeviceEventKind::PortActive;
         assert_eq!(super::DEFAULT_RESOLVE_TIMEOUT, device::DEFAULT_RESOLVE_TIMEOUT);
+    }
+
+    /// Both helpers work on any borrowed fd (a socket pair here).
+    #[test]
+    fn poll_and_nonblocking_on_borrowed_fds() {
+        use std::io::{ErrorKind, Read, Write};
+        use std::os::fd::AsFd;
+        let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        super::set_nonblocking(&b, true).unwrap();
+        assert_eq!(b.read(&mut [0u8; 1]).unwrap_err().kind(), ErrorKind::WouldBlock);
+        let fds = [a.as_fd(), b.as_fd()];
+        assert_eq!(super::poll_fds(&fds, Some(Duration::ZERO)).unwrap(), [false, false]);
+        a.write_all(b"x").unwrap();
+        assert_eq!(super::poll_fds(&[a.as_fd(), b.as_fd()], Some(Duration::MAX)).unwrap(), [false, true]);
+        super::set_nonblocking(b.as_fd(), false).unwrap();
+        assert_eq!(b.read(&mut [0u8; 1]).unwrap(), 1);
+        assert_eq!(super::poll_fds(&[], None).unwrap_err().code(), crate::error::RPMA_E_INVAL);
     }
 }

@@ -1,26 +1,80 @@
 //! Wire formats exchanged with peers, byte-compatible with librpma.
 //!
 //! long because: every wire format and its golden-byte tests live here, so
-//! that bincode stays confined to this one file.
+//! that the byte layouts are written, and pinned, in one file.
 //!
-//! This is the only module that uses `bincode` (pinned `=1.3.3`, an
-//! unmaintained crate: RUSTSEC-2025-0141). The descriptors and the
-//! examples' private data are fixed, little-endian, packed layouts; the
-//! GPSPM messages are librpma's example 09's protobuf messages, encoded and
-//! decoded by hand. All are pinned by golden-byte tests, so the encoder can
-//! be swapped without touching the rest of the library.
+//! The descriptors and the examples' private data are fixed, little-endian,
+//! packed layouts, written field by field (`to_le_bytes`) and read through
+//! [`Le`], whose every read is length-checked (too few bytes are an
+//! [`Error::Inval`], never a panic); the GPSPM messages are librpma's
+//! example 09's protobuf messages, encoded and decoded by hand. All are
+//! pinned by golden-byte tests.
 //!
 //! | descriptor / message | bytes | layout |
 //! |---|---|---|
 //! | memory region | 21 | `addr: u64 LE`, `size: u64 LE`, `rkey: u32 LE`, `usage: u8` |
 //! | memory region with rpma's extension | 23 | the 21 bytes above, then `0xE1` (tag), `usage_hi: u8` |
 //! | peer configuration | 1 | `direct_write_to_pmem: u8` (0 or 1; any non-zero reads as true) |
+//! | examples' private data | 28 | `data_offset: u16 LE`, `mr_desc_size: u8`, `pcfg_desc_size: u8`, `descriptors: [u8; 24]` |
 //! | GPSPM flush request | 27 | `09 offset: u64 LE`, `11 length: u64 LE`, `19 op_context: u64 LE` (protobuf) |
 //! | GPSPM flush response | 9 | `09 op_context: u64 LE` (protobuf) |
 
 use crate::error::{Error, Result};
-use bincode::Options;
-use serde::{Deserialize, Serialize};
+
+/// Little-endian fields read in order from peer bytes. Each read takes the
+/// next `N` bytes or, when fewer are left, fails with [`Error::Inval`]
+/// naming `what`: decoding never indexes past the input.
+struct Le<'a> {
+    rest: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Le<'a> {
+    fn new(bytes: &'a [u8], what: &'static str) -> Le<'a> {
+        Le { rest: bytes, what }
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
+        match self.rest.split_first_chunk::<N>() {
+            Some((head, tail)) => {
+                self.rest = tail;
+                Ok(*head)
+            }
+            None => Err(Error::inval(format!(
+                "{}: {} bytes left where a field of {N} bytes starts",
+                self.what,
+                self.rest.len()
+            ))),
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        let [b] = self.take::<1>()?;
+        Ok(b)
+    }
+
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.take()?))
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take()?))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take()?))
+    }
+}
+
+/// `N` bytes made of `fields` in order (their total length is `N`, as the
+/// golden-byte tests check).
+fn packed<const N: usize>(fields: impl IntoIterator<Item = u8>) -> [u8; N] {
+    let mut out = [0u8; N];
+    for (o, b) in out.iter_mut().zip(fields) {
+        *o = b;
+    }
+    out
+}
 
 /// Size of a memory region descriptor (librpma's `RPMA_MR_DESC_SIZE`).
 pub const MR_DESCRIPTOR_SIZE: usize = 21;
@@ -49,7 +103,7 @@ pub(crate) const MR_EXT_CARRIED: u8 = 0x02;
 // extension grants something (librpma refuses such a descriptor: usage 0).
 
 /// The fields of a memory region descriptor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MrDesc {
     pub addr: u64,
     pub size: u64,
@@ -57,16 +111,8 @@ pub(crate) struct MrDesc {
     pub usage: u8,
 }
 
-fn opts() -> impl Options {
-    bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().allow_trailing_bytes().with_limit(64)
-}
-
 pub(crate) fn encode_mr(d: &MrDesc) -> [u8; MR_DESCRIPTOR_SIZE] {
-    let mut out = [0u8; MR_DESCRIPTOR_SIZE];
-    // A fixed-size struct of integers into an exactly-sized buffer: the
-    // encoder cannot fail; a failure would be a bug caught by the golden tests.
-    opts().serialize_into(&mut out[..], d).expect("fixed-layout MR descriptor encodes into 21 bytes");
-    out
+    packed(d.addr.to_le_bytes().into_iter().chain(d.size.to_le_bytes()).chain(d.rkey.to_le_bytes()).chain([d.usage]))
 }
 
 /// The descriptor with rpma's extension carrying `ext` (the usage's second
@@ -135,16 +181,12 @@ fn decode_mr_fields(bytes: &[u8]) -> Result<MrDesc> {
             bytes.len()
         )));
     }
-    let d: MrDesc = opts()
-        .deserialize(&bytes[..MR_DESCRIPTOR_SIZE])
-        .map_err(|e| Error::inval(format!("memory region descriptor does not decode: {e}")))?;
-    Ok(d)
+    let mut r = Le::new(bytes, "memory region descriptor");
+    Ok(MrDesc { addr: r.u64()?, size: r.u64()?, rkey: r.u32()?, usage: r.u8()? })
 }
 
 pub(crate) fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCRIPTOR_SIZE] {
-    let mut out = [0u8; PEER_CFG_DESCRIPTOR_SIZE];
-    opts().serialize_into(&mut out[..], &(direct_write_to_pmem as u8)).expect("one byte encodes into one byte");
-    out
+    [u8::from(direct_write_to_pmem)]
 }
 
 pub(crate) fn decode_peer_cfg(bytes: &[u8]) -> Result<bool> {
@@ -153,10 +195,7 @@ pub(crate) fn decode_peer_cfg(bytes: &[u8]) -> Result<bool> {
             "peer configuration descriptor is 0 bytes long; it must be at least {PEER_CFG_DESCRIPTOR_SIZE}"
         )));
     }
-    let b: u8 = opts()
-        .deserialize(&bytes[..PEER_CFG_DESCRIPTOR_SIZE])
-        .map_err(|e| Error::inval(format!("peer configuration descriptor does not decode: {e}")))?;
-    Ok(b != 0)
+    Ok(Le::new(bytes, "peer configuration descriptor").u8()? != 0)
 }
 
 #[cfg(test)]
@@ -302,7 +341,7 @@ mod tests {
 
 /// librpma's examples' private-data layout (`struct common_data`, 28 bytes,
 /// native-endian: little-endian on the platforms rpma supports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CommonDataWire {
     pub data_offset: u16,
     pub mr_desc_size: u8,
@@ -314,9 +353,7 @@ pub(crate) struct CommonDataWire {
 pub const COMMON_DATA_SIZE: usize = 28;
 
 pub(crate) fn encode_common(d: &CommonDataWire) -> [u8; COMMON_DATA_SIZE] {
-    let mut out = [0u8; COMMON_DATA_SIZE];
-    opts().serialize_into(&mut out[..], d).expect("fixed-layout common data encodes into 28 bytes");
-    out
+    packed(d.data_offset.to_le_bytes().into_iter().chain([d.mr_desc_size, d.pcfg_desc_size]).chain(d.descriptors))
 }
 
 pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
@@ -326,9 +363,13 @@ pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
             bytes.len()
         )));
     }
-    let d: CommonDataWire = opts()
-        .deserialize(&bytes[..COMMON_DATA_SIZE])
-        .map_err(|e| Error::inval(format!("private data does not decode: {e}")))?;
+    let mut r = Le::new(bytes, "private data");
+    let d = CommonDataWire {
+        data_offset: r.u16()?,
+        mr_desc_size: r.u8()?,
+        pcfg_desc_size: r.u8()?,
+        descriptors: r.take()?,
+    };
     if d.mr_desc_size as usize + d.pcfg_desc_size as usize > d.descriptors.len() {
         return Err(Error::inval(format!(
             "private data claims {} + {} descriptor bytes; it holds at most 24",

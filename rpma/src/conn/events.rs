@@ -74,7 +74,9 @@ impl Conn {
     /// As [`next_event`](Conn::next_event); [`Error::NoEvent`] when `timeout`
     /// passes first.
     pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
-        if !rpma_sys::poll_readable(self.event_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
+        if !rpma_sys::poll_readable(std::os::fd::AsFd::as_fd(self), Some(timeout))
+            .map_err(|e| Error::provider_raw("poll", e))?
+        {
             return Err(Error::NoEvent);
         }
         self.next_event()
@@ -136,7 +138,7 @@ impl Conn {
     /// # Errors
     /// As [`wait`](Conn::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(&Cq, bool)> {
-        let fd = self.compl_fd()?;
+        let fd = self.compl_as_fd()?;
         if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
             return Err(Error::NoCompletion);
         }

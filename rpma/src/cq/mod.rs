@@ -263,7 +263,8 @@ impl Cq {
         if self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
             return self.wait();
         }
-        let ready = rpma_sys::poll_readable(self.fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))?;
+        let ready = rpma_sys::poll_readable(std::os::fd::AsFd::as_fd(self), Some(timeout))
+            .map_err(|e| Error::provider_raw("poll", e))?;
         if !ready {
             return Err(Error::NoCompletion);
         }

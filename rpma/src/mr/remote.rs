@@ -13,7 +13,13 @@ use super::*;
 /// assert_eq!(mr.flush_type(), rpma::Usage::FLUSH_TYPE_PERSISTENT);
 /// # Ok::<(), rpma::Error>(())
 /// ```
+///
+/// With the `serde` feature it serializes as its fields `addr`, `size`,
+/// `rkey` and `usage`, for messages of the caller's own; deserializing
+/// checks them as [`from_descriptor`](Self::from_descriptor) checks a
+/// descriptor (a usage a descriptor cannot carry is an error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MrRemote {
     addr: u64,
     size: u64,
@@ -85,5 +91,33 @@ impl MrRemote {
     /// (`rpma_mr_remote_get_flush_type`).
     pub fn flush_type(&self) -> Usage {
         self.usage & (Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT)
+    }
+}
+
+/// The fields of a serialized [`MrRemote`], checked before they become one.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+#[serde(rename = "MrRemote")]
+struct MrRemoteFields {
+    addr: u64,
+    size: u64,
+    rkey: u32,
+    usage: Usage,
+}
+
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl<'de> serde::Deserialize<'de> for MrRemote {
+    /// The fields, checked by the descriptor decoder: librpma's 21 bytes
+    /// with rpma's extension when the usage has rpma-only bits, decoded as
+    /// [`MrRemote::from_descriptor`] decodes a peer's.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<MrRemote, D::Error> {
+        let f = MrRemoteFields::deserialize(d)?;
+        let [usage, ext] = f.usage.bits().to_le_bytes();
+        let mut desc = wire::encode_mr(&MrDesc { addr: f.addr, size: f.size, rkey: f.rkey, usage }).to_vec();
+        if ext != 0 {
+            desc.extend_from_slice(&[wire::MR_EXT_TAG, ext]);
+        }
+        MrRemote::from_descriptor(&desc).map_err(serde::de::Error::custom)
     }
 }
