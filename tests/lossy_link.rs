@@ -23,8 +23,6 @@ mod common;
 use common::{peer, Rng, T};
 use rpma::ops::{AtomicWrite, Flush, Write as RdmaWrite};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
-use rpma_harness::RDMA_RUN;
-use std::io::Write;
 use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,23 +54,7 @@ const PHASES: [(&str, &[&str]); 5] = [
 ];
 
 fn main() {
-    let args = rpma_harness::one_test_args("lossy_link", NAME);
-    match std::env::var("RPMA_HOST").as_deref() {
-        Ok("a") => server(),
-        Ok("b") => client(),
-        _ => {
-            let exe = std::env::current_exe().expect("current executable");
-            let _ = std::io::stdout().flush();
-            let st = Command::new(RDMA_RUN)
-                .arg("--two-hosts")
-                .arg("--")
-                .arg(&exe)
-                .args(&args)
-                .status()
-                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-            rpma_harness::report_one(NAME, st.success());
-        }
-    }
+    rpma_harness::on_two_hosts("lossy_link", NAME, server, client);
 }
 
 fn record(i: u64) -> [u8; REC] {

@@ -19,8 +19,7 @@
 mod common;
 use common::{peer, T};
 use rpma::{AlignedBuf, CommonData, Conn, ConnEvent, ConnReq, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
-use rpma_harness::{addr, next_port, RDMA_RUN};
-use std::io::Write;
+use rpma_harness::{addr, next_port};
 use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -42,24 +41,7 @@ fn link_port() -> u16 {
 }
 
 fn main() {
-    let args = rpma_harness::one_test_args("two_hosts", NAME);
-    match std::env::var("RPMA_HOST").as_deref() {
-        Ok("a") => server(),
-        Ok("b") => client(),
-        _ => {
-            // Two hosts are needed: re-run on the harness's two guests.
-            let exe = std::env::current_exe().expect("current executable");
-            let _ = std::io::stdout().flush();
-            let st = Command::new(RDMA_RUN)
-                .arg("--two-hosts")
-                .arg("--")
-                .arg(&exe)
-                .args(&args)
-                .status()
-                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
-            rpma_harness::report_one(NAME, st.success());
-        }
-    }
+    rpma_harness::on_two_hosts("two_hosts", NAME, server, client);
 }
 
 fn record(i: usize) -> [u8; REC] {

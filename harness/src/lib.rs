@@ -331,6 +331,30 @@ pub fn one_test_args(binary: &str, name: &str) -> Vec<String> {
     args
 }
 
+/// The `main` of a [`one_test_args`] binary whose one test, `name`, runs
+/// on two hosts: on host a (`RPMA_HOST=a`) it runs `a`, on host b `b`;
+/// started anywhere else it re-runs itself on the two guests of
+/// `rdma-run --two-hosts` and reports, exiting.
+pub fn on_two_hosts(binary: &str, name: &str, a: fn(), b: fn()) {
+    let args = one_test_args(binary, name);
+    match std::env::var("RPMA_HOST").as_deref() {
+        Ok("a") => a(),
+        Ok("b") => b(),
+        _ => {
+            let exe = std::env::current_exe().expect("current executable");
+            let _ = std::io::stdout().flush();
+            let st = Command::new(RDMA_RUN)
+                .arg("--two-hosts")
+                .arg("--")
+                .arg(&exe)
+                .args(&args)
+                .status()
+                .unwrap_or_else(|e| panic!("cannot start {RDMA_RUN}: {e}"));
+            report_one(name, st.success());
+        }
+    }
+}
+
 /// Reports the one test `name` of a [`one_test_args`] binary as libtest
 /// does, and exits with its status.
 pub fn report_one(name: &str, ok: bool) -> ! {
