@@ -1,0 +1,60 @@
+//! `rpma`: what RDMA users run before writing code. `rpma devices` lists the
+//! host's RDMA devices, ports, addresses and what rpma does on each;
+//! `rpma serve` exposes a region (DRAM or a pmem path) and `rpma ping` /
+//! `rpma bench` measure against it: round trips like rping, and the
+//! workloads fio's librpma engines ran (read, write, write + flush to
+//! visibility or persistence, atomic write) with IOPS, bandwidth and
+//! latency percentiles.
+
+mod bench;
+mod devices;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// Remote persistent memory access over RDMA: discovery, a target and
+/// measurements.
+#[derive(Parser)]
+#[command(name = "rpma", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Every RDMA device: ports, state, link layer, GIDs with their IP
+    /// addresses, and what rpma does there (native flush and atomic write,
+    /// On-Demand Paging, memory windows, limits).
+    Devices {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exposes a region at ADDR:PORT to the clients that connect (`ping`,
+    /// `bench`, or librpma's examples' clients), one at a time.
+    Serve(serve::ServeArgs),
+    /// Round trips to a `rpma serve` target: RDMA reads of `--size` bytes.
+    Ping(bench::PingArgs),
+    /// A workload against a `rpma serve` target, as fio's librpma engines
+    /// ran it.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    env_logger::init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Devices { json } => devices::run(json),
+        Cmd::Serve(a) => serve::run(&a),
+        Cmd::Ping(a) => bench::ping(&a),
+        Cmd::Bench(a) => bench::run(&a),
+    };
+    if let Err(e) = r {
+        eprintln!("rpma: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Every command's error: rpma's, or a message.
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;

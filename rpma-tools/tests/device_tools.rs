@@ -1,0 +1,100 @@
+//! The `rpma` tool on a real RDMA device (Soft-RoCE in the harness VM when
+//! the host has none): `devices` finds the test's device and address,
+//! `serve` answers `ping` and a short `bench` of every workload, and bad
+//! input is refused with a message, never a hang.
+
+use rpma_harness::{addr, device_tests, next_port, wait_listening};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const RPMA: &str = env!("CARGO_BIN_EXE_rpma");
+
+fn rpma(args: &[&str]) -> Output {
+    Command::new(RPMA).args(args).output().expect("run rpma")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+device_tests!({
+    fn devices_lists_the_test_device() {
+        let o = rpma(&["devices", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let dev =
+            v.as_array()
+                .unwrap()
+                .iter()
+                .find(|d| {
+                    d["ports"].as_array().unwrap().iter().any(|p| {
+                        p["gids"].as_array().unwrap().iter().any(|g| g["ip"].as_str() == Some(addr().as_str()))
+                    })
+                })
+                .unwrap_or_else(|| panic!("no device with {} in {v}", addr()));
+        assert!(dev["rpma"]["max_qp_wr"].as_u64().unwrap() > 0, "{dev}");
+        let o = rpma(&["devices"]);
+        let t = text(&o);
+        assert!(o.status.success() && t.contains(&addr()) && t.contains("rpma: flush"), "{t}");
+        println!("{t}");
+    }
+
+    fn serve_ping_and_bench_every_workload() {
+        let port = next_port().to_string();
+        let a = addr();
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "7"]).spawn().unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let o = rpma(&["ping", &a, &port, "-c", "5"]);
+        let t = text(&o);
+        assert!(o.status.success() && t.contains("seq=4") && t.contains("5 reads"), "{t}");
+        println!("{}", t.lines().last().unwrap());
+        for (w, busy) in
+            [("read", false), ("write", false), ("write-flush", false), ("atomic-write", false), ("read", true)]
+        {
+            let mut args =
+                vec!["bench", &a, &port, "--workload", w, "--bs", "512", "--qd", "4", "--time", "1", "--json"];
+            if busy {
+                args.push("--busy-poll");
+            }
+            let o = rpma(&args);
+            assert!(o.status.success(), "{w}: {}", text(&o));
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+            assert!(r["ops"].as_u64().unwrap() > 0 && r["lat_us"]["p99"].as_f64().unwrap() > 0.0, "{r}");
+            assert_eq!(r["workload"], w);
+            println!(
+                "  {w}{}: {} ops, {:.0} IOPS, p50 {} us, p99.9 {} us",
+                if busy { " (busy-poll)" } else { "" },
+                r["ops"],
+                r["iops"].as_f64().unwrap(),
+                r["lat_us"]["p50"],
+                r["lat_us"]["p99_9"]
+            );
+        }
+        // A DRAM target offers no persistent flush: said, not attempted.
+        let o = rpma(&["bench", &a, &port, "--workload", "write-persist", "--time", "1"]);
+        assert!(!o.status.success() && text(&o).contains("serve a --pmem path"), "{}", text(&o));
+        let st = srv.wait().unwrap();
+        assert!(st.success(), "the target served its 7 connections and exited: {st}");
+    }
+
+    fn bad_input_is_refused_with_a_message() {
+        let a = addr();
+        for (args, says) in [
+            (vec!["bench", &a, "1", "--qd", "0"], "--qd"),
+            (vec!["bench", &a, "1", "--time", "-1"], "--time"),
+            (vec!["bench", &a, "1", "--workload", "nope"], "nope"),
+            (vec!["ping", "127.0.0.1", "1"], "loopback"),
+            (vec!["serve", "192.0.2.77", "1"], "no RDMA device has the address 192.0.2.77"),
+        ] {
+            let o = rpma(&args);
+            assert!(!o.status.success() && text(&o).contains(says), "{args:?}: {}", text(&o));
+        }
+        // Nothing listening: an error within the bounded waits, not a hang.
+        let port = next_port().to_string();
+        let t = std::time::Instant::now();
+        let o = rpma(&["ping", &a, &port, "-c", "1"]);
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(t.elapsed() < Duration::from_secs(30), "took {:?}", t.elapsed());
+        println!("  nothing listening: {}", text(&o).trim());
+    }
+});
