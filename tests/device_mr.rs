@@ -335,6 +335,31 @@ device_tests!({
         assert!(e.to_string().contains(&d.name), "names the devices there are: {e}");
     }
 
+    /// A registration over the memlock limit says so and what to do. Root
+    /// (the harness VM) pins past any limit (CAP_IPC_LOCK), so the check
+    /// runs in a child as `nobody` with a 64 KiB limit.
+    fn memlock_limit_says_what_to_do() {
+        if std::env::var_os("RPMA_MEMLOCK_CHILD").is_some() {
+            let p = peer();
+            let e = MrLocal::reg(&p, AlignedBuf::new(1 << 20).unwrap(), Usage::READ_SRC).unwrap_err();
+            assert_eq!(e.detail(), Some(&Detail::MemlockLimit { limit: 65536 }), "{e}");
+            // The hint is the subject: how to raise it.
+            assert!(e.to_string().contains("ulimit -l"), "{e}");
+            println!("  {e}");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let st = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"])
+            .args(["prlimit", "--memlock=65536:65536", "--"])
+            .arg(exe)
+            .args(["--exact", "memlock_limit_says_what_to_do"])
+            .env("RPMA_MEMLOCK_CHILD", "1")
+            .status()
+            .expect("setpriv and prlimit (util-linux)");
+        assert!(st.success(), "the child as nobody with a 64 KiB memlock limit: {st}");
+    }
+
     fn many_regions_register_and_release() {
         let p = peer();
         let mut v = Vec::new();

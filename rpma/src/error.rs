@@ -134,6 +134,13 @@ pub enum Detail {
         /// the loopback interface).
         loopback: bool,
     },
+    /// A registration could not pin its memory ([`Error::Provider`],
+    /// `ENOMEM`) while the process's memlock limit (`RLIMIT_MEMLOCK`,
+    /// `ulimit -l`) is `limit` bytes: raise the limit, or register less.
+    MemlockLimit {
+        /// The soft limit, in bytes.
+        limit: u64,
+    },
 }
 
 impl Msg {

@@ -362,7 +362,17 @@ fn reg_failed(
             } else {
                 ""
             };
-            Err(Error::provider_raw(format!("ibv_reg_mr({len} bytes, access {access:?}){hint}"), e))
+            let op = format!("ibv_reg_mr({len} bytes, access {access:?}){hint}");
+            // Pinning counts against the memlock limit (without CAP_IPC_LOCK).
+            if let Some(limit) = memlock_limit().filter(|_| e.raw_os_error() == Some(libc::ENOMEM)) {
+                let text = format!(
+                    "{op} (pinned memory counts against the memlock limit, {limit} bytes for this process: \
+                     raise it with `ulimit -l`, systemd's LimitMEMLOCK= or /etc/security/limits.conf, \
+                     or register less)"
+                );
+                return Err(Error::Provider { op: Msg::detailed(Detail::MemlockLimit { limit }, text), source: e });
+            }
+            Err(Error::provider_raw(op, e))
         }
         OdpFallback::Refuse => {
             rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
@@ -385,6 +395,14 @@ fn reg_failed(
             Ok((mr, true))
         }
     }
+}
+
+/// This process's memlock limit in bytes (`Max locked memory` of
+/// /proc/self/limits), `None` when unlimited or unknown.
+fn memlock_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max locked memory"))?;
+    line["Max locked memory".len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// `offset + len` must not overflow nor exceed `size`; the error names all three.
