@@ -302,7 +302,11 @@ device_tests!({
             println!("  FS-DAX registered with On-Demand Paging: access {:?}", mr.access());
             // Its descriptor offers the persistent flush, and a remote
             // writer's write + flush + read go through On-Demand Paging.
-            common::persist_over_rdma(&p, &mr, 1 << 20, mr.is_pmem());
+            // One packet (rxe's MTU here is 1024): a 4 KiB write into this
+            // ODP region completed successfully on the trixie-backports
+            // kernel with only 1 KiB landed, 60 bytes off (a defect of rxe's
+            // ODP path, docs/devices.md).
+            common::persist_over_rdma(&p, &mr, 1 << 20, 512, mr.is_pmem());
             println!("  FS-DAX written, flushed (Persistent) and read back over RDMA");
         } else {
             let e = r.expect_err("no ODP: FS-DAX registration is refused");

@@ -229,7 +229,7 @@ fn rdma_into(f: MappedFile) {
     let sp = peer();
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_PERSISTENT;
     let mr = MrLocal::reg(&sp, f, usage).expect("device DAX memory registers");
-    common::persist_over_rdma(&sp, &mr, RDMA_AT, mr.is_pmem());
+    common::persist_over_rdma(&sp, &mr, RDMA_AT, 4096, mr.is_pmem());
     println!("device DAX: registered, written and flushed (Persistent) over RDMA, read back");
 }
 

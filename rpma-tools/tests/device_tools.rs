@@ -81,7 +81,7 @@ device_tests!({
         let a = addr();
         for (args, says) in [
             (vec!["bench", &a, "1", "--qd", "0"], "--qd"),
-            (vec!["bench", &a, "1", "--time", "-1"], "--time"),
+            (vec!["bench", &a, "1", "--time=-1"], "--time"),
             (vec!["bench", &a, "1", "--workload", "nope"], "nope"),
             (vec!["ping", "127.0.0.1", "1"], "loopback"),
             (vec!["serve", "192.0.2.77", "1"], "no RDMA device has the address 192.0.2.77"),

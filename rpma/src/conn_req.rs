@@ -55,7 +55,10 @@ impl ConnReq {
     /// # Errors
     /// [`Error::Inval`] for an empty address; [`Error::Provider`] with the
     /// errno of the failing step (`rdma_resolve_addr`: `ETIMEDOUT`,
-    /// `EADDRNOTAVAIL`, `ENODEV`...; `rdma_resolve_route`; CQ or QP creation).
+    /// `EADDRNOTAVAIL`, `ENODEV`...; `rdma_resolve_route`; CQ or QP creation);
+    /// when no device reaches `addr` (a loopback address, say), with
+    /// [`Detail::NoDevice`](crate::error::Detail::NoDevice) and a message
+    /// naming the addresses devices have.
     pub fn new(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
         if addr.is_empty() || addr.contains('\0') {
             return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
@@ -63,13 +66,15 @@ impl ConnReq {
         let default = ConnCfg::default();
         let cfg = cfg.unwrap_or(&default);
         let ai = AddrInfo::new(addr, Some(&port.to_string()), false)
-            .map_err(|e| Error::provider_raw(format!("rdma_getaddrinfo({addr}:{port})"), e))?;
+            .map_err(|e| crate::device::addr_failed(format!("rdma_getaddrinfo({addr}:{port})"), addr, e, false))?;
         let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
         let ms = cfg.timeout_ms();
-        id.resolve_addr(&ai, ms)
-            .map_err(|e| Error::provider_raw(format!("rdma_resolve_addr({addr}:{port}, {ms} ms)"), e))?;
-        id.resolve_route(ms)
-            .map_err(|e| Error::provider_raw(format!("rdma_resolve_route({addr}:{port}, {ms} ms)"), e))?;
+        id.resolve_addr(&ai, ms).map_err(|e| {
+            crate::device::addr_failed(format!("rdma_resolve_addr({addr}:{port}, {ms} ms)"), addr, e, false)
+        })?;
+        id.resolve_route(ms).map_err(|e| {
+            crate::device::addr_failed(format!("rdma_resolve_route({addr}:{port}, {ms} ms)"), addr, e, false)
+        })?;
         Ok(ConnReq { parts: Some(setup(peer, id, cfg)?), incoming: Vec::new() })
     }
 

@@ -137,17 +137,7 @@ pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration)
     let timeout_ms = i32::try_from(timeout.as_millis())
         .map_err(|_| Error::inval(format!("timeout {timeout:?} exceeds i32::MAX milliseconds")))?;
     let passive = kind == ContextType::Local;
-    // A step that fails because no device has the address says so, and
-    // what to do, with a typed detail.
-    let failed = |step: String, e: std::io::Error, always: bool| {
-        let no_device = always || matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EADDRNOTAVAIL | libc::ENOENT));
-        if !no_device {
-            return Error::provider_raw(step, e);
-        }
-        let (loopback, hint) = list::no_device_for(addr);
-        let op = Msg::detailed(Detail::NoDevice { addr: Some(addr.to_string()), loopback }, format!("{step} ({hint})"));
-        Error::Provider { op, source: e }
-    };
+    let failed = |step: String, e: std::io::Error, always: bool| addr_failed(step, addr, e, always);
     let ai = AddrInfo::new(addr, None, passive).map_err(|e| failed(format!("rdma_getaddrinfo({addr})"), e, false))?;
     let mut id = CmId::new(None).map_err(|e| Error::provider_raw("rdma_create_id", e))?;
     match kind {
@@ -159,6 +149,19 @@ pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration)
     // Bound (loopback binds), but to no device.
     let ctx = id.into_context().map_err(|e| failed(format!("no RDMA device behind {addr}"), e, true))?;
     Ok(IbvContext(ctx))
+}
+
+/// A librdmacm step on `addr` failed: when no device has the address
+/// (`always`, or `ENODEV`, `EADDRNOTAVAIL`, `ENOENT`) the error says so and
+/// what to do, with [`Detail::NoDevice`]; else the plain provider error.
+pub(crate) fn addr_failed(step: String, addr: &str, e: std::io::Error, always: bool) -> Error {
+    let no_device = always || matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EADDRNOTAVAIL | libc::ENOENT));
+    if !no_device {
+        return Error::provider_raw(step, e);
+    }
+    let (loopback, hint) = list::no_device_for(addr);
+    let op = Msg::detailed(Detail::NoDevice { addr: Some(addr.to_string()), loopback }, format!("{step} ({hint})"));
+    Error::Provider { op, source: e }
 }
 
 /// Whether the device supports On-Demand Paging for RC read and write

@@ -178,12 +178,13 @@ pub fn connect_across(p: &Peer, port: u16, pdata: &[u8]) -> Conn {
 /// `mr` (registered on `sp` with write, read and persistent-flush usage)
 /// reached over RDMA as a remote writer of persistent memory would: a
 /// connection to it, the peer configuration saying `direct_write_to_pmem`
-/// as `mr` is pmem, 4 KiB written at `at`, flushed `Persistent`, then read
-/// back by the CPU on `mr` and over RDMA.
+/// as `mr` is pmem, `len` bytes written at `at`, flushed `Persistent`, then
+/// read back by the CPU on `mr` and over RDMA.
 pub fn persist_over_rdma<M: rpma::RegMemory + Send + Sync + 'static>(
     sp: &Peer,
     mr: &MrLocal<M>,
     at: usize,
+    len: usize,
     pmem: bool,
 ) {
     use rpma::{Flags, FlushType, MrRemote};
@@ -193,18 +194,18 @@ pub fn persist_over_rdma<M: rpma::RegMemory + Send + Sync + 'static>(
     c.apply_remote_peer_cfg(&pcfg);
     let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
     assert!(remote.flush_type().contains(Usage::FLUSH_TYPE_PERSISTENT), "the descriptor offers a persistent flush");
-    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
-    let mut src = MrLocal::reg(c.peer(), vec![0u8; 4096], Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+    let pattern: Vec<u8> = (0..len as u32).map(|i| (i * 13 % 251) as u8).collect();
+    let mut src = MrLocal::reg(c.peer(), vec![0u8; len], Usage::WRITE_SRC | Usage::READ_DST).unwrap();
     src.write_at(0, &pattern).unwrap();
-    c.write(&remote, at as u64, &src, 0, 4096, Flags::COMPLETION_ON_ERROR, 1).unwrap();
-    c.flush(&remote, at as u64, 4096, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();
+    c.write(&remote, at as u64, &src, 0, len, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+    c.flush(&remote, at as u64, len as u64, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();
     let wc = c.cq().next_completion(T).unwrap();
     assert!(wc.status.is_success() && wc.op_context == 2, "{wc:?}");
-    let mut got = vec![0u8; 4096];
+    let mut got = vec![0u8; len];
     mr.read_at(at, &mut got).unwrap();
     assert_eq!(got, pattern, "the remote write landed in the memory");
-    src.write_at(0, &[0u8; 4096]).unwrap();
-    c.read(&src, 0, &remote, at as u64, 4096, Flags::COMPLETION_ALWAYS, 3).unwrap();
+    src.write_at(0, &vec![0u8; len]).unwrap();
+    c.read(&src, 0, &remote, at as u64, len, Flags::COMPLETION_ALWAYS, 3).unwrap();
     assert!(c.cq().next_completion(T).unwrap().status.is_success());
     src.read_at(0, &mut got).unwrap();
     assert_eq!(got, pattern, "read back over RDMA");
