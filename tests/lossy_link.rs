@@ -21,7 +21,6 @@
 
 mod common;
 use common::{peer, Rng, T};
-use rpma::ops::{AtomicWrite, Flush, Write as RdmaWrite};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
 use std::os::fd::AsFd;
 use std::process::Command;
@@ -215,17 +214,10 @@ impl Client {
     fn step(&mut self, i: u64) -> Result<Duration, String> {
         let err = |e: Error| e.to_string();
         let mut slowest = Duration::ZERO;
-        let (at, quiet) = (slot(i) as u64, Flags::COMPLETION_ON_ERROR);
+        let at = slot(i) as u64;
         self.src.write_at(0, &record(i)).map_err(err)?;
         let t = Instant::now();
-        let mut chain = self.conn.chain();
-        chain
-            .push(RdmaWrite::new(&self.log, at, &self.src, 0, REC).flags(quiet))
-            .and_then(|c| c.push(Flush::new(&self.log, at, REC as u64, FlushType::Visibility).flags(quiet)))
-            .and_then(|c| c.push(AtomicWrite::new(&self.log, 0, (i + 1).to_le_bytes()).flags(quiet)))
-            .and_then(|c| c.push(Flush::new(&self.log, 0, 8, FlushType::Visibility).op_context(i)))
-            .and_then(|c| c.post())
-            .map_err(err)?;
+        common::post_commit(&self.conn, &self.log, at, &self.src, REC, i + 1, FlushType::Visibility, i).map_err(err)?;
         self.wait(i)?;
         slowest = slowest.max(t.elapsed());
         let t = Instant::now();

@@ -34,7 +34,6 @@
 
 mod common;
 use common::{peer, Rng, T};
-use rpma::ops::{AtomicWrite, Flush, Write as RdmaWrite};
 use rpma::{AlignedBuf, CommonData, Ep, Error, Flags, FlushType, MappedFile, MrLocal, MrRemote, PeerCfg, Usage};
 use rpma_harness::RDMA_RUN;
 use std::io::Write;
@@ -321,14 +320,7 @@ fn commit(
     bound: Duration,
 ) -> Result<(), Error> {
     src.write_at(0, &record(i))?;
-    let (at, quiet, pst) = (slot(i) as u64, Flags::COMPLETION_ON_ERROR, FlushType::Persistent);
-    let mut chain = conn.chain();
-    chain
-        .push(RdmaWrite::new(log, at, src, 0, REC).flags(quiet))?
-        .push(Flush::new(log, at, REC as u64, pst).flags(quiet))?
-        .push(AtomicWrite::new(log, 0, (i as u64 + 1).to_le_bytes()).flags(quiet))?
-        .push(Flush::new(log, 0, 8, pst).op_context(i as u64))?
-        .post()?;
+    common::post_commit(conn, log, slot(i) as u64, src, REC, i as u64 + 1, FlushType::Persistent, i as u64)?;
     let wc = conn.cq().next_completion(bound)?;
     if wc.status.is_success() && wc.op_context == i as u64 {
         Ok(())

@@ -211,3 +211,28 @@ pub fn persist_over_rdma<M: rpma::RegMemory + Send + Sync + 'static>(
     assert_eq!(got, pattern, "read back over RDMA");
     close(c, s);
 }
+
+/// Posts example 07's commit as one chain on `conn`: the first `len` bytes
+/// of `src` written at `at` of `log` and flushed (`ty`), then `pointer`
+/// atomically written at offset 0 of `log` (the commit pointer) and
+/// flushed; only the last flush reports, with `op_context`. Its completion
+/// is the acknowledgement.
+pub fn post_commit<M: rpma::RegMemory + Send + Sync + 'static>(
+    conn: &Conn,
+    log: &rpma::MrRemote,
+    at: u64,
+    src: &MrLocal<M>,
+    len: usize,
+    pointer: u64,
+    ty: rpma::FlushType,
+    op_context: u64,
+) -> rpma::Result<()> {
+    use rpma::ops::{AtomicWrite, Flush, Write};
+    let quiet = rpma::Flags::COMPLETION_ON_ERROR;
+    conn.chain()
+        .push(Write::new(log, at, src, 0, len).flags(quiet))?
+        .push(Flush::new(log, at, len as u64, ty).flags(quiet))?
+        .push(AtomicWrite::new(log, 0, pointer.to_le_bytes()).flags(quiet))?
+        .push(Flush::new(log, 0, 8, ty).op_context(op_context))?
+        .post()
+}

@@ -202,8 +202,12 @@ pub(crate) fn no_device_for(addr: &str) -> (bool, String) {
 fn no_device_for_in(devs: &[DeviceInfo], addr: &str) -> (bool, String) {
     let ips = reachable(devs);
     let loopback = addr.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) || addr == "localhost";
-    let use_one = if ips.is_empty() {
-        no_device_hint_in(devs, devs.len())
+    let use_one = if devs.is_empty() {
+        no_device_hint_in(devs, 0)
+    } else if ips.is_empty() {
+        "no RDMA device here has an IPv4 address on an active port: bring a port up or give its \
+         interface an address (`rdma link show`, `ip addr`)"
+            .to_string()
     } else {
         format!("use an address an RDMA device has: {}", ips.join(", "))
     };
@@ -289,6 +293,9 @@ mod tests {
         assert!(t.contains("rdma link add rxe0 type rxe"), "{t}");
         let (_, t) = no_device_for_in(&[], "10.0.0.1");
         assert!(t.contains("this host has no RDMA device"), "{t}");
+        // mlx5_0 alone: a device, but no active port with an address.
+        let (_, t) = no_device_for_in(&devs[..1], "10.0.0.1");
+        assert!(t.contains("no RDMA device here has an IPv4 address on an active port"), "{t}");
         fs::remove_dir_all(root).unwrap();
     }
 }
