@@ -18,6 +18,9 @@
 //!
 //! Every side prints `RESULT` lines (see `stats.rs`); the C program
 //! `librpma_bench.c` is compiled with gcc against Debian's librpma at run time.
+//! `one ADDR PORT CASE SIZE QD ITERS` measures one case alone (latency at
+//! depth 1, else streaming), for comparing with the `rpma` tool
+//! (`harness/tools-agree`).
 //! The bench binary's `report FILE` writes the report again from a saved
 //! output (the lines it printed).
 
@@ -52,6 +55,7 @@ fn main() {
         "emulated" => rpma_side::client_emulated(&a[1], arg(&a, 2), arg(&a, 3)),
         "inline" => rpma_side::client_inline(&a[1], arg(&a, 2), arg(&a, 3)),
         "ir" => rpma_side::client_ir(&a[1], arg(&a, 2), &a[3], arg(&a, 4)),
+        "one" => rpma_side::client_one(&a[1], arg(&a, 2), &a[3], arg(&a, 4), arg(&a, 5), arg(&a, 6)),
         "commit" => rpma_side::client_commit(&a[1], arg(&a, 2), arg(&a, 3)),
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),

@@ -681,6 +681,21 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
     c.close()
 }
 
+/// One case alone: `case` (`read`, `write`, ...) of `size` bytes, its
+/// latency at depth 1, else its streaming rate at depth `qd`.
+pub fn client_one(addr: &str, port: u16, case: &str, size: usize, qd: usize, iters: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut c = Client::connect(&peer, addr, port)?;
+    if qd <= 1 {
+        stats::print_lat("rpma", case, size, iters, &c.latency(case, size, iters)?);
+    } else {
+        c.stream(case, size, qd, iters / 10)?;
+        let secs = c.stream(case, size, qd, iters)?;
+        stats::print_bw("rpma", case, size, qd, iters, secs);
+    }
+    c.close()
+}
+
 /// Flush and atomic write with the native operations turned off
 /// (`ConnCfg::set_native_ops(false)`: APM read, fenced write), labelled
 /// `rpma-emulated`: beside `client`'s native ones where the device has them.
