@@ -1,15 +1,18 @@
 //! `rpma ping` and `rpma bench`: a client of `rpma serve`.
 
-use crate::Res;
+use crate::serve::{GPSPM_QD, MSG_SIZE};
+use crate::{Res, BOUND, MAX_QD};
 use hdrhistogram::Histogram;
 use rpma::device::{get_ibv_context, ContextType};
-use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Error, Flags, FlushType, MrLocal, MrRemote};
-use rpma::{Peer, Usage};
+use rpma::gpspm::{FlushRequest, FlushResponse};
+use rpma::messages::{Messages, MsgAccess, Slot};
+use rpma::utils::poll_fds;
+use rpma::{AlignedBuf, CommonData, Completion, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Error, Flags, FlushType};
+use rpma::{MrLocal, MrRemote, Peer, Usage};
 use serde::Serialize;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-
-/// How long any one completion may take before the run fails.
-const BOUND: Duration = Duration::from_secs(10);
 
 /// The target of `ping` and `bench`.
 #[derive(clap::Args)]
@@ -20,43 +23,46 @@ pub struct Target {
     port: u16,
 }
 
-/// Connects with queues for `depth` operations in flight; the target's
+/// A peer on the device that reaches the target.
+fn peer(t: &Target) -> Res<Peer> {
+    Ok(Peer::new(&get_ibv_context(&t.addr, ContextType::Remote)?)?)
+}
+
+/// Connects with queues for `depth` operations in flight; with `gpspm` the
+/// target is asked for `depth` receives (see [`GPSPM_QD`]). The target's
 /// region and peer configuration come in the private data.
-fn connect(t: &Target, depth: u32) -> Res<(Peer, Conn, MrRemote)> {
-    let peer = Peer::new(&get_ibv_context(&t.addr, ContextType::Remote)?)?;
+fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRemote)> {
     let mut cfg = ConnCfg::new();
-    // A write + flush is two work requests.
+    // A write + flush, or a write + GPSPM request, is two work requests; a
+    // GPSPM request also brings a response.
     cfg.set_sq_size(2 * depth + 1);
-    cfg.set_cq_size(2 * depth + 1);
-    let conn = ConnReq::new(&peer, &t.addr, t.port, Some(&cfg))?.connect(&[])?;
+    cfg.set_cq_size(if gpspm { 3 } else { 2 } * depth + 1);
+    cfg.set_rq_size(depth);
+    let pdata = if gpspm { format!("{GPSPM_QD}{depth}") } else { String::new() };
+    let conn = ConnReq::new(peer, &t.addr, t.port, Some(&cfg))?.connect(pdata.as_bytes())?;
     match conn.next_event_timeout(BOUND)? {
         ConnEvent::Established => {}
         ev => return Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port).into()),
     }
-    let cd = CommonData::decode(conn.private_data())?;
+    let cd = match CommonData::decode(conn.private_data()) {
+        Ok(cd) => cd,
+        Err(e) => {
+            let _ = close(conn);
+            return Err(format!("{}:{} sent no region descriptor ({e}): is it `rpma serve`?", t.addr, t.port).into());
+        }
+    };
     if let Some(pc) = cd.peer_cfg {
         conn.apply_remote_peer_cfg(&pc);
     }
-    Ok((peer, conn, cd.mr))
+    Ok((conn, cd.mr))
 }
 
-/// A completion within [`BOUND`], busy-polling or waiting.
-fn next(conn: &Conn, busy: bool) -> Res<rpma::Completion> {
-    let wc = if busy {
-        let t = Instant::now();
-        loop {
-            match conn.cq().get_completion() {
-                Err(Error::NoCompletion) if t.elapsed() < BOUND => std::hint::spin_loop(),
-                r => break r?,
-            }
-        }
-    } else {
-        conn.cq().next_completion(BOUND)?
-    };
+/// `wc`, if it succeeded.
+fn check(wc: &Completion) -> Res<()> {
     if !wc.status.is_success() {
-        return Err(format!("operation {} failed: {}", wc.op_context, wc.status).into());
+        return Err(format!("operation {:#x} ({:?}) failed: {}", wc.op_context, wc.op, wc.status).into());
     }
-    Ok(wc)
+    Ok(())
 }
 
 fn close(conn: Conn) -> Res<()> {
@@ -78,9 +84,12 @@ pub struct PingArgs {
     size: usize,
 }
 
+/// Reads `--size` bytes `--count` times, printing each round trip.
 pub fn ping(a: &PingArgs) -> Res<()> {
-    let (peer, conn, remote) = connect(&a.target, 1)?;
+    let peer = peer(&a.target)?;
+    let (conn, remote) = connect(&peer, &a.target, 1, false)?;
     if a.size == 0 || a.size as u64 > remote.size() {
+        let _ = close(conn);
         return Err(format!("--size {} must be 1 to the target's {} bytes", a.size, remote.size()).into());
     }
     let dst = MrLocal::reg(&peer, AlignedBuf::new(a.size)?, Usage::READ_DST)?;
@@ -88,7 +97,7 @@ pub fn ping(a: &PingArgs) -> Res<()> {
     for seq in 0..a.count {
         let t = Instant::now();
         conn.read(&dst, 0, &remote, 0, a.size, Flags::COMPLETION_ALWAYS, seq)?;
-        next(&conn, false)?;
+        check(&conn.cq().next_completion(BOUND)?)?;
         let ns = t.elapsed().as_nanos() as u64;
         h.record(ns.max(1))?;
         println!("{} bytes from {}: seq={seq} time={:.3} ms", a.size, a.target.addr, ns as f64 / 1e6);
@@ -120,6 +129,10 @@ enum Workload {
     WritePersist,
     /// 8-byte atomic write (`--bs` is 8).
     AtomicWrite,
+    /// RDMA write, then a GPSPM flush request (a send); done when the
+    /// target's response arrives (a receive), sent once it persisted the
+    /// range (fio's librpma_gpspm, librpma's example 09).
+    Gpspm,
 }
 
 /// What `rpma bench` takes.
@@ -133,16 +146,23 @@ pub struct BenchArgs {
     /// Bytes per operation (8 for an atomic write).
     #[arg(long, default_value_t = 4096)]
     bs: usize,
-    /// Operations in flight.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512))]
+    /// Operations in flight on each connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_QD)))]
     qd: u32,
+    /// Connections, each with its own queues, region and `--qd` operations.
+    #[arg(long, default_value_t = 1)]
+    conns: u32,
+    /// Threads driving the connections, each its share of them round-robin
+    /// (at most `--conns`).
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
     /// Seconds to run.
     #[arg(long, default_value_t = 5.0)]
     time: f64,
-    /// Operations to run instead of `--time`.
+    /// Operations to run (over all connections) instead of `--time`.
     #[arg(long)]
     count: Option<u64>,
-    /// Busy-poll the completion queue instead of waiting on its channel.
+    /// Busy-poll the completion queues instead of waiting on their channels.
     #[arg(long)]
     busy_poll: bool,
     /// The result as JSON.
@@ -150,12 +170,14 @@ pub struct BenchArgs {
     json: bool,
 }
 
-/// A run's result (`--json`).
+/// A run's result (`--json`): over all connections.
 #[derive(Serialize)]
 struct Report {
     workload: Workload,
     bs: usize,
     qd: u32,
+    conns: u32,
+    threads: u32,
     busy_poll: bool,
     ops: u64,
     seconds: f64,
@@ -174,84 +196,327 @@ struct Lat {
     mean: f64,
 }
 
+/// A slot waits for its operation's completion, or for its GPSPM response.
+const ANSWER: u8 = 1;
+/// A GPSPM slot also waits for its request's send to complete.
+const SENT: u8 = 2;
+
+/// One connection of a run, with `--qd` slots, each an operation in flight.
+struct Lane {
+    conn: Conn,
+    remote: MrRemote,
+    /// A block per slot, read into or written from.
+    local: MrLocal<AlignedBuf>,
+    /// GPSPM: a request slot per slot, and as many response slots.
+    msgs: Option<Messages>,
+    /// Per slot: when its operation started, what it waits for
+    /// ([`ANSWER`], [`SENT`]) and its GPSPM request's `op_context`.
+    start: Vec<Instant>,
+    wait: Vec<u8>,
+    ctx: Vec<u64>,
+    /// The next block of the target's region, and their number.
+    block: u64,
+    blocks: u64,
+    /// GPSPM requests sent.
+    sent: u64,
+    inflight: usize,
+}
+
+impl Lane {
+    /// Connection `i` of the run, starting at its share of the region.
+    fn new(peer: &Peer, a: &BenchArgs, bs: usize, i: u32) -> Res<Lane> {
+        let gpspm = a.workload == Workload::Gpspm;
+        let (conn, remote) = connect(peer, &a.target, a.qd, gpspm)?;
+        let qd = a.qd as usize;
+        let setup = || -> Res<(MrLocal<AlignedBuf>, Option<Messages>)> {
+            if bs == 0 || bs as u64 > remote.size() {
+                return Err(format!("--bs {bs} must be 1 to the target's {} bytes", remote.size()).into());
+            }
+            if a.workload == Workload::WritePersist && !remote.flush_type().contains(Usage::FLUSH_TYPE_PERSISTENT) {
+                return Err("the target offers no persistent flush: serve a --pmem path".into());
+            }
+            let len = bs.checked_mul(qd).ok_or("--bs times --qd is too large")?;
+            let local = MrLocal::reg(peer, AlignedBuf::new(len)?, Usage::READ_DST | Usage::WRITE_SRC)?;
+            let msgs = gpspm.then(|| Messages::new(peer, MSG_SIZE, qd, qd, MsgAccess::Msgs)).transpose()?;
+            // The responses' receives, before any request.
+            msgs.iter().try_for_each(|m| m.post_recv_all(&conn))?;
+            Ok((local, msgs))
+        };
+        let (local, msgs) = match setup() {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = close(conn);
+                return Err(e);
+            }
+        };
+        let blocks = remote.size() / bs as u64;
+        Ok(Lane {
+            conn,
+            remote,
+            local,
+            msgs,
+            start: vec![Instant::now(); qd],
+            wait: vec![0; qd],
+            ctx: vec![0; qd],
+            block: blocks / u64::from(a.conns) * u64::from(i),
+            blocks,
+            sent: 0,
+            inflight: 0,
+        })
+    }
+
+    /// Starts slot `k`'s next operation.
+    fn post(&mut self, k: usize, w: Workload, bs: usize) -> Res<()> {
+        let at = self.block % self.blocks * bs as u64;
+        self.block += 1;
+        let (c, r, l, ctx) = (&self.conn, &self.remote, &self.local, k as u64);
+        let (all, quiet) = (Flags::COMPLETION_ALWAYS, Flags::COMPLETION_ON_ERROR);
+        self.start[k] = Instant::now();
+        self.wait[k] = ANSWER;
+        match w {
+            Workload::Read => c.read(l, k * bs, r, at, bs, all, ctx)?,
+            Workload::Write => c.write(r, at, l, k * bs, bs, all, ctx)?,
+            Workload::WriteFlush | Workload::WritePersist => {
+                let ty = if w == Workload::WritePersist { FlushType::Persistent } else { FlushType::Visibility };
+                c.write(r, at, l, k * bs, bs, quiet, ctx)?;
+                c.flush(r, at, bs as u64, ty, all, ctx)?
+            }
+            Workload::AtomicWrite => c.atomic_write(r, at, self.block.to_le_bytes(), all, ctx)?,
+            Workload::Gpspm => {
+                let msgs = self.msgs.as_mut().ok_or("no GPSPM message slots")?;
+                c.write(r, at, l, k * bs, bs, quiet, ctx)?;
+                // The slot in the low 16 bits (`--qd` is at most 512), made
+                // unique by the count of requests.
+                self.sent += 1;
+                self.ctx[k] = (self.sent << 16) | ctx;
+                let req = FlushRequest { offset: at, length: bs as u64, op_context: self.ctx[k] };
+                msgs.send(c, k, &req.encode(), all)?;
+                self.wait[k] = ANSWER | SENT;
+            }
+        }
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Takes a completion: records the latency of the operation it
+    /// answers, and returns the slot it frees, if it does.
+    fn complete(&mut self, wc: &Completion, h: &mut Histogram<u64>) -> Res<Option<usize>> {
+        check(wc)?;
+        let (k, bit) = match self.msgs.as_ref().and_then(|m| m.slot(wc).map(|s| (m, s))) {
+            None => (wc.op_context as usize, ANSWER),
+            Some((_, Slot::Send(k))) => (k, SENT),
+            Some((m, Slot::Recv(r))) => {
+                let resp = FlushResponse::decode(&m.received(r, wc.byte_len as usize)?)
+                    .map_err(|e| format!("the target's GPSPM flush response: {e}"))?;
+                m.post_recv(&self.conn, r)?;
+                let k = (resp.op_context & 0xffff) as usize;
+                if self.ctx.get(k) != Some(&resp.op_context) {
+                    return Err(format!("a GPSPM flush response to no request in flight ({resp:?})").into());
+                }
+                (k, ANSWER)
+            }
+        };
+        let w = self
+            .wait
+            .get_mut(k)
+            .filter(|w| **w & bit != 0)
+            .ok_or_else(|| format!("a completion of no operation in flight: {wc:?}"))?;
+        *w &= !bit;
+        if bit == ANSWER {
+            h.record((self.start[k].elapsed().as_nanos() as u64).max(1))?;
+        }
+        Ok((*w == 0).then_some(k))
+    }
+}
+
+/// What the threads of a run share: whether another operation may start,
+/// and how many finished.
+struct Run {
+    count: Option<u64>,
+    /// `None`: too far to represent.
+    deadline: Option<Instant>,
+    posted: AtomicU64,
+    done: AtomicU64,
+    /// A thread failed: the others stop starting operations.
+    stop: AtomicBool,
+}
+
+impl Run {
+    /// Whether one more operation may start.
+    fn take(&self) -> bool {
+        !self.stop.load(Relaxed)
+            && match self.count {
+                Some(c) => self.posted.fetch_add(1, Relaxed) < c,
+                None => self.deadline.is_none_or(|d| Instant::now() < d),
+            }
+    }
+}
+
+/// Keeps `--qd` operations in flight on each of `lanes` until the run
+/// ends, taking their completions round-robin; returns their latencies.
+/// No completion on any of them for [`BOUND`] fails the run.
+fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogram<u64>> {
+    let mut h = Histogram::<u64>::new(3)?;
+    for lane in lanes.iter_mut() {
+        for k in 0..a.qd as usize {
+            if !run.take() {
+                break;
+            }
+            lane.post(k, a.workload, bs)?;
+        }
+    }
+    let mut wcs = [Cq::EMPTY; 16];
+    let mut last = Instant::now();
+    while lanes.iter().any(|l| l.inflight > 0) {
+        let mut got = false;
+        for lane in lanes.iter_mut() {
+            let n = match lane.conn.cq().get_wc(&mut wcs) {
+                Err(Error::NoCompletion) => 0,
+                r => r?,
+            };
+            for wc in &wcs[..n] {
+                if let Some(k) = lane.complete(wc, &mut h)? {
+                    lane.inflight -= 1;
+                    run.done.fetch_add(1, Relaxed);
+                    if run.take() {
+                        lane.post(k, a.workload, bs)?;
+                    }
+                }
+            }
+            got |= n > 0;
+        }
+        if got {
+            last = Instant::now();
+            continue;
+        }
+        let left = BOUND.saturating_sub(last.elapsed());
+        if left.is_zero() {
+            return Err(format!("no completion for {} s: is the target still there?", BOUND.as_secs()).into());
+        }
+        if a.busy_poll {
+            std::hint::spin_loop();
+            continue;
+        }
+        let fds: Vec<_> = lanes.iter().map(|l| l.conn.cq().as_fd()).collect();
+        for (lane, ready) in lanes.iter().zip(poll_fds(&fds, Some(left))?) {
+            if ready {
+                lane.conn.cq().wait()?;
+            }
+        }
+    }
+    Ok(h)
+}
+
+/// Disconnects every lane; the first error, if any.
+fn close_all(lanes: Vec<Lane>) -> Res<()> {
+    lanes.into_iter().map(|l| close(l.conn)).fold(Ok(()), Res::and)
+}
+
+/// Runs the workload over `--conns` connections and `--threads` threads
+/// and reports it.
 pub fn run(a: &BenchArgs) -> Res<()> {
     let bs = if a.workload == Workload::AtomicWrite { 8 } else { a.bs };
-    if !(a.time.is_finite() && a.time > 0.0) {
-        return Err(format!("--time {} must be a positive number of seconds", a.time).into());
+    let Some(limit) = Duration::try_from_secs_f64(a.time).ok().filter(|d| !d.is_zero()) else {
+        return Err(format!("--time {:?} must be a positive number of seconds (below 2^64)", a.time).into());
+    };
+    if a.conns == 0 {
+        return Err("--conns 0: a run needs at least 1 connection".into());
     }
-    let (peer, conn, remote) = connect(&a.target, a.qd)?;
-    if bs == 0 || bs as u64 > remote.size() {
-        return Err(format!("--bs {bs} must be 1 to the target's {} bytes", remote.size()).into());
+    if a.threads == 0 {
+        return Err("--threads 0: a run needs at least 1 thread".into());
     }
-    let persist = remote.flush_type().contains(Usage::FLUSH_TYPE_PERSISTENT);
-    if a.workload == Workload::WritePersist && !persist {
-        return Err("the target offers no persistent flush: serve a --pmem path".into());
+    if a.threads > a.conns {
+        return Err(format!(
+            "--threads {} exceeds --conns {}: each thread drives connections of its own",
+            a.threads, a.conns
+        )
+        .into());
     }
-    let qd = a.qd as usize;
-    let local = MrLocal::reg(&peer, AlignedBuf::new(bs * qd)?, Usage::READ_DST | Usage::WRITE_SRC)?;
-    let blocks = remote.size() / bs as u64;
-    let mut block = 0u64;
-    let mut start = vec![Instant::now(); qd];
-    let quiet = Flags::COMPLETION_ON_ERROR;
-    let all = Flags::COMPLETION_ALWAYS;
-    let mut post = |k: usize, start: &mut [Instant]| -> Result<(), Error> {
-        let at = block % blocks * bs as u64;
-        block += 1;
-        start[k] = Instant::now();
-        let ctx = k as u64;
-        match a.workload {
-            Workload::Read => conn.read(&local, k * bs, &remote, at, bs, all, ctx),
-            Workload::Write => conn.write(&remote, at, &local, k * bs, bs, all, ctx),
-            Workload::WriteFlush | Workload::WritePersist => {
-                let ty =
-                    if a.workload == Workload::WritePersist { FlushType::Persistent } else { FlushType::Visibility };
-                conn.write(&remote, at, &local, k * bs, bs, quiet, ctx)?;
-                conn.flush(&remote, at, bs as u64, ty, all, ctx)
+    let peer = peer(&a.target)?;
+    let mut groups: Vec<Vec<Lane>> = (0..a.threads).map(|_| Vec::new()).collect();
+    for i in 0..a.conns {
+        match Lane::new(&peer, a, bs, i) {
+            Ok(lane) => groups[(i % a.threads) as usize].push(lane),
+            Err(e) => {
+                let _ = close_all(groups.into_iter().flatten().collect());
+                return Err(e);
             }
-            Workload::AtomicWrite => conn.atomic_write(&remote, at, block.to_le_bytes(), all, ctx),
         }
-    };
-    let mut h = Histogram::<u64>::new(3)?;
-    let (t0, limit) = (Instant::now(), Duration::from_secs_f64(a.time));
-    let more = |posted: u64, t0: Instant| match a.count {
-        Some(c) => posted < c,
-        None => t0.elapsed() < limit,
-    };
-    let (mut posted, mut inflight) = (0u64, 0usize);
-    for k in 0..qd {
-        if !more(posted, t0) {
-            break;
-        }
-        post(k, &mut start)?;
-        (posted, inflight) = (posted + 1, inflight + 1);
     }
-    let mut tick = Instant::now();
-    let mut last = 0u64;
-    while inflight > 0 {
-        let wc = next(&conn, a.busy_poll)?;
-        let k = wc.op_context as usize;
-        h.record((start[k].elapsed().as_nanos() as u64).max(1))?;
-        inflight -= 1;
-        if more(posted, t0) {
-            post(k, &mut start)?;
-            (posted, inflight) = (posted + 1, inflight + 1);
-        }
+    let t0 = Instant::now();
+    let run = Run {
+        count: a.count,
+        deadline: t0.checked_add(limit),
+        posted: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        stop: false.into(),
+    };
+    let progress = a.count.is_none() && a.time > 3.0;
+    let results: Vec<_> = std::thread::scope(|s| {
+        let run = &run;
+        let workers: Vec<_> = groups
+            .into_iter()
+            .map(|mut lanes| {
+                std::thread::Builder::new().spawn_scoped(s, move || {
+                    let r = drive(&mut lanes, a, bs, run).map(|h| (h, t0.elapsed())).map_err(|e| e.to_string());
+                    if r.is_err() {
+                        run.stop.store(true, Relaxed);
+                    }
+                    (lanes, r)
+                })
+            })
+            // A thread that did not start stops the others.
+            .inspect(|w| {
+                if w.is_err() {
+                    run.stop.store(true, Relaxed);
+                }
+            })
+            .collect();
         // A progress line a second on runs longer than a few seconds.
-        if a.count.is_none() && a.time > 3.0 && tick.elapsed() >= Duration::from_secs(1) {
-            eprintln!(
-                "  {:.0} s: {:.0} IOPS",
-                t0.elapsed().as_secs_f64(),
-                (h.len() - last) as f64 / tick.elapsed().as_secs_f64()
-            );
-            (tick, last) = (Instant::now(), h.len());
+        let (mut tick, mut last) = (Instant::now(), 0);
+        while !workers.iter().flatten().all(|w| w.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if progress && tick.elapsed() >= Duration::from_secs(1) {
+                let done = run.done.load(Relaxed);
+                let iops = (done - last) as f64 / tick.elapsed().as_secs_f64();
+                eprintln!("  {:.0} s: {iops:.0} IOPS", t0.elapsed().as_secs_f64());
+                (tick, last) = (Instant::now(), done);
+            }
+        }
+        let join =
+            |w: std::thread::ScopedJoinHandle<'_, _>| w.join().map_err(|_| "a bench thread panicked".to_string());
+        workers.into_iter().map(|w| w.map_err(|e| format!("starting a bench thread: {e}")).and_then(join)).collect()
+    });
+    let (mut h, mut seconds, mut lanes, mut failed) = (Histogram::<u64>::new(3)?, 0f64, Vec::new(), None);
+    for r in results {
+        match r {
+            Ok((l, Ok((th, t)))) => {
+                if let Err(e) = h.add(&th) {
+                    failed.get_or_insert(format!("merging the latencies: {e}"));
+                }
+                seconds = seconds.max(t.as_secs_f64());
+                lanes.extend(l);
+            }
+            Ok((l, Err(e))) => {
+                lanes.extend(l);
+                failed.get_or_insert(e);
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
     }
-    let seconds = t0.elapsed().as_secs_f64();
+    if let Some(e) = failed {
+        let _ = close_all(lanes);
+        return Err(e.into());
+    }
     let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
     let r = Report {
         workload: a.workload,
         bs,
         qd: a.qd,
+        conns: a.conns,
+        threads: a.threads,
         busy_poll: a.busy_poll,
         ops: h.len(),
         seconds,
@@ -270,10 +535,12 @@ pub fn run(a: &BenchArgs) -> Res<()> {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         println!(
-            "{:?} bs={} qd={}{}: {} ops in {:.2} s, {:.0} IOPS, {:.2} MiB/s; latency us min {:.1} p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}",
+            "{:?} bs={} qd={} conns={} threads={}{}: {} ops in {:.2} s, {:.0} IOPS, {:.2} MiB/s; latency us min {:.1} p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1}",
             r.workload,
             r.bs,
             r.qd,
+            r.conns,
+            r.threads,
             if r.busy_poll { " busy-poll" } else { "" },
             r.ops,
             r.seconds,
@@ -286,5 +553,5 @@ pub fn run(a: &BenchArgs) -> Res<()> {
             r.lat_us.max
         );
     }
-    close(conn)
+    close_all(lanes)
 }

@@ -97,6 +97,7 @@ fn list() -> Vec<Device> {
         .collect()
 }
 
+/// Prints every RDMA device, as a table or as JSON.
 pub fn run(json: bool) -> Res<()> {
     let devs = list();
     if json {

@@ -3,7 +3,8 @@
 //! `rpma serve` exposes a region (DRAM or a pmem path) and `rpma ping` /
 //! `rpma bench` measure against it: round trips like rping, and the
 //! workloads fio's librpma engines ran (read, write, write + flush to
-//! visibility or persistence, atomic write) with IOPS, bandwidth and
+//! visibility or persistence, atomic write, write + GPSPM flush request)
+//! over one or several connections and threads, with IOPS, bandwidth and
 //! latency percentiles.
 
 mod bench;
@@ -11,6 +12,15 @@ mod devices;
 mod serve;
 
 use clap::{Parser, Subcommand};
+use std::time::Duration;
+
+/// How long any one completion or connection step may take before the
+/// command fails.
+pub const BOUND: Duration = Duration::from_secs(10);
+
+/// The most operations in flight on one connection (`bench --qd`), and so
+/// the GPSPM requests a served connection takes at once.
+pub const MAX_QD: u32 = 512;
 
 /// Remote persistent memory access over RDMA: discovery, a target and
 /// measurements.
@@ -32,7 +42,8 @@ enum Cmd {
         json: bool,
     },
     /// Exposes a region at ADDR:PORT to the clients that connect (`ping`,
-    /// `bench`, or librpma's examples' clients), one at a time.
+    /// `bench`, or librpma's examples' clients), several at once, and
+    /// answers their GPSPM flush requests.
     Serve(serve::ServeArgs),
     /// Round trips to a `rpma serve` target: RDMA reads of `--size` bytes.
     Ping(bench::PingArgs),

@@ -1,10 +1,30 @@
 //! `rpma serve`: a region at an address, for `ping`, `bench` or librpma's
-//! examples' clients.
+//! examples' clients, several at once, each connection on its own thread.
+//! Each connection also answers GPSPM flush requests (librpma's example 09,
+//! fio's librpma_gpspm engine): it persists the range (a `--pmem` mapping)
+//! and sends the response.
 
-use crate::Res;
+use crate::{Res, BOUND, MAX_QD};
 use rpma::device::{get_ibv_context, ContextType};
-use rpma::{AlignedBuf, CommonData, ConnEvent, Ep, MappedFile, MrLocal, Peer, PeerCfg, Usage};
+use rpma::gpspm::{FlushRequest, FlushResponse};
+use rpma::messages::{Messages, MsgAccess, Slot};
+use rpma::utils::poll_fds;
+use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Error, Flags, MappedFile, MrLocal, Peer};
+use rpma::{PeerCfg, Usage, WcStatus};
+use std::collections::VecDeque;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a `rpma bench --workload gpspm` client asks for as many receives as
+/// it keeps requests in flight: its connection's private data is this
+/// prefix and the count in decimal. Without it a connection gets one
+/// receive (librpma's example 09 sends one request at a time).
+pub const GPSPM_QD: &str = "rpma-gpspm qd=";
+
+/// The largest GPSPM message taken (librpma's example's `MSG_SIZE_MAX`): a
+/// protobuf peer may add fields to the 27-byte request.
+pub const MSG_SIZE: usize = 512;
 
 /// What `rpma serve` takes.
 #[derive(clap::Args)]
@@ -17,22 +37,52 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
     /// Serve the first `--size` bytes of this file or device DAX instead of
-    /// DRAM (then the persistent flush is offered, and `direct_write_to_pmem`
-    /// where the mapping is persistent memory). Nothing else may truncate
-    /// it while it is served.
+    /// DRAM (then the persistent flush is offered, `direct_write_to_pmem`
+    /// where the mapping is persistent memory, and GPSPM flush requests
+    /// persist the mapping). Nothing else may truncate it while it is
+    /// served.
     #[arg(long)]
     pmem: Option<PathBuf>,
-    /// Serve this many connections, then exit (default: until killed).
+    /// Serve this many connections, then exit once all are closed (default:
+    /// until killed); the exit status says whether every one went well.
     #[arg(long)]
     count: Option<u64>,
 }
 
+/// The served region.
+enum Region {
+    Dram(MrLocal<AlignedBuf>),
+    File(MrLocal<MappedFile>),
+}
+
+impl Region {
+    fn size(&self) -> usize {
+        match self {
+            Region::Dram(m) => m.size(),
+            Region::File(m) => m.size(),
+        }
+    }
+
+    /// What a GPSPM flush request asks for: a file mapping is persisted
+    /// (a CPU cache flush on persistent memory, `msync` elsewhere; the whole
+    /// mapping, as rpma offers no range persist on a registered file). For
+    /// DRAM there is nothing to persist beyond the write having landed, as
+    /// in librpma's example 09 server.
+    fn persist(&self) -> rpma::Result<()> {
+        match self {
+            Region::Dram(_) => Ok(()),
+            Region::File(m) => m.persist(),
+        }
+    }
+}
+
+/// Serves until killed, or until `--count` connections were served and
+/// closed: then fails if any of them did.
 pub fn run(a: &ServeArgs) -> Res<()> {
     let peer = Peer::new(&get_ibv_context(&a.addr, ContextType::Local)?)?;
     let mut usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
     let mut pcfg = PeerCfg::new();
-    // The registration lives as long as the loop below.
-    let (pdata, _file, _dram, what) = match &a.pmem {
+    let (region, pdata, what) = match &a.pmem {
         Some(path) => {
             usage |= Usage::FLUSH_TYPE_PERSISTENT;
             // SAFETY: the user names a file that nothing else truncates or
@@ -41,37 +91,162 @@ pub fn run(a: &ServeArgs) -> Res<()> {
             pcfg.set_direct_write_to_pmem(f.is_pmem());
             let pmem = if f.is_pmem() { "persistent memory" } else { "not persistent memory" };
             let mr = MrLocal::reg(&peer, f, usage)?;
-            let what = format!("{} ({pmem})", path.display());
-            (CommonData::encode(0, &mr, Some(&pcfg)), Some(mr), None, what)
+            let pdata = CommonData::encode(0, &mr, Some(&pcfg));
+            (Region::File(mr), pdata, format!("{} ({pmem})", path.display()))
         }
         None => {
             let mr = MrLocal::reg(&peer, AlignedBuf::new(a.size)?, usage)?;
-            (CommonData::encode(0, &mr, Some(&pcfg)), None, Some(mr), "DRAM".to_string())
+            let pdata = CommonData::encode(0, &mr, Some(&pcfg));
+            (Region::Dram(mr), pdata, "DRAM".to_string())
         }
     };
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     println!(
-        "serving {} bytes of {what} at {}:{} (flush: {}; direct_write_to_pmem: {})",
+        "serving {} bytes of {what} at {}:{} (flush: {}; direct_write_to_pmem: {}; GPSPM: {})",
         a.size,
         a.addr,
         a.port,
         if usage.contains(Usage::FLUSH_TYPE_PERSISTENT) { "persistent, visibility" } else { "visibility" },
-        pcfg.direct_write_to_pmem()
+        pcfg.direct_write_to_pmem(),
+        if a.pmem.is_some() { "persists the mapping" } else { "nothing to persist in DRAM" }
     );
+    // Queues for the deepest GPSPM client: the request's private data comes
+    // with it, after its queues are made.
+    let mut cfg = ConnCfg::new();
+    cfg.set_sq_size(MAX_QD + 1);
+    cfg.set_rq_size(MAX_QD);
+    cfg.set_cq_size(2 * MAX_QD + 1);
+    let failed = &AtomicU64::new(0);
     let mut n = 0u64;
-    while a.count.is_none_or(|c| n < c) {
-        let conn = ep.next_conn_req(None)?.connect(&pdata)?;
-        n += 1;
+    std::thread::scope(|s| {
+        while a.count.is_none_or(|c| n < c) {
+            n += 1;
+            let fail = move |e: &dyn std::fmt::Display| {
+                eprintln!("connection {n}: {e}");
+                failed.fetch_add(1, Ordering::Relaxed);
+            };
+            match ep.next_conn_req(Some(&cfg)) {
+                Ok(req) => {
+                    let (peer, region, pdata) = (&peer, &region, &pdata);
+                    let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                        if let Err(e) = serve(n, req, peer, region, pdata) {
+                            fail(&e);
+                        }
+                    });
+                    if let Err(e) = spawned {
+                        fail(&e);
+                    }
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    });
+    match failed.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        f => Err(format!("{f} of the {n} connections failed").into()),
+    }
+}
+
+/// The requested GPSPM depth in a connection request's private data.
+fn requested_qd(pdata: &[u8]) -> u32 {
+    let s = std::str::from_utf8(pdata).unwrap_or_default().trim_end_matches('\0');
+    s.strip_prefix(GPSPM_QD).and_then(|q| q.parse().ok()).unwrap_or(1).clamp(1, MAX_QD)
+}
+
+/// Serves connection `n` until the client closes it: receives posted for
+/// its GPSPM requests, each answered once the range is persisted.
+fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8]) -> Res<()> {
+    let qd = requested_qd(req.private_data()) as usize;
+    let mut msgs = Messages::new(peer, MSG_SIZE, qd, qd, MsgAccess::Msgs)?;
+    (0..qd).try_for_each(|r| msgs.post_recv_req(&req, r))?;
+    let conn = req.connect(pdata)?;
+    let r = match conn.next_event_timeout(BOUND) {
+        Ok(ConnEvent::Established) => {
+            println!("connection {n}: established");
+            answer(&conn, &mut msgs, qd, region)
+        }
+        Ok(ev) => Err(format!("accepting failed: {ev}").into()),
+        Err(e) => Err(e.into()),
+    };
+    // Whatever happened, the client is told.
+    let _ = conn.disconnect();
+    let (ev, answered) = r?;
+    match answered {
+        0 => println!("connection {n}: {ev}"),
+        k => println!("connection {n}: {ev} ({k} GPSPM flush requests answered)"),
+    }
+    Ok(())
+}
+
+/// Answers GPSPM flush requests on `conn`, from its `qd` send slots, until
+/// its next event (the client's close); returns it and the count of requests answered. Waits as
+/// long as the client keeps the connection (it may be idle); a client that
+/// dies is seen as the close or as a failed response.
+fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(ConnEvent, u64)> {
+    let cq = conn.cq();
+    let mut free: Vec<usize> = (0..qd).collect();
+    let mut backlog = VecDeque::new();
+    let mut answered = 0u64;
+    let mut wcs = [rpma::Cq::EMPTY; 16];
+    loop {
+        let ready = poll_fds(&[cq.as_fd(), conn.as_fd()], None)?;
+        if ready[1] {
+            return Ok((conn.next_event()?, answered));
+        }
+        if ready[0] {
+            cq.wait()?;
+        }
         loop {
-            match conn.next_event()? {
-                ConnEvent::Established => println!("connection {n}: established"),
-                ev => {
-                    println!("connection {n}: {ev}");
-                    break;
+            let got = match cq.get_wc(&mut wcs) {
+                Err(Error::NoCompletion) => break,
+                r => r?,
+            };
+            for wc in &wcs[..got] {
+                // The client's disconnect flushes the posted receives.
+                if wc.status == WcStatus::WR_FLUSH_ERR {
+                    match conn.next_event_timeout(BOUND) {
+                        Ok(ev) if ev != ConnEvent::Established => return Ok((ev, answered)),
+                        _ => {}
+                    }
+                }
+                if !wc.status.is_success() {
+                    return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+                }
+                match msgs.slot(wc) {
+                    Some(Slot::Send(s)) => free.push(s),
+                    Some(Slot::Recv(r)) => backlog.push_back((r, wc.byte_len as usize)),
+                    None => return Err(format!("a completion of nothing posted here: {wc:?}").into()),
                 }
             }
         }
-        let _ = conn.disconnect();
+        while !backlog.is_empty() && !free.is_empty() {
+            let (Some((r, len)), Some(s)) = (backlog.pop_front(), free.pop()) else { break };
+            let req = FlushRequest::decode(&msgs.received(r, len)?)
+                .map_err(|e| format!("the client's GPSPM flush request: {e}"))?;
+            req.check(region.size() as u64)?;
+            region.persist()?;
+            // The client sends its next request once answered: the receive
+            // for it goes first.
+            msgs.post_recv(conn, r)?;
+            msgs.send(conn, s, &FlushResponse { op_context: req.op_context }.encode(), Flags::COMPLETION_ALWAYS)?;
+            answered += 1;
+        }
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpspm_depth_comes_from_the_private_data() {
+        let mut pdata = [0u8; 56];
+        pdata[..17].copy_from_slice(b"rpma-gpspm qd=128");
+        assert_eq!(requested_qd(&pdata), 128);
+        assert_eq!(requested_qd(b"rpma-gpspm qd=100000"), MAX_QD);
+        assert_eq!(requested_qd(b"rpma-gpspm qd=0"), 1);
+        for other in [&b""[..], b"rpma-gpspm qd=x", b"\xff\xfe", &[0u8; 56]] {
+            assert_eq!(requested_qd(other), 1);
+        }
+    }
 }

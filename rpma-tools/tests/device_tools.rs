@@ -1,7 +1,8 @@
 //! The `rpma` tool on a real RDMA device (Soft-RoCE in the harness VM when
 //! the host has none): `devices` finds the test's device and address,
-//! `serve` answers `ping` and a short `bench` of every workload, and bad
-//! input is refused with a message, never a hang.
+//! `serve` answers `ping` and a short `bench` of every workload (GPSPM
+//! included), several connections at once driven by several threads, and
+//! bad input is refused with a message, never a hang.
 
 use rpma_harness::{addr, device_tests, next_port, wait_listening};
 use std::process::{Command, Output};
@@ -42,15 +43,21 @@ device_tests!({
     fn serve_ping_and_bench_every_workload() {
         let port = next_port().to_string();
         let a = addr();
-        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "7"]).spawn().unwrap();
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "9"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
         let o = rpma(&["ping", &a, &port, "-c", "5"]);
         let t = text(&o);
         assert!(o.status.success() && t.contains("seq=4") && t.contains("5 reads"), "{t}");
         println!("{}", t.lines().last().unwrap());
-        for (w, busy) in
-            [("read", false), ("write", false), ("write-flush", false), ("atomic-write", false), ("read", true)]
-        {
+        for (w, busy) in [
+            ("read", false),
+            ("write", false),
+            ("write-flush", false),
+            ("atomic-write", false),
+            ("gpspm", false),
+            ("read", true),
+            ("gpspm", true),
+        ] {
             let mut args =
                 vec!["bench", &a, &port, "--workload", w, "--bs", "512", "--qd", "4", "--time", "1", "--json"];
             if busy {
@@ -61,6 +68,7 @@ device_tests!({
             let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
             assert!(r["ops"].as_u64().unwrap() > 0 && r["lat_us"]["p99"].as_f64().unwrap() > 0.0, "{r}");
             assert_eq!(r["workload"], w);
+            assert_eq!((r["conns"].as_u64(), r["threads"].as_u64()), (Some(1), Some(1)), "{r}");
             println!(
                 "  {w}{}: {} ops, {:.0} IOPS, p50 {} us, p99.9 {} us",
                 if busy { " (busy-poll)" } else { "" },
@@ -74,7 +82,34 @@ device_tests!({
         let o = rpma(&["bench", &a, &port, "--workload", "write-persist", "--time", "1"]);
         assert!(!o.status.success() && text(&o).contains("serve a --pmem path"), "{}", text(&o));
         let st = srv.wait().unwrap();
-        assert!(st.success(), "the target served its 7 connections and exited: {st}");
+        assert!(st.success(), "the target served its 9 connections and exited: {st}");
+    }
+
+    fn bench_several_connections_from_several_threads() {
+        let port = next_port().to_string();
+        let a = addr();
+        // Three runs of 4 connections, each run's served at once.
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "12"]).spawn().unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        for w in ["read", "write", "gpspm"] {
+            let mut args = vec!["bench", &a, &port, "--workload", w, "--json"];
+            args.extend("--bs 512 --qd 4 --conns 4 --threads 2 --time 1".split(' '));
+            let o = rpma(&args);
+            assert!(o.status.success(), "{w}: {}", text(&o));
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+            assert_eq!((r["conns"].as_u64(), r["threads"].as_u64()), (Some(4), Some(2)), "{r}");
+            assert!(r["ops"].as_u64().unwrap() > 0 && r["lat_us"]["p99"].as_f64().unwrap() > 0.0, "{r}");
+            assert_eq!(r["workload"], w);
+            println!(
+                "  {w}, 4 connections, 2 threads: {} ops, {:.0} IOPS, p50 {} us, p99.9 {} us",
+                r["ops"],
+                r["iops"].as_f64().unwrap(),
+                r["lat_us"]["p50"],
+                r["lat_us"]["p99_9"]
+            );
+        }
+        let st = srv.wait().unwrap();
+        assert!(st.success(), "the target served its 12 connections and exited: {st}");
     }
 
     fn bad_input_is_refused_with_a_message() {
@@ -82,6 +117,9 @@ device_tests!({
         for (args, says) in [
             (vec!["bench", &a, "1", "--qd", "0"], "--qd"),
             (vec!["bench", &a, "1", "--time=-1"], "--time"),
+            (vec!["bench", &a, "1", "--conns", "0"], "--conns 0"),
+            (vec!["bench", &a, "1", "--threads", "0"], "--threads 0"),
+            (vec!["bench", &a, "1", "--conns", "2", "--threads", "3"], "--threads 3 exceeds --conns 2"),
             (vec!["bench", &a, "1", "--workload", "nope"], "nope"),
             (vec!["ping", "127.0.0.1", "1"], "loopback"),
             (vec!["serve", "192.0.2.77", "1"], "no RDMA device has the address 192.0.2.77"),
