@@ -63,15 +63,17 @@ impl Region {
         }
     }
 
-    /// What a GPSPM flush request asks for: a file mapping is persisted
-    /// (a CPU cache flush on persistent memory, `msync` elsewhere; the whole
-    /// mapping, as rpma offers no range persist on a registered file). For
-    /// DRAM there is nothing to persist beyond the write having landed, as
-    /// in librpma's example 09 server.
-    fn persist(&self) -> rpma::Result<()> {
+    /// What a GPSPM flush request asks for, its range checked against the
+    /// region: a file mapping's range is persisted (a CPU cache flush on
+    /// persistent memory, `msync` elsewhere). For DRAM there is nothing to
+    /// persist beyond the write having landed, as in librpma's example 09
+    /// server.
+    fn persist(&self, req: &FlushRequest) -> rpma::Result<()> {
+        req.check(self.size() as u64)?;
         match self {
             Region::Dram(_) => Ok(()),
-            Region::File(m) => m.persist(),
+            // In range: `check` bounded both by the region's size.
+            Region::File(m) => m.persist_range(req.offset as usize, req.length as usize),
         }
     }
 }
@@ -223,8 +225,7 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(
             let (Some((r, len)), Some(s)) = (backlog.pop_front(), free.pop()) else { break };
             let req = FlushRequest::decode(&msgs.received(r, len)?)
                 .map_err(|e| format!("the client's GPSPM flush request: {e}"))?;
-            req.check(region.size() as u64)?;
-            region.persist()?;
+            region.persist(&req)?;
             // The client sends its next request once answered: the receive
             // for it goes first.
             msgs.post_recv(conn, r)?;

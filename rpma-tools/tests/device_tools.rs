@@ -112,6 +112,35 @@ device_tests!({
         assert!(st.success(), "the target served its 12 connections and exited: {st}");
     }
 
+    /// C librpma's example clients where they overlap with `serve`: 04
+    /// (write), 05 (write, then flush) and 09 (write, then a GPSPM flush
+    /// request) from `tests/c/example_peer.c` (librpma's examples'
+    /// contracts) on Debian's C librpma.
+    fn serves_librpma_example_clients() {
+        let peer = std::env::temp_dir().join(format!("rpma-tools-example-peer-{}", std::process::id()));
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/c/example_peer.c");
+        let st = Command::new("gcc")
+            .args(["-O1", "-Wall", "-Werror", "-o"])
+            .arg(&peer)
+            .arg(src)
+            .args(["-lrpma", "-libverbs"])
+            .status()
+            .expect("gcc (harness/install-deps installs it with librpma-dev)");
+        assert!(st.success(), "building {src} against C librpma");
+        let port = next_port().to_string();
+        let a = addr();
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "3"]).spawn().unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        for (ex, says) in [("04", "Translation:"), ("05", "Translation:"), ("09", "Translation:")] {
+            let o = Command::new(&peer).args([ex, "client", &a, &port]).output().unwrap();
+            assert!(o.status.success() && text(&o).contains(says), "C librpma's example {ex}: {}", text(&o));
+            println!("  C librpma's example {ex} client against rpma serve: ok");
+        }
+        let st = srv.wait().unwrap();
+        assert!(st.success(), "the target served the 3 example clients: {st}");
+        let _ = std::fs::remove_file(&peer);
+    }
+
     fn bad_input_is_refused_with_a_message() {
         let a = addr();
         for (args, says) in [

@@ -450,6 +450,17 @@ impl MrLocal<crate::memory::MappedFile> {
         self.inner.mem.persist()
     }
 
+    /// [`persist`](Self::persist) of `len` bytes at `offset` only, e.g. the
+    /// range a GPSPM flush request names.
+    ///
+    /// # Errors
+    /// As [`MappedFile::persist_range`](crate::MappedFile::persist_range):
+    /// [`Error::Inval`](crate::Error::Inval) when the range exceeds the
+    /// mapping.
+    pub fn persist_range(&self, offset: usize, len: usize) -> Result<()> {
+        self.inner.mem.persist_range(offset, len)
+    }
+
     /// Whether the registered file is persistent memory mapped with
     /// `MAP_SYNC` ([`MappedFile::is_pmem`](crate::MappedFile::is_pmem)): only
     /// then may a server tell its writers
