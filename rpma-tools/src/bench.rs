@@ -265,13 +265,13 @@ impl Lane {
         })
     }
 
-    /// Starts slot `k`'s next operation.
-    fn post(&mut self, k: usize, w: Workload, bs: usize) -> Res<()> {
+    /// Starts slot `k`'s next operation, timed from `now`.
+    fn post(&mut self, k: usize, w: Workload, bs: usize, now: Instant) -> Res<()> {
         let at = self.block % self.blocks * bs as u64;
         self.block += 1;
         let (c, r, l, ctx) = (&self.conn, &self.remote, &self.local, k as u64);
         let (all, quiet) = (Flags::COMPLETION_ALWAYS, Flags::COMPLETION_ON_ERROR);
-        self.start[k] = Instant::now();
+        self.start[k] = now;
         self.wait[k] = ANSWER;
         match w {
             Workload::Read => c.read(l, k * bs, r, at, bs, all, ctx)?,
@@ -298,9 +298,9 @@ impl Lane {
         Ok(())
     }
 
-    /// Takes a completion: records the latency of the operation it
-    /// answers, and returns the slot it frees, if it does.
-    fn complete(&mut self, wc: &Completion, h: &mut Histogram<u64>) -> Res<Option<usize>> {
+    /// Takes a completion reaped at `now`: records the latency of the
+    /// operation it answers, and returns the slot it frees, if it does.
+    fn complete(&mut self, wc: &Completion, h: &mut Histogram<u64>, now: Instant) -> Res<Option<usize>> {
         check(wc)?;
         let (k, bit) = match self.msgs.as_ref().and_then(|m| m.slot(wc).map(|s| (m, s))) {
             None => (wc.op_context as usize, ANSWER),
@@ -323,7 +323,7 @@ impl Lane {
             .ok_or_else(|| format!("a completion of no operation in flight: {wc:?}"))?;
         *w &= !bit;
         if bit == ANSWER {
-            h.record((self.start[k].elapsed().as_nanos() as u64).max(1))?;
+            h.record((now.saturating_duration_since(self.start[k]).as_nanos() as u64).max(1))?;
         }
         Ok((*w == 0).then_some(k))
     }
@@ -342,12 +342,12 @@ struct Run {
 }
 
 impl Run {
-    /// Whether one more operation may start.
-    fn take(&self) -> bool {
+    /// Whether one more operation may start at `now`.
+    fn take(&self, now: Instant) -> bool {
         !self.stop.load(Relaxed)
             && match self.count {
                 Some(c) => self.posted.fetch_add(1, Relaxed) < c,
-                None => self.deadline.is_none_or(|d| Instant::now() < d),
+                None => self.deadline.is_none_or(|d| now < d),
             }
     }
 }
@@ -359,14 +359,15 @@ fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogr
     let mut h = Histogram::<u64>::new(3)?;
     for lane in lanes.iter_mut() {
         for k in 0..a.qd as usize {
-            if !run.take() {
+            let now = Instant::now();
+            if !run.take(now) {
                 break;
             }
-            lane.post(k, a.workload, bs)?;
+            lane.post(k, a.workload, bs, now)?;
         }
     }
     let mut wcs = [Cq::EMPTY; 16];
-    let mut last = Instant::now();
+    let (mut last, mut spins) = (Instant::now(), 0u32);
     while lanes.iter().any(|l| l.inflight > 0) {
         let mut got = false;
         for lane in lanes.iter_mut() {
@@ -374,19 +375,30 @@ fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogr
                 Err(Error::NoCompletion) => 0,
                 r => r?,
             };
+            // One clock read a batch: the completions' time, and the
+            // start of the operations posted in their place.
+            let now = if n > 0 { Instant::now() } else { last };
+            last = now;
             for wc in &wcs[..n] {
-                if let Some(k) = lane.complete(wc, &mut h)? {
+                if let Some(k) = lane.complete(wc, &mut h, now)? {
                     lane.inflight -= 1;
                     run.done.fetch_add(1, Relaxed);
-                    if run.take() {
-                        lane.post(k, a.workload, bs)?;
+                    if run.take(now) {
+                        lane.post(k, a.workload, bs, now)?;
                     }
                 }
             }
             got |= n > 0;
         }
         if got {
-            last = Instant::now();
+            spins = 0;
+            continue;
+        }
+        // Busy-polling reads the clock every 256 empty polls only: a read
+        // can cost microseconds (a VM's HPET clock).
+        spins = spins.wrapping_add(1);
+        if a.busy_poll && spins % 256 != 0 {
+            std::hint::spin_loop();
             continue;
         }
         let left = BOUND.saturating_sub(last.elapsed());
