@@ -17,7 +17,7 @@
 
 mod common;
 use common::{Args, Res};
-use rpma::aio::{accept, connect, AsyncConn, AsyncCq, AsyncEp};
+use rpma::aio::{accept, connect, AsyncConnEvents, AsyncCq, AsyncEp};
 use rpma::utils::ConnEvent;
 use rpma::{AlignedBuf, CompletionOp, Ep, Flags, FlushType, MrLocal, MrRemote, Peer, Usage};
 use std::time::Instant;
@@ -66,7 +66,7 @@ fn server(a: &Args) -> Res<()> {
                 .await
                 .map_err(|_| "no client came")??;
             sessions.push(tokio::task::spawn_local(async move {
-                let ev = AsyncConn::new(&conn)?.next_event().await?;
+                let ev = AsyncConnEvents::new(&conn)?.next_event().await?;
                 conn.disconnect()?;
                 Ok::<_, rpma::Error>(ev)
             }));
@@ -146,7 +146,7 @@ async fn append(peer: Peer, addr: String, port: u16, c: usize, records: usize) -
     }
     drop(cq);
     conn.disconnect()?;
-    let ev = AsyncConn::new(&conn)?.next_event().await?;
+    let ev = AsyncConnEvents::new(&conn)?.next_event().await?;
     if ev != ConnEvent::Closed {
         return Err(format!("client {c}: closing gave {ev}").into());
     }

@@ -4,7 +4,7 @@
 
 mod common;
 use common::peer;
-use rpma::aio::{accept, connect, AsyncConn, AsyncCq, AsyncEp};
+use rpma::aio::{accept, connect, AsyncConnEvents, AsyncCq, AsyncEp};
 use rpma::utils::ConnEvent;
 use rpma::{AlignedBuf, ConnCfg, Ep, Flags, MrLocal, MrRemote, Usage};
 use rpma_harness::{addr, device_tests, next_port};
@@ -43,7 +43,7 @@ async fn serve(ep: Rc<Ep>, n: usize, desc: Vec<u8>) {
     for _ in 0..n {
         let conn = accept(&aep, None, &desc).await.expect("accept");
         closing.push(tokio::task::spawn_local(async move {
-            assert_eq!(AsyncConn::new(&conn).unwrap().next_event().await.unwrap(), ConnEvent::Closed);
+            assert_eq!(AsyncConnEvents::new(&conn).unwrap().next_event().await.unwrap(), ConnEvent::Closed);
             conn.disconnect().unwrap();
         }));
     }
@@ -55,7 +55,7 @@ async fn serve(ep: Rc<Ep>, n: usize, desc: Vec<u8>) {
 /// The client half of the close handshake.
 async fn close(conn: rpma::Conn) {
     conn.disconnect().unwrap();
-    assert_eq!(AsyncConn::new(&conn).unwrap().next_event().await.unwrap(), ConnEvent::Closed);
+    assert_eq!(AsyncConnEvents::new(&conn).unwrap().next_event().await.unwrap(), ConnEvent::Closed);
 }
 
 device_tests!({

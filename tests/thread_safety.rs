@@ -59,8 +59,9 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::log::LogLevel>();
     send_sync::<rpma::log::LogThreshold>();
     send_sync::<Box<rpma::log::LogFunction>>();
+    send_sync::<rpma::aio::AsyncConn>();
     send_sync::<rpma::aio::AsyncEp<'static>>();
-    send_sync::<rpma::aio::AsyncConn<'static>>();
+    send_sync::<rpma::aio::AsyncConnEvents<'static>>();
     send_sync::<rpma::aio::AsyncChannel<'static>>();
     send_sync::<rpma::aio::AsyncCq<'static>>();
     send_sync::<rpma::aio::AsyncDevice<'static>>();

@@ -141,6 +141,14 @@ pub enum Detail {
         /// The soft limit, in bytes.
         limit: u64,
     },
+    /// An awaited operation (`rpma::aio::AsyncConn`) completed with an
+    /// error status ([`Error::Provider`]).
+    Completed {
+        /// The device's `ibv_wc_status`
+        /// ([`WcStatus(status)`](crate::WcStatus): its name and whether to
+        /// retry).
+        status: u32,
+    },
 }
 
 impl Msg {

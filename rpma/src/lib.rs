@@ -7,8 +7,8 @@
 mod access;
 // `unsafe` is denied crate-wide (FFI lives in rpma-sys) and allowed in
 // these modules only, each use with a `// SAFETY:` line:
-// - `aio`: registering borrowed fds with tokio's reactor (the borrow keeps
-//   them open);
+// - `aio`: registering fds with tokio's reactor (a borrow, or the
+//   connection that owns them, keeps them open);
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 #[allow(unsafe_code)]

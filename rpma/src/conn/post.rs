@@ -68,6 +68,44 @@ impl Conn {
         op.encode(&self.target(), false, Single { conn: self, hold: None::<fn() -> Hold> })
     }
 
+    /// Posts `op` checked, as [`post`](Conn::post), with the op context
+    /// `ctx` and a completion always: an awaited operation's, whose
+    /// completion the reaper of [`crate::aio::AsyncConn`] routes by `ctx`.
+    /// Returns the op context the operation was given, which its
+    /// completion gets back.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn post_awaited<O: Operation>(&self, op: O, ctx: u64) -> Result<u64> {
+        let t = self.target();
+        let given = std::cell::Cell::new(0);
+        let single = Single { conn: self, hold: Some(|| op.hold(&t)) };
+        op.encode(&t, true, Awaited { inner: single, ctx, given: &given })?;
+        Ok(given.get())
+    }
+
+    /// Whether the connection has a shared completion channel or an SRQ,
+    /// which an async reaper does not serve, and hands its own CQs to one.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn hand_to_reaper(&mut self) -> Result<()> {
+        let p = &mut self.parts;
+        if p.shared.is_some() || p.srq.is_some() {
+            return Err(Error::NoSupp(
+                "rpma::aio::AsyncConn serves connections with their own completion channels and receive queue: \
+                 configure no shared channel and no SRQ"
+                    .into(),
+            ));
+        }
+        let crate::cq::ConnCq::Own(cq) = &mut p.cq else {
+            return Err(Error::NoSupp(
+                "rpma::aio::AsyncConn serves connections with their own CQ, not a SharedCq".into(),
+            ));
+        };
+        cq.hand_to_reaper();
+        if let Some(r) = &mut p.rcq {
+            r.hand_to_reaper();
+        }
+        Ok(())
+    }
+
     /// What an operation is checked against on this connection.
     #[inline(always)]
     pub(super) fn target(&self) -> Target<'_> {
@@ -150,5 +188,60 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
     fn recv_list(self, m: Meta, mut g: Gathered) -> Result<()> {
         let hold = g.hold.take();
         self.conn.parts.post_recv(m.ctx, g.list(), hold)
+    }
+}
+
+/// The sink of an awaited post ([`Conn::post_awaited`]): `inner` with the
+/// op context `ctx` and a completion always; the op context the operation
+/// carried is kept in `given`.
+#[cfg(feature = "tokio")]
+struct Awaited<'g, S: Sink> {
+    inner: S,
+    ctx: u64,
+    given: &'g std::cell::Cell<u64>,
+}
+
+#[cfg(feature = "tokio")]
+impl<S: Sink> Awaited<'_, S> {
+    fn meta(&self, mut m: Meta) -> Meta {
+        self.given.set(m.ctx);
+        m.ctx = self.ctx;
+        m
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<S: Sink> Sink for Awaited<'_, S> {
+    fn plain(self, m: Meta, mut wr: SendWr) -> Result<()> {
+        wr.signaled = true;
+        let m = self.meta(m);
+        self.inner.plain(m, wr)
+    }
+
+    fn other(self, m: Meta, mut wr: Wr) -> Result<()> {
+        match &mut wr {
+            Wr::Plain(w) => w.signaled = true,
+            Wr::Inline8 { flags, .. } | Wr::AtomicWrite { flags, .. } | Wr::Flush { flags, .. } => {
+                flags.signaled = true
+            }
+        }
+        let m = self.meta(m);
+        self.inner.other(m, wr)
+    }
+
+    fn list(self, m: Meta, mut wr: SendWr, g: Gathered) -> Result<()> {
+        wr.signaled = true;
+        let m = self.meta(m);
+        self.inner.list(m, wr, g)
+    }
+
+    fn recv(self, m: Meta, sge: Option<Sge>) -> Result<()> {
+        let m = self.meta(m);
+        self.inner.recv(m, sge)
+    }
+
+    fn recv_list(self, m: Meta, g: Gathered) -> Result<()> {
+        let m = self.meta(m);
+        self.inner.recv_list(m, g)
     }
 }

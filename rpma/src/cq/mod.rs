@@ -143,9 +143,13 @@ pub struct Cq {
     cq: rpma_sys::cq::Cq,
     channel: CompChannel,
     shared: bool,
-    /// Neither `shared` nor `routes`: `wait` and `get_completion` test this
-    /// one flag before going to the channel and the CQ (instead of both).
+    /// Neither `shared` nor `routes` nor `reaped`: `wait`, `get_wc` and
+    /// `get_completion` test this one flag before going to the channel and
+    /// the CQ (instead of each).
     plain: bool,
+    /// Owned by an [`AsyncConn`](crate::aio::AsyncConn)'s reaper, which
+    /// alone polls and waits: the public polls and waits refuse.
+    reaped: bool,
     send: Option<Arc<SendTracker>>,
     recv: Option<Arc<RecvTracker>>,
     srq_recv: Option<Arc<RecvTracker>>,
@@ -160,6 +164,15 @@ impl fmt::Debug for Cq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cq").field("cqe", &self.cq.cqe()).field("shared_channel", &self.shared).finish()
     }
+}
+
+/// The error of a poll or wait on a CQ an async reaper owns.
+#[cold]
+fn reaped() -> Error {
+    Error::inval(
+        "this CQ belongs to an rpma::aio::AsyncConn, whose reaper takes its completions: await \
+         AsyncConn::next_completion (or the operation) instead",
+    )
 }
 
 impl Cq {
@@ -184,6 +197,7 @@ impl Cq {
             channel,
             shared: shared.is_some(),
             plain: shared.is_none(),
+            reaped: false,
             send,
             recv,
             srq_recv,
@@ -244,6 +258,9 @@ impl Cq {
     #[inline]
     pub fn wait(&self) -> Result<()> {
         if !self.plain {
+            if self.reaped {
+                return Err(reaped());
+            }
             if self.shared {
                 return Err(shared_channel());
             }
@@ -260,7 +277,7 @@ impl Cq {
     /// # Errors
     /// As [`wait`](Cq::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        if self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
+        if self.reaped || self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
             return self.wait();
         }
         let ready = rpma_sys::poll_readable(std::os::fd::AsFd::as_fd(self), Some(timeout))
@@ -285,6 +302,15 @@ impl Cq {
         if wc.is_empty() {
             return Err(Error::inval("get_wc: the output slice is empty; pass room for at least 1 completion"));
         }
+        if !self.plain && self.reaped {
+            return Err(reaped());
+        }
+        self.poll_wc(wc)
+    }
+
+    /// [`get_wc`](Cq::get_wc) without the reaper's check, for the reaper.
+    #[inline]
+    pub(crate) fn poll_wc(&self, wc: &mut [Completion]) -> Result<usize> {
         let got = match &self.routes {
             None => self
                 .cq
@@ -298,6 +324,20 @@ impl Cq {
         Ok(got)
     }
 
+    /// Gives this CQ to an async reaper: from now on only the reaper
+    /// polls it ([`poll_wc`](Cq::poll_wc)) and takes its events
+    /// ([`reaper_wait`](Cq::reaper_wait)).
+    pub(crate) fn hand_to_reaper(&mut self) {
+        self.reaped = true;
+        self.plain = false;
+    }
+
+    /// [`wait`](Cq::wait) for the reaper of a CQ with its own channel.
+    pub(crate) fn reaper_wait(&self) -> Result<()> {
+        self.cq.get_event().map_err(|_| Error::NoCompletion)?;
+        self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
+    }
+
     /// One completion, if any (a convenience over [`get_wc`](Cq::get_wc)).
     ///
     /// # Errors
@@ -305,6 +345,9 @@ impl Cq {
     #[inline]
     pub fn get_completion(&self) -> Result<Completion> {
         if !self.plain {
+            if self.reaped {
+                return Err(reaped());
+            }
             if let Some(r) = &self.routes {
                 return r.get_completion(self);
             }

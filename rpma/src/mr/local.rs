@@ -455,7 +455,7 @@ impl MrLocal<crate::memory::MappedFile> {
     ///
     /// # Errors
     /// As [`MappedFile::persist_range`](crate::MappedFile::persist_range):
-    /// [`Error::Inval`](crate::Error::Inval) when the range exceeds the
+    /// [`Error::Inval`] when the range exceeds the
     /// mapping.
     pub fn persist_range(&self, offset: usize, len: usize) -> Result<()> {
         self.inner.mem.persist_range(offset, len)

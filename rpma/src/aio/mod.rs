@@ -1,32 +1,43 @@
-//! Async waits on tokio (feature `tokio`): accepting connection requests,
-//! connection events and completions, awaited on tokio's reactor
-//! ([`AsyncFd`]) over the same channels the blocking calls use. No busy
-//! polling and no helper threads: a task sleeps until the channel's fd is
-//! readable. Operations stay synchronous posts (they never block); what is
-//! awaited is their completion.
+//! Async RDMA on tokio (feature `tokio`).
 //!
-//! Each wrapper borrows its object, makes its fd non-blocking (the blocking
-//! calls on that object then return [`Error::NoEvent`] /
+//! * [`AsyncConn`]: a connection owned by its handle (`'static`, `Send`,
+//!   `Sync`), every operation awaitable (`conn.read(..).await` returns the
+//!   completion), completions routed to their futures by one reaper task
+//!   per connection. Dropping a future is harmless: the memory stays held
+//!   by the connection until the device completes the operation.
+//! * The borrowing adapters below it: [`AsyncEp`] (connection requests),
+//!   [`AsyncConnEvents`] (connection events), [`AsyncCq`] (completions of
+//!   operations posted with [`Conn`]'s own calls), [`AsyncChannel`] (a
+//!   shared completion channel), [`AsyncDevice`] (device events), and
+//!   [`connect`] / [`accept`].
+//!
+//! Everything waits on tokio's reactor ([`AsyncFd`]) over the channels the
+//! blocking calls use: a task sleeps until the fd is readable, without
+//! busy polling or helper threads. Each adapter makes its fd non-blocking
+//! (the blocking calls on that object then return [`Error::NoEvent`] /
 //! [`Error::NoCompletion`] instead of blocking) and registers it with the
 //! runtime it is created in; an fd can be registered once per runtime at a
-//! time, so keep one wrapper per object.
+//! time, so keep one adapter per object.
 //!
-//! **Cancellation**: every future here is cancellation-safe. It consumes
-//! nothing while it waits; the event or completion it returns is taken in
-//! the same poll that returns it. A future dropped mid-wait loses nothing:
-//! the next call finds the event or completion.
+//! **Cancellation**: every future here is cancellation-safe. A wait
+//! consumes nothing until the poll that returns its result; an awaited
+//! operation dropped after its post still runs to completion, with its
+//! memory held, and its completion is discarded.
 //!
 //! ```no_run
 //! # #[allow(dead_code)]
-//! # async fn f(peer: &rpma::Peer, addr: &str, dst: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
-//! let conn = rpma::aio::connect(peer, addr, 7204, None, &[]).await?;
-//! let src = rpma::MrRemote::from_descriptor(conn.private_data())?;
-//! let cq = rpma::aio::AsyncCq::new(conn.cq())?;
-//! conn.read(dst, 0, &src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 1)?;
-//! let wc = cq.next_completion().await?;
-//! assert_eq!(wc.op_context, 1);
-//! # Ok(()) }
+//! # async fn f(peer: &rpma::Peer, addr: &str, dst: rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+//! let conn = rpma::aio::AsyncConn::connect(peer, addr, 7204, None, &[]).await?;
+//! let src = rpma::MrRemote::from_descriptor(conn.conn().private_data())?;
+//! let wc = conn.read(&dst, 0, &src, 0, 8).await?;
+//! assert!(wc.status.is_success());
+//! conn.disconnect().await
+//! # }
 //! ```
+
+mod conn;
+mod router;
+pub use conn::AsyncConn;
 
 use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
@@ -87,8 +98,8 @@ impl<'a> AsyncEp<'a> {
     /// Registers `ep`'s event fd with the current tokio runtime.
     ///
     /// # Errors
-    /// [`Error::Provider`] outside a runtime or when the fd cannot be made
-    /// non-blocking or registered.
+    /// [`Error::Inval`] outside a tokio runtime; [`Error::Provider`] when
+    /// the fd cannot be made non-blocking or registered.
     pub fn new(ep: &'a Ep) -> Result<AsyncEp<'a>> {
         Ok(AsyncEp { ep, fd: register(ep.as_fd(), "endpoint")? })
     }
@@ -105,18 +116,18 @@ impl<'a> AsyncEp<'a> {
 
 /// A [`Conn`] whose connection events are awaited.
 #[derive(Debug)]
-pub struct AsyncConn<'a> {
+pub struct AsyncConnEvents<'a> {
     conn: &'a Conn,
     fd: AsyncFd<BorrowedFd<'a>>,
 }
 
-impl<'a> AsyncConn<'a> {
+impl<'a> AsyncConnEvents<'a> {
     /// Registers `conn`'s CM event fd with the current tokio runtime.
     ///
     /// # Errors
     /// As [`AsyncEp::new`].
-    pub fn new(conn: &'a Conn) -> Result<AsyncConn<'a>> {
-        Ok(AsyncConn { conn, fd: register(conn.as_fd(), "connection event")? })
+    pub fn new(conn: &'a Conn) -> Result<AsyncConnEvents<'a>> {
+        Ok(AsyncConnEvents { conn, fd: register(conn.as_fd(), "connection event")? })
     }
 
     /// The next connection event ([`Conn::next_event`]). Cancellation-safe.
@@ -274,7 +285,7 @@ pub async fn accept(ep: &AsyncEp<'_>, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Re
 /// the attempt in the error otherwise), and leaves its event fd blocking
 /// again, as a connection made without `aio` has it.
 async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> {
-    let ev = AsyncConn::new(&conn)?.next_event().await?;
+    let ev = AsyncConnEvents::new(&conn)?.next_event().await?;
     if ev != ConnEvent::Established {
         return Err(Error::Unknown(format!("{}: the connection was {ev}", what()).into()));
     }

@@ -1,0 +1,460 @@
+//! [`AsyncConn`]: a connection owned by its async handle, every operation
+//! awaitable, completions routed by one reaper task per connection.
+//!
+//! The reaper is the only reader of the connection's CQs: it polls them
+//! when their channels are readable (tokio's reactor, no busy loop), and
+//! hands each completion to the future that awaits it, found by its op
+//! context, or to [`AsyncConn::next_completion`] when the operation was
+//! posted on [`AsyncConn::conn`] the librpma way.
+//!
+//! Memory is held by the connection's in-flight tracker, never by a
+//! future: an awaited operation is posted checked ([`Conn::post`]), so its
+//! local region stays held until the device reports the completion, whoever
+//! receives it. A dropped future only tells the reaper to discard the
+//! completion when it comes.
+
+use super::router::{ctx_of, reaper_stopped, Router, Slot};
+use crate::conn::ConnEvent;
+use crate::conn_cfg::ConnCfg;
+use crate::cq::{Completion, Cq};
+use crate::error::{Detail, Error, Msg, Result};
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, MrRemote};
+use crate::ops::{self, Operation};
+use crate::peer::Peer;
+use crate::Conn;
+use std::future::poll_fn;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
+use tokio::io::unix::AsyncFd;
+use tokio::task::AbortHandle;
+
+/// A CQ channel's fd, registered with tokio's reactor. The CQ outlives it
+/// ([`Shared`]'s field order).
+#[derive(Debug)]
+struct ChannelFd(RawFd);
+
+impl AsRawFd for ChannelFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// What the handle and its reaper share. Field order: the registrations
+/// go before the connection whose fds they name.
+#[derive(Debug)]
+struct Shared {
+    fds: Vec<AsyncFd<ChannelFd>>,
+    events: AsyncFd<ChannelFd>,
+    router: Mutex<Router>,
+    conn: Conn,
+}
+
+impl Shared {
+    fn router(&self) -> MutexGuard<'_, Router> {
+        // A panic while holding the lock left a consistent table (each
+        // change is one assignment): go on with it.
+        self.router.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The CQs, in the order of `fds`.
+    fn cq(&self, i: usize) -> &Cq {
+        match i {
+            0 => self.conn.cq(),
+            _ => self.conn.rcq().unwrap_or(self.conn.cq()),
+        }
+    }
+
+    /// Polls every CQ until empty, routing what it finds.
+    fn drain(&self, wcs: &mut [Completion]) -> Result<()> {
+        for i in 0..self.fds.len() {
+            loop {
+                match self.cq(i).poll_wc(wcs) {
+                    Ok(n) => {
+                        let mut r = self.router();
+                        wcs[..n].iter().for_each(|wc| r.route(*wc));
+                    }
+                    Err(Error::NoCompletion) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The reaper: drains the CQs, then sleeps until a channel is readable,
+/// takes its event (re-arming the CQ) and drains again.
+async fn reap(s: Arc<Shared>) {
+    let mut wcs = [Cq::EMPTY; 32];
+    let why = loop {
+        if let Err(e) = s.drain(&mut wcs) {
+            break e;
+        }
+        let ready = poll_fn(|cx| {
+            for (i, fd) in s.fds.iter().enumerate() {
+                if let Poll::Ready(g) = fd.poll_read_ready(cx) {
+                    return Poll::Ready((i, g));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let mut guard = match ready.1 {
+            Ok(g) => g,
+            Err(e) => break Error::provider_raw("tokio readiness", e),
+        };
+        match s.cq(ready.0).reaper_wait() {
+            Ok(()) => {}
+            Err(Error::NoCompletion) => guard.clear_ready(),
+            Err(e) => break e,
+        }
+    };
+    s.router().fail(why.to_string());
+}
+
+/// A connection owned by its async handle (`'static`, `Send` and `Sync`:
+/// move it into a spawned task, or share it in an `Arc`). Every operation
+/// is awaitable: [`post`](AsyncConn::post) takes any operation of
+/// [`crate::ops`], and the librpma-named methods build one. Each returns
+/// the operation's [`Completion`] (with the `op_context` the operation was
+/// given).
+///
+/// Completions reach their futures through one reaper task per connection
+/// (spawned on the runtime the handle is made in): no thread, no busy
+/// polling. The connection's CQs belong to the reaper: their own polls
+/// and waits refuse ([`Error::Inval`]); operations posted the librpma way
+/// on [`conn`](AsyncConn::conn) complete through
+/// [`next_completion`](AsyncConn::next_completion).
+///
+/// **Cancellation is harmless**: a future dropped before it is polled
+/// posts nothing; dropped after the post, its operation still runs, its
+/// local region stays held until the device completes it (the connection's
+/// in-flight tracker holds it, as for [`Conn::post`]), and the reaper
+/// discards its completion; no other operation's completion is lost, and
+/// `Drop` never blocks. A future waits as long as the device takes: bound
+/// it with `tokio::time::timeout` (a peer that vanishes is not always
+/// reported by the device; dropping the timed-out future is harmless).
+///
+/// ```no_run
+/// # #[allow(dead_code)]
+/// # async fn f(peer: &rpma::Peer, addr: &str) -> rpma::Result<()> {
+/// use rpma::{AlignedBuf, MrLocal, MrRemote, Usage};
+/// let conn = rpma::aio::AsyncConn::connect(peer, addr, 7204, None, &[]).await?;
+/// let src = MrRemote::from_descriptor(conn.conn().private_data())?;
+/// let dst = MrLocal::reg(peer, AlignedBuf::new(4096)?, Usage::READ_DST)?;
+/// let task = tokio::spawn(async move {
+///     let wc = conn.read(&dst, 0, &src, 0, 8).await?;
+///     assert!(wc.status.is_success());
+///     conn.disconnect().await
+/// });
+/// task.await.expect("the task ran")?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct AsyncConn {
+    shared: Arc<Shared>,
+    reaper: AbortHandle,
+}
+
+impl Drop for AsyncConn {
+    fn drop(&mut self) {
+        // The reaper ends at its next await; the connection is dropped with
+        // the last reference (its own rules keep memory the device may
+        // reach).
+        self.reaper.abort();
+    }
+}
+
+impl AsyncConn {
+    /// Takes `conn` and starts its reaper on the current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::Inval`] outside a tokio runtime; [`Error::NoSupp`] for a
+    /// connection with a shared completion channel, an SRQ or a
+    /// [`SharedCq`](crate::SharedCq) (not served by this version);
+    /// [`Error::Provider`] when the fds cannot be registered.
+    pub fn new(mut conn: Conn) -> Result<AsyncConn> {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return Err(Error::inval("rpma::aio::AsyncConn: made only inside a tokio runtime"));
+        };
+        conn.hand_to_reaper()?;
+        let register = |fd: BorrowedFd<'_>, what: &str| {
+            crate::utils::set_nonblocking(fd, true)?;
+            // SAFETY: the fd stays open and names the same channel while
+            // the registration lives: `Shared` drops its registrations
+            // before the connection that owns the fds (field order).
+            let registered =
+                unsafe { AsyncFd::register_with_interest(ChannelFd(fd.as_raw_fd()), tokio::io::Interest::READABLE) };
+            registered.map_err(|e| {
+                Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))
+            })
+        };
+        let mut fds = vec![register(conn.cq().as_fd(), "completion channel")?];
+        if let Some(r) = conn.rcq() {
+            fds.push(register(r.as_fd(), "receive completion channel")?);
+        }
+        let events = register(conn.as_fd(), "connection event")?;
+        let shared = Arc::new(Shared { fds, events, router: Mutex::new(Router::default()), conn });
+        let reaper = rt.spawn(reap(shared.clone())).abort_handle();
+        Ok(AsyncConn { shared, reaper })
+    }
+
+    /// Connects to a server (as [`super::connect`]) and takes the
+    /// connection.
+    ///
+    /// # Errors
+    /// As [`super::connect`] and [`new`](AsyncConn::new).
+    pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<AsyncConn> {
+        AsyncConn::new(super::connect(peer, addr, port, cfg, pdata).await?)
+    }
+
+    /// The connection, for what is not awaited here: its private data,
+    /// posting the librpma way (whose completions come through
+    /// [`next_completion`](AsyncConn::next_completion)), its settings.
+    pub fn conn(&self) -> &Conn {
+        &self.shared.conn
+    }
+
+    /// Posts `op` checked and waits for its completion: the operation's
+    /// `flags` get [`Flags::COMPLETION_ALWAYS`](crate::Flags) (its fence
+    /// stays), its `op_context` comes back in the completion.
+    ///
+    /// # Errors
+    /// As [`Conn::post`]; [`Error::Provider`] with
+    /// [`Detail::Completed`] when the operation completes with an error
+    /// status; [`Error::Unknown`] when the reaper stopped (a CQ failed).
+    pub async fn post<O: Operation>(&self, op: O) -> Result<Completion> {
+        let s = &*self.shared;
+        let (k, gen) = s.router().alloc()?;
+        let mut slot = Awaiting { shared: s, k, gen, live: true };
+        let given = match s.conn.post_awaited(op, ctx_of(k, gen)) {
+            Ok(c) => c,
+            Err(e) => {
+                // Refused before posting: the slot is free again. A
+                // provider's refusal may have queued it: then its slot
+                // waits for the completion (`Abandoned`, by the drop).
+                if !matches!(e, Error::Provider { .. }) {
+                    slot.live = false;
+                    s.router().release(k);
+                }
+                return Err(e);
+            }
+        };
+        let mut wc = poll_fn(|cx| s.router().poll_slot(k, gen, cx)).await;
+        slot.live = false;
+        if let Ok(c) = &mut wc {
+            c.op_context = given;
+            if !c.status.is_success() {
+                let text = format!("{:?} (its completion's status: {})", c.op, c.status);
+                let op = Msg::detailed(Detail::Completed { status: c.status.0 }, text);
+                return Err(Error::Provider { op, source: std::io::Error::from_raw_os_error(libc::EIO) });
+            }
+        }
+        wc
+    }
+
+    /// Reads `len` bytes of `src` at `src_offset` into `dst` at
+    /// `dst_offset` ([`Conn::read`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::read`].
+    pub async fn read<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Read::new(dst, dst_offset, src, src_offset, len)).await
+    }
+
+    /// Writes `len` bytes of `src` at `src_offset` to `dst` at
+    /// `dst_offset` ([`Conn::write`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::write`].
+    pub async fn write<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Write::new(dst, dst_offset, src, src_offset, len)).await
+    }
+
+    /// Flushes `len` bytes of `dst` at `dst_offset` to visibility or
+    /// persistence ([`Conn::flush`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::flush`].
+    pub async fn flush(&self, dst: &MrRemote, dst_offset: u64, len: u64, ty: crate::FlushType) -> Result<Completion> {
+        self.post(ops::Flush::new(dst, dst_offset, len, ty)).await
+    }
+
+    /// Writes 8 bytes atomically at `dst_offset` of `dst`
+    /// ([`Conn::atomic_write`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::atomic_write`].
+    pub async fn atomic_write(&self, dst: &MrRemote, dst_offset: u64, value: [u8; 8]) -> Result<Completion> {
+        self.post(ops::AtomicWrite::new(dst, dst_offset, value)).await
+    }
+
+    /// Compares the 8 bytes at `src_offset` of `src` with `compare` and, if
+    /// equal, swaps in `swap` ([`Conn::compare_and_swap`], awaited); returns
+    /// the value found there (also in `dst` at `dst_offset`).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::compare_and_swap`].
+    pub async fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        compare: u64,
+        swap: u64,
+    ) -> Result<u64> {
+        self.post(ops::CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap)).await?;
+        old_value(dst, dst_offset)
+    }
+
+    /// Adds `add` to the 8 bytes at `src_offset` of `src`
+    /// ([`Conn::fetch_and_add`], awaited); returns the value found there
+    /// (also in `dst` at `dst_offset`).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::fetch_and_add`].
+    pub async fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        add: u64,
+    ) -> Result<u64> {
+        self.post(ops::FetchAndAdd::new(dst, dst_offset, src, src_offset, add)).await?;
+        old_value(dst, dst_offset)
+    }
+
+    /// Sends `len` bytes of `src` at `offset` ([`Conn::send`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::send`].
+    pub async fn send<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Send::new(src, offset, len)).await
+    }
+
+    /// Receives a message into `dst` at `offset`, up to `len` bytes
+    /// ([`Conn::recv`], awaited): the completion's `byte_len` says how
+    /// many arrived (and `imm` any immediate data).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::recv`].
+    pub async fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Recv::new(dst, offset, len)).await
+    }
+
+    /// The next completion of an operation posted the librpma way on
+    /// [`conn`](AsyncConn::conn) (not awaited). Cancellation-safe: a
+    /// completion is taken only in the poll that returns it.
+    ///
+    /// # Errors
+    /// [`Error::Unknown`] when the reaper stopped (a CQ failed).
+    pub async fn next_completion(&self) -> Result<Completion> {
+        poll_fn(|cx| {
+            let mut r = self.shared.router();
+            if let Some(wc) = r.user.pop_front() {
+                return Poll::Ready(Ok(wc));
+            }
+            if let Some(why) = &r.failed {
+                return Poll::Ready(Err(reaper_stopped(why)));
+            }
+            r.user_waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// The next connection event ([`Conn::next_event`], awaited).
+    /// Cancellation-safe.
+    ///
+    /// # Errors
+    /// As [`Conn::next_event`].
+    pub async fn next_event(&self) -> Result<ConnEvent> {
+        let conn = &self.shared.conn;
+        loop {
+            match conn.next_event() {
+                Err(Error::NoEvent) => {}
+                other => return other,
+            }
+            let mut g = self.shared.events.readable().await.map_err(|e| Error::provider_raw("tokio readiness", e))?;
+            match conn.next_event() {
+                Err(Error::NoEvent) => g.clear_ready(),
+                other => return other,
+            }
+        }
+    }
+
+    /// Disconnects and waits for the closing event ([`Conn::disconnect`]);
+    /// the connection is released with the handle.
+    ///
+    /// # Errors
+    /// As [`Conn::disconnect`] and [`next_event`](AsyncConn::next_event).
+    pub async fn disconnect(self) -> Result<()> {
+        self.shared.conn.disconnect()?;
+        loop {
+            match self.next_event().await? {
+                ConnEvent::Established => {}
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+/// The 8 bytes an atomic left at `offset` of `dst`, little-endian as the
+/// device wrote them.
+fn old_value<M: RegMemory>(dst: &MrLocal<M>, offset: usize) -> Result<u64> {
+    let mut b = [0u8; 8];
+    dst.read_at(offset, &mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// An awaited operation's slot while its future lives: dropped before the
+/// completion was taken, the slot is abandoned (the reaper frees it when the
+/// completion comes) or freed (the completion came).
+struct Awaiting<'a> {
+    shared: &'a Shared,
+    k: usize,
+    gen: u64,
+    live: bool,
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        if !self.live {
+            return;
+        }
+        let mut r = self.shared.router();
+        match r.slots[self.k] {
+            Slot::Waiting { gen, .. } if gen == self.gen => r.slots[self.k] = Slot::Abandoned { gen },
+            Slot::Done { gen, .. } if gen == self.gen => r.release(self.k),
+            _ => {}
+        }
+    }
+}

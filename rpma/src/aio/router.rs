@@ -1,0 +1,202 @@
+//! The routing table of [`AsyncConn`](super::AsyncConn)'s reaper: which
+//! awaited operation each completion belongs to, by its op context.
+
+use crate::cq::Completion;
+use crate::error::{Error, Result};
+use std::collections::VecDeque;
+use std::task::{Context, Poll, Waker};
+
+/// The op contexts of awaited operations: this bit, a generation and a
+/// slot. Operations posted on [`AsyncConn::conn`] with such a context go
+/// to [`AsyncConn::next_completion`] unless they match a slot in use
+/// exactly (slot and generation).
+const MARK: u64 = 1 << 63;
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+const GEN_MASK: u64 = (1 << (63 - SLOT_BITS)) - 1;
+
+pub(super) fn ctx_of(k: usize, gen: u64) -> u64 {
+    MARK | (gen & GEN_MASK) << SLOT_BITS | k as u64
+}
+
+fn slot_of(ctx: u64) -> Option<(usize, u64)> {
+    (ctx & MARK != 0).then_some(((ctx & SLOT_MASK) as usize, (ctx >> SLOT_BITS) & GEN_MASK))
+}
+
+/// Where an awaited operation is.
+#[derive(Debug)]
+pub(super) enum Slot {
+    Free,
+    /// Posted; its future waits (with its waker once polled).
+    Waiting {
+        gen: u64,
+        waker: Option<Waker>,
+    },
+    /// Completed; its future has not taken it yet.
+    Done {
+        gen: u64,
+        wc: Completion,
+    },
+    /// Its future was dropped: the completion is discarded when it comes.
+    Abandoned {
+        gen: u64,
+    },
+}
+
+/// The reaper's routing table: slots of awaited operations, and the
+/// completions of the others.
+#[derive(Debug, Default)]
+pub(super) struct Router {
+    pub(super) slots: Vec<Slot>,
+    free: Vec<usize>,
+    next_gen: u64,
+    pub(super) user: VecDeque<Completion>,
+    pub(super) user_waker: Option<Waker>,
+    /// Why the reaper stopped, when it did: every wait fails with it.
+    pub(super) failed: Option<String>,
+}
+
+impl Router {
+    pub(super) fn alloc(&mut self) -> Result<(usize, u64)> {
+        if let Some(why) = &self.failed {
+            return Err(reaper_stopped(why));
+        }
+        let gen = self.next_gen & GEN_MASK;
+        self.next_gen = self.next_gen.wrapping_add(1);
+        let k = match self.free.pop() {
+            Some(k) => k,
+            None if self.slots.len() <= SLOT_MASK as usize => {
+                self.slots.try_reserve(1).map_err(|_| Error::NoMem("no room for another awaited operation".into()))?;
+                self.slots.push(Slot::Free);
+                self.slots.len() - 1
+            }
+            None => return Err(Error::NoMem("2^20 awaited operations in flight on one connection".into())),
+        };
+        self.slots[k] = Slot::Waiting { gen, waker: None };
+        Ok((k, gen))
+    }
+
+    pub(super) fn release(&mut self, k: usize) {
+        self.slots[k] = Slot::Free;
+        self.free.push(k);
+    }
+
+    /// Hands `wc` to its future, discards it (its future is gone), or
+    /// queues it for [`AsyncConn::next_completion`].
+    pub(super) fn route(&mut self, wc: Completion) {
+        if let Some((k, gen)) = slot_of(wc.op_context) {
+            match self.slots.get_mut(k) {
+                Some(Slot::Waiting { gen: g, waker }) if *g == gen => {
+                    let waker = waker.take();
+                    self.slots[k] = Slot::Done { gen, wc };
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                    return;
+                }
+                Some(Slot::Abandoned { gen: g }) if *g == gen => {
+                    self.release(k);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.user.push_back(wc);
+        if let Some(w) = self.user_waker.take() {
+            w.wake();
+        }
+    }
+
+    /// The reaper stopped: wakes every waiter, which then fails.
+    pub(super) fn fail(&mut self, why: String) {
+        self.failed = Some(why);
+        for s in &mut self.slots {
+            if let Slot::Waiting { waker: Some(w), .. } = s {
+                w.wake_by_ref();
+            }
+        }
+        if let Some(w) = self.user_waker.take() {
+            w.wake();
+        }
+    }
+
+    pub(super) fn poll_slot(&mut self, k: usize, gen: u64, cx: &mut Context<'_>) -> Poll<Result<Completion>> {
+        match &mut self.slots[k] {
+            Slot::Done { gen: g, wc } if *g == gen => {
+                let wc = *wc;
+                self.release(k);
+                Poll::Ready(Ok(wc))
+            }
+            Slot::Waiting { gen: g, waker } if *g == gen => {
+                if let Some(why) = &self.failed {
+                    // Its completion may never be routed: the slot stays
+                    // taken, so no later operation reuses its context.
+                    self.slots[k] = Slot::Abandoned { gen };
+                    return Poll::Ready(Err(reaper_stopped(why)));
+                }
+                match waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            other => Poll::Ready(Err(Error::Unknown(format!("rpma::aio: awaited slot {k} is {other:?}").into()))),
+        }
+    }
+}
+
+pub(super) fn reaper_stopped(why: &str) -> Error {
+    Error::Unknown(format!("the connection's completion reaper stopped: {why}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cq::Cq;
+
+    fn wc(ctx: u64) -> Completion {
+        Completion { op_context: ctx, ..Cq::EMPTY }
+    }
+
+    #[test]
+    fn contexts_round_trip_and_user_contexts_pass_through() {
+        assert_eq!(slot_of(ctx_of(5, 77)), Some((5, 77)));
+        assert_eq!(slot_of(ctx_of(SLOT_MASK as usize, GEN_MASK)), Some((SLOT_MASK as usize, GEN_MASK)));
+        assert_eq!(slot_of(42), None);
+        let mut r = Router::default();
+        r.route(wc(42));
+        r.route(wc(ctx_of(3, 1))); // no such slot: the user's
+        assert_eq!(r.user.len(), 2);
+    }
+
+    #[test]
+    fn a_completion_reaches_its_slot_or_is_discarded_once_abandoned() {
+        let mut r = Router::default();
+        let (a, ga) = r.alloc().unwrap();
+        let (b, gb) = r.alloc().unwrap();
+        r.route(wc(ctx_of(a, ga)));
+        assert!(matches!(r.slots[a], Slot::Done { .. }));
+        // b's future was dropped: its completion is discarded, the slot freed.
+        r.slots[b] = Slot::Abandoned { gen: gb };
+        r.route(wc(ctx_of(b, gb)));
+        assert!(matches!(r.slots[b], Slot::Free) && r.free == vec![b] && r.user.is_empty());
+        // A stale generation is not the slot's: the user's.
+        let (b2, gb2) = r.alloc().unwrap();
+        assert_eq!(b2, b);
+        r.route(wc(ctx_of(b, gb)));
+        assert!(matches!(r.slots[b], Slot::Waiting { gen, .. } if gen == gb2));
+        assert_eq!(r.user.len(), 1);
+    }
+
+    #[test]
+    fn a_stopped_reaper_fails_new_and_waiting_operations() {
+        let mut r = Router::default();
+        let (k, gen) = r.alloc().unwrap();
+        r.fail("test".into());
+        assert!(r.alloc().is_err());
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(matches!(r.poll_slot(k, gen, &mut cx), Poll::Ready(Err(_))));
+        assert!(matches!(r.slots[k], Slot::Abandoned { .. }), "the slot stays taken");
+    }
+}

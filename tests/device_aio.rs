@@ -1,0 +1,215 @@
+//! Device tests of `rpma::aio::AsyncConn` (feature `tokio`): operations
+//! awaited on owned connections, moved into spawned tasks; futures dropped
+//! at every stage; the librpma-style calls beside them; on a real RDMA
+//! device (rxe in the harness VM).
+
+mod common;
+use common::peer;
+use rpma::aio::AsyncConn;
+use rpma::error::Detail;
+use rpma::utils::ConnEvent;
+use rpma::{AlignedBuf, Ep, Flags, FlushType, MrLocal, MrRemote, Peer, Usage};
+use rpma_harness::{addr, device_tests, next_port};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One current-thread runtime: every spawned task runs on the test's
+/// thread (`tokio::spawn` still asks for `Send + 'static`).
+fn run<F: std::future::Future>(f: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(300), f).await.expect("the test took over 300 s") })
+}
+
+/// Polls `f` once and drops it: true if it was pending.
+async fn pending_once<F: std::future::Future>(f: F) -> bool {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx).is_pending())).await
+}
+
+/// A blocking server on its own thread: accepts `n` connections with
+/// `pdata`, then waits for each to close.
+fn serve(sp: &Peer, port: u16, n: usize, pdata: Vec<u8>) -> std::thread::JoinHandle<()> {
+    let ep = Ep::listen(sp, &addr(), port).unwrap();
+    std::thread::spawn(move || {
+        let conns: Vec<_> = (0..n).map(|_| ep.next_conn_req(None).unwrap().connect(&pdata).unwrap()).collect();
+        for c in conns {
+            while c.next_event().unwrap() == ConnEvent::Established {}
+            let _ = c.disconnect();
+        }
+    })
+}
+
+/// Raises the open-file limit to its hard limit: both ends of 256
+/// connections take about 1,500 fds (each has a completion channel and a
+/// CM event channel), above the usual soft limit of 1,024.
+fn raise_fd_limit() {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `l` is a valid rlimit for both calls.
+    #[allow(unsafe_code)]
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+        l.rlim_cur = l.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
+    }
+    assert!(l.rlim_cur >= 4096, "the hard open-file limit {} is below 4,096", l.rlim_cur);
+}
+
+device_tests!({
+    fn two_hundred_fifty_six_connections_as_spawned_tasks_every_byte_verified() {
+        const N: usize = 256;
+        const SLOT: usize = 128;
+        raise_fd_limit();
+        let (sp, cp) = (peer(), peer());
+        let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY | Usage::REMOTE_ATOMIC;
+        let region = MrLocal::reg(&sp, AlignedBuf::new(N * SLOT + 8).unwrap(), usage).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, N, region.descriptor_ext());
+        run(async move {
+            let tasks: Vec<_> = (0..N)
+                .map(|i| {
+                    let cp = cp.clone();
+                    tokio::spawn(async move {
+                        let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.expect("connect");
+                        let dst = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+                        let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
+                        let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT + 8).unwrap(), Usage::READ_DST).unwrap();
+                        let bytes: Vec<u8> = (0..SLOT).map(|k| (i * 31 + k) as u8).collect();
+                        src.write_at(0, &bytes).unwrap();
+                        let at = (i * SLOT) as u64;
+                        conn.write(&dst, at, &src, 0, SLOT).await.unwrap();
+                        conn.flush(&dst, at, SLOT as u64, FlushType::Visibility).await.unwrap();
+                        let wc = conn.read(&back, 0, &dst, at, SLOT).await.unwrap();
+                        assert!(wc.status.is_success());
+                        let mut got = vec![0u8; SLOT];
+                        back.read_at(0, &mut got).unwrap();
+                        assert_eq!(got, bytes, "connection {i} read back");
+                        let old = conn.fetch_and_add(&back, SLOT, &dst, (N * SLOT) as u64, 1).await.unwrap();
+                        assert!(old < N as u64, "{old}");
+                        conn.disconnect().await.unwrap();
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        server.join().unwrap();
+        let mut all = vec![0u8; N * SLOT + 8];
+        region.read_at(0, &mut all).unwrap();
+        for i in 0..N {
+            let want: Vec<u8> = (0..SLOT).map(|k| (i * 31 + k) as u8).collect();
+            assert_eq!(&all[i * SLOT..(i + 1) * SLOT], &want[..], "the server's slot {i}");
+        }
+        assert_eq!(u64::from_le_bytes(all[N * SLOT..].try_into().unwrap()), N as u64, "every fetch-and-add landed");
+        println!("  {N} connections as spawned tasks: every byte and the counter verified at the server");
+    }
+
+    fn futures_dropped_at_every_stage_lose_nothing() {
+        let (sp, cp) = (peer(), peer());
+        let usage = Usage::WRITE_DST | Usage::READ_SRC;
+        let mut region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
+        region.write_at(0, &[7u8; 4096]).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor().to_vec());
+        run(async move {
+            let conn = Arc::new(AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap());
+            let src = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+            let mut dst = MrLocal::reg(&cp, AlignedBuf::new(4096).unwrap(), Usage::READ_DST).unwrap();
+
+            // Before the post: nothing posted.
+            drop(conn.read(&dst, 0, &src, 0, 4096));
+            assert_eq!(conn.conn().pending_sends(), 0);
+
+            // After the post: the operation runs on; its region stays held
+            // (rpma refuses to write it) until the device completes it.
+            assert!(pending_once(conn.read(&dst, 0, &src, 0, 4096)).await);
+            let e = dst.write_at(0, &[0u8; 8]);
+            // Either still in flight (held), or already completed and
+            // discarded by the reaper: never both written.
+            if let Err(e) = &e {
+                assert!(matches!(e.detail(), Some(Detail::RegionBusy { .. })), "{e}");
+            }
+            // The next operations' completions all arrive.
+            for k in 0..16u64 {
+                let wc = conn.read(&dst, 0, &src, 0, 64).await.unwrap();
+                assert!(wc.status.is_success(), "read {k}: {wc:?}");
+            }
+            dst.write_at(0, &[0u8; 8]).expect("no operation holds the region now");
+            let mut got = [0u8; 64];
+            dst.read_at(8, &mut got[..56]).unwrap();
+            assert_eq!(got[..56], [7u8; 56], "the reads landed");
+
+            // After the completion arrived, before it was polled: a later
+            // operation's completion proves the reaper routed the first.
+            let first = conn.read(&dst, 0, &src, 0, 64);
+            let mut first = Box::pin(first);
+            assert!(pending_once(first.as_mut()).await);
+            conn.read(&dst, 64, &src, 64, 64).await.unwrap();
+            drop(first);
+            let wc = conn.read(&dst, 128, &src, 128, 64).await.unwrap();
+            assert!(wc.status.is_success());
+
+            // Beside them, the librpma way: its completion comes through
+            // next_completion, with its op context.
+            conn.conn().read(&dst, 256, &src, 256, 64, Flags::COMPLETION_ALWAYS, 77).unwrap();
+            let wc = tokio::time::timeout(Duration::from_secs(10), conn.next_completion()).await.unwrap().unwrap();
+            assert_eq!(wc.op_context, 77);
+            // ... and the reaper's CQ refuses other readers.
+            let e = conn.conn().cq().get_completion().unwrap_err();
+            assert!(e.to_string().contains("AsyncConn"), "{e}");
+
+            // Many in flight at once, from several tasks sharing the handle.
+            let tasks: Vec<_> = (0..8u64)
+                .map(|t| {
+                    let conn = conn.clone();
+                    let cp = cp.clone();
+                    tokio::spawn(async move {
+                        let d = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+                        for _ in 0..32 {
+                            let wc = conn.read(&d, 0, &src, t * 64, 64).await.unwrap();
+                            assert!(wc.status.is_success());
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let conn = Arc::into_inner(conn).expect("the tasks are done");
+            conn.disconnect().await.unwrap();
+        });
+        server.join().unwrap();
+    }
+
+    fn an_error_completion_is_an_error_with_the_completion() {
+        let (sp, cp) = (peer(), peer());
+        let region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor().to_vec());
+        // The same region with a forged rkey (bytes 16..20 of librpma's
+        // descriptor): the device refuses it.
+        let mut desc = region.descriptor().to_vec();
+        desc[16] ^= 0x5a;
+        run(async move {
+            let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+            let forged = MrRemote::from_descriptor(&desc).unwrap();
+            let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+            let e = conn.read(&dst, 0, &forged, 0, 8).await.unwrap_err();
+            match e.detail() {
+                Some(Detail::Completed { status }) => assert!(!rpma::WcStatus(*status).is_success(), "{status}"),
+                other => panic!("{e}: {other:?}"),
+            }
+            println!("  a forged rkey: {e}");
+            drop(conn);
+        });
+        server.join().unwrap();
+    }
+
+    fn outside_a_runtime_it_is_an_error_not_a_panic() {
+        let (sp, cp) = (peer(), peer());
+        let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();
+        let e = AsyncConn::new(c).unwrap_err();
+        assert!(e.to_string().contains("tokio runtime"), "{e}");
+        drop(s);
+    }
+});
