@@ -746,11 +746,32 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
         None => case,
     };
     let c = Client::connect_with(&peer, addr, port, &cfg)?;
+    if case == "read_async" {
+        return client_ir_async(c, iters);
+    }
     let op = Op::of(case)?;
     for _ in 0..iters {
         c.once(op, 8, block)?;
     }
     c.close()
+}
+
+/// The `read_async` case of `ir`: the same 8-byte read, awaited on an
+/// `rpma::aio::AsyncConn` on a current-thread runtime (its reaper task
+/// routes the completion).
+fn client_ir_async(c: Client, iters: usize) -> Res<()> {
+    let Client { conn, remote, local, mut msg, .. } = c;
+    msg.write_at(0, &[DONE])?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    rt.block_on(async move {
+        let conn = rpma::aio::AsyncConn::new(conn)?;
+        for _ in 0..iters {
+            conn.read(&local, 0, &remote, 0, 8).await?;
+        }
+        conn.send(&msg, 0, 8).await?;
+        conn.disconnect().await?;
+        Ok(())
+    })
 }
 
 /// Connection set-up plus tear-down, `n` times (the regions are registered

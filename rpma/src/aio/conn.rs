@@ -66,32 +66,35 @@ impl Shared {
         }
     }
 
-    /// Polls every CQ until empty, routing what it finds.
-    fn drain(&self, wcs: &mut [Completion]) -> Result<()> {
-        for i in 0..self.fds.len() {
-            loop {
-                match self.cq(i).poll_wc(wcs) {
-                    Ok(n) => {
-                        let mut r = self.router();
-                        wcs[..n].iter().for_each(|wc| r.route(*wc));
+    /// Polls CQ `i` until empty, routing what it finds. A poll that
+    /// returns less than `wcs` holds found it empty; a completion after it
+    /// raises the CQ's event (the CQ was re-armed before).
+    fn drain(&self, i: usize, wcs: &mut [Completion]) -> Result<()> {
+        loop {
+            match self.cq(i).poll_wc(wcs) {
+                Ok(n) => {
+                    let mut r = self.router();
+                    wcs[..n].iter().for_each(|wc| r.route(*wc));
+                    if n < wcs.len() {
+                        return Ok(());
                     }
-                    Err(Error::NoCompletion) => break,
-                    Err(e) => return Err(e),
                 }
+                Err(Error::NoCompletion) => return Ok(()),
+                Err(e) => return Err(e),
             }
         }
-        Ok(())
     }
 }
 
 /// The reaper: drains the CQs, then sleeps until a channel is readable,
-/// takes its event (re-arming the CQ) and drains again.
+/// takes its event (re-arming that CQ) and drains that CQ again.
 async fn reap(s: Arc<Shared>) {
     let mut wcs = [Cq::EMPTY; 32];
+    if let Some(e) = (0..s.fds.len()).find_map(|i| s.drain(i, &mut wcs).err()) {
+        s.router().fail(e.to_string());
+        return;
+    }
     let why = loop {
-        if let Err(e) = s.drain(&mut wcs) {
-            break e;
-        }
         let ready = poll_fn(|cx| {
             for (i, fd) in s.fds.iter().enumerate() {
                 if let Poll::Ready(g) = fd.poll_read_ready(cx) {
@@ -109,6 +112,9 @@ async fn reap(s: Arc<Shared>) {
             Ok(()) => {}
             Err(Error::NoCompletion) => guard.clear_ready(),
             Err(e) => break e,
+        }
+        if let Err(e) = s.drain(ready.0, &mut wcs) {
+            break e;
         }
     };
     s.router().fail(why.to_string());
