@@ -7,19 +7,20 @@
 //! (which grants remote atomics), and when all have closed checks that the
 //! tail counts every record and that every slot holds exactly one record.
 //!
-//! The client process runs `clients` connections as tasks on one
-//! current-thread runtime. Each appends `records` records: a fetch-and-add
-//! of 1 on the tail reserves a slot (the previous value is the slot's
-//! number), then the record is written there and flushed; every completion
-//! is awaited, no thread blocks.
+//! The client process runs `clients` connections as spawned tasks on one
+//! current-thread runtime, each owning its `rpma::aio::AsyncConn`. Each
+//! appends `records` records: an awaited fetch-and-add of 1 on the tail
+//! reserves a slot (it returns the previous value, the slot's number), then
+//! the record is written there (unsignaled, the librpma way) and an awaited
+//! flush makes it visible; no thread blocks.
 //!
 //! `cargo run --example async-log [-- server ADDR PORT [clients records] | client ADDR PORT [clients records]]`
 
 mod common;
 use common::{Args, Res};
-use rpma::aio::{accept, connect, AsyncConnEvents, AsyncCq, AsyncEp};
+use rpma::aio::{accept, AsyncConn, AsyncConnEvents, AsyncEp};
 use rpma::utils::ConnEvent;
-use rpma::{AlignedBuf, CompletionOp, Ep, Flags, FlushType, MrLocal, MrRemote, Peer, Usage};
+use rpma::{AlignedBuf, Ep, Flags, FlushType, MrLocal, MrRemote, Peer, Usage};
 use std::time::Instant;
 
 /// Bytes of one record's slot.
@@ -102,12 +103,16 @@ fn server(a: &Args) -> Res<()> {
     Ok(())
 }
 
-/// One client's session: connect (retrying while the server is not
-/// listening yet), append `records` records, close.
-async fn append(peer: Peer, addr: String, port: u16, c: usize, records: usize) -> Res<()> {
+/// Errors a spawned task can return (`Send`).
+type TaskRes<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// One client's session, as a spawned task owning its connection: connect
+/// (retrying while the server is not listening yet), append `records`
+/// records, close.
+async fn append(peer: Peer, addr: String, port: u16, c: usize, records: usize) -> TaskRes<()> {
     let t0 = Instant::now();
     let conn = loop {
-        match connect(&peer, &addr, port, None, &[]).await {
+        match AsyncConn::connect(&peer, &addr, port, None, &[]).await {
             Ok(conn) => break conn,
             Err(e) if t0.elapsed() < common::timeout() => {
                 log::debug!("client {c}: {e}; retrying");
@@ -116,40 +121,24 @@ async fn append(peer: Peer, addr: String, port: u16, c: usize, records: usize) -
             Err(e) => return Err(e.into()),
         }
     };
-    let log = MrRemote::from_descriptor(conn.private_data())?;
+    let log = MrRemote::from_descriptor(conn.conn().private_data())?;
     let slots = ((log.size() as usize).saturating_sub(SLOTS_AT) / SLOT) as u64;
     let prev = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::READ_DST)?;
     let mut rec = MrLocal::reg(&peer, AlignedBuf::new(SLOT)?, Usage::WRITE_SRC)?;
-    let cq = AsyncCq::new(conn.cq())?;
     for r in 0..records {
         // Reserve: the tail's previous value is this record's slot.
-        conn.fetch_and_add(&prev, 0, &log, 0, 1, Flags::COMPLETION_ALWAYS, 1)?;
-        let wc = cq.next_completion().await?;
-        if !wc.status.is_success() || wc.op != CompletionOp::FetchAdd {
-            return Err(format!("client {c}: fetch-and-add: {wc:?}").into());
-        }
-        let mut slot = [0u8; 8];
-        prev.read_at(0, &mut slot)?;
-        let slot = u64::from_le_bytes(slot);
+        let slot = conn.fetch_and_add(&prev, 0, &log, 0, 1).await?;
         if slot >= slots {
             return Err(format!("client {c}: slot {slot} is beyond the log's {slots}").into());
         }
-        // Write the record there and make it visible.
+        // Write the record there (posted the librpma way, unsignaled) and
+        // make it visible: the awaited flush completes after the write.
         let at = SLOTS_AT as u64 + slot * SLOT as u64;
         rec.write_at(0, &record(c, r))?;
-        conn.write(&log, at, &rec, 0, SLOT, Flags::COMPLETION_ON_ERROR, 2)?;
-        conn.flush(&log, at, SLOT as u64, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 3)?;
-        let wc = cq.next_completion().await?;
-        if !wc.status.is_success() || wc.op_context != 3 {
-            return Err(format!("client {c}: write + flush: {wc:?}").into());
-        }
+        conn.conn().write(&log, at, &rec, 0, SLOT, Flags::COMPLETION_ON_ERROR, 2)?;
+        conn.flush(&log, at, SLOT as u64, FlushType::Visibility).await?;
     }
-    drop(cq);
-    conn.disconnect()?;
-    let ev = AsyncConnEvents::new(&conn)?.next_event().await?;
-    if ev != ConnEvent::Closed {
-        return Err(format!("client {c}: closing gave {ev}").into());
-    }
+    conn.disconnect().await?;
     Ok(())
 }
 
@@ -157,15 +146,14 @@ fn client(a: &Args) -> Res<()> {
     let (clients, records) = counts(a)?;
     let peer = common::peer(&a.addr, false)?;
     let t0 = Instant::now();
-    runtime()?.block_on(tokio::task::LocalSet::new().run_until(async {
-        let tasks: Vec<_> = (0..clients)
-            .map(|c| tokio::task::spawn_local(append(peer.clone(), a.addr.clone(), a.port, c, records)))
-            .collect();
+    runtime()?.block_on(async {
+        let tasks: Vec<_> =
+            (0..clients).map(|c| tokio::spawn(append(peer.clone(), a.addr.clone(), a.port, c, records))).collect();
         for t in tasks {
-            t.await??;
+            t.await?.map_err(|e| e.to_string())?;
         }
         Ok::<_, Box<dyn std::error::Error>>(())
-    }))?;
+    })?;
     println!(
         "client: {clients} connections on one thread appended {} records in {:.1?}",
         clients * records,
