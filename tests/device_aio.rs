@@ -20,6 +20,11 @@ fn run<F: std::future::Future>(f: F) -> F::Output {
     rt.block_on(async { tokio::time::timeout(Duration::from_secs(300), f).await.expect("the test took over 300 s") })
 }
 
+/// The next item of a stream that never ends.
+async fn next<S: futures_core::Stream + Unpin>(s: &mut S) -> S::Item {
+    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *s).poll_next(cx)).await.expect("the stream never ends")
+}
+
 /// Polls `f` once and drops it: true if it was pending.
 async fn pending_once<F: std::future::Future>(f: F) -> bool {
     let mut f = std::pin::pin!(f);
@@ -203,6 +208,40 @@ device_tests!({
             drop(conn);
         });
         server.join().unwrap();
+    }
+
+    fn streams_of_requests_events_and_completions() {
+        let (sp, cp) = (peer(), peer());
+        let port = next_port();
+        let ep = Ep::listen(&sp, &addr(), port).unwrap();
+        let rbuf = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
+        run(async move {
+            let client = tokio::spawn(async move {
+                let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+                let mut msg = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+                msg.write_at(0, b"streamed").unwrap();
+                conn.send(&msg, 0, 8).await.unwrap();
+                conn.disconnect().await.unwrap();
+            });
+            let mut requests = rpma::aio::AsyncEp::new(&ep).unwrap();
+            let req = next(&mut requests).await.unwrap();
+            // The receive goes first, posted the librpma way on the request.
+            req.recv(&rbuf, 0, 8, 5).unwrap();
+            let conn = AsyncConn::new(req.connect(&[]).unwrap()).unwrap();
+            let mut events = conn.events();
+            assert_eq!(next(&mut events).await.unwrap(), ConnEvent::Established);
+            let wc = next(&mut conn.completions()).await.unwrap();
+            assert!(wc.status.is_success() && wc.op_context == 5 && wc.byte_len == 8, "{wc:?}");
+            let mut got = [0u8; 8];
+            rbuf.read_at(0, &mut got).unwrap();
+            assert_eq!(&got, b"streamed");
+            assert_eq!(next(&mut events).await.unwrap(), ConnEvent::Closed);
+            // The peer closed first: no event is waited for. (The client's
+            // own closing event waits for this disconnect: rxe's CM sends
+            // it only then, or after its ~100 s timeout.)
+            conn.disconnect().await.unwrap();
+            client.await.unwrap();
+        });
     }
 
     fn outside_a_runtime_it_is_an_error_not_a_panic() {

@@ -26,7 +26,7 @@ use crate::Conn;
 use std::future::poll_fn;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::task::AbortHandle;
 
@@ -48,6 +48,8 @@ struct Shared {
     fds: Vec<AsyncFd<ChannelFd>>,
     events: AsyncFd<ChannelFd>,
     router: Mutex<Router>,
+    /// A closing event (anything but `Established`) was taken.
+    closing_seen: std::sync::atomic::AtomicBool,
     conn: Conn,
 }
 
@@ -64,6 +66,28 @@ impl Shared {
             0 => self.conn.cq(),
             _ => self.conn.rcq().unwrap_or(self.conn.cq()),
         }
+    }
+
+    fn poll_completion(&self, cx: &mut Context<'_>) -> Poll<Result<Completion>> {
+        let mut r = self.router();
+        if let Some(wc) = r.user.pop_front() {
+            return Poll::Ready(Ok(wc));
+        }
+        if let Some(why) = &r.failed {
+            return Poll::Ready(Err(reaper_stopped(why)));
+        }
+        r.user_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<ConnEvent>> {
+        let ev = super::poll_take(&self.events, cx, || self.conn.next_event(), super::no_event);
+        if let Poll::Ready(Ok(e)) = &ev {
+            if *e != ConnEvent::Established {
+                self.closing_seen.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        ev
     }
 
     /// Polls CQ `i` until empty, routing what it finds. A poll that
@@ -202,7 +226,13 @@ impl AsyncConn {
             fds.push(register(r.as_fd(), "receive completion channel")?);
         }
         let events = register(conn.as_fd(), "connection event")?;
-        let shared = Arc::new(Shared { fds, events, router: Mutex::new(Router::default()), conn });
+        let shared = Arc::new(Shared {
+            fds,
+            events,
+            router: Mutex::new(Router::default()),
+            closing_seen: Default::default(),
+            conn,
+        });
         let reaper = rt.spawn(reap(shared.clone())).abort_handle();
         Ok(AsyncConn { shared, reaper })
     }
@@ -383,18 +413,13 @@ impl AsyncConn {
     /// # Errors
     /// [`Error::Unknown`] when the reaper stopped (a CQ failed).
     pub async fn next_completion(&self) -> Result<Completion> {
-        poll_fn(|cx| {
-            let mut r = self.shared.router();
-            if let Some(wc) = r.user.pop_front() {
-                return Poll::Ready(Ok(wc));
-            }
-            if let Some(why) = &r.failed {
-                return Poll::Ready(Err(reaper_stopped(why)));
-            }
-            r.user_waker = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        poll_fn(|cx| self.shared.poll_completion(cx)).await
+    }
+
+    /// [`next_completion`](AsyncConn::next_completion) as a stream (e.g.
+    /// of receives posted the librpma way). It never ends.
+    pub fn completions(&self) -> Completions<'_> {
+        Completions(&self.shared)
     }
 
     /// The next connection event ([`Conn::next_event`], awaited).
@@ -403,33 +428,29 @@ impl AsyncConn {
     /// # Errors
     /// As [`Conn::next_event`].
     pub async fn next_event(&self) -> Result<ConnEvent> {
-        let conn = &self.shared.conn;
-        loop {
-            match conn.next_event() {
-                Err(Error::NoEvent) => {}
-                other => return other,
-            }
-            let mut g = self.shared.events.readable().await.map_err(|e| Error::provider_raw("tokio readiness", e))?;
-            match conn.next_event() {
-                Err(Error::NoEvent) => g.clear_ready(),
-                other => return other,
-            }
-        }
+        poll_fn(|cx| self.shared.poll_event(cx)).await
     }
 
-    /// Disconnects and waits for the closing event ([`Conn::disconnect`]);
-    /// the connection is released with the handle.
+    /// [`next_event`](AsyncConn::next_event) as a stream. It never ends
+    /// (stop at the closing event).
+    pub fn events(&self) -> Events<'_> {
+        Events(&self.shared)
+    }
+
+    /// Disconnects ([`Conn::disconnect`]) and waits for the closing event,
+    /// unless [`next_event`](AsyncConn::next_event) (or
+    /// [`events`](AsyncConn::events)) already took one (the peer closed
+    /// first); the connection is released with the handle.
     ///
     /// # Errors
     /// As [`Conn::disconnect`] and [`next_event`](AsyncConn::next_event).
     pub async fn disconnect(self) -> Result<()> {
+        let closed = self.shared.closing_seen.load(std::sync::atomic::Ordering::Relaxed);
         self.shared.conn.disconnect()?;
-        loop {
-            match self.next_event().await? {
-                ConnEvent::Established => {}
-                _ => return Ok(()),
-            }
+        if !closed {
+            while self.next_event().await? == ConnEvent::Established {}
         }
+        Ok(())
     }
 }
 
@@ -462,5 +483,30 @@ impl Drop for Awaiting<'_> {
             Slot::Done { gen, .. } if gen == self.gen => r.release(self.k),
             _ => {}
         }
+    }
+}
+
+/// [`AsyncConn::completions`]: the completions of operations posted the
+/// librpma way, as a stream.
+#[derive(Debug)]
+pub struct Completions<'a>(&'a Shared);
+
+impl futures_core::Stream for Completions<'_> {
+    type Item = Result<Completion>;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_completion(cx).map(Some)
+    }
+}
+
+/// [`AsyncConn::events`]: the connection's events, as a stream.
+#[derive(Debug)]
+pub struct Events<'a>(&'a Shared);
+
+impl futures_core::Stream for Events<'_> {
+    type Item = Result<ConnEvent>;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_event(cx).map(Some)
     }
 }

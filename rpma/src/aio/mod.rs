@@ -37,7 +37,7 @@
 
 mod conn;
 mod router;
-pub use conn::AsyncConn;
+pub use conn::{AsyncConn, Completions, Events};
 
 use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
@@ -49,7 +49,10 @@ use crate::error::{Error, Result};
 use crate::peer::Peer;
 use crate::utils::set_nonblocking;
 use crate::Conn;
+use futures_core::Stream;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -67,24 +70,47 @@ fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>
     })
 }
 
-/// Waits until `fd` is readable, then runs `take` (which must not block);
-/// `take` reporting `empty` means the readiness was stale: wait again.
-async fn when_readable<T>(
-    fd: &AsyncFd<BorrowedFd<'_>>,
+/// Runs `take` (which must not block); when it reports `empty`, polls
+/// `fd`'s readiness and, once readable, takes again (`empty` then means the
+/// readiness was stale: it is cleared and waited for again).
+fn poll_take<T>(
+    fd: &AsyncFd<impl std::os::fd::AsRawFd>,
+    cx: &mut Context<'_>,
     mut take: impl FnMut() -> Result<T>,
     empty: fn(&Error) -> bool,
-) -> Result<T> {
+) -> Poll<Result<T>> {
     loop {
         match take() {
             Err(e) if empty(&e) => {}
-            other => return other,
+            other => return Poll::Ready(other),
         }
-        let mut guard = fd.readable().await.map_err(|e| Error::provider_raw("tokio readiness", e))?;
+        let mut guard = match fd.poll_read_ready(cx) {
+            Poll::Ready(Ok(g)) => g,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::provider_raw("tokio readiness", e))),
+            Poll::Pending => return Poll::Pending,
+        };
         match take() {
             Err(e) if empty(&e) => guard.clear_ready(),
-            other => return other,
+            other => return Poll::Ready(other),
         }
     }
+}
+
+/// [`poll_take`], awaited.
+async fn when_readable<T>(
+    fd: &AsyncFd<impl std::os::fd::AsRawFd>,
+    mut take: impl FnMut() -> Result<T>,
+    empty: fn(&Error) -> bool,
+) -> Result<T> {
+    std::future::poll_fn(|cx| poll_take(fd, cx, &mut take, empty)).await
+}
+
+fn no_event(e: &Error) -> bool {
+    matches!(e, Error::NoEvent)
+}
+
+fn no_completion(e: &Error) -> bool {
+    matches!(e, Error::NoCompletion)
 }
 
 /// An [`Ep`] whose connection requests are awaited.
@@ -110,7 +136,19 @@ impl<'a> AsyncEp<'a> {
     /// # Errors
     /// As [`Ep::next_conn_req`], never [`Error::NoEvent`].
     pub async fn next_conn_req(&self, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
-        when_readable(&self.fd, || self.ep.next_conn_req(cfg), |e| matches!(e, Error::NoEvent)).await
+        when_readable(&self.fd, || self.ep.next_conn_req(cfg), no_event).await
+    }
+}
+
+/// The connection requests, as a stream (with the default
+/// configuration; [`next_conn_req`](AsyncEp::next_conn_req) takes one). It
+/// never ends.
+impl Stream for AsyncEp<'_> {
+    type Item = Result<ConnReq>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let ep = self.ep;
+        poll_take(&self.fd, cx, || ep.next_conn_req(None), no_event).map(Some)
     }
 }
 
@@ -135,7 +173,18 @@ impl<'a> AsyncConnEvents<'a> {
     /// # Errors
     /// As [`Conn::next_event`], never [`Error::NoEvent`].
     pub async fn next_event(&self) -> Result<ConnEvent> {
-        when_readable(&self.fd, || self.conn.next_event(), |e| matches!(e, Error::NoEvent)).await
+        when_readable(&self.fd, || self.conn.next_event(), no_event).await
+    }
+}
+
+/// The connection's events, as a stream. It never ends (a closed
+/// connection has no more events: stop at the closing one).
+impl Stream for AsyncConnEvents<'_> {
+    type Item = Result<ConnEvent>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let conn = self.conn;
+        poll_take(&self.fd, cx, || conn.next_event(), no_event).map(Some)
     }
 }
 
@@ -167,7 +216,7 @@ impl<'a> AsyncChannel<'a> {
     /// As [`Conn::wait`], never [`Error::NoCompletion`].
     pub async fn wait(&self) -> Result<(&'a Cq, bool)> {
         let conn = self.conn;
-        when_readable(&self.fd, || conn.wait(), |e| matches!(e, Error::NoCompletion)).await
+        when_readable(&self.fd, || conn.wait(), no_completion).await
     }
 }
 
@@ -210,7 +259,7 @@ impl<'a> AsyncCq<'a> {
             }
             // Wait for an event, acknowledge it and re-arm; then poll again
             // (a completion that arrived before the re-arm is found then).
-            when_readable(&self.fd, || self.cq.wait(), |e| matches!(e, Error::NoCompletion)).await?;
+            when_readable(&self.fd, || self.cq.wait(), no_completion).await?;
         }
     }
 
@@ -225,7 +274,29 @@ impl<'a> AsyncCq<'a> {
                 Err(Error::NoCompletion) => {}
                 other => return other,
             }
-            when_readable(&self.fd, || self.cq.wait(), |e| matches!(e, Error::NoCompletion)).await?;
+            when_readable(&self.fd, || self.cq.wait(), no_completion).await?;
+        }
+    }
+}
+
+/// The CQ's completions, as a stream (one at a time, as
+/// [`next_completion`](AsyncCq::next_completion)). It never ends.
+impl Stream for AsyncCq<'_> {
+    type Item = Result<Completion>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let cq = self.cq;
+        loop {
+            match cq.get_completion() {
+                Err(Error::NoCompletion) => {}
+                other => return Poll::Ready(Some(other)),
+            }
+            // An event taken (and the CQ re-armed): poll again.
+            match poll_take(&self.fd, cx, || cq.wait(), no_completion) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 }
@@ -252,7 +323,7 @@ impl<'a> AsyncDevice<'a> {
     /// # Errors
     /// As [`IbvContext::next_event`], never [`Error::NoEvent`].
     pub async fn next_event(&self) -> Result<DeviceEvent> {
-        when_readable(&self.fd, || self.ctx.next_event(), |e| matches!(e, Error::NoEvent)).await
+        when_readable(&self.fd, || self.ctx.next_event(), no_event).await
     }
 }
 
@@ -291,4 +362,14 @@ async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> 
     }
     set_nonblocking(&conn, false)?;
     Ok(conn)
+}
+
+/// The device's asynchronous events, as a stream. It never ends.
+impl Stream for AsyncDevice<'_> {
+    type Item = Result<DeviceEvent>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let ctx = self.ctx;
+        poll_take(&self.fd, cx, || ctx.next_event(), no_event).map(Some)
+    }
 }

@@ -145,9 +145,11 @@ impl ConnParts {
             ConnCq::Own(c) => Some(c),
             ConnCq::Shared(_) => None,
         };
+        let mut wcs = [Cq::EMPTY; 16];
         for cq in own.into_iter().chain(self.rcq.as_ref()) {
-            for _ in 0..DRAIN_MAX {
-                if cq.get_completion().is_err() {
+            // `poll_wc`: also a CQ an async reaper owned.
+            for _ in 0..DRAIN_MAX / wcs.len() {
+                if cq.poll_wc(&mut wcs).is_err() {
                     break;
                 }
             }
