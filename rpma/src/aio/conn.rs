@@ -13,7 +13,7 @@
 //! receives it. A dropped future only tells the reaper to discard the
 //! completion when it comes.
 
-use super::router::{ctx_of, reaper_stopped, Router, Slot};
+use super::router::{ctx_of, reaper_stopped, Router};
 use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
 use crate::cq::{Completion, Cq};
@@ -474,14 +474,8 @@ struct Awaiting<'a> {
 
 impl Drop for Awaiting<'_> {
     fn drop(&mut self) {
-        if !self.live {
-            return;
-        }
-        let mut r = self.shared.router();
-        match r.slots[self.k] {
-            Slot::Waiting { gen, .. } if gen == self.gen => r.slots[self.k] = Slot::Abandoned { gen },
-            Slot::Done { gen, .. } if gen == self.gen => r.release(self.k),
-            _ => {}
+        if self.live {
+            self.shared.router().abandon(self.k, self.gen);
         }
     }
 }

@@ -107,6 +107,17 @@ impl Router {
         }
     }
 
+    /// The future of slot `k` (generation `gen`) is dropped before it took
+    /// the completion: a waiting slot is abandoned (the reaper frees it when
+    /// the completion comes), a done one freed.
+    pub(super) fn abandon(&mut self, k: usize, gen: u64) {
+        match self.slots[k] {
+            Slot::Waiting { gen: g, .. } if g == gen => self.slots[k] = Slot::Abandoned { gen },
+            Slot::Done { gen: g, .. } if g == gen => self.release(k),
+            _ => {}
+        }
+    }
+
     /// The reaper stopped: wakes every waiter, which then fails.
     pub(super) fn fail(&mut self, why: String) {
         self.failed = Some(why);
@@ -186,6 +197,28 @@ mod tests {
         r.route(wc(ctx_of(b, gb)));
         assert!(matches!(r.slots[b], Slot::Waiting { gen, .. } if gen == gb2));
         assert_eq!(r.user.len(), 1);
+    }
+
+    #[test]
+    fn a_dropped_future_frees_its_slot_once_whichever_comes_first() {
+        for completion_first in [false, true] {
+            let mut r = Router::default();
+            let (k, gen) = r.alloc().unwrap();
+            if completion_first {
+                r.route(wc(ctx_of(k, gen)));
+                r.abandon(k, gen);
+            } else {
+                r.abandon(k, gen);
+                r.route(wc(ctx_of(k, gen)));
+            }
+            assert!(matches!(r.slots[k], Slot::Free), "{:?}", r.slots[k]);
+            assert_eq!(r.free, vec![k], "freed once");
+            assert!(r.user.is_empty(), "the completion went nowhere else");
+            // A late duplicate of that context is not the next user's.
+            let (k2, gen2) = r.alloc().unwrap();
+            r.route(wc(ctx_of(k, gen)));
+            assert!(matches!(r.slots[k2], Slot::Waiting { gen: g, .. } if g == gen2));
+        }
     }
 
     #[test]
