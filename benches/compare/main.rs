@@ -61,6 +61,7 @@ fn main() {
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
         "scch" => rpma_side::client_scch(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "scq" => rpma_side::client_scq(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
+        "aio" => rpma_side::client_aio(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "reg" => rpma_side::registration(&a[1]),
         "--measure" => measure(),
@@ -348,7 +349,7 @@ fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str,
     eprintln!("compare: many connections: per-connection CQs on shared channels (epoll), one SharedCq");
     for n in [1usize, 16, 64, 256] {
         let each = (iters * 4 / n).max(1).to_string();
-        for (prog, client) in [(&exe, "scch"), (&cbin, "scch"), (&exe, "scq")] {
+        for (prog, client) in [(&exe, "scch"), (&cbin, "scch"), (&exe, "scq"), (&exe, "aio")] {
             let p = rpma_harness::next_port().to_string();
             let ns = n.to_string();
             forward(&pair(

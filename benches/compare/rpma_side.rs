@@ -281,6 +281,47 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     Ok(())
 }
 
+/// `n` connections as `rpma::aio::AsyncConn` tasks on one current-thread
+/// runtime, each keeping one awaited 8-byte read in flight, `m` each:
+/// beside `scch` (the same with an epoll loop over per-connection CQs).
+pub fn client_aio(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    cfg.set_sq_size(8);
+    cfg.set_rq_size(1);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    rt.block_on(async {
+        let mut conns = Vec::with_capacity(n);
+        for _ in 0..n {
+            let conn = rpma::aio::AsyncConn::new(connect_cfg(&peer, addr, port, &cfg, &[])?)?;
+            let remote = MrRemote::from_descriptor(conn.conn().private_data())?;
+            let local = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::READ_DST)?;
+            conns.push((conn, remote, local));
+        }
+        let t0 = Instant::now();
+        let tasks: Vec<_> = conns
+            .into_iter()
+            .map(|(conn, remote, local)| {
+                tokio::spawn(async move {
+                    for _ in 0..m {
+                        conn.read(&local, 0, &remote, 0, 8).await?;
+                    }
+                    Ok::<_, rpma::Error>(conn)
+                })
+            })
+            .collect();
+        let mut done = Vec::with_capacity(n);
+        for t in tasks {
+            done.push(t.await??);
+        }
+        stats::print_rate("rpma-aio", &format!("scch{n}"), n * m, t0.elapsed().as_secs_f64());
+        for conn in done {
+            conn.disconnect().await?;
+        }
+        Ok(())
+    })
+}
+
 /// `n` connections on one [`SharedCq`], driven by one thread that sleeps
 /// on the CQ's channel: every connection keeps one 8-byte read in flight
 /// until it has done `m`; completions are routed by QP number; prints the
