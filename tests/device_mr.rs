@@ -364,6 +364,34 @@ device_tests!({
         assert!(st.success(), "the child as nobody with a 64 KiB memlock limit: {st}");
     }
 
+    /// A device the kernel has but libibverbs cannot open (no provider
+    /// library: here, a child in its own mount namespace where libibverbs'
+    /// provider configuration, `/etc/libibverbs.d`, is empty) is named with
+    /// what to install.
+    fn a_missing_provider_says_what_to_do() {
+        if std::env::var_os("RPMA_NOPROVIDER_CHILD").is_some() {
+            let e = rpma::IbvContext::open(None).unwrap_err();
+            assert!(matches!(e.detail(), Some(Detail::NoDevice { addr: None, .. })), "{e}");
+            // The hint is the subject: what is missing and what to install.
+            let t = e.to_string();
+            assert!(t.contains("provider library") && t.contains("ibverbs-providers"), "{t}");
+            println!("  {t}");
+            return;
+        }
+        let empty = std::env::temp_dir().join(format!("rpma-no-providers-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let st = std::process::Command::new("unshare")
+            .args(["-m", "sh", "-c", "mount --bind \"$0\" /etc/libibverbs.d && exec \"$@\""])
+            .arg(&empty)
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "a_missing_provider_says_what_to_do"])
+            .env("RPMA_NOPROVIDER_CHILD", "1")
+            .status()
+            .expect("unshare (util-linux)");
+        let _ = std::fs::remove_dir(&empty);
+        assert!(st.success(), "the child without providers: {st}");
+    }
+
     fn many_regions_register_and_release() {
         let p = peer();
         let mut v = Vec::new();
