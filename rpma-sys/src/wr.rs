@@ -120,6 +120,16 @@ impl Wr {
         }
     }
 
+    /// Makes it report its completion (`IBV_SEND_SIGNALED`).
+    pub fn set_signaled(&mut self) {
+        match self {
+            Wr::Plain(w) => w.signaled = true,
+            Wr::Inline8 { flags, .. } | Wr::AtomicWrite { flags, .. } | Wr::Flush { flags, .. } => {
+                flags.signaled = true
+            }
+        }
+    }
+
     /// Whether only the extended interface can post it.
     #[inline]
     pub fn is_native(&self) -> bool {

@@ -132,7 +132,7 @@ async fn reap(s: Arc<Shared>) {
             Ok(g) => g,
             Err(e) => break Error::provider_raw("tokio readiness", e),
         };
-        match s.cq(ready.0).reaper_wait() {
+        match s.cq(ready.0).take_event() {
             Ok(()) => {}
             Err(Error::NoCompletion) => guard.clear_ready(),
             Err(e) => break e,

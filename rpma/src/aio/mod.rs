@@ -252,15 +252,7 @@ impl<'a> AsyncCq<'a> {
     /// As [`Cq::get_completion`] and [`Cq::wait`], never
     /// [`Error::NoCompletion`].
     pub async fn next_completion(&self) -> Result<Completion> {
-        loop {
-            match self.cq.get_completion() {
-                Err(Error::NoCompletion) => {}
-                other => return other,
-            }
-            // Wait for an event, acknowledge it and re-arm; then poll again
-            // (a completion that arrived before the re-arm is found then).
-            when_readable(&self.fd, || self.cq.wait(), no_completion).await?;
-        }
+        std::future::poll_fn(|cx| self.poll_cq(cx, || self.cq.get_completion())).await
     }
 
     /// At least one and up to `wc.len()` completions ([`Cq::get_wc`]), waiting
@@ -269,12 +261,23 @@ impl<'a> AsyncCq<'a> {
     /// # Errors
     /// As [`Cq::get_wc`], never [`Error::NoCompletion`].
     pub async fn get_wc(&self, wc: &mut [Completion]) -> Result<usize> {
+        std::future::poll_fn(|cx| self.poll_cq(cx, || self.cq.get_wc(wc))).await
+    }
+
+    /// Runs `take` until it finds completions; while it finds none, takes
+    /// the channel's event and re-arms the CQ ([`Cq::wait`]), then takes
+    /// again (a completion that arrived before the re-arm is found then).
+    fn poll_cq<T>(&self, cx: &mut Context<'_>, mut take: impl FnMut() -> Result<T>) -> Poll<Result<T>> {
         loop {
-            match self.cq.get_wc(wc) {
+            match take() {
                 Err(Error::NoCompletion) => {}
-                other => return other,
+                other => return Poll::Ready(other),
             }
-            when_readable(&self.fd, || self.cq.wait(), no_completion).await?;
+            match poll_take(&self.fd, cx, || self.cq.wait(), no_completion) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 }
@@ -286,18 +289,7 @@ impl Stream for AsyncCq<'_> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let cq = self.cq;
-        loop {
-            match cq.get_completion() {
-                Err(Error::NoCompletion) => {}
-                other => return Poll::Ready(Some(other)),
-            }
-            // An event taken (and the CQ re-armed): poll again.
-            match poll_take(&self.fd, cx, || cq.wait(), no_completion) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        self.poll_cq(cx, || cq.get_completion()).map(Some)
     }
 }
 
@@ -324,6 +316,16 @@ impl<'a> AsyncDevice<'a> {
     /// As [`IbvContext::next_event`], never [`Error::NoEvent`].
     pub async fn next_event(&self) -> Result<DeviceEvent> {
         when_readable(&self.fd, || self.ctx.next_event(), no_event).await
+    }
+}
+
+/// The device's asynchronous events, as a stream. It never ends.
+impl Stream for AsyncDevice<'_> {
+    type Item = Result<DeviceEvent>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let ctx = self.ctx;
+        poll_take(&self.fd, cx, || ctx.next_event(), no_event).map(Some)
     }
 }
 
@@ -362,14 +364,4 @@ async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> 
     }
     set_nonblocking(&conn, false)?;
     Ok(conn)
-}
-
-/// The device's asynchronous events, as a stream. It never ends.
-impl Stream for AsyncDevice<'_> {
-    type Item = Result<DeviceEvent>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let ctx = self.ctx;
-        poll_take(&self.fd, cx, || ctx.next_event(), no_event).map(Some)
-    }
 }

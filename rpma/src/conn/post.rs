@@ -219,12 +219,7 @@ impl<S: Sink> Sink for Awaited<'_, S> {
     }
 
     fn other(self, m: Meta, mut wr: Wr) -> Result<()> {
-        match &mut wr {
-            Wr::Plain(w) => w.signaled = true,
-            Wr::Inline8 { flags, .. } | Wr::AtomicWrite { flags, .. } | Wr::Flush { flags, .. } => {
-                flags.signaled = true
-            }
-        }
+        wr.set_signaled();
         let m = self.meta(m);
         self.inner.other(m, wr)
     }

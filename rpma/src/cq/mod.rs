@@ -268,8 +268,7 @@ impl Cq {
                 return Ok(()); // completions set aside by a dropped connection's drain
             }
         }
-        self.cq.get_event().map_err(|_| Error::NoCompletion)?;
-        self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
+        self.take_event()
     }
 
     /// [`wait`](Cq::wait), giving up after `timeout`.
@@ -326,14 +325,17 @@ impl Cq {
 
     /// Gives this CQ to an async reaper: from now on only the reaper
     /// polls it ([`poll_wc`](Cq::poll_wc)) and takes its events
-    /// ([`reaper_wait`](Cq::reaper_wait)).
+    /// ([`take_event`](Cq::take_event)).
     pub(crate) fn hand_to_reaper(&mut self) {
         self.reaped = true;
         self.plain = false;
     }
 
-    /// [`wait`](Cq::wait) for the reaper of a CQ with its own channel.
-    pub(crate) fn reaper_wait(&self) -> Result<()> {
+    /// Takes the channel's event and re-arms the CQ: [`wait`](Cq::wait)
+    /// after its checks, and the reaper's wait on a CQ with its own
+    /// channel.
+    #[inline]
+    pub(crate) fn take_event(&self) -> Result<()> {
         self.cq.get_event().map_err(|_| Error::NoCompletion)?;
         self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
     }
