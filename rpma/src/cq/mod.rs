@@ -326,6 +326,7 @@ impl Cq {
     /// Gives this CQ to an async reaper: from now on only the reaper
     /// polls it ([`poll_wc`](Cq::poll_wc)) and takes its events
     /// ([`take_event`](Cq::take_event)).
+    #[cfg(feature = "tokio")]
     pub(crate) fn hand_to_reaper(&mut self) {
         self.reaped = true;
         self.plain = false;
@@ -410,11 +411,7 @@ fn shared_channel() -> Error {
 /// successful receive that invalidated a window of the peer's (`windows`)
 /// ends that window's binding.
 #[inline]
-fn completion(w: &PolledWc, found: Option<(u64, CompletionOp)>, windows: &Windows) -> Completion {
-    let (op_context, op) = match found {
-        Some(x) => x,
-        None => unknown(w),
-    };
+fn completion(w: &PolledWc, (op_context, op): (u64, CompletionOp), windows: &Windows) -> Completion {
     let mut c = Completion {
         op_context,
         op,
@@ -446,21 +443,30 @@ fn unknown(w: &PolledWc) -> (u64, CompletionOp) {
 
 /// Retires the entry a completion names in the tracker its ID points to;
 /// returns the operation's context and kind, a receive's from the device's
-/// opcode (`None`: nothing posted here has that ID).
+/// opcode ([`unknown`]'s for an ID nothing posted here has). Every arm
+/// ends in its own value, so the common ones reach the completion in
+/// registers, not through an `Option` in memory.
 #[inline]
 fn retire(
     w: &PolledWc,
     send: Option<&SendTracker>,
     recv: Option<&RecvTracker>,
     srq_recv: Option<&RecvTracker>,
-) -> Option<(u64, CompletionOp)> {
+) -> (u64, CompletionOp) {
     // A receive's kind comes from the device's opcode.
-    let received = |t: Option<&RecvTracker>, slot| t?.complete(slot).map(|(ctx, _)| (ctx, wrid::recv_kind(w.opcode())));
+    let received = |t: Option<&RecvTracker>, slot| match t.and_then(|t| t.complete(slot)) {
+        Some((ctx, _)) => (ctx, wrid::recv_kind(w.opcode())),
+        None => unknown(w),
+    };
     match WrId::decode(w.wr_id()) {
-        WrId::Send(seq) => send.and_then(|t| t.complete(seq, w.status() == 0)),
+        WrId::Send(seq) => match send.and_then(|t| t.complete(seq, w.status() == 0)) {
+            Some(found) => found,
+            None => unknown(w),
+        },
         WrId::Recv(slot) => received(recv, slot),
         WrId::SrqRecv(slot) => received(srq_recv, slot),
-        WrId::Untracked(found) => found,
+        WrId::Untracked(Some(found)) => found,
+        WrId::Untracked(None) => unknown(w),
     }
 }
 

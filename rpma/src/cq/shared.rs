@@ -411,7 +411,7 @@ fn translate<S: Source>(map: &Map, w: &PolledWc, cq: &S) -> Completion {
 
 /// Retires what `w` names in its QP's trackers.
 #[inline]
-fn route(map: &Map, w: &PolledWc) -> Option<(u64, CompletionOp)> {
+fn route(map: &Map, w: &PolledWc) -> (u64, CompletionOp) {
     match map.get(&qp_of(w)) {
         Some(t) => retire(w, Some(&t.send), Some(&t.recv), t.srq_recv.as_deref()),
         None => {
@@ -421,7 +421,7 @@ fn route(map: &Map, w: &PolledWc) -> Option<(u64, CompletionOp)> {
                 w.qp_num(),
                 w.wr_id()
             );
-            Some((w.wr_id(), CompletionOp::Other(w.opcode())))
+            (w.wr_id(), CompletionOp::Other(w.opcode()))
         }
     }
 }
