@@ -32,14 +32,24 @@ async fn pending_once<F: std::future::Future>(f: F) -> bool {
 }
 
 /// A blocking server on its own thread: accepts `n` connections with
-/// `pdata`, then waits for each to close.
+/// `pdata`, each then waited for on a thread of its own until it closes
+/// (rxe's CM reports a client's disconnect to the client only once the
+/// server disconnected too, so clients that leave while others still
+/// arrive need their server side to answer at once).
 fn serve(sp: &Peer, port: u16, n: usize, pdata: Vec<u8>) -> std::thread::JoinHandle<()> {
     let ep = Ep::listen(sp, &addr(), port).unwrap();
     std::thread::spawn(move || {
-        let conns: Vec<_> = (0..n).map(|_| ep.next_conn_req(None).unwrap().connect(&pdata).unwrap()).collect();
-        for c in conns {
-            while c.next_event().unwrap() == ConnEvent::Established {}
-            let _ = c.disconnect();
+        let each: Vec<_> = (0..n)
+            .map(|_| {
+                let c = ep.next_conn_req(None).unwrap().connect(&pdata).unwrap();
+                std::thread::spawn(move || {
+                    while c.next_event().unwrap() == ConnEvent::Established {}
+                    let _ = c.disconnect();
+                })
+            })
+            .collect();
+        for t in each {
+            t.join().unwrap();
         }
     })
 }
@@ -242,6 +252,87 @@ device_tests!({
             conn.disconnect().await.unwrap();
             client.await.unwrap();
         });
+    }
+
+    fn connections_come_and_go_on_one_shared_reaper() {
+        // Three waves of 8 connections on one SharedCq and one reaper,
+        // beside a connection that lives through all of them: each writes
+        // its slot and reads it back (every byte checked), drops one
+        // awaited read after its post, and leaves; the next wave may get
+        // the QP numbers of the last.
+        const WAVES: usize = 3;
+        const PER: usize = 8;
+        const SLOT: usize = 256;
+        let (sp, cp) = (peer(), peer());
+        let usage = Usage::WRITE_DST | Usage::READ_SRC;
+        let region = MrLocal::reg(&sp, AlignedBuf::new((WAVES * PER + 1) * SLOT).unwrap(), usage).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, WAVES * PER + 1, region.descriptor().to_vec());
+        let scq = rpma::SharedCq::new(&cp, 1024).unwrap();
+        let scq2 = scq.clone();
+        run(async move {
+            let hub = rpma::aio::AsyncSharedCq::new(&scq).unwrap();
+            let e = rpma::aio::AsyncSharedCq::new(&scq).unwrap_err();
+            assert!(matches!(e, rpma::Error::Inval(_)), "a second hub: {e}");
+            let mut cfg = rpma::ConnCfg::new();
+            cfg.set_shared_cq(Some(&scq));
+            let lives = hub.attach(rpma::aio::connect(&cp, &addr(), port, Some(&cfg), &[]).await.unwrap()).unwrap();
+            let lives = Arc::new(lives);
+            // The hub's CQ refuses other readers.
+            let e = scq.get_completion().unwrap_err();
+            assert!(matches!(e, rpma::Error::Inval(_)), "{e}");
+            let exchange = |conn: Arc<AsyncConn>, at: usize, seed: usize, cp: Peer| async move {
+                let dst = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+                let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
+                let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::READ_DST).unwrap();
+                let bytes: Vec<u8> = (0..SLOT).map(|k| (seed * 37 + k) as u8).collect();
+                src.write_at(0, &bytes).unwrap();
+                conn.write(&dst, (at * SLOT) as u64, &src, 0, SLOT).await.unwrap();
+                // Dropped after its post: its completion is discarded.
+                assert!(pending_once(conn.read(&back, 0, &dst, (at * SLOT) as u64, SLOT)).await);
+                let wc = conn.read(&back, 0, &dst, (at * SLOT) as u64, SLOT).await.unwrap();
+                assert!(wc.status.is_success());
+                let mut got = vec![0u8; SLOT];
+                back.read_at(0, &mut got).unwrap();
+                assert_eq!(got, bytes, "slot {at} read back");
+            };
+            let mut qps = std::collections::BTreeSet::new();
+            for wave in 0..WAVES {
+                let tasks: Vec<_> = (0..PER)
+                    .map(|i| {
+                        let (cp, hub, cfg) = (cp.clone(), hub.clone(), cfg.clone());
+                        let at = 1 + wave * PER + i;
+                        tokio::spawn(async move {
+                            let c = rpma::aio::connect(&cp, &addr(), port, Some(&cfg), &[]).await.unwrap();
+                            let conn = Arc::new(hub.attach(c).unwrap());
+                            let qp = conn.conn().qp_num();
+                            exchange(conn.clone(), at, at, cp).await;
+                            Arc::into_inner(conn).unwrap().disconnect().await.unwrap();
+                            qp
+                        })
+                    })
+                    .collect();
+                // The long-lived connection works while the wave runs.
+                exchange(lives.clone(), 0, 1000 + wave, cp.clone()).await;
+                for t in tasks {
+                    qps.insert(t.await.unwrap());
+                }
+                assert_eq!(scq.connections(), 1, "wave {wave}: only the long-lived connection is left");
+            }
+            println!("  {} connections came and went ({} distinct QP numbers) on one reaper", WAVES * PER, qps.len());
+            exchange(lives.clone(), 0, 2000, cp.clone()).await;
+            Arc::into_inner(lives).unwrap().disconnect().await.unwrap();
+            drop(hub);
+        });
+        server.join().unwrap();
+        // The hub and its connections gone, the CQ is the blocking calls' again.
+        assert!(matches!(scq2.get_completion(), Err(rpma::Error::NoCompletion)));
+        let mut all = vec![0u8; (WAVES * PER + 1) * SLOT];
+        region.read_at(0, &mut all).unwrap();
+        for at in 1..=WAVES * PER {
+            let want: Vec<u8> = (0..SLOT).map(|k| (at * 37 + k) as u8).collect();
+            assert_eq!(&all[at * SLOT..(at + 1) * SLOT], &want[..], "the server's slot {at}");
+        }
     }
 
     fn outside_a_runtime_it_is_an_error_not_a_panic() {

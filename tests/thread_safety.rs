@@ -60,6 +60,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::log::LogThreshold>();
     send_sync::<Box<rpma::log::LogFunction>>();
     send_sync::<rpma::aio::AsyncConn>();
+    send_sync::<rpma::aio::AsyncSharedCq>();
     send_sync::<rpma::aio::Completions<'static>>();
     send_sync::<rpma::aio::Events<'static>>();
     send_sync::<rpma::aio::AsyncEp<'static>>();

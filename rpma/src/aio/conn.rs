@@ -1,5 +1,6 @@
 //! [`AsyncConn`]: a connection owned by its async handle, every operation
-//! awaitable, completions routed by one reaper task per connection.
+//! awaitable, completions routed by one reaper task per connection (or
+//! per [`SharedCq`](crate::SharedCq): [`super::AsyncSharedCq`]).
 //!
 //! The reaper is the only reader of the connection's CQs: it polls them
 //! when their channels are readable (tokio's reactor, no busy loop), and
@@ -33,7 +34,22 @@ use tokio::task::AbortHandle;
 /// A CQ channel's fd, registered with tokio's reactor. The CQ outlives it
 /// ([`Shared`]'s field order).
 #[derive(Debug)]
-struct ChannelFd(RawFd);
+pub(super) struct ChannelFd(RawFd);
+
+/// `fd` made non-blocking and registered with the current runtime for
+/// reading, by number: the owner of the registration keeps the fd open
+/// (field order) while it lives.
+pub(super) fn register_channel(fd: BorrowedFd<'_>, what: &str) -> Result<AsyncFd<ChannelFd>> {
+    crate::utils::set_nonblocking(fd, true)?;
+    // SAFETY: the fd stays open and names the same channel while the
+    // registration lives: its owner (`Shared`, `Hub`) drops its
+    // registrations before the object that owns the fds (field order).
+    let registered =
+        unsafe { AsyncFd::register_with_interest(ChannelFd(fd.as_raw_fd()), tokio::io::Interest::READABLE) };
+    registered.map_err(|e| {
+        Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))
+    })
+}
 
 impl AsRawFd for ChannelFd {
     fn as_raw_fd(&self) -> RawFd {
@@ -44,7 +60,9 @@ impl AsRawFd for ChannelFd {
 /// What the handle and its reaper share. Field order: the registrations
 /// go before the connection whose fds they name.
 #[derive(Debug)]
-struct Shared {
+pub(super) struct Shared {
+    /// The CQ channels the connection's own reaper waits on (none when an
+    /// [`AsyncSharedCq`](super::AsyncSharedCq) reaps its CQ).
     fds: Vec<AsyncFd<ChannelFd>>,
     events: AsyncFd<ChannelFd>,
     router: Mutex<Router>,
@@ -54,7 +72,15 @@ struct Shared {
 }
 
 impl Shared {
-    fn router(&self) -> MutexGuard<'_, Router> {
+    /// The state of a connection whose reaper waits on `fds`; registers
+    /// its event channel.
+    fn new(fds: Vec<AsyncFd<ChannelFd>>, conn: Conn) -> Result<Arc<Shared>> {
+        let events = register_channel(conn.as_fd(), "connection event")?;
+        let router = Mutex::new(Router::default());
+        Ok(Arc::new(Shared { fds, events, router, closing_seen: Default::default(), conn }))
+    }
+
+    pub(super) fn router(&self) -> MutexGuard<'_, Router> {
         // A panic while holding the lock left a consistent table (each
         // change is one assignment): go on with it.
         self.router.lock().unwrap_or_else(|p| p.into_inner())
@@ -184,8 +210,21 @@ async fn reap(s: Arc<Shared>) {
 /// ```
 #[derive(Debug)]
 pub struct AsyncConn {
+    // Field order: the connection (with the last reference) goes before
+    // the link to a shared reaper, whose drop then wakes that reaper for
+    // the completions the connection's drain set aside.
     shared: Arc<Shared>,
-    reaper: AbortHandle,
+    reaper: Reaper,
+}
+
+/// Who reaps an [`AsyncConn`]'s completions.
+#[derive(Debug)]
+enum Reaper {
+    /// Its own task.
+    Own(AbortHandle),
+    /// An [`AsyncSharedCq`](super::AsyncSharedCq)'s task; the link is
+    /// kept for its drop (leaving the routing table).
+    Hub { _link: super::shared::HubLink },
 }
 
 impl Drop for AsyncConn {
@@ -193,7 +232,9 @@ impl Drop for AsyncConn {
         // The reaper ends at its next await; the connection is dropped with
         // the last reference (its own rules keep memory the device may
         // reach).
-        self.reaper.abort();
+        if let Reaper::Own(r) = &self.reaper {
+            r.abort();
+        }
     }
 }
 
@@ -209,32 +250,27 @@ impl AsyncConn {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return Err(Error::inval("rpma::aio::AsyncConn: made only inside a tokio runtime"));
         };
-        conn.hand_to_reaper()?;
-        let register = |fd: BorrowedFd<'_>, what: &str| {
-            crate::utils::set_nonblocking(fd, true)?;
-            // SAFETY: the fd stays open and names the same channel while
-            // the registration lives: `Shared` drops its registrations
-            // before the connection that owns the fds (field order).
-            let registered =
-                unsafe { AsyncFd::register_with_interest(ChannelFd(fd.as_raw_fd()), tokio::io::Interest::READABLE) };
-            registered.map_err(|e| {
-                Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))
-            })
-        };
-        let mut fds = vec![register(conn.cq().as_fd(), "completion channel")?];
+        conn.hand_to_reaper(None)?;
+        let mut fds = vec![register_channel(conn.cq().as_fd(), "completion channel")?];
         if let Some(r) = conn.rcq() {
-            fds.push(register(r.as_fd(), "receive completion channel")?);
+            fds.push(register_channel(r.as_fd(), "receive completion channel")?);
         }
-        let events = register(conn.as_fd(), "connection event")?;
-        let shared = Arc::new(Shared {
-            fds,
-            events,
-            router: Mutex::new(Router::default()),
-            closing_seen: Default::default(),
-            conn,
-        });
+        let shared = Shared::new(fds, conn)?;
         let reaper = rt.spawn(reap(shared.clone())).abort_handle();
-        Ok(AsyncConn { shared, reaper })
+        Ok(AsyncConn { shared, reaper: Reaper::Own(reaper) })
+    }
+
+    /// A connection whose completions `hub`'s reaper routes (made by
+    /// [`AsyncSharedCq::attach`](super::AsyncSharedCq::attach)).
+    pub(super) fn on_hub(mut conn: Conn, hub: &super::AsyncSharedCq) -> Result<AsyncConn> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::inval("rpma::aio::AsyncSharedCq::attach: called only inside a tokio runtime"));
+        }
+        conn.hand_to_reaper(Some(hub.shared_cq()))?;
+        let qp = conn.qp_num();
+        let shared = Shared::new(Vec::new(), conn)?;
+        let link = hub.join(qp, &shared)?;
+        Ok(AsyncConn { shared, reaper: Reaper::Hub { _link: link } })
     }
 
     /// Connects to a server (as [`super::connect`]) and takes the

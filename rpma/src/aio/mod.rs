@@ -5,6 +5,9 @@
 //!   completion), completions routed to their futures by one reaper task
 //!   per connection. Dropping a future is harmless: the memory stays held
 //!   by the connection until the device completes the operation.
+//! * [`AsyncSharedCq`]: one reaper for every connection on a
+//!   [`SharedCq`](crate::SharedCq); connections attach and leave while it
+//!   runs.
 //! * The borrowing adapters below it: [`AsyncEp`] (connection requests),
 //!   [`AsyncConnEvents`] (connection events), [`AsyncCq`] (completions of
 //!   operations posted with [`Conn`]'s own calls), [`AsyncChannel`] (a
@@ -37,7 +40,9 @@
 
 mod conn;
 mod router;
+mod shared;
 pub use conn::{AsyncConn, Completions, Events};
+pub use shared::AsyncSharedCq;
 
 use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;

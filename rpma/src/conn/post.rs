@@ -82,28 +82,42 @@ impl Conn {
         Ok(given.get())
     }
 
-    /// Whether the connection has a shared completion channel or an SRQ,
-    /// which an async reaper does not serve, and hands its own CQs to one.
+    /// Hands the connection's CQs to an async reaper: its own ones to an
+    /// [`AsyncConn`](crate::aio::AsyncConn)'s (`shared` `None`), or checks
+    /// that its only CQ is `shared`, whose reaper an
+    /// [`AsyncSharedCq`](crate::aio::AsyncSharedCq) runs. A shared
+    /// completion channel and an SRQ are served by neither.
     #[cfg(feature = "tokio")]
-    pub(crate) fn hand_to_reaper(&mut self) -> Result<()> {
+    pub(crate) fn hand_to_reaper(&mut self, shared: Option<&crate::SharedCq>) -> Result<()> {
         let p = &mut self.parts;
         if p.shared.is_some() || p.srq.is_some() {
             return Err(Error::NoSupp(
-                "rpma::aio::AsyncConn serves connections with their own completion channels and receive queue: \
+                "rpma::aio serves connections with their own completion channels and receive queue: \
                  configure no shared channel and no SRQ"
                     .into(),
             ));
         }
-        let crate::cq::ConnCq::Own(cq) = &mut p.cq else {
-            return Err(Error::NoSupp(
-                "rpma::aio::AsyncConn serves connections with their own CQ, not a SharedCq".into(),
-            ));
-        };
-        cq.hand_to_reaper();
-        if let Some(r) = &mut p.rcq {
-            r.hand_to_reaper();
+        match (&mut p.cq, shared) {
+            (crate::cq::ConnCq::Own(cq), None) => {
+                cq.hand_to_reaper();
+                if let Some(r) = &mut p.rcq {
+                    r.hand_to_reaper();
+                }
+                Ok(())
+            }
+            (crate::cq::ConnCq::Shared(mine), Some(s))
+                if std::sync::Arc::ptr_eq(mine.routes(), s.routes()) && p.rcq.is_none() =>
+            {
+                Ok(())
+            }
+            (crate::cq::ConnCq::Shared(_), None) => Err(Error::NoSupp(
+                "this connection completes on a SharedCq: attach it with rpma::aio::AsyncSharedCq::attach".into(),
+            )),
+            _ => Err(Error::NoSupp(
+                "AsyncSharedCq::attach: the connection's CQ is not this SharedCq (or it has a separate receive CQ)"
+                    .into(),
+            )),
         }
-        Ok(())
     }
 
     /// What an operation is checked against on this connection.

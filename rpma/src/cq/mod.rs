@@ -15,6 +15,7 @@ use crate::wrid::{self, WrId};
 use rpma_sys::cq::{CompChannel, PolledWc, WC_WITH_IMM, WC_WITH_INV};
 use std::fmt;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -147,9 +148,12 @@ pub struct Cq {
     /// `get_completion` test this one flag before going to the channel and
     /// the CQ (instead of each).
     plain: bool,
-    /// Owned by an [`AsyncConn`](crate::aio::AsyncConn)'s reaper, which
-    /// alone polls and waits: the public polls and waits refuse.
-    reaped: bool,
+    /// Owned by an async reaper (an [`AsyncConn`](crate::aio::AsyncConn)'s
+    /// or an [`AsyncSharedCq`](crate::aio::AsyncSharedCq)'s), which alone
+    /// polls and waits: the public polls and waits refuse. Atomic because
+    /// a shared CQ is handed over (and back) behind an `Arc`; read only off
+    /// the `plain` fast path.
+    reaped: AtomicBool,
     send: Option<Arc<SendTracker>>,
     recv: Option<Arc<RecvTracker>>,
     srq_recv: Option<Arc<RecvTracker>>,
@@ -170,8 +174,8 @@ impl fmt::Debug for Cq {
 #[cold]
 fn reaped() -> Error {
     Error::inval(
-        "this CQ belongs to an rpma::aio::AsyncConn, whose reaper takes its completions: await \
-         AsyncConn::next_completion (or the operation) instead",
+        "this CQ belongs to an async reaper (rpma::aio::AsyncConn or AsyncSharedCq), which takes its \
+         completions: await the operation or AsyncConn::next_completion instead",
     )
 }
 
@@ -197,7 +201,7 @@ impl Cq {
             channel,
             shared: shared.is_some(),
             plain: shared.is_none(),
-            reaped: false,
+            reaped: AtomicBool::new(false),
             send,
             recv,
             srq_recv,
@@ -258,7 +262,7 @@ impl Cq {
     #[inline]
     pub fn wait(&self) -> Result<()> {
         if !self.plain {
-            if self.reaped {
+            if self.is_reaped() {
                 return Err(reaped());
             }
             if self.shared {
@@ -276,7 +280,7 @@ impl Cq {
     /// # Errors
     /// As [`wait`](Cq::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        if self.reaped || self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
+        if self.is_reaped() || self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
             return self.wait();
         }
         let ready = rpma_sys::poll_readable(std::os::fd::AsFd::as_fd(self), Some(timeout))
@@ -301,7 +305,7 @@ impl Cq {
         if wc.is_empty() {
             return Err(Error::inval("get_wc: the output slice is empty; pass room for at least 1 completion"));
         }
-        if !self.plain && self.reaped {
+        if !self.plain && self.is_reaped() {
             return Err(reaped());
         }
         self.poll_wc(wc)
@@ -328,8 +332,20 @@ impl Cq {
     /// ([`take_event`](Cq::take_event)).
     #[cfg(feature = "tokio")]
     pub(crate) fn hand_to_reaper(&mut self) {
-        self.reaped = true;
+        *self.reaped.get_mut() = true;
         self.plain = false;
+    }
+
+    /// Gives a shared CQ (never `plain`) to an async reaper, or back
+    /// (`on` false); returns whether it was the reaper's before.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn set_reaped(&self, on: bool) -> bool {
+        debug_assert!(!self.plain);
+        self.reaped.swap(on, Ordering::AcqRel)
+    }
+
+    fn is_reaped(&self) -> bool {
+        self.reaped.load(Ordering::Acquire)
     }
 
     /// Takes the channel's event and re-arms the CQ: [`wait`](Cq::wait)
@@ -348,7 +364,7 @@ impl Cq {
     #[inline]
     pub fn get_completion(&self) -> Result<Completion> {
         if !self.plain {
-            if self.reaped {
+            if self.is_reaped() {
                 return Err(reaped());
             }
             if let Some(r) = &self.routes {
