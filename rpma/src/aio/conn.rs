@@ -159,8 +159,10 @@ async fn reap(s: Arc<Shared>) {
             Err(e) => break Error::provider_raw("tokio readiness", e),
         };
         match s.cq(ready.0).take_event() {
-            Ok(()) => {}
-            Err(Error::NoCompletion) => guard.clear_ready(),
+            // One event per arming: the channel is read empty either
+            // way. (A later event ticks the reactor, which this clear
+            // does not undo: tokio clears only the readiness it reported.)
+            Ok(()) | Err(Error::NoCompletion) => guard.clear_ready(),
             Err(e) => break e,
         }
         if let Err(e) = s.drain(ready.0, &mut wcs) {

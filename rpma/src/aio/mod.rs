@@ -27,6 +27,20 @@
 //! operation dropped after its post still runs to completion, with its
 //! memory held, and its completion is discarded.
 //!
+//! An awaited operation's future borrows its regions, so they outlive it
+//! at compile time; the hold that outlives a dropped future is the
+//! connection's, at run time. Dropping the region while the future lives
+//! does not compile:
+//!
+//! ```compile_fail,E0505
+//! # async fn f(conn: &rpma::aio::AsyncConn, src: &rpma::MrRemote, peer: &rpma::Peer) -> rpma::Result<()> {
+//! let dst = rpma::MrLocal::reg(peer, rpma::AlignedBuf::new(8)?, rpma::Usage::READ_DST)?;
+//! let read = conn.read(&dst, 0, src, 0, 8);
+//! drop(dst); // error[E0505]: cannot move out of `dst` because it is borrowed
+//! read.await?;
+//! # Ok(()) }
+//! ```
+//!
 //! ```no_run
 //! # #[allow(dead_code)]
 //! # async fn f(peer: &rpma::Peer, addr: &str, dst: rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {

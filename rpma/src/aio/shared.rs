@@ -206,8 +206,10 @@ async fn reap(h: Arc<Hub>) {
         match poll_fn(|cx| h.poll_woken(cx)).await {
             Woken::Nudged => {}
             Woken::Readable(Ok(mut guard)) => match h.scq.cq().take_event() {
-                Ok(()) => {}
-                Err(Error::NoCompletion) => guard.clear_ready(),
+                // One event per arming: the channel is read empty either
+                // way. (A later event ticks the reactor, which this clear
+                // does not undo: tokio clears only the readiness it reported.)
+                Ok(()) | Err(Error::NoCompletion) => guard.clear_ready(),
                 Err(e) => break e,
             },
             Woken::Readable(Err(e)) => break Error::provider_raw("tokio readiness", e),
