@@ -335,6 +335,63 @@ device_tests!({
         }
     }
 
+    fn an_awaited_chain_commits_and_reports_a_failure_inside() {
+        let (sp, cp) = (peer(), peer());
+        let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY;
+        let region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor().to_vec());
+        let mut forged = region.descriptor().to_vec();
+        forged[16] ^= 0x5a;
+        run(async move {
+            use rpma::ops::{AtomicWrite, Flush, Write};
+            let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+            let log = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+            // librpma example 07's commit, ten times: the record, its
+            // flush, the pointer to it, the pointer's flush (awaited).
+            let quiet = Flags::COMPLETION_ON_ERROR;
+            for k in 0..10u64 {
+                src.write_at(0, &[k as u8 + 1; 64]).unwrap();
+                let at = 64 + 64 * k;
+                let mut chain = conn.chain();
+                chain
+                    .push(Write::new(&log, at, &src, 0, 64).flags(quiet))
+                    .unwrap()
+                    .push(Flush::new(&log, at, 64, FlushType::Visibility).flags(quiet))
+                    .unwrap()
+                    .push(AtomicWrite::new(&log, 0, at.to_le_bytes()).flags(quiet))
+                    .unwrap();
+                let last = Flush::new(&log, 0, 8, FlushType::Visibility).op_context(40 + k);
+                let wc = conn.post_chain(&mut chain, last).await.unwrap();
+                assert_eq!(wc.op_context, 40 + k, "the last operation's own op context comes back");
+                assert!(chain.is_empty());
+            }
+            // A forged rkey in the middle: the awaited last operation fails
+            // (flushed), and the failed write's completion arrives through
+            // next_completion with its op context.
+            let bad = MrRemote::from_descriptor(&forged).unwrap();
+            let mut chain = conn.chain();
+            chain.push(Write::new(&bad, 0, &src, 0, 8).flags(quiet).op_context(99)).unwrap();
+            let e = conn.post_chain(&mut chain, Flush::new(&log, 0, 8, FlushType::Visibility)).await.unwrap_err();
+            assert!(matches!(e.detail(), Some(Detail::Completed { .. })), "{e}");
+            let wc = tokio::time::timeout(Duration::from_secs(10), conn.next_completion()).await.unwrap().unwrap();
+            assert_eq!(wc.op_context, 99);
+            assert!(!wc.status.is_success());
+            println!("  a forged rkey inside an awaited chain: {e}; the failed write: {}", wc.status);
+            drop(conn);
+        });
+        server.join().unwrap();
+        let mut ptr = [0u8; 8];
+        region.read_at(0, &mut ptr).unwrap();
+        assert_eq!(u64::from_le_bytes(ptr), 64 + 64 * 9, "the last commit's pointer");
+        for k in 0..10usize {
+            let mut rec = [0u8; 64];
+            region.read_at(64 + 64 * k, &mut rec).unwrap();
+            assert_eq!(rec, [k as u8 + 1; 64], "record {k}");
+        }
+    }
+
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let (sp, cp) = (peer(), peer());
         let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();

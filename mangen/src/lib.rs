@@ -369,6 +369,28 @@ impl Tree {
         self.exported.get(&(m, name.to_string())).cloned()
     }
 
+    /// The public path of the type `name` declared in any module (for an
+    /// `impl` block in a private module other than the type's own).
+    pub fn type_path(&self, name: &str) -> Option<String> {
+        // Re-exported at the crate root: the short path.
+        let root = self.index.get(&Vec::new()).copied();
+        if root.is_some_and(|r| self.uses(r, true).iter().any(|u| u.bound.as_deref() == Some(name))) {
+            return Some(name.to_string());
+        }
+        self.modules.iter().enumerate().find_map(|(mi, m)| {
+            let declared = m.items.iter().any(|it| {
+                matches!(it, syn::Item::Struct(_) | syn::Item::Enum(_) | syn::Item::Union(_) | syn::Item::Type(_))
+                    && item_is_pub(it)
+                    && item_name(it).as_deref() == Some(name)
+            });
+            if declared {
+                self.public_path(mi, name)
+            } else {
+                None
+            }
+        })
+    }
+
     /// The names of the public types (structs, enums, unions, aliases).
     pub fn public_types(&self) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
@@ -719,7 +741,11 @@ pub fn items_in(src: &Path) -> Result<BTreeMap<String, Item>, String> {
                                 page,
                                 path: format!("{ty}::{name}"),
                                 ty: Some(ty.clone()),
-                                use_path: Some(tree.public_path(mi, &ty).unwrap_or_else(|| ty.clone())),
+                                use_path: Some(
+                                    tree.public_path(mi, &ty)
+                                        .or_else(|| tree.type_path(&ty))
+                                        .unwrap_or_else(|| ty.clone()),
+                                ),
                                 module: module.clone(),
                                 signature,
                                 impl_header: Some(header.clone()),

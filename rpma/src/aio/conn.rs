@@ -15,13 +15,12 @@
 //! completion when it comes.
 
 use super::router::{ctx_of, reaper_stopped, Router};
+use crate::conn::Chain;
 use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
 use crate::cq::{Completion, Cq};
 use crate::error::{Detail, Error, Msg, Result};
-use crate::memory::RegMemory;
-use crate::mr::{MrLocal, MrRemote};
-use crate::ops::{self, Operation};
+use crate::ops::Operation;
 use crate::peer::Peer;
 use crate::Conn;
 use std::future::poll_fn;
@@ -300,10 +299,78 @@ impl AsyncConn {
     /// [`Detail::Completed`] when the operation completes with an error
     /// status; [`Error::Unknown`] when the reaper stopped (a CQ failed).
     pub async fn post<O: Operation>(&self, op: O) -> Result<Completion> {
+        let conn = &self.shared.conn;
+        self.awaited(|ctx| conn.post_awaited(op, ctx)).await
+    }
+
+    /// An empty chain of operations on this connection
+    /// ([`Conn::chain`]), for [`post_chain`](AsyncConn::post_chain).
+    pub fn chain(&self) -> Chain<'_> {
+        self.shared.conn.chain()
+    }
+
+    /// Appends `last` to `chain`, posts the chain with one call
+    /// ([`Chain::post`]) and waits for `last`'s completion, which the
+    /// device reports after the operations before it (in order on the
+    /// send queue): `last` gets [`Flags::COMPLETION_ALWAYS`](crate::Flags)
+    /// (its fence stays), the others keep their flags, and a completion
+    /// they report (an error, or one they asked for) comes through
+    /// [`next_completion`](AsyncConn::next_completion). A failed
+    /// operation before `last` makes `last` complete with
+    /// [`WcStatus::WR_FLUSH_ERR`](crate::WcStatus::WR_FLUSH_ERR): an error
+    /// here. Afterwards `chain` is empty, also when posting is refused.
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// // librpma example 07's commit, awaited: the data, its flush, the
+    /// // pointer to it and the pointer's flush, one doorbell.
+    /// async fn commit(
+    ///     conn: &rpma::aio::AsyncConn,
+    ///     log: &rpma::MrRemote,
+    ///     src: &rpma::MrLocal<rpma::AlignedBuf>,
+    ///     ptr_offset: u64,
+    /// ) -> rpma::Result<()> {
+    ///     use rpma::ops::{AtomicWrite, Flush, Write};
+    ///     use rpma::{Flags, FlushType::Persistent};
+    ///     let quiet = Flags::COMPLETION_ON_ERROR;
+    ///     let mut chain = conn.chain();
+    ///     chain
+    ///         .push(Write::new(log, 0, src, 0, 8).flags(quiet))?
+    ///         .push(Flush::new(log, 0, 8, Persistent).flags(quiet))?
+    ///         .push(AtomicWrite::new(log, ptr_offset, 8u64.to_le_bytes()).flags(quiet))?;
+    ///     conn.post_chain(&mut chain, Flush::new(log, ptr_offset, 8, Persistent)).await?;
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when `chain` is another connection's; as
+    /// [`Chain::push`] for `last` and [`Chain::post`]; as
+    /// [`post`](AsyncConn::post) for the completion.
+    pub async fn post_chain<O: Operation>(&self, chain: &mut Chain<'_>, last: O) -> Result<Completion> {
+        if !chain.is_on(&self.shared.conn) {
+            chain.clear();
+            return Err(Error::inval("AsyncConn::post_chain: the chain is another connection's"));
+        }
+        self.awaited(|ctx| {
+            let given = chain.push_awaited(last, ctx);
+            let posted = given.and_then(|g| chain.post().map(|()| g));
+            if posted.is_err() {
+                chain.clear();
+            }
+            posted
+        })
+        .await
+    }
+
+    /// Runs `post` with the op context of a new routing slot, then waits
+    /// for that slot's completion; the completion gets back the op
+    /// context `post` returns (the one the operation carried).
+    async fn awaited(&self, post: impl FnOnce(u64) -> Result<u64>) -> Result<Completion> {
         let s = &*self.shared;
         let (k, gen) = s.router().alloc()?;
         let mut slot = Awaiting { shared: s, k, gen, live: true };
-        let given = match s.conn.post_awaited(op, ctx_of(k, gen)) {
+        let given = match post(ctx_of(k, gen)) {
             Ok(c) => c,
             Err(e) => {
                 // Refused before posting: the slot is free again. A
@@ -327,121 +394,6 @@ impl AsyncConn {
             }
         }
         wc
-    }
-
-    /// Reads `len` bytes of `src` at `src_offset` into `dst` at
-    /// `dst_offset` ([`Conn::read`], awaited).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::read`].
-    pub async fn read<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Read::new(dst, dst_offset, src, src_offset, len)).await
-    }
-
-    /// Writes `len` bytes of `src` at `src_offset` to `dst` at
-    /// `dst_offset` ([`Conn::write`], awaited).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::write`].
-    pub async fn write<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        src: &MrLocal<M>,
-        src_offset: usize,
-        len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Write::new(dst, dst_offset, src, src_offset, len)).await
-    }
-
-    /// Flushes `len` bytes of `dst` at `dst_offset` to visibility or
-    /// persistence ([`Conn::flush`], awaited).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::flush`].
-    pub async fn flush(&self, dst: &MrRemote, dst_offset: u64, len: u64, ty: crate::FlushType) -> Result<Completion> {
-        self.post(ops::Flush::new(dst, dst_offset, len, ty)).await
-    }
-
-    /// Writes 8 bytes atomically at `dst_offset` of `dst`
-    /// ([`Conn::atomic_write`], awaited).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::atomic_write`].
-    pub async fn atomic_write(&self, dst: &MrRemote, dst_offset: u64, value: [u8; 8]) -> Result<Completion> {
-        self.post(ops::AtomicWrite::new(dst, dst_offset, value)).await
-    }
-
-    /// Compares the 8 bytes at `src_offset` of `src` with `compare` and, if
-    /// equal, swaps in `swap` ([`Conn::compare_and_swap`], awaited); returns
-    /// the value found there (also in `dst` at `dst_offset`).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::compare_and_swap`].
-    pub async fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        compare: u64,
-        swap: u64,
-    ) -> Result<u64> {
-        self.post(ops::CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap)).await?;
-        old_value(dst, dst_offset)
-    }
-
-    /// Adds `add` to the 8 bytes at `src_offset` of `src`
-    /// ([`Conn::fetch_and_add`], awaited); returns the value found there
-    /// (also in `dst` at `dst_offset`).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::fetch_and_add`].
-    pub async fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        add: u64,
-    ) -> Result<u64> {
-        self.post(ops::FetchAndAdd::new(dst, dst_offset, src, src_offset, add)).await?;
-        old_value(dst, dst_offset)
-    }
-
-    /// Sends `len` bytes of `src` at `offset` ([`Conn::send`], awaited).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::send`].
-    pub async fn send<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        src: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Send::new(src, offset, len)).await
-    }
-
-    /// Receives a message into `dst` at `offset`, up to `len` bytes
-    /// ([`Conn::recv`], awaited): the completion's `byte_len` says how
-    /// many arrived (and `imm` any immediate data).
-    ///
-    /// # Errors
-    /// As [`post`](AsyncConn::post) and [`Conn::recv`].
-    pub async fn recv<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Recv::new(dst, offset, len)).await
     }
 
     /// The next completion of an operation posted the librpma way on
@@ -490,14 +442,6 @@ impl AsyncConn {
         }
         Ok(())
     }
-}
-
-/// The 8 bytes an atomic left at `offset` of `dst`, little-endian as the
-/// device wrote them.
-fn old_value<M: RegMemory>(dst: &MrLocal<M>, offset: usize) -> Result<u64> {
-    let mut b = [0u8; 8];
-    dst.read_at(offset, &mut b)?;
-    Ok(u64::from_le_bytes(b))
 }
 
 /// An awaited operation's slot while its future lives: dropped before the

@@ -2,7 +2,7 @@
 //!
 //! * [`AsyncConn`]: a connection owned by its handle (`'static`, `Send`,
 //!   `Sync`), every operation awaitable (`conn.read(..).await` returns the
-//!   completion), completions routed to their futures by one reaper task
+//!   completion; a chain with [`AsyncConn::post_chain`]), completions routed to their futures by one reaper task
 //!   per connection. Dropping a future is harmless: the memory stays held
 //!   by the connection until the device completes the operation.
 //! * [`AsyncSharedCq`]: one reaper for every connection on a
@@ -55,6 +55,7 @@
 mod conn;
 mod router;
 mod shared;
+mod verbs;
 pub use conn::{AsyncConn, Completions, Events};
 pub use shared::AsyncSharedCq;
 

@@ -110,6 +110,34 @@ impl<'c> Chain<'c> {
         Ok(self)
     }
 
+    /// Appends `op` as the chain's last operation, awaited: signaled, with
+    /// the op context `ctx` (as [`Conn::post_awaited`]); returns the op
+    /// context it carried.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn push_awaited<O: Operation>(&mut self, op: O, ctx: u64) -> Result<u64> {
+        if self.ops.is_full() {
+            return Err(chain_is_full());
+        }
+        let conn = self.conn;
+        let t = conn.target();
+        let given = std::cell::Cell::new(0);
+        let push = Push { ops: &mut self.ops, conn, hold: || op.hold(&t) };
+        op.encode(&t, true, super::post::Awaited { inner: push, ctx, given: &given })?;
+        Ok(given.get())
+    }
+
+    /// Whether the chain posts on `conn`.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn is_on(&self, conn: &Conn) -> bool {
+        std::ptr::eq(self.conn, conn)
+    }
+
+    /// Empties the chain (its operations are not posted).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn clear(&mut self) {
+        self.ops.clear();
+    }
+
     /// Operations added so far.
     pub fn len(&self) -> usize {
         self.ops.len()

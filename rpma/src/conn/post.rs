@@ -209,10 +209,10 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
 /// op context `ctx` and a completion always; the op context the operation
 /// carried is kept in `given`.
 #[cfg(feature = "tokio")]
-struct Awaited<'g, S: Sink> {
-    inner: S,
-    ctx: u64,
-    given: &'g std::cell::Cell<u64>,
+pub(super) struct Awaited<'g, S: Sink> {
+    pub(super) inner: S,
+    pub(super) ctx: u64,
+    pub(super) given: &'g std::cell::Cell<u64>,
 }
 
 #[cfg(feature = "tokio")]

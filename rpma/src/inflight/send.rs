@@ -436,6 +436,13 @@ impl SendChain {
 
     /// Whether no more operation fits.
     #[inline]
+    /// Empties the chain, releasing what its operations held.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn clear(&mut self) {
+        self.ops.clear();
+        self.last_signaled = false;
+    }
+
     pub(crate) fn is_full(&self) -> bool {
         self.ops.is_full()
     }

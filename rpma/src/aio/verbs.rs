@@ -1,0 +1,136 @@
+//! [`AsyncConn`]'s librpma-named operations: each builds its operation of
+//! [`crate::ops`] and awaits [`AsyncConn::post`].
+
+use super::AsyncConn;
+use crate::cq::Completion;
+use crate::error::Result;
+use crate::memory::RegMemory;
+use crate::mr::{MrLocal, MrRemote};
+use crate::ops;
+#[cfg(doc)]
+use crate::Conn;
+
+impl AsyncConn {
+    /// Reads `len` bytes of `src` at `src_offset` into `dst` at
+    /// `dst_offset` ([`Conn::read`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::read`].
+    pub async fn read<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Read::new(dst, dst_offset, src, src_offset, len)).await
+    }
+
+    /// Writes `len` bytes of `src` at `src_offset` to `dst` at
+    /// `dst_offset` ([`Conn::write`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::write`].
+    pub async fn write<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrRemote,
+        dst_offset: u64,
+        src: &MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Write::new(dst, dst_offset, src, src_offset, len)).await
+    }
+
+    /// Flushes `len` bytes of `dst` at `dst_offset` to visibility or
+    /// persistence ([`Conn::flush`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::flush`].
+    pub async fn flush(&self, dst: &MrRemote, dst_offset: u64, len: u64, ty: crate::FlushType) -> Result<Completion> {
+        self.post(ops::Flush::new(dst, dst_offset, len, ty)).await
+    }
+
+    /// Writes 8 bytes atomically at `dst_offset` of `dst`
+    /// ([`Conn::atomic_write`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::atomic_write`].
+    pub async fn atomic_write(&self, dst: &MrRemote, dst_offset: u64, value: [u8; 8]) -> Result<Completion> {
+        self.post(ops::AtomicWrite::new(dst, dst_offset, value)).await
+    }
+
+    /// Compares the 8 bytes at `src_offset` of `src` with `compare` and, if
+    /// equal, swaps in `swap` ([`Conn::compare_and_swap`], awaited); returns
+    /// the value found there (also in `dst` at `dst_offset`).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::compare_and_swap`].
+    pub async fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        compare: u64,
+        swap: u64,
+    ) -> Result<u64> {
+        self.post(ops::CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap)).await?;
+        old_value(dst, dst_offset)
+    }
+
+    /// Adds `add` to the 8 bytes at `src_offset` of `src`
+    /// ([`Conn::fetch_and_add`], awaited); returns the value found there
+    /// (also in `dst` at `dst_offset`).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::fetch_and_add`].
+    pub async fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        dst_offset: usize,
+        src: &MrRemote,
+        src_offset: u64,
+        add: u64,
+    ) -> Result<u64> {
+        self.post(ops::FetchAndAdd::new(dst, dst_offset, src, src_offset, add)).await?;
+        old_value(dst, dst_offset)
+    }
+
+    /// Sends `len` bytes of `src` at `offset` ([`Conn::send`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::send`].
+    pub async fn send<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        src: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Send::new(src, offset, len)).await
+    }
+
+    /// Receives a message into `dst` at `offset`, up to `len` bytes
+    /// ([`Conn::recv`], awaited): the completion's `byte_len` says how
+    /// many arrived (and `imm` any immediate data).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::recv`].
+    pub async fn recv<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        dst: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Completion> {
+        self.post(ops::Recv::new(dst, offset, len)).await
+    }
+}
+
+/// The 8 bytes an atomic left at `offset` of `dst`, little-endian as the
+/// device wrote them.
+fn old_value<M: RegMemory>(dst: &MrLocal<M>, offset: usize) -> Result<u64> {
+    let mut b = [0u8; 8];
+    dst.read_at(offset, &mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
