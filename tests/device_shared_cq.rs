@@ -95,6 +95,82 @@ device_tests!({
         assert_eq!((scq.connections(), scq.reserved()), (0, 0));
     }
 
+    fn batched_completions_every_context_once_in_order_per_connection() {
+        // 8 connections post 16 signaled writes each as one chain (depth
+        // 16), 10 rounds; completions are reaped up to 16 per poll, from
+        // the shared CQ and from per-connection CQs: every op context
+        // arrives once, in posting order per connection.
+        const N: usize = 8;
+        const DEPTH: usize = 16;
+        const ROUNDS: usize = 10;
+        let (sp, cp) = (peer(), peer());
+        let (_region, desc) = server_region(&sp, Usage::WRITE_DST);
+        let src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let scq = SharedCq::new(&cp, 512).unwrap();
+        let mut shared = shared_cfg(&scq);
+        shared.set_sq_size(DEPTH as u32 + 1);
+        let mut own = ConnCfg::new();
+        own.set_sq_size(DEPTH as u32 + 1);
+        own.set_cq_size(DEPTH as u32 + 1);
+        for (what, cfg) in [("a shared CQ", &shared), ("per-connection CQs", &own)] {
+            let pairs = conns(&cp, &sp, N, cfg, &desc);
+            let index: HashMap<u32, usize> = pairs.iter().enumerate().map(|(i, (c, _, _))| (c.qp_num(), i)).collect();
+            let mut next = vec![0u64; N];
+            let mut polls = 0usize;
+            let mut largest = 0usize;
+            for round in 0..ROUNDS {
+                for (i, (c, _, r)) in pairs.iter().enumerate() {
+                    let mut chain = c.chain();
+                    for k in 0..DEPTH {
+                        let ctx = ((i as u64) << 32) | (round * DEPTH + k) as u64;
+                        let w = rpma::ops::Write::new(r, 64 * i as u64, &src, 0, 64).op_context(ctx);
+                        chain.push(w.flags(Flags::COMPLETION_ALWAYS)).unwrap();
+                    }
+                    chain.post().unwrap();
+                }
+                let mut got = 0;
+                let mut turn = 0;
+                let mut wc = [rpma::Cq::EMPTY; DEPTH];
+                while got < N * DEPTH {
+                    turn += 1;
+                    let cq = match cfg.shared_cq() {
+                        Some(_) => scq.cq(),
+                        None => pairs[turn % N].0.cq(),
+                    };
+                    let n = match cq.get_wc(&mut wc) {
+                        Ok(n) => n,
+                        Err(rpma::Error::NoCompletion) => {
+                            if cfg.shared_cq().is_some() {
+                                match scq.wait_timeout(T) {
+                                    Ok(()) | Err(rpma::Error::NoCompletion) => {}
+                                    Err(e) => panic!("{what}: {e}"),
+                                }
+                            }
+                            continue;
+                        }
+                        Err(e) => panic!("{what}: {e}"),
+                    };
+                    polls += 1;
+                    largest = largest.max(n);
+                    for c in &wc[..n] {
+                        assert!(c.status.is_success(), "{what}: {c:?}");
+                        let i = index[&c.qp_num];
+                        assert_eq!(c.op_context >> 32, i as u64, "{what}: context of another connection");
+                        assert_eq!(c.op_context & 0xffff_ffff, next[i], "{what}: connection {i} out of order or twice");
+                        next[i] += 1;
+                    }
+                    got += n;
+                }
+            }
+            assert!(next.iter().all(|&k| k == (ROUNDS * DEPTH) as u64), "{what}: {next:?}");
+            assert!(largest > 1, "{what}: no poll returned more than one completion");
+            println!("  {what}: {} completions in {polls} polls (at most {largest} per poll)", N * DEPTH * ROUNDS);
+            for (c, s, _) in pairs {
+                close(c, s);
+            }
+        }
+    }
+
     fn receives_of_many_connections_arrive_on_the_shared_cq() {
         let (sp, cp) = (peer(), peer());
         let scq = SharedCq::new(&cp, 64).unwrap();
