@@ -553,15 +553,50 @@ static int client(const char *addr, const char *port, int iters)
 	return 0;
 }
 
+/*
+ * `qd` operations posted, then reaped up to 64 per rpma_cq_get_wc, with a
+ * blocking wait whenever the CQ is empty: the `CASE@QD` cases of `ir`.
+ */
+static void batch(struct client *c, enum op op, int qd)
+{
+	struct ibv_wc wc[64];
+	for (int i = 0; i < qd; i++)
+		post(c, op, 8);
+	int done = 0;
+	while (done < qd) {
+		int got = 0;
+		int r = rpma_cq_get_wc(c->cq, 64, wc, &got);
+		if (r == RPMA_E_NO_COMPLETION) {
+			CHECK(rpma_cq_wait(c->cq));
+			continue;
+		}
+		CHECK(r);
+		for (int i = 0; i < got; i++)
+			check_wc(&wc[i]);
+		done += got;
+	}
+}
+
 static int client_ir(const char *addr, const char *port, const char *cs, int iters)
 {
 	struct client c = {0};
 	c.peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	connect_client(&c, addr, port);
 	client_regions(&c);
-	enum op op = op_of(cs);
-	for (int i = 0; i < iters; i++)
-		once(&c, op, 8, block);
+	char name[32];
+	snprintf(name, sizeof(name), "%s", cs);
+	char *at = strchr(name, '@');
+	int qd = at ? atoi(at + 1) : 0;
+	if (at)
+		*at = 0;
+	enum op op = op_of(name);
+	if (qd > 0) {
+		for (int i = 0; i < iters / qd; i++)
+			batch(&c, op, qd);
+	} else {
+		for (int i = 0; i < iters; i++)
+			once(&c, op, 8, block);
+	}
 	close_client(&c);
 	free_regions(&c);
 	CHECK(rpma_peer_delete(&c.peer));

@@ -790,6 +790,46 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     if case == "read_async" {
         return client_ir_async(c, iters);
     }
+    // `CASE@QD`: QD operations posted, then reaped up to 64 per poll with
+    // a blocking wait whenever the CQ is empty (as the C program).
+    // `read_chain@QD`, `write_chain@QD`: the QD operations as one chain.
+    if let Some((base, qd)) = case.split_once('@') {
+        let (chained, base) = match base.strip_suffix("_chain") {
+            Some(b) => (true, b),
+            None => (false, base),
+        };
+        let (op, qd) = (Op::of(base)?, qd.parse::<usize>()?.max(1));
+        let mut wc = [Cq::EMPTY; 64];
+        let f = Flags::COMPLETION_ALWAYS;
+        for _ in 0..iters / qd {
+            if chained {
+                let mut chain = c.conn.chain();
+                for _ in 0..qd {
+                    match op {
+                        Op::Read => chain.push(rpma::ops::Read::new(&c.local, 0, &c.remote, 0, 8).flags(f))?,
+                        _ => chain.push(rpma::ops::Write::new(&c.remote, 0, &c.local, 0, 8).flags(f))?,
+                    };
+                }
+                chain.post()?;
+            } else {
+                (0..qd).try_for_each(|_| c.post(op, 8))?;
+            }
+            let mut done = 0;
+            while done < qd {
+                match c.conn.cq().get_wc(&mut wc) {
+                    Ok(n) => {
+                        for w in &wc[..n] {
+                            check(*w)?;
+                        }
+                        done += n;
+                    }
+                    Err(Error::NoCompletion) => c.conn.cq().wait()?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        return c.close();
+    }
     let op = Op::of(case)?;
     for _ in 0..iters {
         c.once(op, 8, block)?;
