@@ -79,6 +79,7 @@ impl Shared {
         Ok(Arc::new(Shared { fds, events, router, closing_seen: Default::default(), conn }))
     }
 
+    #[inline]
     pub(super) fn router(&self) -> MutexGuard<'_, Router> {
         // A panic while holding the lock left a consistent table (each
         // change is one assignment): go on with it.

@@ -217,6 +217,7 @@ pub(super) struct Awaited<'g, S: Sink> {
 
 #[cfg(feature = "tokio")]
 impl<S: Sink> Awaited<'_, S> {
+    #[inline(always)]
     fn meta(&self, mut m: Meta) -> Meta {
         self.given.set(m.ctx);
         m.ctx = self.ctx;
@@ -226,12 +227,16 @@ impl<S: Sink> Awaited<'_, S> {
 
 #[cfg(feature = "tokio")]
 impl<S: Sink> Sink for Awaited<'_, S> {
+    // As the sinks it wraps: inlined into the operation's encoding, so the
+    // work request is built in place rather than passed by memory.
+    #[inline(always)]
     fn plain(self, m: Meta, mut wr: SendWr) -> Result<()> {
         wr.signaled = true;
         let m = self.meta(m);
         self.inner.plain(m, wr)
     }
 
+    #[inline(always)]
     fn other(self, m: Meta, mut wr: Wr) -> Result<()> {
         wr.set_signaled();
         let m = self.meta(m);
