@@ -54,6 +54,14 @@ fn serve(sp: &Peer, port: u16, n: usize, pdata: Vec<u8>) -> std::thread::JoinHan
     })
 }
 
+/// `desc` (librpma's descriptor) with its rkey (bytes 16..20) forged: the
+/// device refuses it.
+fn forged_rkey(desc: &[u8]) -> Vec<u8> {
+    let mut d = desc.to_vec();
+    d[16] ^= 0x5a;
+    d
+}
+
 /// Raises the open-file limit to its hard limit: both ends of 256
 /// connections take about 1,500 fds (each has a completion channel and a
 /// CM event channel), above the usual soft limit of 1,024.
@@ -201,10 +209,7 @@ device_tests!({
         let region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
         let port = next_port();
         let server = serve(&sp, port, 1, region.descriptor().to_vec());
-        // The same region with a forged rkey (bytes 16..20 of librpma's
-        // descriptor): the device refuses it.
-        let mut desc = region.descriptor().to_vec();
-        desc[16] ^= 0x5a;
+        let desc = forged_rkey(&region.descriptor());
         run(async move {
             let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
             let forged = MrRemote::from_descriptor(&desc).unwrap();
@@ -341,8 +346,7 @@ device_tests!({
         let region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
         let port = next_port();
         let server = serve(&sp, port, 1, region.descriptor().to_vec());
-        let mut forged = region.descriptor().to_vec();
-        forged[16] ^= 0x5a;
+        let forged = forged_rkey(&region.descriptor());
         run(async move {
             use rpma::ops::{AtomicWrite, Flush, Write};
             let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();

@@ -39,15 +39,10 @@ pub(super) struct ChannelFd(RawFd);
 /// reading, by number: the owner of the registration keeps the fd open
 /// (field order) while it lives.
 pub(super) fn register_channel(fd: BorrowedFd<'_>, what: &str) -> Result<AsyncFd<ChannelFd>> {
-    crate::utils::set_nonblocking(fd, true)?;
     // SAFETY: the fd stays open and names the same channel while the
     // registration lives: its owner (`Shared`, `Hub`) drops its
     // registrations before the object that owns the fds (field order).
-    let registered =
-        unsafe { AsyncFd::register_with_interest(ChannelFd(fd.as_raw_fd()), tokio::io::Interest::READABLE) };
-    registered.map_err(|e| {
-        Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))
-    })
+    unsafe { super::register_as(fd, ChannelFd(fd.as_raw_fd()), what) }
 }
 
 impl AsRawFd for ChannelFd {
@@ -81,9 +76,7 @@ impl Shared {
 
     #[inline]
     pub(super) fn router(&self) -> MutexGuard<'_, Router> {
-        // A panic while holding the lock left a consistent table (each
-        // change is one assignment): go on with it.
-        self.router.lock().unwrap_or_else(|p| p.into_inner())
+        crate::inflight::lock(&self.router)
     }
 
     /// The CQs, in the order of `fds`.
@@ -265,9 +258,7 @@ impl AsyncConn {
     /// A connection whose completions `hub`'s reaper routes (made by
     /// [`AsyncSharedCq::attach`](super::AsyncSharedCq::attach)).
     pub(super) fn on_hub(mut conn: Conn, hub: &super::AsyncSharedCq) -> Result<AsyncConn> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(Error::inval("rpma::aio::AsyncSharedCq::attach: called only inside a tokio runtime"));
-        }
+        // Outside a runtime, registering the event fd refuses (Inval).
         conn.hand_to_reaper(Some(hub.shared_cq()))?;
         let qp = conn.qp_num();
         let shared = Shared::new(Vec::new(), conn)?;

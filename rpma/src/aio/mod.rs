@@ -78,13 +78,24 @@ use tokio::io::Interest;
 
 /// `fd` made non-blocking and registered with the current runtime.
 fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>>> {
+    // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
+    // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
+    unsafe { register_as(fd, fd, what) }
+}
+
+/// `fd` made non-blocking and registered for reading with the current
+/// runtime, as `inner` (what the `AsyncFd` holds).
+///
+/// # Safety
+/// `inner` names `fd`, which stays open and names the same file
+/// description while the registration lives.
+unsafe fn register_as<T: std::os::fd::AsRawFd>(fd: BorrowedFd<'_>, inner: T, what: &str) -> Result<AsyncFd<T>> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(Error::inval(format!("rpma::aio: the {what} fd can be awaited only inside a tokio runtime")));
     }
     set_nonblocking(fd, true)?;
-    // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
-    // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
-    let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+    // SAFETY: this function's contract.
+    let registered = unsafe { AsyncFd::register_with_interest(inner, Interest::READABLE) };
     registered.map_err(|e| {
         Error::provider_raw(format!("registering the {what} fd with tokio's reactor"), std::io::Error::from(e))
     })

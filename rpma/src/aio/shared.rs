@@ -5,13 +5,14 @@
 use super::conn::{register_channel, ChannelFd, Shared};
 use crate::cq::{Completion, Cq};
 use crate::error::{Error, Result};
+use crate::inflight::lock;
 use crate::log::{rpma_log, LogLevel};
 use crate::{Conn, SharedCq};
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
 use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 use tokio::task::AbortHandle;
@@ -88,12 +89,6 @@ impl Drop for Hub {
         self.scq.cq().set_reaped(false);
         let _ = crate::utils::set_nonblocking(self.scq.as_fd(), false);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each change under these locks is one assignment or map update: a
-    // panic elsewhere left them consistent.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// An attached connection's place in its hub: dropped (after the

@@ -60,7 +60,20 @@ impl Ring {
         if let Some(c) = confirm {
             self.confirms.push((seq, c));
         }
-        *self.slot(seq) = Some(entry);
+        self.put(seq, entry);
+    }
+
+    /// Records `entry`, posted (or possibly queued), as sequence number
+    /// `seq`: its slot is free, since the ring had room (else the old
+    /// entry is leaked, never dropped: see [`overwritten`]).
+    #[inline(always)]
+    fn put(&mut self, seq: u64, entry: Entry) {
+        let slot = self.slot(seq);
+        if slot.is_some() {
+            overwritten(slot); // never: the ring had room
+        }
+        *slot = Some(entry);
+        self.len += 1;
     }
 
     /// Reserves room for `n` more confirms, before posting.
@@ -172,7 +185,6 @@ impl SendTracker {
         let res = post(wrid::send(seq));
         if !matches!(&res, Err(e) if !e.maybe_queued) {
             g.record(seq, op);
-            g.len += 1;
         }
         res.map_err(|e| post_error("ibv_post_send", e))
     }
@@ -219,12 +231,7 @@ impl SendTracker {
         if let Err(e) = posted {
             return Err(refused_or_queued(&mut g, seq, e, Entry::plain(ctx, kind, signaled, hold)));
         }
-        let slot = g.slot(seq);
-        if slot.is_some() {
-            overwritten(slot); // never: the ring had room
-        }
-        *slot = Some(Entry::plain(ctx, kind, signaled, hold));
-        g.len += 1;
+        g.put(seq, Entry::plain(ctx, kind, signaled, hold));
         Ok(())
     }
 
@@ -328,9 +335,8 @@ impl SendTracker {
     /// confirm (a chain's completion comes here).
     #[inline(never)]
     fn complete_slow(mut g: SpinGuard<'_, Ring>, ahead: usize, success: bool) -> Option<(u64, CompletionOp)> {
-        let mask = g.slots.len() - 1;
         let head = g.head;
-        let e = g.slots[(head as usize + ahead) & mask].take()?;
+        let e = g.slot(head.wrapping_add(ahead as u64)).take()?;
         if ahead == 0 {
             g.head = (head + 1) & SEND_SEQ_MASK;
             g.len -= 1;
@@ -377,17 +383,7 @@ fn overwritten(slot: &mut Option<Entry>) {
 #[inline(never)]
 fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: Entry) -> Error {
     if e.maybe_queued {
-        let mask = g.slots.len().wrapping_sub(1);
-        match g.slots.get_mut(seq as usize & mask) {
-            Some(slot) => {
-                if slot.is_some() {
-                    overwritten(slot); // never: the ring had room
-                }
-                *slot = Some(entry);
-                g.len += 1;
-            }
-            None => std::mem::forget(entry), // never (a power-of-two ring)
-        }
+        g.put(seq, entry);
     }
     post_error("ibv_post_send", e)
 }
