@@ -25,6 +25,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<Conn>();
     send_sync::<ConnCfg>();
     send_sync::<Cq>();
+    send_sync::<rpma::cq::IbvWc>();
     send_sync::<Srq>();
     send_sync::<SrqCfg>();
     send_sync::<Mw>();

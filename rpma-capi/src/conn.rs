@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use rpma::{Completion, Conn, ConnReq, Cq, Ep, Error, Peer, Srq};
+use rpma::{Conn, ConnReq, Cq, Ep, Error, Peer, Srq};
 
 use crate::cfg::{conn_cfg_of, RpmaConnCfg, RpmaSrqCfg};
 use crate::mr::RpmaMrLocal;
@@ -22,61 +22,9 @@ pub struct RpmaConnPrivateData {
     pub len: u8,
 }
 
-/// `struct ibv_wc` (libibverbs; 48 bytes, checked by tests/c/capi_abi.c).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IbvWc {
-    /// The operation's `op_context`.
-    pub wr_id: u64,
-    /// `enum ibv_wc_status`.
-    pub status: u32,
-    /// `enum ibv_wc_opcode`.
-    pub opcode: u32,
-    /// Vendor error (not kept by rpma: 0).
-    pub vendor_err: u32,
-    /// Bytes received.
-    pub byte_len: u32,
-    /// Immediate data in network byte order (`IBV_WC_WITH_IMM`) or the
-    /// invalidated rkey (`IBV_WC_WITH_INV`).
-    pub imm_data: u32,
-    /// Local QP number.
-    pub qp_num: u32,
-    /// Remote QP number (not kept by rpma: 0).
-    pub src_qp: u32,
-    /// `IBV_WC_WITH_IMM` / `IBV_WC_WITH_INV`.
-    pub wc_flags: u32,
-    /// Unused for RC: 0.
-    pub pkey_index: u16,
-    /// Unused for RC: 0.
-    pub slid: u16,
-    /// Unused for RC: 0.
-    pub sl: u8,
-    /// Unused for RC: 0.
-    pub dlid_path_bits: u8,
-}
-
-const IBV_WC_WITH_IMM: u32 = 1 << 1;
-const IBV_WC_WITH_INV: u32 = 1 << 3;
-
-impl From<&Completion> for IbvWc {
-    fn from(c: &Completion) -> IbvWc {
-        let (imm_data, wc_flags) = match (c.imm, c.invalidated_rkey) {
-            (Some(imm), _) => (imm.to_be(), IBV_WC_WITH_IMM),
-            (None, Some(rkey)) => (rkey, IBV_WC_WITH_INV),
-            (None, None) => (0, 0),
-        };
-        IbvWc {
-            wr_id: c.op_context,
-            status: c.status.0,
-            opcode: c.wc_opcode,
-            byte_len: c.byte_len,
-            imm_data,
-            qp_num: c.qp_num,
-            wc_flags,
-            ..IbvWc::default()
-        }
-    }
-}
+/// `struct ibv_wc` (libibverbs; 48 bytes, checked by tests/c/capi_abi.c):
+/// rpma's, written by [`rpma::Cq::get_ibv_wc`].
+pub use rpma::cq::IbvWc;
 
 /// A port given as a string (librpma passes it to `rdma_getaddrinfo`;
 /// rpma takes the number).
@@ -371,10 +319,6 @@ pub unsafe extern "C" fn rpma_cq_wait(cq: *mut Cq) -> c_int {
     guard("rpma_cq_wait", || unsafe { obj(cq, "cq") }?.wait())
 }
 
-/// Completions polled at most per `rpma_cq_get_wc` call (one poll, as
-/// librpma; a caller asking for more gets at most this many).
-const WC_BATCH: usize = 32;
-
 /// `rpma_cq_get_wc`. `num_entries_got` may be NULL only when `num_entries`
 /// is 1.
 #[no_mangle]
@@ -395,26 +339,12 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         if num_entries_got.is_null() && want != 1 {
             return Err(Error::inval("num_entries_got is NULL while num_entries is not 1"));
         }
-        if want == 1 {
-            // The common single poll, without a batch buffer to initialise.
-            let c = cq.get_completion()?;
-            // SAFETY: librpma's contract: room for num_entries (1) completions.
-            unsafe { wc.write(IbvWc::from(&c)) };
-            if !num_entries_got.is_null() {
-                // SAFETY: non-NULL output.
-                unsafe { num_entries_got.write(1) };
-            }
-            return Ok(());
-        }
-        let mut got = [Cq::EMPTY; WC_BATCH];
-        let n = cq.get_wc(&mut got[..want.min(WC_BATCH)])?;
-        for (i, c) in got[..n].iter().enumerate() {
-            // SAFETY: librpma's contract: room for num_entries completions
-            // at wc; i < n <= num_entries.
-            unsafe { wc.add(i).write(IbvWc::from(c)) };
-        }
+        // SAFETY: librpma's contract: room for num_entries completions at
+        // wc, which get_ibv_wc only writes (MaybeUninit: not read).
+        let out = unsafe { std::slice::from_raw_parts_mut(wc.cast::<std::mem::MaybeUninit<IbvWc>>(), want) };
+        let n = cq.get_ibv_wc(out)?;
         if !num_entries_got.is_null() {
-            // SAFETY: non-NULL output; n <= 32 fits c_int.
+            // SAFETY: non-NULL output; n <= num_entries fits c_int.
             unsafe { num_entries_got.write(n as c_int) };
         }
         Ok(())

@@ -121,6 +121,42 @@ pub struct Wc {
     pub wc_flags: u32,
 }
 
+/// A completion in libibverbs' layout (`struct ibv_wc`, 48 bytes, immediate
+/// data in network order): what librpma's `rpma_cq_get_wc` hands out.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IbvWc {
+    /// The work request ID (librpma: the operation's op context).
+    pub wr_id: u64,
+    /// `ibv_wc_status` value (0 = success).
+    pub status: u32,
+    /// `ibv_wc_opcode` value.
+    pub opcode: u32,
+    /// Vendor error syndrome.
+    pub vendor_err: u32,
+    /// Bytes transferred (receives).
+    pub byte_len: u32,
+    /// Immediate data in network order (`IBV_WC_WITH_IMM`), or the
+    /// invalidated rkey (`IBV_WC_WITH_INV`).
+    pub imm_data: u32,
+    /// Local QP number.
+    pub qp_num: u32,
+    /// Remote QP number.
+    pub src_qp: u32,
+    /// `ibv_wc_flags`.
+    pub wc_flags: u32,
+    /// P_Key index (UD only).
+    pub pkey_index: u16,
+    /// Source LID (UD only).
+    pub slid: u16,
+    /// Service level (UD only).
+    pub sl: u8,
+    /// Destination LID path bits (UD only).
+    pub dlid_path_bits: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<IbvWc>() == std::mem::size_of::<ffi::ibv_wc>());
+
 /// A completion as the provider wrote it (`struct ibv_wc` as is), read
 /// through its methods: [`Cq::poll_in`] has the provider write it into the
 /// caller's slot, so a caller that translates it after other work copies
@@ -167,6 +203,29 @@ impl PolledWc {
     #[inline(always)]
     pub fn wc_flags(&self) -> u32 {
         self.0.wc_flags
+    }
+
+    /// This completion in libibverbs' layout, every field as the provider
+    /// wrote it but `wr_id`, which becomes `wr_id`.
+    #[inline(always)]
+    pub fn to_ibv_wc(&self, wr_id: u64) -> IbvWc {
+        let w = &self.0;
+        IbvWc {
+            wr_id,
+            status: w.status as u32,
+            opcode: w.opcode as u32,
+            vendor_err: w.vendor_err,
+            byte_len: w.byte_len,
+            // SAFETY: both union members are u32; reading either is defined.
+            imm_data: unsafe { w.__bindgen_anon_1.imm_data },
+            qp_num: w.qp_num,
+            src_qp: w.src_qp,
+            wc_flags: w.wc_flags,
+            pkey_index: w.pkey_index,
+            slid: w.slid,
+            sl: w.sl,
+            dlid_path_bits: w.dlid_path_bits,
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! Completion queues and completions; a CQ shared by many connections
 //! ([`SharedCq`], in `shared.rs`).
 
+mod raw;
 mod shared;
+pub use raw::IbvWc;
 pub use shared::SharedCq;
 pub(crate) use shared::{ConnCq, Routes, Trackers};
 
@@ -442,11 +444,18 @@ fn completion(w: &PolledWc, (op_context, op): (u64, CompletionOp), windows: &Win
     if w.wc_flags() & (WC_WITH_IMM | WC_WITH_INV) != 0 {
         c.imm = (w.wc_flags() & WC_WITH_IMM != 0).then_some(w.imm_data());
         c.invalidated_rkey = (w.wc_flags() & WC_WITH_INV != 0).then_some(w.imm_data());
-        if let (Some(rkey), true) = (c.invalidated_rkey, c.status.is_success()) {
-            windows.invalidated(rkey);
-        }
+        note_invalidation(w, windows);
     }
     c
+}
+
+/// A successful receive that invalidated a window of the peer's ends that
+/// window's binding here.
+#[inline]
+fn note_invalidation(w: &PolledWc, windows: &Windows) {
+    if w.wc_flags() & WC_WITH_INV != 0 && w.status() == 0 {
+        windows.invalidated(w.imm_data());
+    }
 }
 
 /// What a completion for an ID nothing posted here reports (logged).
