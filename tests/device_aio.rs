@@ -204,6 +204,81 @@ device_tests!({
         server.join().unwrap();
     }
 
+    fn many_futures_on_one_connection_on_two_worker_threads_each_woken() {
+        // 32 tasks on two worker threads keep awaited
+        // writes and reads in flight on one connection while another task
+        // takes, through next_completion, the completions of writes posted
+        // the librpma way; every byte is checked.
+        const TASKS: u64 = 32;
+        const ROUNDS: u64 = 16;
+        const SLOT: u64 = 64;
+        let (sp, cp) = (peer(), peer());
+        let usage = Usage::WRITE_DST | Usage::READ_SRC;
+        let region = MrLocal::reg(&sp, AlignedBuf::new((2 * TASKS * SLOT) as usize).unwrap(), usage).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor().to_vec());
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let mut cfg = rpma::ConnCfg::new();
+            cfg.set_sq_size(2 * TASKS as u32 + 2);
+            cfg.set_cq_size(4 * TASKS as u32 + 4);
+            let conn = Arc::new(AsyncConn::connect(&cp, &addr(), port, Some(&cfg), &[]).await.unwrap());
+            let dst = Arc::new(MrRemote::from_descriptor(conn.conn().private_data()).unwrap());
+            // The librpma way: writes into the second half, their
+            // completions taken by one task through next_completion.
+            let plain = {
+                let (conn, dst, cp) = (conn.clone(), dst.clone(), cp.clone());
+                tokio::spawn(async move {
+                    let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::WRITE_SRC).unwrap();
+                    for k in 0..TASKS {
+                        src.write_at(0, &[k as u8 ^ 0xa5; SLOT as usize]).unwrap();
+                        let at = (TASKS + k) * SLOT;
+                        conn.conn()
+                            .write(&dst, at, &src, 0, SLOT as usize, Flags::COMPLETION_ALWAYS, 1000 + k)
+                            .unwrap();
+                        let wc = tokio::time::timeout(Duration::from_secs(60), conn.next_completion()).await;
+                        let wc = wc.expect("next_completion woken").unwrap();
+                        assert_eq!((wc.op_context, wc.status.is_success()), (1000 + k, true));
+                    }
+                })
+            };
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|t| {
+                    let (conn, dst, cp) = (conn.clone(), dst.clone(), cp.clone());
+                    tokio::spawn(async move {
+                        let mut src =
+                            MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::WRITE_SRC).unwrap();
+                        let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::READ_DST).unwrap();
+                        for r in 0..ROUNDS {
+                            let bytes = [(t * 7 + r) as u8; SLOT as usize];
+                            src.write_at(0, &bytes).unwrap();
+                            conn.write(&dst, t * SLOT, &src, 0, SLOT as usize).await.unwrap();
+                            conn.read(&back, 0, &dst, t * SLOT, SLOT as usize).await.unwrap();
+                            let mut got = [0u8; SLOT as usize];
+                            back.read_at(0, &mut got).unwrap();
+                            assert_eq!(got, bytes, "task {t} round {r}");
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                tokio::time::timeout(Duration::from_secs(120), t).await.expect("every future woken").unwrap();
+            }
+            plain.await.unwrap();
+            let conn = Arc::into_inner(conn).expect("the tasks are done");
+            conn.disconnect().await.unwrap();
+        });
+        server.join().unwrap();
+        let mut all = vec![0u8; (2 * TASKS * SLOT) as usize];
+        region.read_at(0, &mut all).unwrap();
+        for t in 0..TASKS {
+            let (a, b) = ((t * SLOT) as usize, (TASKS * SLOT + t * SLOT) as usize);
+            assert!(all[a..a + SLOT as usize].iter().all(|&x| x == (t * 7 + ROUNDS - 1) as u8), "awaited slot {t}");
+            assert!(all[b..b + SLOT as usize].iter().all(|&x| x == t as u8 ^ 0xa5), "plain slot {t}");
+        }
+        println!("  {TASKS} tasks x {ROUNDS} rounds awaited on one connection, {TASKS} librpma-style writes beside");
+    }
+
     fn an_error_completion_is_an_error_with_the_completion() {
         let (sp, cp) = (peer(), peer());
         let region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
