@@ -29,6 +29,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<Srq>();
     send_sync::<SrqCfg>();
     send_sync::<Mw>();
+    send_sync::<rpma::Export>();
     send_sync::<Messages>();
     send_sync::<AlignedBuf>();
     send_sync::<MappedFile>();

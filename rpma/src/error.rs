@@ -122,6 +122,15 @@ pub enum Detail {
     /// The device, the connection or the remote side does not support
     /// what was asked ([`Error::NoSupp`]).
     Unsupported,
+    /// The region is registered with remote access (`access`: its
+    /// `IBV_ACCESS_*` bits): its own rkey reaches it from every connection
+    /// of its peer, so a range of it cannot be exported to one connection
+    /// only ([`Conn::export`](crate::Conn::export)). Register it with
+    /// [`Usage::MW_BIND`](crate::Usage::MW_BIND) and no remote usage.
+    Exposed {
+        /// The region's access flags.
+        access: u32,
+    },
     /// No RDMA device is there for what was asked: the host has none (or
     /// none by that name; `addr` is `None`), or none has the address
     /// `addr` ([`Error::Provider`], with the provider's errno). The message

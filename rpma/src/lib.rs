@@ -26,6 +26,7 @@ pub mod cq;
 pub mod device;
 pub mod ep;
 pub mod error;
+pub mod export;
 pub mod gpspm;
 // - `inflight`: every post of a work request (the trackers' holds, or the
 //   unchecked caller's contract, keep its memory alive) and the send
@@ -61,6 +62,7 @@ pub use cq::{Completion, CompletionOp, Cq, SharedCq, WcStatus};
 pub use device::IbvContext;
 pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
+pub use export::Export;
 pub use memory::{AlignedBuf, MappedFile, RawMemory, RegMemory};
 pub use mr::rereg;
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};

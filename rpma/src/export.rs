@@ -1,0 +1,150 @@
+//! Per-connection exports: a range of a region that one connection only
+//! can reach ([`Conn::export`], [`Export`]).
+//!
+//! In librpma's model a server has one protection domain, and every
+//! connection it accepts shares it: a region registered with remote access
+//! is reachable from every connection whose peer holds (or guesses) its
+//! rkey, since the device checks the rkey against the protection domain,
+//! not against the connection. An export is a type 2 memory window bound
+//! on one connection's queue pair over a region registered without remote
+//! access: the device accepts its rkey on that queue pair only, and the
+//! region's own rkey opens nothing. docs/security.md has the threat model
+//! and what was measured on rxe.
+
+use crate::conn::Conn;
+use crate::error::{Detail, Error, Msg, Result};
+use crate::memory::RegMemory;
+use crate::mr::{Access, MrLocal};
+use crate::mw::{Mw, MwAccess, MwType};
+use crate::ops::Flags;
+use crate::wire;
+
+/// The op context of an export's bind: its completion is reported only
+/// when the bind fails (the connection then fails too).
+pub const EXPORT_BIND_CONTEXT: u64 = u64::MAX - 0x4558;
+
+/// A range of a region that one connection only can reach: a type 2 memory
+/// window bound on that connection's queue pair ([`Conn::export`]).
+///
+/// Send its [`descriptor`](Export::descriptor) to that connection's peer,
+/// which uses it as any [`MrRemote`](crate::MrRemote) (librpma's 21-byte
+/// format). Another connection that presents the same rkey, or guesses
+/// another, is refused by the device (a remote access error, which also
+/// ends that connection).
+///
+/// The export ends when it is dropped (`ibv_dealloc_mw`: the device stops
+/// accepting the rkey, and the region is released once that succeeds; if it
+/// fails, the window and its region are leaked, never freed), or with
+/// [`Conn::unexport`]. Drop the exports of a connection when it closes; the
+/// region cannot be deregistered while one is bound over it.
+#[derive(Debug)]
+pub struct Export {
+    mw: Mw,
+    qp_num: u32,
+}
+
+impl Export {
+    /// The descriptor to send to the connection's peer (21 bytes, librpma's
+    /// format; the window's address, length, rkey and usage).
+    ///
+    /// # Errors
+    /// [`Error::Inval`] when the export has ended ([`Conn::unexport`]'s
+    /// completion was reaped).
+    pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
+        self.mw.descriptor()
+    }
+
+    /// The rkey the connection's peer uses.
+    pub fn rkey(&self) -> u32 {
+        self.mw.rkey()
+    }
+
+    /// The QP number of the connection the export is bound to.
+    pub fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+
+    /// Whether the window is still bound (as far as this side knows).
+    pub fn is_live(&self) -> bool {
+        self.mw.is_bound()
+    }
+}
+
+impl Conn {
+    /// Exports `len` bytes at `offset` of `mr` to this connection only,
+    /// with `access` ([`MwAccess::REMOTE_READ`], `REMOTE_WRITE`,
+    /// `REMOTE_ATOMIC`; `ZERO_BASED` makes the remote addresses offsets
+    /// from the range's start): allocates a type 2 memory window and posts
+    /// its bind on this connection's send queue, unsignaled. Returns at
+    /// once; the bind runs before anything posted on this connection after
+    /// it (the send queue runs in order), so a descriptor sent afterwards on
+    /// this connection reaches the peer after the window is usable.
+    ///
+    /// `mr` must be registered with [`Usage::MW_BIND`](crate::Usage::MW_BIND)
+    /// and without remote access (else its own rkey would reach it from
+    /// every connection); a writable export needs local write access on it
+    /// too (e.g. `Usage::MW_BIND | Usage::WRITE_SRC`).
+    ///
+    /// A failed bind completes with an error status on this connection's
+    /// CQ, with op context [`EXPORT_BIND_CONTEXT`], and leaves the
+    /// connection in error.
+    ///
+    /// ```no_run
+    /// use rpma::{AlignedBuf, MrLocal, MwAccess, Usage};
+    /// # #[allow(dead_code)]
+    /// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
+    /// let mr = MrLocal::reg(conn.peer(), AlignedBuf::new(1 << 20)?, Usage::MW_BIND | Usage::WRITE_SRC)?;
+    /// let export = conn.export(&mr, 0, 4096, MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE)?;
+    /// let desc = export.descriptor()?; // send it to this connection's peer
+    /// # let _ = desc; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// * [`Error::Inval`] with [`Detail::Exposed`]: `mr` has remote access.
+    /// * [`Error::NoSupp`] with [`Detail::Unsupported`]: the device has no
+    ///   type 2 memory windows (rpma does not fall back to a protection
+    ///   domain per connection: regions and connections are tied to the
+    ///   peer's one).
+    /// * As [`Mw::alloc`] and [`Conn::bind_mw`] (a range beyond `mr`, no
+    ///   `MW_BIND` usage, remote write without local write, a full send
+    ///   queue, a closed connection).
+    pub fn export<M: RegMemory + Send + Sync + 'static>(
+        &self,
+        mr: &MrLocal<M>,
+        offset: usize,
+        len: usize,
+        access: MwAccess,
+    ) -> Result<Export> {
+        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        if mr.access().intersects(remote) {
+            let text = format!(
+                "export: the region is registered with remote access ({:?}): its own rkey reaches it from every \
+                 connection; register it with Usage::MW_BIND and no remote usage",
+                mr.access()
+            );
+            return Err(Error::Inval(Msg::detailed(Detail::Exposed { access: mr.access().bits() }, text)));
+        }
+        if !self.peer().capabilities().mw_type2 {
+            return Err(Error::unsupported(format!(
+                "export: {} has no type 2 memory windows, which tie a window to one connection",
+                self.peer().device_name()
+            )));
+        }
+        let mut mw = Mw::alloc(self.peer(), MwType::Type2)?;
+        self.bind_mw(&mut mw, mr, offset, len, access, Flags::COMPLETION_ON_ERROR, EXPORT_BIND_CONTEXT)?;
+        Ok(Export { mw, qp_num: self.qp_num() })
+    }
+
+    /// Ends `export` now: posts its window's invalidation on this
+    /// connection (signaled, with `op_context`); the device refuses the
+    /// rkey from then on, and the region is released when that completion
+    /// is reaped successfully. Dropping the export instead deallocates the
+    /// window, which also ends it.
+    ///
+    /// # Errors
+    /// As [`Conn::invalidate_mw`] ([`Error::Inval`] with
+    /// [`Detail::Foreign`] when the export is another connection's).
+    pub fn unexport(&self, export: &mut Export, op_context: u64) -> Result<()> {
+        self.invalidate_mw(&mut export.mw, Flags::COMPLETION_ALWAYS, op_context)
+    }
+}
