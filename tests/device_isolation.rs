@@ -120,6 +120,28 @@ device_tests!({
             t0.elapsed().as_secs_f64() * 1e3 / guesses.len() as f64
         );
 
+        // Beyond the window: A forges its descriptor's length (rpma's own
+        // checks refuse the range otherwise) and writes just past the end.
+        let mut long = desc.clone();
+        long[8..16].copy_from_slice(&1024u64.to_le_bytes());
+        let past = MrRemote::from_descriptor(&long).unwrap();
+        ca.write(&past, 512, &src, 0, 64, Flags::COMPLETION_ALWAYS, 8).unwrap();
+        let beyond = ca.cq().next_completion(T).unwrap().status;
+        mr.read_at(0, &mut now).unwrap();
+        let landed = now[1536..1600] == [0xa1; 64];
+        println!("  A writing past its window's end: {beyond}; landed in the region: {landed}");
+        if beyond.is_success() {
+            // The device did not enforce the window's bounds (the docs say
+            // so): the bytes past the window are A's write.
+            assert!(landed);
+            want[1536..1600].fill(0xa1);
+        }
+        assert_eq!(now, want, "nothing else changed");
+        if !beyond.is_success() {
+            // A's connection is in error now: a new one for the rest.
+            return;
+        }
+
         // Ended explicitly: A is refused too, and the region is free again.
         let mut export = export;
         sa.unexport(&mut export, 5).unwrap();
