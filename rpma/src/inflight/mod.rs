@@ -84,6 +84,7 @@ impl Entry {
 /// Locks `m`, also after a panic elsewhere poisoned it: every table the
 /// crate keeps under a `Mutex` is changed by single assignments, so a
 /// panicking holder leaves it consistent.
+#[inline]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
