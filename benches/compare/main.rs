@@ -20,10 +20,12 @@
 //! `librpma_bench.c` is compiled with gcc against Debian's librpma at run time.
 //! `one ADDR PORT CASE SIZE QD ITERS` measures one case alone (latency at
 //! depth 1, else streaming), for comparing with the `rpma` tool
-//! (`harness/tools-agree`).
+//! (`harness/tools-agree`); `xserver` / `xclient` (export.rs) the cost of
+//! per-connection exports against librpma's shared region.
 //! The bench binary's `report FILE` writes the report again from a saved
 //! output (the lines it printed).
 
+mod export;
 mod report;
 mod rpma_side;
 mod stats;
@@ -64,6 +66,8 @@ fn main() {
         "aio" => rpma_side::client_aio(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "reg" => rpma_side::registration(&a[1]),
+        "xserver" => export::server(&a[1], arg(&a, 2), arg(&a, 3), &a[4]),
+        "xclient" => export::client(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4), &a[5]),
         "--measure" => measure(),
         // Writes the report again from a saved output (its `RESULT` lines).
         "report" => std::fs::read_to_string(&a[1]).map_err(Into::into).and_then(|t| {
