@@ -154,6 +154,36 @@ device_tests!({
         drop((ca, sa));
     }
 
+    fn an_export_ends_with_its_connection() {
+        // The export outlives its connection: the connection's drop
+        // deallocates the window before its QP goes (quickly: rxe tears a QP
+        // with a type 2 window still bound down in about 50 s), the region is
+        // released, and the export reports that it ended.
+        let sp = peer();
+        let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
+        let (ca, sa) = Pair::new().server_peer(&sp).connect();
+        let mut export = sa.export(&mr, 0, 4096, MwAccess::REMOTE_READ).unwrap();
+        let desc = deliver(&sa, &ca, &export.descriptor().unwrap());
+        let remote = MrRemote::from_descriptor(&desc).unwrap();
+        let back = MrLocal::reg(ca.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+        ca.read(&back, 0, &remote, 0, 64, Flags::COMPLETION_ALWAYS, 3).unwrap();
+        assert_eq!(ca.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+        assert!(export.is_live());
+        let t0 = std::time::Instant::now();
+        close(ca, sa);
+        let took = t0.elapsed();
+        assert!(took < std::time::Duration::from_secs(10), "the teardown took {took:?}");
+        assert!(!export.is_live());
+        assert!(export.descriptor().is_err());
+        let (c2, s2) = Pair::new().server_peer(&sp).connect();
+        let e = s2.unexport(&mut export, 9).unwrap_err();
+        assert!(matches!(e, rpma::Error::Inval(_)), "{e}");
+        close(c2, s2);
+        mr.dereg().expect("the connection's end released the region");
+        drop(export);
+        println!("  the connection ended its export; teardown {took:?}; the region deregistered");
+    }
+
     fn in_the_shared_pd_model_a_guessed_rkey_reaches_another_clients_region() {
         // librpma's model: the server registers a region with remote access
         // per client, in the peer's one protection domain. A's descriptor

@@ -348,5 +348,6 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         min_rnr_timer: cfg.min_rnr_timer(),
         limits,
         native,
+        exports: Default::default(),
     })
 }

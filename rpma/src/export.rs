@@ -12,12 +12,14 @@
 //! and what was measured on rxe.
 
 use crate::conn::Conn;
+use crate::conn::EndWithConn;
 use crate::error::{Detail, Error, Msg, Result};
 use crate::memory::RegMemory;
 use crate::mr::{Access, MrLocal};
 use crate::mw::{Mw, MwAccess, MwType};
 use crate::ops::Flags;
 use crate::wire;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The op context of an export's bind: its completion is reported only
 /// when the bind fails (the connection then fails too).
@@ -32,15 +34,37 @@ pub const EXPORT_BIND_CONTEXT: u64 = u64::MAX - 0x4558;
 /// another, is refused by the device (a remote access error, which also
 /// ends that connection).
 ///
-/// The export ends when it is dropped (`ibv_dealloc_mw`: the device stops
-/// accepting the rkey, and the region is released once that succeeds; if it
-/// fails, the window and its region are leaked, never freed), or with
-/// [`Conn::unexport`]. Drop the exports of a connection when it closes; the
-/// region cannot be deregistered while one is bound over it.
+/// The export ends when it is dropped or when its connection is
+/// (`ibv_dealloc_mw`, whichever comes first: the device stops accepting the
+/// rkey, and the region is released once that succeeds; if it fails, the
+/// window and its region are leaked, never freed), or with
+/// [`Conn::unexport`]. The region cannot be deregistered while an export is
+/// bound over it.
 #[derive(Debug)]
 pub struct Export {
-    mw: Mw,
+    /// The window, until the export or its connection ends it.
+    mw: Arc<Window>,
     qp_num: u32,
+}
+
+/// The window of an export: its connection deallocates it when it goes.
+#[derive(Debug)]
+struct Window(Mutex<Option<Mw>>);
+
+impl EndWithConn for Window {
+    /// The `Mw`'s drop: a failed deallocation leaks the window and its
+    /// region.
+    fn end(&self) {
+        drop(lock(&self.0).take());
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    crate::inflight::lock(m)
+}
+
+fn ended() -> Error {
+    Error::inval("the export has ended: its connection is gone")
 }
 
 impl Export {
@@ -51,12 +75,13 @@ impl Export {
     /// [`Error::Inval`] when the export has ended ([`Conn::unexport`]'s
     /// completion was reaped).
     pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
-        self.mw.descriptor()
+        lock(&self.mw.0).as_ref().ok_or_else(ended)?.descriptor()
     }
 
-    /// The rkey the connection's peer uses.
+    /// The rkey the connection's peer uses (0 once the connection ended the
+    /// export).
     pub fn rkey(&self) -> u32 {
-        self.mw.rkey()
+        lock(&self.mw.0).as_ref().map_or(0, Mw::rkey)
     }
 
     /// The QP number of the connection the export is bound to.
@@ -64,9 +89,10 @@ impl Export {
         self.qp_num
     }
 
-    /// Whether the window is still bound (as far as this side knows).
+    /// Whether the window is still bound (as far as this side knows):
+    /// false once unexported or once the connection is gone.
     pub fn is_live(&self) -> bool {
-        self.mw.is_bound()
+        lock(&self.mw.0).as_ref().is_some_and(Mw::is_bound)
     }
 }
 
@@ -132,6 +158,9 @@ impl Conn {
         }
         let mut mw = Mw::alloc(self.peer(), MwType::Type2)?;
         self.bind_mw(&mut mw, mr, offset, len, access, Flags::COMPLETION_ON_ERROR, EXPORT_BIND_CONTEXT)?;
+        let mw = Arc::new(Window(Mutex::new(Some(mw))));
+        let weak: std::sync::Weak<dyn EndWithConn> = Arc::downgrade(&mw) as _;
+        self.parts().exports.add(weak);
         Ok(Export { mw, qp_num: self.qp_num() })
     }
 
@@ -143,8 +172,10 @@ impl Conn {
     ///
     /// # Errors
     /// As [`Conn::invalidate_mw`] ([`Error::Inval`] with
-    /// [`Detail::Foreign`] when the export is another connection's).
+    /// [`Detail::Foreign`] when the export is another connection's);
+    /// [`Error::Inval`] when its connection already ended it.
     pub fn unexport(&self, export: &mut Export, op_context: u64) -> Result<()> {
-        self.invalidate_mw(&mut export.mw, Flags::COMPLETION_ALWAYS, op_context)
+        let mut mw = lock(&export.mw.0);
+        self.invalidate_mw(mw.as_mut().ok_or_else(ended)?, Flags::COMPLETION_ALWAYS, op_context)
     }
 }

@@ -14,7 +14,7 @@ pub use crate::ops::Sg;
 pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
 pub use events::{conn_event_2str, conn_event_value_2str, ConnEvent};
-pub(crate) use parts::{ConnParts, NativeOps, QpLimits};
+pub(crate) use parts::{ConnParts, EndWithConn, NativeOps, QpLimits};
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};

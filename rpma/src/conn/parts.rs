@@ -41,6 +41,36 @@ pub(crate) struct ConnParts {
     pub(crate) limits: QpLimits,
     /// Which operations the QP carries natively, read once at set-up.
     pub(crate) native: NativeOps,
+    /// What ends with the connection before its QP goes: its exports'
+    /// windows ([`crate::export`]).
+    pub(crate) exports: EndsWith,
+}
+
+/// Something that ends with a connection, before its QP goes (an export's
+/// window, deallocated).
+pub(crate) trait EndWithConn: Send + Sync {
+    fn end(&self);
+}
+
+/// A connection's [`EndWithConn`]s, held weakly: each lives as long as its
+/// owner keeps it, and ends with the connection if it is still there.
+#[derive(Default)]
+pub(crate) struct EndsWith(std::sync::Mutex<Vec<std::sync::Weak<dyn EndWithConn>>>);
+
+impl EndsWith {
+    pub(crate) fn add(&self, w: std::sync::Weak<dyn EndWithConn>) {
+        let mut all = crate::inflight::lock(&self.0);
+        all.retain(|w| w.strong_count() > 0);
+        all.push(w);
+    }
+
+    fn end_all(&self) {
+        for w in std::mem::take(&mut *crate::inflight::lock(&self.0)) {
+            if let Some(x) = w.upgrade() {
+                x.end();
+            }
+        }
+    }
 }
 
 /// Which of librpma's emulated operations a QP carries natively through
@@ -96,6 +126,9 @@ impl Drop for ConnParts {
         // QP goes, so the entries they name (receives taken from a shared
         // receive queue among them) are retired, not kept until the SRQ goes.
         self.drain_cqs();
+        // Exports end with the connection: their windows go before the QP
+        // they are bound to (rxe tears such a QP down slowly).
+        self.exports.end_all();
         let qp_num = self.id.qp().map(|q| q.qp_num());
         let destroyed = self.id.destroy_qp();
         if let (ConnCq::Shared(scq), Some(n)) = (&self.cq, qp_num) {
