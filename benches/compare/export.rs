@@ -8,18 +8,14 @@
 //! the descriptor the same way, and reads 8 bytes `M` times per connection
 //! through it (one read in flight, round robin), printing the rate.
 
-use rpma::utils::{get_ibv_context, ContextType};
-use rpma::{AlignedBuf, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, MwAccess, Peer, Usage};
+use crate::rpma_side::{expect, peer, T};
+use rpma::utils::ContextType;
+use rpma::{AlignedBuf, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, MwAccess, Usage};
 use std::time::{Duration, Instant};
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-const T: Duration = Duration::from_secs(60);
 const RANGE: usize = 4096;
 const DESC: usize = rpma::MR_DESCRIPTOR_SIZE;
-
-fn peer(addr: &str, kind: ContextType) -> Res<Peer> {
-    Ok(Peer::new(&get_ibv_context(addr, kind)?)?)
-}
 
 fn exporting(mode: &str) -> Res<bool> {
     match mode {
@@ -43,10 +39,7 @@ pub fn server(addr: &str, port: u16, n: usize, mode: &str) -> Res<()> {
     let mut spent = Duration::ZERO;
     for i in 0..n {
         let conn = ep.next_conn_req_timeout(None, T)?.connect(&pdata)?;
-        match conn.next_event_timeout(T)? {
-            ConnEvent::Established => {}
-            ev => return Err(format!("expected Established, got {ev}").into()),
-        }
+        expect(&conn, ConnEvent::Established)?;
         if export {
             let t0 = Instant::now();
             let x = conn.export(&region, RANGE * i, RANGE, MwAccess::REMOTE_READ)?;
@@ -65,10 +58,7 @@ pub fn server(addr: &str, port: u16, n: usize, mode: &str) -> Res<()> {
         println!("RESULT rate rpma export_bind{n} {n} {:.6}", spent.as_secs_f64());
     }
     for (i, conn) in conns.into_iter().enumerate() {
-        match conn.next_event_timeout(T)? {
-            ConnEvent::Closed => {}
-            ev => return Err(format!("expected Closed, got {ev}").into()),
-        }
+        expect(&conn, ConnEvent::Closed)?;
         // A connection's export goes before it (rxe tears down a QP with a
         // type 2 window still bound slowly).
         drop(exports.get_mut(i).and_then(Option::take));
@@ -126,11 +116,8 @@ pub fn client(addr: &str, port: u16, n: usize, m: usize, mode: &str) -> Res<()> 
     for (c, _) in &conns {
         c.disconnect()?;
     }
-    for (c, _) in conns {
-        match c.next_event_timeout(T)? {
-            ConnEvent::Closed => {}
-            ev => return Err(format!("expected Closed, got {ev}").into()),
-        }
+    for (c, _) in &conns {
+        expect(c, ConnEvent::Closed)?;
     }
     Ok(())
 }

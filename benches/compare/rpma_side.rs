@@ -26,7 +26,7 @@ pub const PING: u8 = 1;
 pub const STREAM: u8 = 2;
 pub const DONE: u8 = 3;
 pub const WPP: u8 = 4;
-const T: Duration = Duration::from_secs(60);
+pub(crate) const T: Duration = Duration::from_secs(60);
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -133,11 +133,11 @@ fn wait_for_byte(mr: &MrLocal<AlignedBuf>, offset: usize, want: u8) -> Res<()> {
     }
 }
 
-fn peer(addr: &str, kind: ContextType) -> Res<Peer> {
+pub(crate) fn peer(addr: &str, kind: ContextType) -> Res<Peer> {
     Ok(Peer::new(&get_ibv_context(addr, kind)?)?)
 }
 
-fn expect(conn: &Conn, want: ConnEvent) -> Res<()> {
+pub(crate) fn expect(conn: &Conn, want: ConnEvent) -> Res<()> {
     match conn.next_event_timeout(T)? {
         ev if ev == want => Ok(()),
         ev => Err(format!("expected {want}, got {ev}").into()),

@@ -14,12 +14,13 @@
 use crate::conn::Conn;
 use crate::conn::EndWithConn;
 use crate::error::{Detail, Error, Msg, Result};
+use crate::inflight::lock;
 use crate::memory::RegMemory;
 use crate::mr::{Access, MrLocal};
 use crate::mw::{Mw, MwAccess, MwType};
 use crate::ops::Flags;
 use crate::wire;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// The op context of an export's bind: its completion is reported only
 /// when the bind fails (the connection then fails too).
@@ -59,10 +60,6 @@ impl EndWithConn for Window {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    crate::inflight::lock(m)
-}
-
 fn ended() -> Error {
     Error::inval("the export has ended: its connection is gone")
 }
@@ -73,7 +70,7 @@ impl Export {
     ///
     /// # Errors
     /// [`Error::Inval`] when the export has ended ([`Conn::unexport`]'s
-    /// completion was reaped).
+    /// completion was reaped, or its connection is gone).
     pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
         lock(&self.mw.0).as_ref().ok_or_else(ended)?.descriptor()
     }

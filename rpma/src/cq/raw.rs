@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use std::mem::MaybeUninit;
 
 pub use rpma_sys::cq::IbvWc;
+use rpma_sys::cq::{WC_WITH_IMM, WC_WITH_INV};
 
 impl Cq {
     /// Polls up to `wc.len()` completions into `wc` in libibverbs' layout
@@ -85,11 +86,9 @@ impl Cq {
 /// 0).
 impl From<&Completion> for IbvWc {
     fn from(c: &Completion) -> IbvWc {
-        const WITH_IMM: u32 = 1 << 1;
-        const WITH_INV: u32 = 1 << 3;
         let (imm_data, wc_flags) = match (c.imm, c.invalidated_rkey) {
-            (Some(imm), _) => (imm.to_be(), WITH_IMM),
-            (None, Some(rkey)) => (rkey, WITH_INV),
+            (Some(imm), _) => (imm.to_be(), WC_WITH_IMM),
+            (None, Some(rkey)) => (rkey, WC_WITH_INV),
             (None, None) => (0, 0),
         };
         IbvWc {
