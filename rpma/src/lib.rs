@@ -44,6 +44,8 @@ pub mod memory;
 #[allow(unsafe_code)]
 pub mod mr;
 pub mod mw;
+#[cfg(any(feature = "tokio", all(test, loom)))]
+mod nudge;
 pub mod ops;
 pub mod peer;
 pub mod peer_cfg;

@@ -7,13 +7,13 @@ use crate::cq::{Completion, Cq};
 use crate::error::{Error, Result};
 use crate::inflight::lock;
 use crate::log::{rpma_log, LogLevel};
+use crate::nudge::Nudge;
 use crate::{Conn, SharedCq};
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 use tokio::task::AbortHandle;
 
@@ -76,8 +76,7 @@ struct Hub {
     conns: Mutex<HashMap<u32, Weak<Shared>>>,
     /// A connection left: its drain may have set completions aside, which
     /// raise no event; the reaper drains once more.
-    nudged: AtomicBool,
-    waker: Mutex<Option<Waker>>,
+    nudge: Nudge,
     /// Why the reaper stopped, when it did.
     failed: Mutex<Option<String>>,
     scq: SharedCq,
@@ -110,7 +109,7 @@ impl Drop for HubLink {
                 conns.remove(&self.qp);
             }
         }
-        hub.nudge();
+        hub.nudge.nudge();
     }
 }
 
@@ -121,18 +120,8 @@ enum Woken<'a> {
 }
 
 impl Hub {
-    fn nudge(&self) {
-        self.nudged.store(true, Ordering::Release);
-        if let Some(w) = lock(&self.waker).take() {
-            w.wake();
-        }
-    }
-
     fn poll_woken(&self, cx: &mut Context<'_>) -> Poll<Woken<'_>> {
-        // The waker first, then the flag: a nudge between the two is seen
-        // by the flag, one after it wakes this waker.
-        *lock(&self.waker) = Some(cx.waker().clone());
-        if self.nudged.swap(false, Ordering::AcqRel) {
+        if self.nudge.poll(cx).is_ready() {
             return Poll::Ready(Woken::Nudged);
         }
         self.fd.poll_read_ready(cx).map(Woken::Readable)
@@ -238,8 +227,7 @@ impl AsyncSharedCq {
         let hub = Arc::new(Hub {
             fd,
             conns: Mutex::new(HashMap::new()),
-            nudged: AtomicBool::new(false),
-            waker: Mutex::new(None),
+            nudge: Nudge::default(),
             failed: Mutex::new(None),
             scq: scq.clone(),
         });
