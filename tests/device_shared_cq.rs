@@ -443,4 +443,117 @@ device_tests!({
         assert_eq!((scq.connections(), scq.reserved()), (0, 0));
         drop(dst.dereg().expect("nothing holds the region"));
     }
+
+    fn a_thousand_connections_share_one_cq_each_byte_checked() {
+        // 1024 connections (RPMA_SCQ_CONNS for another count) on one shared
+        // CQ, their server sides on another: each writes its own 8 bytes and
+        // reads them back; every completion arrives once, the write's before
+        // the read's on each connection, and both sides hold every byte.
+        let n: usize = std::env::var("RPMA_SCQ_CONNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+        let fds = raise_fd_limit(4 * n as u64);
+        assert!(fds >= 3 * n as u64, "{n} connections need about {} file descriptors; the limit is {fds}", 2 * n);
+        let (sp, cp) = (peer(), peer());
+        let mut region =
+            MrLocal::reg(&sp, AlignedBuf::new(8 * n).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+        region.write_at(0, &vec![0u8; 8 * n]).unwrap();
+        let mut desc = region.descriptor().to_vec();
+        desc.extend_from_slice(&rpma::PeerCfg::new().descriptor());
+        let mut ccfg = ConnCfg::new();
+        ccfg.set_sq_size(4);
+        ccfg.set_rq_size(1);
+        let per = ccfg.sq_size() + ccfg.rq_size();
+        let (cq_c, cq_s) = (SharedCq::new(&cp, per * n as u32).unwrap(), SharedCq::new(&sp, per * n as u32).unwrap());
+        ccfg.set_shared_cq(Some(&cq_c));
+        let mut scfg = ConnCfg::new();
+        scfg.set_sq_size(4);
+        scfg.set_rq_size(1);
+        scfg.set_shared_cq(Some(&cq_s));
+        let t0 = std::time::Instant::now();
+        let pairs: Vec<(Conn, Conn)> = (0..n)
+            .map(|_| {
+                Pair::new()
+                    .server_peer(&sp)
+                    .client_peer(&cp)
+                    .client_cfg(&ccfg)
+                    .server_cfg(scfg.clone())
+                    .server_pdata(desc.clone())
+                    .connect()
+            })
+            .collect();
+        let set_up = t0.elapsed();
+        let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+        assert_eq!((cq_c.connections(), cq_s.connections()), (n, n));
+        let remotes: Vec<MrRemote> =
+            pairs.iter().map(|(c, _)| MrRemote::from_descriptor(c.private_data()).unwrap()).collect();
+        let mut src = MrLocal::reg(&cp, AlignedBuf::new(8 * n).unwrap(), Usage::WRITE_SRC).unwrap();
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(8 * n).unwrap(), Usage::READ_DST).unwrap();
+        for i in 0..n {
+            src.write_at(8 * i, &(i as u64 + 1).to_le_bytes()).unwrap();
+        }
+        for (i, ((c, _), r)) in pairs.iter().zip(&remotes).enumerate() {
+            c.write(r, 8 * i as u64, &src, 8 * i, 8, Flags::COMPLETION_ALWAYS, 2 * i as u64).unwrap();
+            c.read(&dst, 8 * i, r, 8 * i as u64, 8, Flags::COMPLETION_ALWAYS, 2 * i as u64 + 1).unwrap();
+        }
+        let mut next = vec![0u64; n]; // per connection: the context expected next
+        let mut wc = [rpma::Cq::EMPTY; 64];
+        let mut got = 0;
+        while got < 2 * n {
+            let k = match cq_c.get_wc(&mut wc) {
+                Ok(k) => k,
+                Err(rpma::Error::NoCompletion) => {
+                    cq_c.wait_timeout(T).expect("the shared CQ's completions stopped coming");
+                    continue;
+                }
+                Err(e) => panic!("{e}"),
+            };
+            for w in &wc[..k] {
+                assert!(w.status.is_success(), "{w:?}");
+                let i = (w.op_context / 2) as usize;
+                assert_eq!(w.qp_num, pairs[i].0.qp_num(), "context {} on the wrong QP", w.op_context);
+                assert_eq!(w.op_context, 2 * i as u64 + next[i], "connection {i}: out of order or twice");
+                next[i] += 1;
+            }
+            got += k;
+        }
+        assert!(next.iter().all(|&x| x == 2));
+        let mut landed = vec![0u8; 8 * n];
+        region.read_at(0, &mut landed).unwrap();
+        let mut back = vec![0u8; 8 * n];
+        dst.read_at(0, &mut back).unwrap();
+        for i in 0..n {
+            let want = (i as u64 + 1).to_le_bytes();
+            assert_eq!(landed[8 * i..8 * i + 8], want, "server side of connection {i}");
+            assert_eq!(back[8 * i..8 * i + 8], want, "read back by connection {i}");
+        }
+        let t1 = std::time::Instant::now();
+        for (c, s) in pairs {
+            close(c, s);
+        }
+        eprintln!(
+            "{n} connections on one shared CQ: set up in {set_up:.1?} ({open} descriptors open, both sides), closed in {:.1?}",
+            t1.elapsed()
+        );
+        assert_eq!((cq_c.connections(), cq_c.reserved(), cq_s.connections()), (0, 0, 0));
+    }
 });
+
+/// Raises this process's open-file limit to `want` (many connections hold
+/// several descriptors each; root, as in the harness VM, may raise the hard
+/// limit too), or else to its hard limit; returns the limit now.
+fn raise_fd_limit(want: u64) -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a live rlimit value.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        let mut up = libc::rlimit { rlim_cur: want.max(lim.rlim_cur), rlim_max: want.max(lim.rlim_max) };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &up) != 0 {
+            up = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &up) != 0 {
+                return lim.rlim_cur;
+            }
+        }
+        up.rlim_cur
+    }
+}

@@ -749,6 +749,22 @@ static int server_multi(const char *addr, const char *port, int n)
 	return 0;
 }
 
+/* This process's resident set (VmRSS, KiB) once its n connections are up,
+ * as the Rust side prints it. */
+static void print_mem(const char *imp, int n)
+{
+	char line[256];
+	long kib = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	printf("INFO-MEM %s scch%d %ld\n", imp, n, kib);
+	fflush(stdout);
+}
+
 /* n connections, each with its CQ on a shared completion channel, driven by
  * one epoll loop: every connection keeps one 8-byte read in flight until it
  * has done m; prints the total rate. */
@@ -774,6 +790,7 @@ static int client_scch(const char *addr, const char *port, int n, int m)
 			exit(1);
 		}
 	}
+	print_mem("librpma", n);
 	long done = 0, total = (long)n * m;
 	uint64_t t0 = now_ns();
 	for (int i = 0; i < n; i++) {
@@ -781,7 +798,9 @@ static int client_scch(const char *addr, const char *port, int n, int m)
 		posted[i] = 1;
 	}
 	struct epoll_event evs[64];
+	long sleeps = 0;
 	while (done < total) {
+		sleeps++;
 		int k = epoll_wait(ep, evs, 64, 60000);
 		if (k <= 0) {
 			fprintf(stderr, "epoll_wait: %d\n", k);
@@ -803,6 +822,7 @@ static int client_scch(const char *addr, const char *port, int n, int m)
 		}
 	}
 	printf("RESULT rate librpma scch%d %ld %.6f\n", n, total, (double)(now_ns() - t0) / 1e9);
+	printf("INFO-SLEEPS librpma scch%d %ld\n", n, sleeps);
 	fflush(stdout);
 	for (int i = 0; i < n; i++)
 		CHECK(rpma_conn_disconnect(cs[i].conn));

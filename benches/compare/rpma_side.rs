@@ -244,6 +244,7 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
         }
         conns.push((conn, remote));
     }
+    stats::print_mem("rpma", &format!("scch{n}"));
     let f = Flags::COMPLETION_ALWAYS;
     let mut posted = vec![1usize; n];
     let (mut done, total) = (0, n * m);
@@ -252,7 +253,9 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
         c.read(&local, 8 * i, r, 0, 8, f, 0)?;
     }
     let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut sleeps = 0usize;
     while done < total {
+        sleeps += 1;
         let k = unsafe { libc::epoll_wait(ep, evs.as_mut_ptr(), evs.len() as i32, 60_000) };
         if k <= 0 {
             return Err(format!("epoll_wait gave {k}: {}", std::io::Error::last_os_error()).into());
@@ -271,6 +274,7 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
         }
     }
     stats::print_rate("rpma", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
+    println!("INFO-SLEEPS rpma scch{n} {sleeps}");
     unsafe { libc::close(ep) };
     for (c, _) in &conns {
         c.disconnect()?;
@@ -324,7 +328,8 @@ pub fn client_aio(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
 
 /// `n` connections on one [`SharedCq`], driven by one thread that sleeps
 /// on the CQ's channel: every connection keeps one 8-byte read in flight
-/// until it has done `m`; completions are routed by QP number; prints the
+/// until it has done `m`; each completion finds its connection by its op
+/// context (the connection's index, as a C user would put a pointer there); prints the
 /// total rate (as `rpma-scq`, beside `client_scch`'s per-connection CQs).
 pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     let peer = peer(addr, ContextType::Remote)?;
@@ -338,25 +343,28 @@ pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     cfg.set_shared_cq(Some(&scq));
     let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
     let mut conns = Vec::with_capacity(n);
-    let mut by_qp = std::collections::HashMap::with_capacity(n);
-    for i in 0..n {
+    for _ in 0..n {
         let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
         let remote = MrRemote::from_descriptor(conn.private_data())?;
-        by_qp.insert(conn.qp_num(), i);
         conns.push((conn, remote));
     }
+    stats::print_mem("rpma-scq", &format!("scch{n}"));
     let f = Flags::COMPLETION_ALWAYS;
     let mut posted = vec![1usize; n];
     let (mut done, total) = (0, n * m);
     let mut wc = [Cq::EMPTY; 64];
+    let mut sleeps = 0usize;
     let t0 = Instant::now();
+    // Each read's op context is its connection's index (as a C user puts
+    // a pointer there): the completion finds its connection without a map.
     for (i, (c, r)) in conns.iter().enumerate() {
-        c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+        c.read(&local, 8 * i, r, 0, 8, f, i as u64)?;
     }
     while done < total {
         let got = match scq.get_wc(&mut wc) {
             Ok(k) => k,
             Err(Error::NoCompletion) => {
+                sleeps += 1;
                 scq.wait_timeout(T)?;
                 continue;
             }
@@ -365,15 +373,16 @@ pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
         for w in &wc[..got] {
             check(*w)?;
             done += 1;
-            let i = *by_qp.get(&w.qp_num).ok_or("a completion of no connection")?;
+            let i = w.op_context as usize;
+            let (c, r) = conns.get(i).ok_or("a completion of no connection")?;
             if posted[i] < m {
-                let (c, r) = &conns[i];
-                c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+                c.read(&local, 8 * i, r, 0, 8, f, i as u64)?;
                 posted[i] += 1;
             }
         }
     }
     stats::print_rate("rpma-scq", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
+    println!("INFO-SLEEPS rpma-scq scch{n} {sleeps}");
     for (c, _) in &conns {
         c.disconnect()?;
     }

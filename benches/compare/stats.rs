@@ -46,6 +46,15 @@ pub fn print_rate(imp: &str, case: &str, count: usize, secs: f64) {
     println!("RESULT rate {imp} {case} {count} {secs:.6}");
 }
 
+/// Prints this process's resident set (`VmRSS`, KiB) once its connections
+/// are up, as `INFO-MEM imp case kib` (the C program prints the same line).
+pub fn print_mem(imp: &str, case: &str) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).unwrap_or("0");
+    println!("INFO-MEM {imp} {case} {kib}");
+}
+
 /// One parsed `RESULT` line.
 #[derive(Debug, Clone)]
 pub enum Row {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Many connections on one thread: interleaved rounds (the order reversed
+# every other round) of C librpma's and rpma's per-connection CQs (one epoll
+# loop, `scch`) and rpma's `SharedCq` (`scq`), each connection keeping one
+# 8-byte read in flight, about TOTAL reads per run. Prints each run's rate
+# and each client's resident set once its connections are up (INFO-MEM,
+# KiB) and how often it slept waiting for completions (INFO-SLEEPS).
+#
+#   cargo bench --bench compare --no-run
+#   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...]
+set -euo pipefail
+rounds=${1:-4} total=${2:-8000}
+shift $(( $# < 2 ? $# : 2 ))
+ns=${*:-16 64 256 1024}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin=${RPMA_BENCH_BIN:-$(ls -t "${CARGO_TARGET_DIR:-$here/target}"/release/deps/compare-* | grep -v '\.d$' | head -1)}
+[ -n "${RPMA_TEST_ADDR:-}" ] || { echo "scale-rounds: run it through harness/rdma-run" >&2; exit 2; }
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cbin=$tmp/librpma_bench
+gcc -O2 -o "$cbin" "$here/benches/compare/librpma_bench.c" -lrpma -libverbs
+port=${RPMA_TEST_PORT:-8300}
+for round in $(seq 1 "$rounds"); do
+  for n in $ns; do
+    each=$(( total / n )); [ "$each" -ge 2 ] || each=2
+    runs="c:scch rust:scch rust:scq"
+    [ $((round % 2)) = 1 ] || runs="rust:scq rust:scch c:scch"
+    for run in $runs; do
+      prog=$bin; [ "${run%%:*}" = c ] && prog=$cbin
+      port=$((port + 1))
+      "$prog" mserver "$RPMA_TEST_ADDR" $port "$n" > "$tmp/server" 2>&1 &
+      for _ in $(seq 1 300); do grep -q READY "$tmp/server" && break; sleep 0.1; done
+      "$prog" "${run#*:}" "$RPMA_TEST_ADDR" $port "$n" "$each" | grep -E '^(RESULT|INFO-MEM|INFO-SLEEPS)' | sed "s/^/round $round n $n: /"
+      wait
+    done
+  done
+done
