@@ -4,11 +4,11 @@
 //! device (rxe in the harness VM).
 
 mod common;
-use common::peer;
+use common::{peer, raise_fd_limit, T};
 use rpma::aio::AsyncConn;
 use rpma::error::Detail;
 use rpma::utils::ConnEvent;
-use rpma::{AlignedBuf, Ep, Flags, FlushType, MrLocal, MrRemote, Peer, Usage};
+use rpma::{AlignedBuf, Ep, Flags, FlushType, MrLocal, MrRemote, MwAccess, Peer, Usage};
 use rpma_harness::{addr, device_tests, next_port};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,26 +62,14 @@ fn forged_rkey(desc: &[u8]) -> Vec<u8> {
     d
 }
 
-/// Raises the open-file limit to its hard limit: both ends of 256
-/// connections take about 1,500 fds (each has a completion channel and a
-/// CM event channel), above the usual soft limit of 1,024.
-fn raise_fd_limit() {
-    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `l` is a valid rlimit for both calls.
-    #[allow(unsafe_code)]
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
-        l.rlim_cur = l.rlim_max;
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
-    }
-    assert!(l.rlim_cur >= 4096, "the hard open-file limit {} is below 4,096", l.rlim_cur);
-}
-
 device_tests!({
     fn two_hundred_fifty_six_connections_as_spawned_tasks_every_byte_verified() {
         const N: usize = 256;
         const SLOT: usize = 128;
-        raise_fd_limit();
+        // Both ends of 256 connections take about 1,500 fds (a completion
+        // channel and a CM event channel each).
+        let fds = raise_fd_limit(4096);
+        assert!(fds >= 4096, "the open-file limit {fds} is below 4,096");
         let (sp, cp) = (peer(), peer());
         let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY | Usage::REMOTE_ATOMIC;
         let region = MrLocal::reg(&sp, AlignedBuf::new(N * SLOT + 8).unwrap(), usage).unwrap();
@@ -469,6 +457,61 @@ device_tests!({
             region.read_at(64 + 64 * k, &mut rec).unwrap();
             assert_eq!(rec, [k as u8 + 1; 64], "record {k}");
         }
+    }
+
+    fn an_export_on_an_async_connection_is_used_and_ended_through_its_reaper() {
+        // The server's side is an AsyncConn: it exports 512 bytes of a region
+        // without remote access to this connection only, awaits the
+        // descriptor's send; the client reads and writes through it; the
+        // unexport's completion comes through next_completion, after which
+        // the client is refused and the region deregisters.
+        let (sp, cp) = (peer(), peer());
+        let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();
+        let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
+        mr.write_at(0, &[0x5a; 4096]).unwrap();
+        let rbuf = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
+        c.recv(&rbuf, 0, 64, 1).unwrap();
+        // One runtime for the whole test: the AsyncConn's reaper lives in it.
+        // The client's blocking calls inside it are fine: its own CQ needs
+        // no reaper, and the server's side is awaited only for its send and
+        // the unexport.
+        run(async move {
+            let a = AsyncConn::new(s).unwrap();
+            let mut export = a.conn().export(&mr, 1024, 512, MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE).unwrap();
+            let desc = export.descriptor().unwrap();
+            let mut sbuf = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+            sbuf.write_at(0, &desc).unwrap();
+            assert!(a.send(&sbuf, 0, desc.len()).await.unwrap().status.is_success());
+            let wc = c.cq().next_completion(T).unwrap();
+            assert!(wc.status.is_success(), "{wc:?}");
+            let mut desc = vec![0u8; wc.byte_len as usize];
+            rbuf.read_at(0, &mut desc).unwrap();
+            let remote = MrRemote::from_descriptor(&desc).unwrap();
+            assert_eq!(remote.size(), 512);
+            let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+            c.read(&dst, 0, &remote, 0, 64, Flags::COMPLETION_ALWAYS, 2).unwrap();
+            assert!(c.cq().next_completion(T).unwrap().status.is_success());
+            let mut got = [0u8; 64];
+            dst.read_at(0, &mut got).unwrap();
+            assert_eq!(got, [0x5a; 64]);
+            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+            src.write_at(0, &[0xa5; 64]).unwrap();
+            c.write(&remote, 64, &src, 0, 64, Flags::COMPLETION_ALWAYS, 3).unwrap();
+            assert!(c.cq().next_completion(T).unwrap().status.is_success());
+            let mut landed = [0u8; 64];
+            mr.read_at(1024 + 64, &mut landed).unwrap();
+            assert_eq!(landed, [0xa5; 64], "the write landed at the window's offset 64");
+            a.conn().unexport(&mut export, 77).unwrap();
+            let wc = a.next_completion().await.unwrap();
+            assert_eq!(wc.op_context, 77);
+            assert!(wc.status.is_success(), "{wc:?}");
+            assert!(!export.is_live());
+            c.read(&dst, 0, &remote, 0, 64, Flags::COMPLETION_ALWAYS, 4).unwrap();
+            let wc = c.cq().next_completion(T).unwrap();
+            assert!(!wc.status.is_success(), "read through an ended export: {wc:?}");
+            drop((export, a, c));
+            drop(mr.dereg().expect("nothing holds the region"));
+        });
     }
 
     fn outside_a_runtime_it_is_an_error_not_a_panic() {

@@ -2,7 +2,7 @@
 //! connections, on a real RDMA device (rxe in the harness VM).
 
 mod common;
-use common::{close, peer, server_region, Pair, T};
+use common::{close, peer, raise_fd_limit, server_region, Pair, T};
 use rpma::error::{Detail, RPMA_E_INVAL};
 use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, Flags, MrLocal, MrRemote, SharedCq, Usage};
 use rpma_harness::{device_tests, next_port};
@@ -536,24 +536,3 @@ device_tests!({
         assert_eq!((cq_c.connections(), cq_c.reserved(), cq_s.connections()), (0, 0, 0));
     }
 });
-
-/// Raises this process's open-file limit to `want` (many connections hold
-/// several descriptors each; root, as in the harness VM, may raise the hard
-/// limit too), or else to its hard limit; returns the limit now.
-fn raise_fd_limit(want: u64) -> u64 {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain syscalls on a live rlimit value.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        let mut up = libc::rlimit { rlim_cur: want.max(lim.rlim_cur), rlim_max: want.max(lim.rlim_max) };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &up) != 0 {
-            up = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &up) != 0 {
-                return lim.rlim_cur;
-            }
-        }
-        up.rlim_cur
-    }
-}

@@ -10,6 +10,11 @@
 //! access: the device accepts its rkey on that queue pair only, and the
 //! region's own rkey opens nothing. docs/security.md has the threat model
 //! and what was measured on rxe.
+//!
+//! On an `rpma::aio::AsyncConn` (feature `tokio`), export
+//! through its connection (`async_conn.conn().export(..)`): an unexport's
+//! completion, and a failed bind's, arrive through its
+//! `next_completion`.
 
 use crate::conn::Conn;
 use crate::conn::EndWithConn;

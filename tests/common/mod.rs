@@ -236,3 +236,25 @@ pub fn post_commit<M: rpma::RegMemory + Send + Sync + 'static>(
         .push(Flush::new(log, 0, 8, ty).op_context(op_context))?
         .post()
 }
+
+/// Raises this process's open-file limit to `want` (many connections hold
+/// several descriptors each; root, as in the harness VM, may raise the hard
+/// limit too), or else to its hard limit; returns the limit now.
+pub fn raise_fd_limit(want: u64) -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a live rlimit value.
+    #[allow(unsafe_code)]
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        let mut up = libc::rlimit { rlim_cur: want.max(lim.rlim_cur), rlim_max: want.max(lim.rlim_max) };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &up) != 0 {
+            up = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &up) != 0 {
+                return lim.rlim_cur;
+            }
+        }
+        up.rlim_cur
+    }
+}
