@@ -58,6 +58,53 @@ fn deliver(s: &Conn, c: &Conn, desc: &[u8]) -> Vec<u8> {
 }
 
 device_tests!({
+    fn an_export_offers_flush_and_remote_atomics_through_its_descriptor() {
+        // A window granting read, write and atomics: its extended descriptor
+        // carries the atomics (rpma's extension byte) and the visibility
+        // flush (a read on the connection); the 21-byte one leaves atomics
+        // out, so rpma refuses a fetch-and-add through it before posting.
+        let sp = peer();
+        let ap = peer();
+        let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
+        mr.write_at(0, &[0; 4096]).unwrap();
+        assert!(!mr.is_pmem());
+        let (ca, sa) = Pair::new().server_peer(&sp).client_peer(&ap).connect();
+        let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC;
+        let export = sa.export(&mr, 0, 4096, access).unwrap();
+        let want = Usage::READ_SRC | Usage::WRITE_DST | Usage::REMOTE_ATOMIC | Usage::FLUSH_TYPE_VISIBILITY;
+        assert_eq!(export.usage(), want);
+        let plain = MrRemote::from_descriptor(&export.descriptor().unwrap()).unwrap();
+        assert_eq!(plain.usage(), want - Usage::REMOTE_ATOMIC, "librpma's 21 bytes carry the first usage byte");
+        let desc = deliver(&sa, &ca, &export.descriptor_ext().unwrap());
+        assert_eq!(desc.len(), 23);
+        let view = MrRemote::from_descriptor(&desc).unwrap();
+        assert_eq!(view.usage(), want);
+
+        let old = MrLocal::reg(&ap, AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
+        for (k, expect) in [(0u64, 0u64), (1, 5)] {
+            ca.fetch_and_add(&old, 0, &view, 0, 5, Flags::COMPLETION_ALWAYS, 10 + k).unwrap();
+            assert_eq!(ca.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+            let mut b = [0u8; 8];
+            old.read_at(0, &mut b).unwrap();
+            assert_eq!(u64::from_le_bytes(b), expect, "fetch-and-add {k} returned the previous value");
+        }
+        let e = ca.fetch_and_add(&old, 0, &plain, 0, 5, Flags::COMPLETION_ALWAYS, 12).unwrap_err();
+        println!("  a fetch-and-add through the 21-byte descriptor: {e}");
+        let mut src = MrLocal::reg(&ap, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        src.write_at(0, &[0xc3; 64]).unwrap();
+        ca.write(&view, 64, &src, 0, 64, Flags::COMPLETION_ON_ERROR, 13).unwrap();
+        ca.flush(&view, 64, 64, rpma::FlushType::Visibility, Flags::COMPLETION_ALWAYS, 14).unwrap();
+        let wc = ca.cq().next_completion(T).unwrap();
+        assert_eq!((wc.status, wc.op_context), (WcStatus::SUCCESS, 14));
+        let mut now = [0u8; 128];
+        mr.read_at(0, &mut now).unwrap();
+        assert_eq!(u64::from_le_bytes(now[..8].try_into().unwrap()), 10, "two adds of 5");
+        assert_eq!(now[64..], [0xc3; 64], "the flushed write landed");
+        drop(export);
+        close(ca, sa);
+        drop(mr.dereg().expect("nothing holds the region"));
+    }
+
     fn an_export_is_reached_by_its_connection_only() {
         let sp = peer();
         let (ap, bp) = (peer(), peer());

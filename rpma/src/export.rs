@@ -16,6 +16,7 @@
 //! completion, and a failed bind's, arrive through its
 //! `next_completion`.
 
+use crate::access::Usage;
 use crate::conn::Conn;
 use crate::conn::EndWithConn;
 use crate::error::{Detail, Error, Msg, Result};
@@ -51,6 +52,8 @@ pub struct Export {
     /// The window, until the export or its connection ends it.
     mw: Arc<Window>,
     qp_num: u32,
+    /// What its descriptors offer.
+    usage: Usage,
 }
 
 /// The window of an export: its connection deallocates it when it goes.
@@ -71,13 +74,43 @@ fn ended() -> Error {
 
 impl Export {
     /// The descriptor to send to the connection's peer (21 bytes, librpma's
-    /// format; the window's address, length, rkey and usage).
+    /// format): the window's address, length, rkey and [`usage`](Export::usage)
+    /// (its first byte: remote atomics need
+    /// [`descriptor_ext`](Export::descriptor_ext)).
     ///
     /// # Errors
     /// [`Error::Inval`] when the export has ended ([`Conn::unexport`]'s
     /// completion was reaped, or its connection is gone).
     pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
-        lock(&self.mw.0).as_ref().ok_or_else(ended)?.descriptor()
+        Ok(wire::encode_mr(&self.desc()?))
+    }
+
+    /// [`descriptor`](Export::descriptor) with rpma's 2-byte extension when
+    /// the export grants remote atomics (23 bytes; as
+    /// [`MrLocal::descriptor_ext`]: librpma ignores the extension, rpma's
+    /// [`MrRemote::from_descriptor`](crate::MrRemote::from_descriptor)
+    /// reads it and lets atomics through).
+    ///
+    /// # Errors
+    /// As [`descriptor`](Export::descriptor).
+    pub fn descriptor_ext(&self) -> Result<Vec<u8>> {
+        Ok(wire::encode_mr_ext(&self.desc()?, (self.usage.bits() >> 8) as u8))
+    }
+
+    /// What the descriptors offer, from the export's access: remote read
+    /// gives [`Usage::READ_SRC`] and the flush types (a flush is a read on
+    /// this connection: [`Usage::FLUSH_TYPE_VISIBILITY`], and
+    /// [`Usage::FLUSH_TYPE_PERSISTENT`] when the region is persistent memory,
+    /// [`MrLocal::is_pmem`]); remote write gives [`Usage::WRITE_DST`];
+    /// remote atomics give [`Usage::WRITE_DST`] and [`Usage::REMOTE_ATOMIC`].
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn desc(&self) -> Result<wire::MrDesc> {
+        let (mut d, _) = lock(&self.mw.0).as_ref().ok_or_else(ended)?.bound_desc()?;
+        d.usage = self.usage.bits() as u8;
+        Ok(d)
     }
 
     /// The rkey the connection's peer uses (0 once the connection ended the
@@ -158,12 +191,25 @@ impl Conn {
                 self.peer().device_name()
             )));
         }
+        let mut usage = Usage::empty();
+        if access.contains(MwAccess::REMOTE_READ) {
+            usage |= Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY;
+            if mr.is_pmem() {
+                usage |= Usage::FLUSH_TYPE_PERSISTENT;
+            }
+        }
+        if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
+            usage |= Usage::WRITE_DST;
+        }
+        if access.contains(MwAccess::REMOTE_ATOMIC) {
+            usage |= Usage::REMOTE_ATOMIC;
+        }
         let mut mw = Mw::alloc(self.peer(), MwType::Type2)?;
         self.bind_mw(&mut mw, mr, offset, len, access, Flags::COMPLETION_ON_ERROR, EXPORT_BIND_CONTEXT)?;
         let mw = Arc::new(Window(Mutex::new(Some(mw))));
         let weak: std::sync::Weak<dyn EndWithConn> = Arc::downgrade(&mw) as _;
         self.parts().exports.add(weak);
-        Ok(Export { mw, qp_num: self.qp_num() })
+        Ok(Export { mw, qp_num: self.qp_num(), usage })
     }
 
     /// Ends `export` now: posts its window's invalidation on this

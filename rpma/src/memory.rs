@@ -47,6 +47,16 @@ use std::ptr::NonNull;
 pub unsafe trait RegMemory {
     /// Start and length in bytes of the memory to register.
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize);
+
+    /// Whether the memory is persistent memory itself, so that a remote
+    /// write reaching it is durable once flushed (a [`MappedFile`] mapped
+    /// with `MAP_SYNC`); `false` unless an implementation knows better. It
+    /// decides what an [`Export`](crate::export::Export)'s descriptor
+    /// offers ([`Usage::FLUSH_TYPE_PERSISTENT`](crate::Usage::FLUSH_TYPE_PERSISTENT)),
+    /// nothing about memory safety.
+    fn is_pmem(&self) -> bool {
+        false
+    }
 }
 
 // SAFETY: a Vec's heap buffer does not move when the Vec moves, and the
@@ -553,6 +563,10 @@ impl MappedFile {
 unsafe impl RegMemory for MappedFile {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.map.as_ptr(), self.map.len())
+    }
+
+    fn is_pmem(&self) -> bool {
+        MappedFile::is_pmem(self)
     }
 }
 

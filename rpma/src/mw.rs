@@ -226,17 +226,25 @@ impl Mw {
     /// # Errors
     /// [`Error::Inval`] when the window is not bound.
     pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
-        let st = self.shared.lock();
-        let b = st.binding.as_ref().ok_or_else(|| Error::inval("the memory window is not bound"))?;
+        let (mut d, access) = self.bound_desc()?;
         let mut usage = Usage::empty();
-        if b.access.contains(MwAccess::REMOTE_READ) {
+        if access.contains(MwAccess::REMOTE_READ) {
             usage |= Usage::READ_SRC;
         }
-        if b.access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
+        if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
             usage |= Usage::WRITE_DST;
         }
+        d.usage = usage.bits() as u8;
+        Ok(wire::encode_mr(&d))
+    }
+
+    /// The bound window's start (0 when zero-based), length and rkey (usage
+    /// left 0 for the caller), and its access.
+    pub(crate) fn bound_desc(&self) -> Result<(MrDesc, MwAccess)> {
+        let st = self.shared.lock();
+        let b = st.binding.as_ref().ok_or_else(|| Error::inval("the memory window is not bound"))?;
         let addr = if b.access.contains(MwAccess::ZERO_BASED) { 0 } else { b.addr };
-        Ok(wire::encode_mr(&MrDesc { addr, size: b.len, rkey: b.rkey, usage: usage.bits() as u8 }))
+        Ok((MrDesc { addr, size: b.len, rkey: b.rkey, usage: 0 }, b.access))
     }
 
     /// Whether the remote side's send-with-invalidate, whose receive is

@@ -54,7 +54,8 @@ pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str, peer: &Peer) -> Res
             let text = format!(
                 "{what}: the remote region does not grant atomics: its descriptor says {:?}, without REMOTE_ATOMIC \
                  (the remote side must register it with Usage::REMOTE_ATOMIC and send MrLocal::descriptor_ext, \
-                 which carries the grant in rpma's descriptor extension)",
+                 or export it with MwAccess::REMOTE_ATOMIC and send Export::descriptor_ext: these carry the grant \
+                 in rpma's descriptor extension)",
                 mr.usage()
             );
             let missing = Usage::REMOTE_ATOMIC;

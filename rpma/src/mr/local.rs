@@ -6,6 +6,15 @@ use super::*;
 use std::mem::MaybeUninit;
 
 impl<M: RegMemory> MrLocal<M> {
+    /// Whether the registered memory is persistent memory
+    /// ([`RegMemory::is_pmem`]: a file mapped with `MAP_SYNC`,
+    /// [`MappedFile::is_pmem`](crate::MappedFile::is_pmem)): only then may a
+    /// server tell its writers
+    /// [`set_direct_write_to_pmem`](crate::PeerCfg::set_direct_write_to_pmem).
+    pub fn is_pmem(&self) -> bool {
+        self.inner.mem.is_pmem()
+    }
+
     /// Size of a descriptor in bytes (21, librpma's `rpma_mr_get_descriptor_size`).
     pub const DESCRIPTOR_SIZE: usize = wire::MR_DESCRIPTOR_SIZE;
 
@@ -459,13 +468,5 @@ impl MrLocal<crate::memory::MappedFile> {
     /// mapping.
     pub fn persist_range(&self, offset: usize, len: usize) -> Result<()> {
         self.inner.mem.persist_range(offset, len)
-    }
-
-    /// Whether the registered file is persistent memory mapped with
-    /// `MAP_SYNC` ([`MappedFile::is_pmem`](crate::MappedFile::is_pmem)): only
-    /// then may a server tell its writers
-    /// [`set_direct_write_to_pmem`](crate::PeerCfg::set_direct_write_to_pmem).
-    pub fn is_pmem(&self) -> bool {
-        self.inner.mem.is_pmem()
     }
 }
