@@ -26,6 +26,37 @@ fn run(name: &str, expect: &[&str]) {
 
 /// What 06 and 06scch print: the server's header, each client's name (seeds
 /// as librpma's runner, glibc's rand) and the server's list.
+/// Runs `name`'s server (with `server_args` after ADDR PORT) and, once it
+/// listens, its client (`client_args`); both must succeed and the outputs
+/// together hold every `expect`.
+fn run_pair(name: &str, server_args: &[&str], client_args: &[&str], expect: &[&str]) {
+    let (addr, port) = (rpma_harness::addr(), rpma_harness::next_port().to_string());
+    let spawn = |side: &str, args: &[&str]| {
+        Command::new(example(name))
+            .env("RUST_LOG", "warn")
+            .args([side, addr.as_str(), port.as_str()])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run example")
+    };
+    let server = spawn("server", server_args);
+    // The client retries while the server is not listening yet.
+    let client = spawn("client", client_args).wait_with_output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    let mut all = String::new();
+    for (side, out) in [("server", &server), ("client", &client)] {
+        let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        print!("{}", so.lines().map(|l| format!("  {side} | {l}\n")).collect::<String>());
+        assert!(out.status.success(), "{name} {side} failed ({}):\n{so}\n{se}", out.status);
+        all.push_str(&so);
+    }
+    for e in expect {
+        assert!(all.contains(e), "{name}: output lacks {e:?}:\n{all}");
+    }
+}
+
 const MULTI: &[&str] = &[
     "Today I have got in touch with:",
     "My names is: Chet",
@@ -48,8 +79,22 @@ device_tests!({
         run(
             "async-log",
             &[
+                "exported to each connection alone",
                 "log: 128 records from 16 clients, each in its own slot; tail 128",
                 "client: 16 connections on one thread",
+            ],
+        );
+    }
+
+    fn ex_async_log_shared_the_librpma_way() {
+        run_pair(
+            "async-log",
+            &["4", "4", "--shared"],
+            &["4", "4"],
+            &[
+                "shared by every connection (librpma's way)",
+                "log: 16 records from 4 clients, each in its own slot; tail 16",
+                "client: 4 connections on one thread",
             ],
         );
     }

@@ -22,7 +22,7 @@ use crate::cq::{Completion, Cq};
 use crate::error::{Detail, Error, Msg, Result};
 use crate::ops::Operation;
 use crate::peer::Peer;
-use crate::Conn;
+use crate::{Conn, ConnReq};
 use std::future::poll_fn;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -273,6 +273,21 @@ impl AsyncConn {
     /// As [`super::connect`] and [`new`](AsyncConn::new).
     pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<AsyncConn> {
         AsyncConn::new(super::connect(peer, addr, port, cfg, pdata).await?)
+    }
+
+    /// Connects the prepared request `req` (as
+    /// [`connect`](AsyncConn::connect) does a new one) and takes the
+    /// connection: post receives on `req` first ([`ConnReq::recv`]) when
+    /// the other side sends a message at once, e.g. a per-connection
+    /// export's descriptor ([`Conn::export`]). Their completions come
+    /// through [`next_completion`](AsyncConn::next_completion).
+    ///
+    /// # Errors
+    /// As [`ConnReq::connect`], [`super::connect`] and
+    /// [`new`](AsyncConn::new).
+    pub async fn connect_req(req: ConnReq, pdata: &[u8]) -> Result<AsyncConn> {
+        let conn = req.connect(pdata)?;
+        AsyncConn::new(super::established(conn, || "connecting a prepared request".to_string()).await?)
     }
 
     /// The connection, for what is not awaited here: its private data,
