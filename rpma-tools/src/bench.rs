@@ -1,8 +1,9 @@
 //! `rpma ping` and `rpma bench`: a client of `rpma serve`.
 
-use crate::serve::{GPSPM_QD, MSG_SIZE};
+use crate::serve::{EXPORT, GPSPM_QD, MSG_SIZE};
 use crate::{Res, BOUND, MAX_QD};
 use hdrhistogram::Histogram;
+use rpma::common_data::COMMON_DATA_SIZE;
 use rpma::device::{get_ibv_context, ContextType};
 use rpma::gpspm::{FlushRequest, FlushResponse};
 use rpma::messages::{Messages, MsgAccess, Slot};
@@ -30,21 +31,36 @@ fn peer(t: &Target) -> Res<Peer> {
 
 /// Connects with queues for `depth` operations in flight; with `gpspm` the
 /// target is asked for `depth` receives (see [`GPSPM_QD`]). The target's
-/// region and peer configuration come in the private data.
+/// region and peer configuration come as the connection's first message
+/// (see [`EXPORT`]), into a receive posted before connecting.
 fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRemote)> {
     let mut cfg = ConnCfg::new();
     // A write + flush, or a write + GPSPM request, is two work requests; a
-    // GPSPM request also brings a response.
+    // GPSPM request also brings a response; one more receive (and its
+    // completion) for the descriptor.
     cfg.set_sq_size(2 * depth + 1);
-    cfg.set_cq_size(if gpspm { 3 } else { 2 } * depth + 1);
-    cfg.set_rq_size(depth);
-    let pdata = if gpspm { format!("{GPSPM_QD}{depth}") } else { String::new() };
-    let conn = ConnReq::new(peer, &t.addr, t.port, Some(&cfg))?.connect(pdata.as_bytes())?;
+    cfg.set_cq_size(if gpspm { 3 } else { 2 } * depth + 2);
+    cfg.set_rq_size(depth + 1);
+    let pdata = if gpspm { format!("{EXPORT}{GPSPM_QD}{depth}") } else { EXPORT.to_string() };
+    let desc = MrLocal::reg(peer, AlignedBuf::new(COMMON_DATA_SIZE)?, Usage::RECV)?;
+    let req = ConnReq::new(peer, &t.addr, t.port, Some(&cfg))?;
+    req.recv(&desc, 0, COMMON_DATA_SIZE, DESC_CONTEXT)?;
+    let conn = req.connect(pdata.as_bytes())?;
     match conn.next_event_timeout(BOUND)? {
         ConnEvent::Established => {}
         ev => return Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port).into()),
     }
-    let cd = match CommonData::decode(conn.private_data()) {
+    let cd = conn.cq().next_completion(BOUND).map_err(|e| e.to_string()).and_then(|wc| {
+        match wc.status.is_success() && wc.op_context == DESC_CONTEXT {
+            true => {
+                let mut b = vec![0u8; (wc.byte_len as usize).min(COMMON_DATA_SIZE)];
+                desc.read_at(0, &mut b).map_err(|e| e.to_string())?;
+                CommonData::decode(&b).map_err(|e| e.to_string())
+            }
+            false => Err(format!("{wc:?}")),
+        }
+    });
+    let cd = match cd {
         Ok(cd) => cd,
         Err(e) => {
             let _ = close(conn);
@@ -56,6 +72,9 @@ fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRem
     }
     Ok((conn, cd.mr))
 }
+
+/// The op context of the descriptor's receive.
+const DESC_CONTEXT: u64 = u64::MAX - 0x44;
 
 /// `wc`, if it succeeded.
 fn check(wc: &Completion) -> Res<()> {

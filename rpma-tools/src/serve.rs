@@ -3,14 +3,21 @@
 //! Each connection also answers GPSPM flush requests (librpma's example 09,
 //! fio's librpma_gpspm engine): it persists the range (a `--pmem` mapping)
 //! and sends the response.
+//!
+//! By default the region is exported to each connection alone
+//! (`Conn::export`, a type 2 memory window on its queue pair) and has no
+//! remote access of its own; the descriptor goes as the connection's first
+//! message, to clients that ask for it ([`EXPORT`]). `--shared` serves it
+//! librpma's way: remote access, the descriptor in the private data.
 
 use crate::{Res, BOUND, MAX_QD};
 use rpma::device::{get_ibv_context, ContextType};
+use rpma::export::Export;
 use rpma::gpspm::{FlushRequest, FlushResponse};
 use rpma::messages::{Messages, MsgAccess, Slot};
 use rpma::utils::poll_fds;
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Error, Flags, MappedFile, MrLocal, Peer};
-use rpma::{PeerCfg, Usage, WcStatus};
+use rpma::{MwAccess, PeerCfg, Usage, WcStatus};
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -21,6 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// prefix and the count in decimal. Without it a connection gets one
 /// receive (librpma's example 09 sends one request at a time).
 pub const GPSPM_QD: &str = "rpma-gpspm qd=";
+
+/// How a client (`rpma ping`, `rpma bench`) says it takes the region's
+/// descriptor as the connection's first message: its private data starts
+/// with this, then [`GPSPM_QD`] when it asks for receives. It posts that
+/// message's receive before connecting.
+pub const EXPORT: &str = "rpma-export ";
 
 /// The largest GPSPM message taken (librpma's example's `MSG_SIZE_MAX`): a
 /// protobuf peer may add fields to the 27-byte request.
@@ -47,6 +60,12 @@ pub struct ServeArgs {
     /// until killed); the exit status says whether every one went well.
     #[arg(long)]
     count: Option<u64>,
+    /// Serve the region librpma's way: registered with remote access, its
+    /// descriptor in every connection's private data, so any connection
+    /// that holds or guesses its rkey reaches it. librpma's clients need
+    /// it; by default each connection gets an export of its own.
+    #[arg(long)]
+    shared: bool,
 }
 
 /// The served region.
@@ -60,6 +79,19 @@ impl Region {
         match self {
             Region::Dram(m) => m.size(),
             Region::File(m) => m.size(),
+        }
+    }
+
+    fn is_pmem(&self) -> bool {
+        matches!(self, Region::File(m) if m.is_pmem())
+    }
+
+    /// The whole region, to `conn` alone: read, write, atomics.
+    fn export(&self, conn: &Conn) -> rpma::Result<Export> {
+        let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC;
+        match self {
+            Region::Dram(m) => conn.export(m, 0, m.size(), access),
+            Region::File(m) => conn.export(m, 0, m.size(), access),
         }
     }
 
@@ -82,11 +114,24 @@ impl Region {
 /// closed: then fails if any of them did.
 pub fn run(a: &ServeArgs) -> Res<()> {
     let peer = Peer::new(&get_ibv_context(&a.addr, ContextType::Local)?)?;
-    let mut usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
+    let exports = !a.shared && peer.capabilities().mw_type2;
+    if !a.shared && !exports {
+        eprintln!("{} has no type 2 memory windows: the region is shared by every connection", peer.device_name());
+    }
+    // Exported, the region has no remote access of its own (MW_BIND lets
+    // windows be bound over it, WRITE_SRC gives the local write access a
+    // writable window needs); the exports offer what the memory allows.
+    let mut usage = if exports {
+        Usage::MW_BIND | Usage::WRITE_SRC
+    } else {
+        Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY
+    };
     let mut pcfg = PeerCfg::new();
     let (region, pdata, what) = match &a.pmem {
         Some(path) => {
-            usage |= Usage::FLUSH_TYPE_PERSISTENT;
+            if !exports {
+                usage |= Usage::FLUSH_TYPE_PERSISTENT;
+            }
             // SAFETY: the user names a file that nothing else truncates or
             // remaps while it is served (`--pmem`'s documented contract).
             let f = unsafe { MappedFile::open(path, a.size) }?;
@@ -103,12 +148,14 @@ pub fn run(a: &ServeArgs) -> Res<()> {
         }
     };
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
+    let persistent = usage.contains(Usage::FLUSH_TYPE_PERSISTENT) || (exports && region.is_pmem());
     println!(
-        "serving {} bytes of {what} at {}:{} (flush: {}; direct_write_to_pmem: {}; GPSPM: {})",
+        "serving {} bytes of {what} at {}:{} ({}; flush: {}; direct_write_to_pmem: {}; GPSPM: {})",
         a.size,
         a.addr,
         a.port,
-        if usage.contains(Usage::FLUSH_TYPE_PERSISTENT) { "persistent, visibility" } else { "visibility" },
+        if exports { "exported to each connection alone" } else { "shared by every connection" },
+        if persistent { "persistent, visibility" } else { "visibility" },
         pcfg.direct_write_to_pmem(),
         if a.pmem.is_some() { "persists the mapping" } else { "nothing to persist in DRAM" }
     );
@@ -130,8 +177,9 @@ pub fn run(a: &ServeArgs) -> Res<()> {
             match ep.next_conn_req(Some(&cfg)) {
                 Ok(req) => {
                     let (peer, region, pdata) = (&peer, &region, &pdata);
+                    let how = Serving { exports, pcfg: &pcfg };
                     let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
-                        if let Err(e) = serve(n, req, peer, region, pdata) {
+                        if let Err(e) = serve(n, req, peer, region, pdata, how) {
                             fail(&e);
                         }
                     });
@@ -152,20 +200,49 @@ pub fn run(a: &ServeArgs) -> Res<()> {
 /// The requested GPSPM depth in a connection request's private data.
 fn requested_qd(pdata: &[u8]) -> u32 {
     let s = std::str::from_utf8(pdata).unwrap_or_default().trim_end_matches('\0');
+    let s = s.strip_prefix(EXPORT).unwrap_or(s);
     s.strip_prefix(GPSPM_QD).and_then(|q| q.parse().ok()).unwrap_or(1).clamp(1, MAX_QD)
 }
 
+/// Whether the client takes the descriptor as the first message.
+fn wants_message(pdata: &[u8]) -> bool {
+    pdata.starts_with(EXPORT.as_bytes())
+}
+
+/// How the region is served.
+#[derive(Clone, Copy)]
+struct Serving<'a> {
+    /// Each connection gets an export of its own.
+    exports: bool,
+    pcfg: &'a PeerCfg,
+}
+
 /// Serves connection `n` until the client closes it: receives posted for
-/// its GPSPM requests, each answered once the range is persisted.
-fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8]) -> Res<()> {
+/// its GPSPM requests, each answered once the range is persisted. A client
+/// that asks for it ([`EXPORT`]) gets the region's descriptor as the first
+/// message: its export's, or the shared one; exporting, a client that does
+/// not (a librpma client) is refused.
+fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: Serving) -> Res<()> {
+    let message = wants_message(req.private_data());
+    if how.exports && !message {
+        drop(req);
+        return Err("refused: the client does not take the region's descriptor as a message (a librpma client?); \
+                    serve with --shared for it"
+            .into());
+    }
     let qd = requested_qd(req.private_data()) as usize;
-    let mut msgs = Messages::new(peer, MSG_SIZE, qd, qd, MsgAccess::Msgs)?;
+    // One more send slot for the descriptor.
+    let mut msgs = Messages::new(peer, MSG_SIZE, qd + 1, qd, MsgAccess::Msgs)?;
     (0..qd).try_for_each(|r| msgs.post_recv_req(&req, r))?;
-    let conn = req.connect(pdata)?;
+    let conn = req.connect(if how.exports { &[] } else { pdata })?;
     let r = match conn.next_event_timeout(BOUND) {
         Ok(ConnEvent::Established) => {
             println!("connection {n}: established");
-            answer(&conn, &mut msgs, qd, region)
+            describe(&conn, &mut msgs, qd, region, pdata, how, message).and_then(|export| {
+                let r = answer(&conn, &mut msgs, qd, region);
+                drop(export);
+                r
+            })
         }
         Ok(ev) => Err(format!("accepting failed: {ev}").into()),
         Err(e) => Err(e.into()),
@@ -178,6 +255,33 @@ fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8]) -> Re
         k => println!("connection {n}: {ev} ({k} GPSPM flush requests answered)"),
     }
     Ok(())
+}
+
+/// Sends the region's descriptor as the first message (from send slot
+/// `qd`, whose completion [`answer`] takes) when the client asked for it:
+/// an export of its own when exporting. Returns the export, which ends when
+/// dropped.
+fn describe(
+    conn: &Conn,
+    msgs: &mut Messages,
+    qd: usize,
+    region: &Region,
+    pdata: &[u8],
+    how: Serving,
+    message: bool,
+) -> Res<Option<Export>> {
+    if !message {
+        return Ok(None);
+    }
+    let (export, desc) = if how.exports {
+        let export = region.export(conn)?;
+        let desc = CommonData::encode_export(0, &export, Some(how.pcfg))?;
+        (Some(export), desc.to_vec())
+    } else {
+        (None, pdata.to_vec())
+    };
+    msgs.send(conn, qd, &desc, Flags::COMPLETION_ALWAYS)?;
+    Ok(export)
 }
 
 /// Answers GPSPM flush requests on `conn`, from its `qd` send slots, until
@@ -215,6 +319,8 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(
                     return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
                 }
                 match msgs.slot(wc) {
+                    // Slot `qd` sent the descriptor: not one for responses.
+                    Some(Slot::Send(s)) if s == qd => {}
                     Some(Slot::Send(s)) => free.push(s),
                     Some(Slot::Recv(r)) => backlog.push_back((r, wc.byte_len as usize)),
                     None => return Err(format!("a completion of nothing posted here: {wc:?}").into()),

@@ -129,15 +129,35 @@ device_tests!({
         assert!(st.success(), "building {src} against C librpma");
         let port = next_port().to_string();
         let a = addr();
-        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "3"]).spawn().unwrap();
+        // librpma's clients find the region in the private data: --shared.
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "3", "--shared"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
         for (ex, says) in [("04", "Translation:"), ("05", "Translation:"), ("09", "Translation:")] {
             let o = Command::new(&peer).args([ex, "client", &a, &port]).output().unwrap();
             assert!(o.status.success() && text(&o).contains(says), "C librpma's example {ex}: {}", text(&o));
-            println!("  C librpma's example {ex} client against rpma serve: ok");
+            println!("  C librpma's example {ex} client against rpma serve --shared: ok");
         }
         let st = srv.wait().unwrap();
         assert!(st.success(), "the target served the 3 example clients: {st}");
+        // By default each connection gets an export of its own, its
+        // descriptor as a message: a librpma client is refused, and told.
+        let port = next_port().to_string();
+        let mut srv = Command::new(RPMA)
+            .args(["serve", &a, &port, "--count", "1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let o = Command::new(&peer).args(["04", "client", &a, &port]).output().unwrap();
+        assert!(!o.status.success(), "a librpma client of an exporting target: {}", text(&o));
+        let so = srv.wait_with_output().unwrap();
+        assert!(!so.status.success(), "the refused connection counts as failed");
+        assert!(text(&so).contains("serve with --shared"), "{}", text(&so));
+        assert!(text(&so).contains("exported to each connection alone"), "{}", text(&so));
+        println!(
+            "  C librpma's example 04 client against rpma serve (exports): refused, the target says to use --shared"
+        );
         let _ = std::fs::remove_file(&peer);
     }
 

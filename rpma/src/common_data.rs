@@ -51,17 +51,24 @@ impl CommonData {
         mr: &MrLocal<M>,
         peer_cfg: Option<&PeerCfg>,
     ) -> [u8; COMMON_DATA_SIZE] {
-        let mut descriptors = [0u8; 24];
-        let d = mr.descriptor_ext();
-        descriptors[..d.len()].copy_from_slice(&d);
-        let pcfg_desc_size = match peer_cfg {
-            Some(p) => {
-                descriptors[d.len()] = p.descriptor()[0];
-                1
-            }
-            None => 0,
-        };
-        wire::encode_common(&CommonDataWire { data_offset, mr_desc_size: d.len() as u8, pcfg_desc_size, descriptors })
+        encode_desc(data_offset, &mr.descriptor_ext(), peer_cfg)
+    }
+
+    /// [`encode`](CommonData::encode) for a per-connection export: its
+    /// [`descriptor_ext`](crate::export::Export::descriptor_ext) and
+    /// `peer_cfg`'s, to send to that connection's peer as a message (an
+    /// export's descriptor cannot travel in the private data: the bind runs
+    /// once the connection is up).
+    ///
+    /// # Errors
+    /// As [`Export::descriptor_ext`](crate::export::Export::descriptor_ext):
+    /// [`Error::Inval`](crate::Error::Inval) when the export has ended.
+    pub fn encode_export(
+        data_offset: u16,
+        export: &crate::export::Export,
+        peer_cfg: Option<&PeerCfg>,
+    ) -> Result<[u8; COMMON_DATA_SIZE]> {
+        Ok(encode_desc(data_offset, &export.descriptor_ext()?, peer_cfg))
     }
 
     /// Decodes private data received from a peer (CM padding is ignored).
@@ -77,6 +84,20 @@ impl CommonData {
             peer_cfg: d.peer_cfg.map(PeerCfg::from_flag),
         })
     }
+}
+
+/// The 28 bytes of a descriptor `d` (21 or 23 bytes) and `peer_cfg`'s.
+fn encode_desc(data_offset: u16, d: &[u8], peer_cfg: Option<&PeerCfg>) -> [u8; COMMON_DATA_SIZE] {
+    let mut descriptors = [0u8; 24];
+    descriptors[..d.len()].copy_from_slice(d);
+    let pcfg_desc_size = match peer_cfg {
+        Some(p) => {
+            descriptors[d.len()] = p.descriptor()[0];
+            1
+        }
+        None => 0,
+    };
+    wire::encode_common(&CommonDataWire { data_offset, mr_desc_size: d.len() as u8, pcfg_desc_size, descriptors })
 }
 
 #[cfg(all(test, feature = "serde"))]
