@@ -10,6 +10,9 @@
 //! Knobs: `RPMA_BENCH_ITERS` (operations per case, default 1000),
 //! `RPMA_BENCH_IR_ITERS` (operations counted by callgrind, default 200),
 //! `RPMA_BENCH_ONLY=ir` (only the instruction counts),
+//! `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning on the host,
+//! at the default priority, beside the VM for the whole run, the same for
+//! every library; the report says so),
 //! `RPMA_BENCH_BASELINE=PATH` (this bench built from another revision, e.g.
 //! `git worktree add /tmp/base REV && cd /tmp/base && cargo bench --bench
 //! compare --no-run`: its rpma rows are counted beside this build's, in the
@@ -93,6 +96,8 @@ fn orchestrate() -> Res<()> {
         c.arg("--").arg(&exe);
         c
     };
+    let load = env("RPMA_BENCH_LOAD", 0);
+    let _hog = Hog::start(load);
     let started = Instant::now();
     let mut child = cmd.arg("--measure").stdout(Stdio::piped()).spawn()?;
     let mut lines = Vec::new();
@@ -105,7 +110,47 @@ fn orchestrate() -> Res<()> {
     if !status.success() {
         return Err(format!("measuring failed ({status}); see the output above").into());
     }
+    lines.push(format!(
+        "INFO-NOTE mode: {}",
+        match load {
+            0 => "quiet (nothing else run by the bench; keep the host idle)".to_string(),
+            n => format!("loaded: {n} threads spinning on the host beside the VM (RPMA_BENCH_LOAD={n})"),
+        }
+    ));
     report::write(&lines, std::path::Path::new(&out_dir()), started.elapsed())
+}
+
+/// The loaded mode's CPU hog: threads that spin until dropped.
+struct Hog {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Hog {
+    fn start(n: usize) -> Hog {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Hog { stop, threads }
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Where the report goes: `RPMA_BENCH_OUT`, else `target/bench/`.
