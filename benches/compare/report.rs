@@ -365,7 +365,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         md,
         "Every connection keeps one 8-byte read in flight; one thread serves all. C librpma and rpma \
          (per-connection CQs): each connection's CQ on its own completion channel, one epoll loop. \
-         rpma SharedCq: all connections on one CQ, completions routed by QP number.\n"
+         rpma SharedCq: all connections on one CQ, each completion finding its connection by its op context. One round each (interleaved rounds at 16 to 1024: benches/compare/scale-rounds.sh).\n"
     )?;
     writeln!(md, "| connections | C librpma | rpma per-connection CQs | rpma SharedCq | SharedCq/per-connection | SharedCq/librpma |")?;
     writeln!(md, "|---|---|---|---|---|---|")?;
