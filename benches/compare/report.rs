@@ -163,6 +163,14 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         }
     }
 
+    writeln!(
+        md,
+        "\nThe verbs column where perftest has no such measurement: `write + completion` is \
+         `ib_write_bw` at depth 1, every write signaled (its average only: perftest times no single \
+         write and its completion; `ib_write_lat` is the ping-pong row); `write + flush` and \
+         `atomic_write`: perftest has neither a flush nor an atomic write. A cell that perftest should \
+         fill but did not says so in a note above."
+    )?;
     writeln!(md, "\n### Bandwidth and message rate (every operation signaled)\n")?;
     writeln!(md, "{rounds_note}")?;
     writeln!(
@@ -185,6 +193,11 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     }
 
     writeln!(md, "\n### User-space instructions per operation (callgrind; 8 bytes, post + blocking wait + poll)\n")?;
+    writeln!(
+        md,
+        "The verbs column: `ib_read_lat -e` (event mode, as the libraries wait); perftest's write tests \
+         have no event mode, so `write` has no raw-verbs count.\n"
+    )?;
     writeln!(
         md,
         "| operation | verbs (perftest -e) | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
