@@ -79,6 +79,7 @@ device_tests!({
         assert_eq!(desc.len(), 23);
         let view = MrRemote::from_descriptor(&desc).unwrap();
         assert_eq!(view.usage(), want);
+        assert!(view.is_window() && !plain.is_window(), "the extension marks a window: its flush is the read");
 
         let old = MrLocal::reg(&ap, AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
         for (k, expect) in [(0u64, 0u64), (1, 5)] {

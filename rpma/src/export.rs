@@ -85,16 +85,18 @@ impl Export {
         Ok(wire::encode_mr(&self.desc()?))
     }
 
-    /// [`descriptor`](Export::descriptor) with rpma's 2-byte extension when
-    /// the export grants remote atomics (23 bytes; as
-    /// [`MrLocal::descriptor_ext`]: librpma ignores the extension, rpma's
-    /// [`MrRemote::from_descriptor`](crate::MrRemote::from_descriptor)
-    /// reads it and lets atomics through).
+    /// [`descriptor`](Export::descriptor) with rpma's 2-byte extension (23
+    /// bytes; as [`MrLocal::descriptor_ext`]: librpma ignores the
+    /// extension), which carries the grant of remote atomics and the mark
+    /// of a window ([`MrRemote::is_window`](crate::MrRemote::is_window)): a
+    /// flush through it is the read, where the 21-byte form would post a
+    /// native flush on a device that has one, which the window refuses
+    /// (measured on rxe with rdma-core 56). Send this one to rpma peers.
     ///
     /// # Errors
     /// As [`descriptor`](Export::descriptor).
     pub fn descriptor_ext(&self) -> Result<Vec<u8>> {
-        Ok(wire::encode_mr_ext(&self.desc()?, (self.usage.bits() >> 8) as u8))
+        Ok(wire::encode_mr_ext(&self.desc()?, (self.usage.bits() >> 8) as u8 | wire::MR_EXT_WINDOW))
     }
 
     /// What the descriptors offer, from the export's access: remote read

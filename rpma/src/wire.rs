@@ -87,14 +87,20 @@ pub const MR_DESCRIPTOR_EXT_SIZE: usize = MR_DESCRIPTOR_SIZE + 2;
 /// The byte after librpma's 21 that marks rpma's descriptor extension.
 pub const MR_EXT_TAG: u8 = 0xE1;
 /// The bits of the extension's byte (`Usage` bits 8..16, shifted down)
-/// that descriptors carry: `REMOTE_ATOMIC` (`MW_BIND` is local only).
-pub(crate) const MR_EXT_CARRIED: u8 = 0x02;
+/// that descriptors carry: `REMOTE_ATOMIC` (`MW_BIND` is local only), and
+/// [`MR_EXT_WINDOW`].
+pub(crate) const MR_EXT_CARRIED: u8 = 0x02 | MR_EXT_WINDOW;
+/// The extension's mark of a memory window's descriptor (an export's): not
+/// a usage; a flush to it is always the read, since a window cannot grant
+/// the access a native flush needs.
+pub(crate) const MR_EXT_WINDOW: u8 = 0x04;
 
 // rpma's descriptor extension. librpma's usage byte has all 8 bits taken,
 // so what rpma adds travels after the 21 bytes, which librpma ignores
 // (`rpma_mr_remote_from_descriptor` accepts any size >= 21): byte 21 is the
 // tag 0xE1, byte 22 the usage's second byte (`Usage::bits() >> 8`), whose
-// only carried bit is 0x02, `REMOTE_ATOMIC`. Regions without rpma-only
+// carried bits are 0x02, `REMOTE_ATOMIC`, and 0x04, the mark of a memory
+// window (an export's descriptor: flush by read). Regions without rpma-only
 // usages get the plain 21 bytes, byte-identical to librpma's. Decoding:
 // after byte 21, a byte other than the tag is ignored, as librpma does (a
 // peer configuration byte, 0 or 1, often follows a descriptor); the tag
@@ -149,14 +155,14 @@ pub(crate) fn decode_mr_ext(bytes: &[u8]) -> Result<(MrDesc, u8)> {
             Some(&e) if e == 0 || e & !MR_EXT_CARRIED != 0 => {
                 return Err(Error::inval(format!(
                     "memory region descriptor: rpma's extension byte {e:#04x} is not a usage a descriptor \
-                     carries (known: {MR_EXT_CARRIED:#04x}, REMOTE_ATOMIC)"
+                     carries (known: 0x02, REMOTE_ATOMIC; 0x04, a memory window)"
                 )))
             }
             Some(&e) => e,
         },
         _ => 0,
     };
-    if d.usage == 0 && ext == 0 {
+    if d.usage == 0 && ext & !MR_EXT_WINDOW == 0 {
         return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
     }
     Ok((d, ext))
@@ -294,11 +300,26 @@ mod tests {
     }
 
     #[test]
+    fn a_windows_mark_travels_in_the_extension_and_is_no_usage() {
+        let d = encode_mr_ext(&GOLDEN_DESC, MR_EXT_WINDOW);
+        assert_eq!(d.len(), MR_DESCRIPTOR_EXT_SIZE);
+        assert_eq!(decode_mr_ext(&d).unwrap(), (GOLDEN_DESC, MR_EXT_WINDOW));
+        let r = crate::MrRemote::from_descriptor(&d).unwrap();
+        assert!(r.is_window());
+        assert_eq!(r.usage().bits() >> 8, 0, "the mark is not a usage");
+        assert!(!crate::MrRemote::from_descriptor(&GOLDEN_EXT).unwrap().is_window());
+        // The mark alone grants nothing: usage 0 with it is still an error.
+        let mut g = GOLDEN_DESC;
+        g.usage = 0;
+        assert!(decode_mr_ext(&encode_mr_ext(&g, MR_EXT_WINDOW)).is_err());
+    }
+
+    #[test]
     fn mr_malformed_extensions_are_errors() {
         let e = decode_mr_ext(&GOLDEN_EXT[..22]).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
         assert!(e.to_string().contains("without its usage byte"), "{e}");
-        for bad in [0u8, 0x01, 0x04, 0x03, 0x80, 0xff] {
+        for bad in [0u8, 0x01, 0x08, 0x03, 0x80, 0xff] {
             let mut g = GOLDEN_EXT;
             g[22] = bad;
             let e = decode_mr_ext(&g).unwrap_err();

@@ -25,6 +25,10 @@ pub struct MrRemote {
     size: u64,
     rkey: u32,
     usage: Usage,
+    /// A memory window's descriptor (an export's, rpma's extension): its
+    /// flush is the read. Not serialized (send the descriptor's bytes).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    window: bool,
 }
 
 impl MrRemote {
@@ -56,8 +60,8 @@ impl MrRemote {
     /// The region a decoded descriptor describes, `ext` the usage's second
     /// byte from rpma's extension (0 without it).
     pub(crate) fn from_desc(d: MrDesc, ext: u8) -> MrRemote {
-        let usage = Usage::from_bits_retain(u16::from_le_bytes([d.usage, ext]));
-        MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage }
+        let usage = Usage::from_bits_retain(u16::from_le_bytes([d.usage, ext & !wire::MR_EXT_WINDOW]));
+        MrRemote { addr: d.addr, size: d.size, rkey: d.rkey, usage, window: ext & wire::MR_EXT_WINDOW != 0 }
     }
 
     /// Size of the remote region in bytes (`rpma_mr_remote_get_size`).
@@ -85,6 +89,14 @@ impl MrRemote {
     #[inline]
     pub(crate) fn check_range(&self, what: &str, offset: u64, len: u64) -> Result<()> {
         check_within(what, "remote", offset, len, self.size)
+    }
+
+    /// Whether the descriptor is a memory window's (an
+    /// [`Export`](crate::export::Export)'s extended descriptor): a flush to
+    /// it is always the read, never the native flush, whose access a window
+    /// cannot grant.
+    pub fn is_window(&self) -> bool {
+        self.window
     }
 
     /// The flush types the region supports, as `Usage` bits

@@ -679,7 +679,9 @@ impl sealed::Encode for Flush<'_> {
         let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
         let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
         let ctx = self.s.ctx;
-        if t.native_flush {
+        // A window cannot grant the access a native flush needs: its flush
+        // is the read.
+        if t.native_flush && !dst.is_window() {
             let ptype = match self.ty {
                 FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
                 FlushType::Persistent => rpma_sys::qp::FLUSH_PERSISTENT,
