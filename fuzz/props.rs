@@ -11,31 +11,38 @@ fn le<const N: usize>(b: &[u8]) -> u64 {
 
 /// A memory-region descriptor as the wire format defines it: librpma's 21
 /// bytes (addr, size, rkey, usage), then optionally rpma's extension (tag
-/// 0xE1 and a usage byte whose only allowed bit is 0x02); anything else
-/// after byte 21 is ignored. `None` where a peer's descriptor is refused.
-pub fn expected_mr(b: &[u8]) -> Option<(u64, u64, u32, u16)> {
+/// 0xE1 and a byte whose allowed bits are 0x02, remote atomics, a usage,
+/// and 0x04, a memory window's mark, not a usage); anything else after byte
+/// 21 is ignored. `None` where a peer's descriptor is refused; else the
+/// fields, the usage and the window mark.
+pub fn expected_mr(b: &[u8]) -> Option<(u64, u64, u32, u16, bool)> {
     if b.len() < 21 {
         return None;
     }
     let ext = match b.get(21) {
         Some(0xE1) => match b.get(22) {
-            Some(&e) if e != 0 && e & !0x02 == 0 => e,
+            Some(&e) if e != 0 && e & !0x06 == 0 => e,
             _ => return None,
         },
         _ => 0,
     };
-    if b[20] == 0 && ext == 0 {
+    if b[20] == 0 && ext & 0x02 == 0 {
         return None;
     }
-    Some((le::<8>(b), le::<8>(&b[8..]), le::<4>(&b[16..]) as u32, u16::from_le_bytes([b[20], ext])))
+    let usage = u16::from_le_bytes([b[20], ext & 0x02]);
+    Some((le::<8>(b), le::<8>(&b[8..]), le::<4>(&b[16..]) as u32, usage, ext & 0x04 != 0))
 }
 
 /// Descriptors of regions and of peer configurations.
 pub fn descriptors(data: &[u8]) {
     let got = rpma::MrRemote::from_descriptor(data);
     match (&got, expected_mr(data)) {
-        (Ok(m), Some((addr, size, rkey, usage))) => {
-            assert_eq!((m.addr(), m.size(), m.rkey(), m.usage().bits()), (addr, size, rkey, usage), "{data:02x?}");
+        (Ok(m), Some((addr, size, rkey, usage, window))) => {
+            assert_eq!(
+                (m.addr(), m.size(), m.rkey(), m.usage().bits(), m.is_window()),
+                (addr, size, rkey, usage, window),
+                "{data:02x?}"
+            );
             assert_eq!(
                 m.flush_type(),
                 m.usage() & (rpma::Usage::FLUSH_TYPE_VISIBILITY | rpma::Usage::FLUSH_TYPE_PERSISTENT)
@@ -73,9 +80,13 @@ pub fn private_data(data: &[u8]) {
         Some((le::<2>(data) as u16, mr, pcfg))
     })();
     match (&got, want) {
-        (Ok(cd), Some((off, (addr, size, rkey, usage), pcfg))) => {
+        (Ok(cd), Some((off, (addr, size, rkey, usage, window), pcfg))) => {
             assert_eq!(cd.data_offset, off);
-            assert_eq!((cd.mr.addr(), cd.mr.size(), cd.mr.rkey(), cd.mr.usage().bits()), (addr, size, rkey, usage));
+            let m = &cd.mr;
+            assert_eq!(
+                (m.addr(), m.size(), m.rkey(), m.usage().bits(), m.is_window()),
+                (addr, size, rkey, usage, window)
+            );
             assert_eq!(cd.peer_cfg.map(|c| c.direct_write_to_pmem()), pcfg, "{data:02x?}");
         }
         (Err(e), None) => assert_eq!(e.code(), rpma::error::RPMA_E_INVAL, "{data:02x?}: {e}"),
