@@ -40,16 +40,20 @@ fn mr_descriptor_decodes_exactly_its_bytes() {
         if b.len() > 21 && r.next().is_multiple_of(3) {
             b[21] = rpma::MR_EXT_TAG; // rpma's extension often enough, its byte valid half the time
             if b.len() > 22 && r.next().is_multiple_of(2) {
-                b[22] = 0x02;
+                b[22] = [0x02, 0x04, 0x06][(r.next() % 3) as usize];
             }
         }
-        // The extension: the tag at byte 21 and a byte granting REMOTE_ATOMIC (0x02) only.
+        // The extension: the tag at byte 21 and a non-zero byte of 0x02
+        // (REMOTE_ATOMIC) and 0x04 (a memory window's mark, not a usage) only.
         let tagged = b.get(21) == Some(&rpma::MR_EXT_TAG);
-        let ext_ok = tagged && b.get(22) == Some(&0x02);
+        let e = if tagged { b.get(22).copied().unwrap_or(0) } else { 0 };
+        let ext_valid = tagged && e != 0 && e & !0x06 == 0;
+        let ext_ok = ext_valid && e & 0x02 != 0;
         match MrRemote::from_descriptor(&b) {
             Ok(m) => {
                 ok += 1;
-                assert!(b.len() >= 21 && (!tagged || ext_ok) && (b[20] != 0 || ext_ok), "{b:?}");
+                assert!(b.len() >= 21 && (!tagged || ext_valid) && (b[20] != 0 || ext_ok), "{b:?}");
+                assert_eq!(m.is_window(), ext_valid && e & 0x04 != 0, "{b:?}");
                 assert_eq!(m.addr(), le64(&b[0..]));
                 assert_eq!(m.size(), le64(&b[8..]));
                 assert_eq!(m.rkey(), u32::from_le_bytes(b[16..20].try_into().unwrap()));
@@ -58,7 +62,7 @@ fn mr_descriptor_decodes_exactly_its_bytes() {
                 ext += usize::from(ext_ok);
             }
             Err(e) => {
-                assert!(b.len() < 21 || (tagged && !ext_ok) || (b[20] == 0 && !ext_ok), "{b:?}: {e}");
+                assert!(b.len() < 21 || (tagged && !ext_valid) || (b[20] == 0 && !ext_ok), "{b:?}: {e}");
                 assert_eq!(e.code(), rpma::error::RPMA_E_INVAL);
             }
         }
