@@ -193,15 +193,14 @@ impl Conn {
                 self.peer().device_name()
             )));
         }
-        let mut usage = Usage::empty();
+        // A window's usage, plus what an export adds: the flush types (a
+        // flush is a read on this connection) and the atomics' grant.
+        let mut usage = crate::mw::remote_usage(access);
         if access.contains(MwAccess::REMOTE_READ) {
-            usage |= Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY;
+            usage |= Usage::FLUSH_TYPE_VISIBILITY;
             if mr.is_pmem() {
                 usage |= Usage::FLUSH_TYPE_PERSISTENT;
             }
-        }
-        if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
-            usage |= Usage::WRITE_DST;
         }
         if access.contains(MwAccess::REMOTE_ATOMIC) {
             usage |= Usage::REMOTE_ATOMIC;

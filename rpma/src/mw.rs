@@ -174,6 +174,19 @@ impl std::fmt::Debug for Mw {
     }
 }
 
+/// The usage a window's descriptor states for `access`: `READ_SRC` for
+/// remote read, `WRITE_DST` for remote write or atomics.
+pub(crate) fn remote_usage(access: MwAccess) -> Usage {
+    let mut usage = Usage::empty();
+    if access.contains(MwAccess::REMOTE_READ) {
+        usage |= Usage::READ_SRC;
+    }
+    if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
+        usage |= Usage::WRITE_DST;
+    }
+    usage
+}
+
 impl Mw {
     /// Allocates a window of type `ty` on `peer` (`ibv_alloc_mw`).
     ///
@@ -227,14 +240,7 @@ impl Mw {
     /// [`Error::Inval`] when the window is not bound.
     pub fn descriptor(&self) -> Result<[u8; wire::MR_DESCRIPTOR_SIZE]> {
         let (mut d, access) = self.bound_desc()?;
-        let mut usage = Usage::empty();
-        if access.contains(MwAccess::REMOTE_READ) {
-            usage |= Usage::READ_SRC;
-        }
-        if access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
-            usage |= Usage::WRITE_DST;
-        }
-        d.usage = usage.bits() as u8;
+        d.usage = remote_usage(access).bits() as u8;
         Ok(wire::encode_mr(&d))
     }
 
