@@ -25,10 +25,26 @@ async fn next<S: futures_core::Stream + Unpin>(s: &mut S) -> S::Item {
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *s).poll_next(cx)).await.expect("the stream never ends")
 }
 
-/// Polls `f` once and drops it: true if it was pending.
-async fn pending_once<F: std::future::Future>(f: F) -> bool {
+/// Polls the awaited operation `f` once, with the task's cooperative
+/// budget spent: true if it was pending. An awaited operation
+/// posts on its first poll and then spends a unit of tokio's budget before
+/// it looks for its completion, so with none left it is pending right
+/// after its post, however fast the device (rxe often completes before
+/// the post returns).
+async fn posted_and_pending<F: std::future::Future>(f: F) -> bool {
+    use std::task::Poll;
+    use tokio::task::coop::poll_proceed;
     let mut f = std::pin::pin!(f);
-    std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx).is_pending())).await
+    std::future::poll_fn(|cx| {
+        let mut units = 0;
+        while let Poll::Ready(spent) = poll_proceed(cx) {
+            spent.made_progress();
+            units += 1;
+            assert!(units < 100_000, "the task's budget is unconstrained");
+        }
+        Poll::Ready(f.as_mut().poll(cx).is_pending())
+    })
+    .await
 }
 
 /// A blocking server on its own thread: accepts `n` connections with
@@ -133,7 +149,7 @@ device_tests!({
 
             // After the post: the operation runs on; its region stays held
             // (rpma refuses to write it) until the device completes it.
-            assert!(pending_once(conn.read(&dst, 0, &src, 0, 4096)).await);
+            assert!(posted_and_pending(conn.read(&dst, 0, &src, 0, 4096)).await);
             let e = dst.write_at(0, &[0u8; 8]);
             // Either still in flight (held), or already completed and
             // discarded by the reaper: never both written.
@@ -154,7 +170,7 @@ device_tests!({
             // operation's completion proves the reaper routed the first.
             let first = conn.read(&dst, 0, &src, 0, 64);
             let mut first = Box::pin(first);
-            assert!(pending_once(first.as_mut()).await);
+            assert!(posted_and_pending(first.as_mut()).await);
             conn.read(&dst, 64, &src, 64, 64).await.unwrap();
             drop(first);
             let wc = conn.read(&dst, 128, &src, 128, 64).await.unwrap();
@@ -357,7 +373,7 @@ device_tests!({
                 src.write_at(0, &bytes).unwrap();
                 conn.write(&dst, (at * SLOT) as u64, &src, 0, SLOT).await.unwrap();
                 // Dropped after its post: its completion is discarded.
-                assert!(pending_once(conn.read(&back, 0, &dst, (at * SLOT) as u64, SLOT)).await);
+                assert!(posted_and_pending(conn.read(&back, 0, &dst, (at * SLOT) as u64, SLOT)).await);
                 let wc = conn.read(&back, 0, &dst, (at * SLOT) as u64, SLOT).await.unwrap();
                 assert!(wc.status.is_success());
                 let mut got = vec![0u8; SLOT];
@@ -512,6 +528,58 @@ device_tests!({
             drop((export, a, c));
             drop(mr.dereg().expect("nothing holds the region"));
         });
+    }
+
+    fn a_task_whose_operations_complete_at_once_still_yields() {
+        // rxe often completes a read before its post returns: the awaiting
+        // future then takes its completion at once. Such a task must still
+        // let the others run (tokio's cooperative budget, 128 units a
+        // poll): a ticker beside it (which yields with `yield_now`, whose
+        // wake tokio defers to its next reactor turn) sees its progress
+        // move in steps of a few budgets (256 seen), not in one step of all
+        // 2,000; every byte read is checked.
+        const READS: usize = 2000;
+        let (sp, cp) = (peer(), peer());
+        let mut region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        region.write_at(0, &[0x3c; 64]).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor().to_vec());
+        run(async move {
+            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+            let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+            let src = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+            let progress = Arc::new(AtomicUsize::new(0));
+            let finished = Arc::new(AtomicBool::new(false));
+            let (p, f) = (progress.clone(), finished.clone());
+            let ticker = tokio::spawn(async move {
+                let (mut last, mut widest) = (0, 0);
+                while !f.load(Relaxed) {
+                    let now = p.load(Relaxed);
+                    widest = widest.max(now - last);
+                    last = now;
+                    tokio::task::yield_now().await;
+                }
+                widest
+            });
+            let reader = tokio::spawn(async move {
+                let mut dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+                for k in 0..READS {
+                    dst.write_at(0, &[0u8; 64]).unwrap();
+                    conn.read(&dst, 0, &src, 0, 64).await.unwrap();
+                    let mut got = [0u8; 64];
+                    dst.read_at(0, &mut got).unwrap();
+                    assert_eq!(got, [0x3c; 64], "read {k}");
+                    progress.fetch_add(1, Relaxed);
+                }
+                finished.store(true, Relaxed);
+                conn.disconnect().await.unwrap();
+            });
+            reader.await.unwrap();
+            let widest = ticker.await.unwrap();
+            println!("  the ticker saw at most {widest} reads between its turns");
+            assert!(widest <= 4 * 128, "{widest} reads ran without a yield");
+        });
+        server.join().unwrap();
     }
 
     fn outside_a_runtime_it_is_an_error_not_a_panic() {

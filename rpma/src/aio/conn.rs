@@ -2,11 +2,13 @@
 //! awaitable, completions routed by one reaper task per connection (or
 //! per [`SharedCq`](crate::SharedCq): [`super::AsyncSharedCq`]).
 //!
-//! The reaper is the only reader of the connection's CQs: it polls them
-//! when their channels are readable (tokio's reactor, no busy loop), and
-//! hands each completion to the future that awaits it, found by its op
-//! context, or to [`AsyncConn::next_completion`] when the operation was
-//! posted on [`AsyncConn::conn`] the librpma way.
+//! The connection's CQs are polled under its routing lock only: by a
+//! future that finds its completion not yet routed (a device that
+//! completes quickly needs no wake-up then), and by the reaper when their
+//! channels are readable (tokio's reactor, no busy loop). Each completion
+//! goes to the future that awaits it, found by its op context, or to
+//! [`AsyncConn::next_completion`] when the operation was posted on
+//! [`AsyncConn::conn`] the librpma way.
 //!
 //! Memory is held by the connection's in-flight tracker, never by a
 //! future: an awaited operation is posted checked ([`Conn::post`]), so its
@@ -88,15 +90,80 @@ impl Shared {
     }
 
     fn poll_completion(&self, cx: &mut Context<'_>) -> Poll<Result<Completion>> {
+        self.poll_routed(cx, None, |r, cx| {
+            if let Some(wc) = r.user.pop_front() {
+                return Poll::Ready(Ok(wc));
+            }
+            if let Some(why) = &r.failed {
+                return Poll::Ready(Err(reaper_stopped(why)));
+            }
+            r.user_waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+    }
+
+    /// Runs `check` (which registers its waker when it returns pending)
+    /// under the routing lock; first, when what it waits for (the awaited
+    /// operation in slot `own`, else a completion for
+    /// [`AsyncConn::next_completion`]) is not routed yet and this
+    /// connection's own reaper polls the CQs, polls them here, one
+    /// completion a poll until it comes or they are empty; `own`'s
+    /// completion is taken at once.
+    ///
+    /// A device that completes quickly (rxe does before the post returns)
+    /// then needs no wake-up of the reaper and no second task switch. The
+    /// reaper's wake-ups stay right: it re-arms a CQ before it drains it,
+    /// so every completion in a CQ either came before the last arming (the
+    /// reaper's drain after it takes it) or raised an event (whose drain
+    /// takes it); a poll here only makes those drains find less.
+    ///
+    /// Cooperative with tokio's scheduler: each call spends a unit of the
+    /// task's budget, so a task whose operations complete at once still
+    /// yields to the others.
+    #[inline]
+    fn poll_routed(
+        &self,
+        cx: &mut Context<'_>,
+        own: Option<(usize, u64)>,
+        check: impl FnOnce(&mut Router, &mut Context<'_>) -> Poll<Result<Completion>>,
+    ) -> Poll<Result<Completion>> {
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let mut r = self.router();
-        if let Some(wc) = r.user.pop_front() {
-            return Poll::Ready(Ok(wc));
+        let waits = |r: &Router| own.map_or(r.user.is_empty(), |(k, _)| r.waits(k));
+        if !self.fds.is_empty() && r.failed.is_none() && waits(&r) {
+            let mine = own.map(|(k, gen)| ctx_of(k, gen));
+            'cqs: for i in 0..self.fds.len() {
+                loop {
+                    let mut took = None;
+                    let polled = self.cq(i).poll_each(1, |wc| match mine {
+                        Some(c) if wc.op_context == c => took = Some(wc),
+                        _ => r.route(wc),
+                    });
+                    match polled {
+                        Ok(1) => {
+                            if let (Some(wc), Some((k, _))) = (took, own) {
+                                r.release(k);
+                                coop.made_progress();
+                                return Poll::Ready(Ok(wc));
+                            }
+                            if !waits(&r) {
+                                break 'cqs;
+                            }
+                        }
+                        Ok(_) => break,
+                        Err(e) => {
+                            r.fail(e.to_string());
+                            break 'cqs;
+                        }
+                    }
+                }
+            }
         }
-        if let Some(why) = &r.failed {
-            return Poll::Ready(Err(reaper_stopped(why)));
+        let got = check(&mut r, cx);
+        if got.is_ready() {
+            coop.made_progress();
         }
-        r.user_waker = Some(cx.waker().clone());
-        Poll::Pending
+        got
     }
 
     fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<ConnEvent>> {
@@ -109,31 +176,20 @@ impl Shared {
         ev
     }
 
-    /// Polls CQ `i` until empty, routing what it finds. A poll that
-    /// returns less than `wcs` holds found it empty; a completion after it
-    /// raises the CQ's event (the CQ was re-armed before).
-    fn drain(&self, i: usize, wcs: &mut [Completion]) -> Result<()> {
-        loop {
-            match self.cq(i).poll_wc(wcs) {
-                Ok(n) => {
-                    let mut r = self.router();
-                    wcs[..n].iter().for_each(|wc| r.route(*wc));
-                    if n < wcs.len() {
-                        return Ok(());
-                    }
-                }
-                Err(Error::NoCompletion) => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
+    /// Polls CQ `i` until empty, routing what it finds, under the routing
+    /// lock `r` (so completions are routed in their CQ's order, whoever
+    /// polls). A poll that returns less than it asked for found it empty.
+    fn drain(&self, r: &mut Router, i: usize) -> Result<()> {
+        const BATCH: usize = 16;
+        while self.cq(i).poll_each(BATCH, |wc| r.route(wc))? == BATCH {}
+        Ok(())
     }
 }
 
 /// The reaper: drains the CQs, then sleeps until a channel is readable,
 /// takes its event (re-arming that CQ) and drains that CQ again.
 async fn reap(s: Arc<Shared>) {
-    let mut wcs = [Cq::EMPTY; 32];
-    if let Some(e) = (0..s.fds.len()).find_map(|i| s.drain(i, &mut wcs).err()) {
+    if let Some(e) = (0..s.fds.len()).find_map(|i| s.drain(&mut s.router(), i).err()) {
         s.router().fail(e.to_string());
         return;
     }
@@ -158,7 +214,7 @@ async fn reap(s: Arc<Shared>) {
             Ok(()) | Err(Error::NoCompletion) => guard.clear_ready(),
             Err(e) => break e,
         }
-        if let Err(e) = s.drain(ready.0, &mut wcs) {
+        if let Err(e) = s.drain(&mut s.router(), ready.0) {
             break e;
         }
     };
@@ -174,7 +230,11 @@ async fn reap(s: Arc<Shared>) {
 ///
 /// Completions reach their futures through one reaper task per connection
 /// (spawned on the runtime the handle is made in): no thread, no busy
-/// polling. The connection's CQs belong to the reaper: their own polls
+/// polling. A future whose completion is already in the CQ when it is
+/// polled takes it at once, without waking the reaper, and spends a unit
+/// of tokio's cooperative budget, so a task whose operations complete
+/// at once still yields to the others. The connection's CQs belong to the
+/// handle: their own polls
 /// and waits refuse ([`Error::Inval`]); operations posted the librpma way
 /// on [`conn`](AsyncConn::conn) complete through
 /// [`next_completion`](AsyncConn::next_completion).
@@ -390,7 +450,7 @@ impl AsyncConn {
                 return Err(e);
             }
         };
-        let mut wc = poll_fn(|cx| s.router().poll_slot(k, gen, cx)).await;
+        let mut wc = poll_fn(|cx| s.poll_routed(cx, Some((k, gen)), |r, cx| r.poll_slot(k, gen, cx))).await;
         slot.live = false;
         if let Ok(c) = &mut wc {
             c.op_context = given;

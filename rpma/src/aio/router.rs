@@ -57,6 +57,7 @@ pub(super) struct Router {
 }
 
 impl Router {
+    #[inline]
     pub(super) fn alloc(&mut self) -> Result<(usize, u64)> {
         if let Some(why) = &self.failed {
             return Err(reaper_stopped(why));
@@ -76,6 +77,7 @@ impl Router {
         Ok((k, gen))
     }
 
+    #[inline]
     pub(super) fn release(&mut self, k: usize) {
         self.slots[k] = Slot::Free;
         self.free.push(k);
@@ -83,6 +85,7 @@ impl Router {
 
     /// Hands `wc` to its future, discards it (its future is gone), or
     /// queues it for [`AsyncConn::next_completion`].
+    #[inline]
     pub(super) fn route(&mut self, wc: Completion) {
         if let Some((k, gen)) = slot_of(wc.op_context) {
             match self.slots.get_mut(k) {
@@ -131,6 +134,13 @@ impl Router {
         }
     }
 
+    /// Whether slot `k` still waits for its completion.
+    #[inline]
+    pub(super) fn waits(&self, k: usize) -> bool {
+        matches!(self.slots.get(k), Some(Slot::Waiting { .. }))
+    }
+
+    #[inline]
     pub(super) fn poll_slot(&mut self, k: usize, gen: u64, cx: &mut Context<'_>) -> Poll<Result<Completion>> {
         match &mut self.slots[k] {
             Slot::Done { gen: g, wc } if *g == gen => {

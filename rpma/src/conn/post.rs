@@ -74,6 +74,7 @@ impl Conn {
     /// Returns the op context the operation was given, which its
     /// completion gets back.
     #[cfg(feature = "tokio")]
+    #[inline(always)]
     pub(crate) fn post_awaited<O: Operation>(&self, op: O, ctx: u64) -> Result<u64> {
         let t = self.target();
         let given = std::cell::Cell::new(0);

@@ -329,6 +329,31 @@ impl Cq {
         Ok(got)
     }
 
+    /// Polls up to `max` completions, handing each to `f` as it comes
+    /// (no buffer in between): the async reapers' poll. Returns how many.
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when polling fails (completions handed to `f`
+    /// before it stay handed).
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn poll_each(&self, max: usize, mut f: impl FnMut(Completion)) -> Result<usize> {
+        match &self.routes {
+            None => {
+                self.cq.poll_each(max, |_, w| f(self.translate(w))).map_err(|e| Error::provider_raw("ibv_poll_cq", e))
+            }
+            Some(r) => {
+                let mut wc = [Cq::EMPTY; 16];
+                let n = match r.get_wc(self, &mut wc[..max.min(16)]) {
+                    Err(Error::NoCompletion) => 0,
+                    got => got?,
+                };
+                wc[..n].iter().for_each(|w| f(*w));
+                Ok(n)
+            }
+        }
+    }
+
     /// Gives this CQ to an async reaper: from now on only the reaper
     /// polls it ([`poll_wc`](Cq::poll_wc)) and takes its events
     /// ([`take_event`](Cq::take_event)).
