@@ -365,9 +365,9 @@ impl AsyncConn {
     /// As [`Conn::post`]; [`Error::Provider`] with
     /// [`Detail::Completed`] when the operation completes with an error
     /// status; [`Error::Unknown`] when the reaper stopped (a CQ failed).
-    pub async fn post<O: Operation>(&self, op: O) -> Result<Completion> {
+    pub fn post<O: Operation>(&self, op: O) -> impl std::future::Future<Output = Result<Completion>> + use<'_, O> {
         let conn = &self.shared.conn;
-        self.awaited(|ctx| conn.post_awaited(op, ctx)).await
+        self.awaited(move |ctx| conn.post_awaited(op, ctx))
     }
 
     /// An empty chain of operations on this connection

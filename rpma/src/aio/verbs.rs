@@ -1,5 +1,7 @@
 //! [`AsyncConn`]'s librpma-named operations: each builds its operation of
-//! [`crate::ops`] and awaits [`AsyncConn::post`].
+//! [`crate::ops`] and returns [`AsyncConn::post`]'s future (no async
+//! layer of its own: nothing is posted before the first poll, and the
+//! future is the post's, so it costs no more).
 
 use super::AsyncConn;
 use crate::cq::Completion;
@@ -9,6 +11,7 @@ use crate::mr::{MrLocal, MrRemote};
 use crate::ops;
 #[cfg(doc)]
 use crate::Conn;
+use std::future::Future;
 
 impl AsyncConn {
     /// Reads `len` bytes of `src` at `src_offset` into `dst` at
@@ -16,15 +19,15 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::read`].
-    pub async fn read<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
+    pub fn read<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        dst: &'a MrLocal<M>,
         dst_offset: usize,
-        src: &MrRemote,
+        src: &'a MrRemote,
         src_offset: u64,
         len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Read::new(dst, dst_offset, src, src_offset, len)).await
+    ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
+        self.post(ops::Read::new(dst, dst_offset, src, src_offset, len))
     }
 
     /// Writes `len` bytes of `src` at `src_offset` to `dst` at
@@ -32,15 +35,15 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::write`].
-    pub async fn write<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrRemote,
+    pub fn write<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        dst: &'a MrRemote,
         dst_offset: u64,
-        src: &MrLocal<M>,
+        src: &'a MrLocal<M>,
         src_offset: usize,
         len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Write::new(dst, dst_offset, src, src_offset, len)).await
+    ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
+        self.post(ops::Write::new(dst, dst_offset, src, src_offset, len))
     }
 
     /// Flushes `len` bytes of `dst` at `dst_offset` to visibility or
@@ -48,8 +51,14 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::flush`].
-    pub async fn flush(&self, dst: &MrRemote, dst_offset: u64, len: u64, ty: crate::FlushType) -> Result<Completion> {
-        self.post(ops::Flush::new(dst, dst_offset, len, ty)).await
+    pub fn flush<'a>(
+        &'a self,
+        dst: &'a MrRemote,
+        dst_offset: u64,
+        len: u64,
+        ty: crate::FlushType,
+    ) -> impl Future<Output = Result<Completion>> + use<'a> {
+        self.post(ops::Flush::new(dst, dst_offset, len, ty))
     }
 
     /// Writes 8 bytes atomically at `dst_offset` of `dst`
@@ -57,8 +66,13 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::atomic_write`].
-    pub async fn atomic_write(&self, dst: &MrRemote, dst_offset: u64, value: [u8; 8]) -> Result<Completion> {
-        self.post(ops::AtomicWrite::new(dst, dst_offset, value)).await
+    pub fn atomic_write<'a>(
+        &'a self,
+        dst: &'a MrRemote,
+        dst_offset: u64,
+        value: [u8; 8],
+    ) -> impl Future<Output = Result<Completion>> + use<'a> {
+        self.post(ops::AtomicWrite::new(dst, dst_offset, value))
     }
 
     /// Compares the 8 bytes at `src_offset` of `src` with `compare` and, if
@@ -102,13 +116,13 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::send`].
-    pub async fn send<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        src: &MrLocal<M>,
+    pub fn send<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        src: &'a MrLocal<M>,
         offset: usize,
         len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Send::new(src, offset, len)).await
+    ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
+        self.post(ops::Send::new(src, offset, len))
     }
 
     /// Receives a message into `dst` at `offset`, up to `len` bytes
@@ -117,13 +131,13 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::recv`].
-    pub async fn recv<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
+    pub fn recv<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        dst: &'a MrLocal<M>,
         offset: usize,
         len: usize,
-    ) -> Result<Completion> {
-        self.post(ops::Recv::new(dst, offset, len)).await
+    ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
+        self.post(ops::Recv::new(dst, offset, len))
     }
 }
 
