@@ -57,7 +57,7 @@ pub(super) struct Router {
 }
 
 impl Router {
-    #[inline]
+    #[inline(always)]
     pub(super) fn alloc(&mut self) -> Result<(usize, u64)> {
         if let Some(why) = &self.failed {
             return Err(reaper_stopped(why));
