@@ -496,7 +496,7 @@ fn unknown(w: &PolledWc) -> (u64, CompletionOp) {
 /// opcode ([`unknown`]'s for an ID nothing posted here has). Every arm
 /// ends in its own value, so the common ones reach the completion in
 /// registers, not through an `Option` in memory.
-#[inline(always)]
+#[inline]
 fn retire(
     w: &PolledWc,
     send: Option<&SendTracker>,
