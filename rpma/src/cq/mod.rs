@@ -313,7 +313,9 @@ impl Cq {
         self.poll_wc(wc)
     }
 
-    /// [`get_wc`](Cq::get_wc) without the reaper's check, for the reaper.
+    /// [`get_wc`](Cq::get_wc) without the reaper's check, for the async
+    /// side (a shared CQ's reaper; [`poll_each`](Cq::poll_each)'s routed
+    /// case) and a connection's drop.
     #[inline]
     pub(crate) fn poll_wc(&self, wc: &mut [Completion]) -> Result<usize> {
         let got = match &self.routes {
@@ -342,9 +344,11 @@ impl Cq {
             None => {
                 self.cq.poll_each(max, |_, w| f(self.translate(w))).map_err(|e| Error::provider_raw("ibv_poll_cq", e))
             }
-            Some(r) => {
+            // A shared CQ's completions go through its routes, one home:
+            // `poll_wc` (an `AsyncConn`'s own CQs have none).
+            Some(_) => {
                 let mut wc = [Cq::EMPTY; 16];
-                let n = match r.get_wc(self, &mut wc[..max.min(16)]) {
+                let n = match self.poll_wc(&mut wc[..max.min(16)]) {
                     Err(Error::NoCompletion) => 0,
                     got => got?,
                 };
@@ -354,9 +358,10 @@ impl Cq {
         }
     }
 
-    /// Gives this CQ to an async reaper: from now on only the reaper
-    /// polls it ([`poll_wc`](Cq::poll_wc)) and takes its events
-    /// ([`take_event`](Cq::take_event)).
+    /// Gives this CQ to an async connection: from now on only its reaper
+    /// and its awaiting futures poll it, under the connection's routing
+    /// lock ([`poll_each`](Cq::poll_each)), and only the reaper takes its
+    /// events ([`take_event`](Cq::take_event)).
     #[cfg(feature = "tokio")]
     pub(crate) fn hand_to_reaper(&mut self) {
         *self.reaped.get_mut() = true;
