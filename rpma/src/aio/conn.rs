@@ -134,23 +134,19 @@ impl Shared {
             let mine = own.map(|(k, gen)| ctx_of(k, gen));
             'cqs: for i in 0..self.fds.len() {
                 loop {
-                    let mut took = None;
-                    let polled = self.cq(i).poll_each(1, |wc| match mine {
-                        Some(c) if wc.op_context == c => took = Some(wc),
-                        _ => r.route(wc),
-                    });
-                    match polled {
-                        Ok(1) => {
-                            if let (Some(wc), Some((k, _))) = (took, own) {
+                    match self.cq(i).poll_one() {
+                        Ok(wc) => {
+                            if let (Some((k, _)), true) = (own, Some(wc.op_context) == mine) {
                                 r.release(k);
                                 coop.made_progress();
                                 return Poll::Ready(Ok(wc));
                             }
+                            r.route(wc);
                             if !waits(&r) {
                                 break 'cqs;
                             }
                         }
-                        Ok(_) => break,
+                        Err(Error::NoCompletion) => break,
                         Err(e) => {
                             r.fail(e.to_string());
                             break 'cqs;

@@ -403,11 +403,38 @@ impl Cq {
                 return r.get_completion(self);
             }
         }
+        self.poll_own()
+    }
+
+    /// One completion of this CQ's own (no routes, no reaper check):
+    /// [`get_completion`](Cq::get_completion)'s poll, one entry into a
+    /// stack slot, retired inline.
+    #[inline(always)]
+    fn poll_own(&self) -> Result<Completion> {
         let mut slot = std::mem::MaybeUninit::uninit();
         match self.cq.poll_in(&mut slot) {
             Ok(Some(w)) => Ok(self.translate(w)),
             Ok(None) => Err(Error::NoCompletion),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
+        }
+    }
+
+    /// One completion for an async reaper or an awaiting future, if any
+    /// ([`Error::NoCompletion`] when empty): the one-entry form of
+    /// [`poll_each`](Cq::poll_each), at [`get_completion`](Cq::get_completion)'s
+    /// cost.
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when polling fails.
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn poll_one(&self) -> Result<Completion> {
+        match &self.routes {
+            None => self.poll_own(),
+            Some(_) => {
+                let mut wc = [Cq::EMPTY; 1];
+                self.poll_wc(&mut wc).map(|_| wc[0])
+            }
         }
     }
 
