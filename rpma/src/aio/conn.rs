@@ -22,12 +22,13 @@ use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
 use crate::cq::{Completion, Cq};
 use crate::error::{Detail, Error, Msg, Result};
+use crate::inflight::lock::{SpinGuard, SpinLock};
 use crate::ops::Operation;
 use crate::peer::Peer;
 use crate::{Conn, ConnReq};
 use std::future::poll_fn;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::task::AbortHandle;
@@ -61,7 +62,9 @@ pub(super) struct Shared {
     /// [`AsyncSharedCq`](super::AsyncSharedCq) reaps its CQ).
     fds: Vec<AsyncFd<ChannelFd>>,
     events: AsyncFd<ChannelFd>,
-    router: Mutex<Router>,
+    /// The routing table; also the lock under which the CQs are polled.
+    /// A test-and-set lock: held for a poll, a route or a slot's change.
+    router: SpinLock<Router>,
     /// A closing event (anything but `Established`) was taken.
     closing_seen: std::sync::atomic::AtomicBool,
     conn: Conn,
@@ -72,13 +75,13 @@ impl Shared {
     /// its event channel.
     fn new(fds: Vec<AsyncFd<ChannelFd>>, conn: Conn) -> Result<Arc<Shared>> {
         let events = register_channel(conn.as_fd(), "connection event")?;
-        let router = Mutex::new(Router::default());
+        let router = SpinLock::new(Router::default());
         Ok(Arc::new(Shared { fds, events, router, closing_seen: Default::default(), conn }))
     }
 
     #[inline]
-    pub(super) fn router(&self) -> MutexGuard<'_, Router> {
-        crate::inflight::lock(&self.router)
+    pub(super) fn router(&self) -> SpinGuard<'_, Router> {
+        self.router.lock()
     }
 
     /// The CQs, in the order of `fds`.
@@ -432,7 +435,7 @@ impl AsyncConn {
     async fn awaited(&self, post: impl FnOnce(u64) -> Result<u64>) -> Result<Completion> {
         let s = &*self.shared;
         let (k, gen) = s.router().alloc()?;
-        let mut slot = Awaiting { shared: s, k, gen, live: true };
+        let slot = Awaiting { shared: s, k, gen };
         let given = match post(ctx_of(k, gen)) {
             Ok(c) => c,
             Err(e) => {
@@ -440,14 +443,16 @@ impl AsyncConn {
                 // provider's refusal may have queued it: then its slot
                 // waits for the completion (`Abandoned`, by the drop).
                 if !matches!(e, Error::Provider { .. }) {
-                    slot.live = false;
+                    std::mem::forget(slot);
                     s.router().release(k);
                 }
                 return Err(e);
             }
         };
         let mut wc = poll_fn(|cx| s.poll_routed(cx, Some((k, gen)), |r, cx| r.poll_slot(k, gen, cx))).await;
-        slot.live = false;
+        // Taken: nothing to abandon (forgotten, not dropped: no drop call
+        // on the path every operation takes).
+        std::mem::forget(slot);
         if let Ok(c) = &mut wc {
             c.op_context = given;
             if !c.status.is_success() {
@@ -509,19 +514,17 @@ impl AsyncConn {
 
 /// An awaited operation's slot while its future lives: dropped before the
 /// completion was taken, the slot is abandoned (the reaper frees it when the
-/// completion comes) or freed (the completion came).
+/// completion comes) or freed (the completion came). Forgotten once the
+/// completion is taken, or the slot released.
 struct Awaiting<'a> {
     shared: &'a Shared,
     k: usize,
     gen: u64,
-    live: bool,
 }
 
 impl Drop for Awaiting<'_> {
     fn drop(&mut self) {
-        if self.live {
-            self.shared.router().abandon(self.k, self.gen);
-        }
+        self.shared.router().abandon(self.k, self.gen);
     }
 }
 

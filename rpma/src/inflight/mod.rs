@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::wrid::CompletionOp;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-mod lock;
+pub(crate) mod lock;
 mod recv;
 mod send;
 pub(crate) mod untracked;
