@@ -26,11 +26,12 @@ async fn next<S: futures_core::Stream + Unpin>(s: &mut S) -> S::Item {
 }
 
 /// Polls the awaited operation `f` once, with the task's cooperative
-/// budget spent: true if it was pending. An awaited operation
-/// posts on its first poll and then spends a unit of tokio's budget before
-/// it looks for its completion, so with none left it is pending right
-/// after its post, however fast the device (rxe often completes before
-/// the post returns).
+/// budget spent: true if it was pending. An awaited operation posts on
+/// its first poll, looks for its completion and spends a unit of tokio's
+/// budget, so with none left it is pending right after its post, however
+/// fast the device (rxe often completes before the post returns: the
+/// future then holds its completion; an operation that cannot complete
+/// yet is `an_operation_waiting_for_the_peer_outlives_its_dropped_future`).
 async fn posted_and_pending<F: std::future::Future>(f: F) -> bool {
     use std::task::Poll;
     use tokio::task::coop::poll_proceed;
@@ -151,8 +152,9 @@ device_tests!({
             // (rpma refuses to write it) until the device completes it.
             assert!(posted_and_pending(conn.read(&dst, 0, &src, 0, 4096)).await);
             let e = dst.write_at(0, &[0u8; 8]);
-            // Either still in flight (held), or already completed and
-            // discarded by the reaper: never both written.
+            // Either still in flight (held), or already completed (its
+            // completion dropped with the future, or discarded by the
+            // reaper): never both written.
             if let Err(e) = &e {
                 assert!(matches!(e.detail(), Some(Detail::RegionBusy { .. })), "{e}");
             }
@@ -167,7 +169,8 @@ device_tests!({
             assert_eq!(got[..56], [7u8; 56], "the reads landed");
 
             // After the completion arrived, before it was polled: a later
-            // operation's completion proves the reaper routed the first.
+            // operation completes, and the first's completion (taken by its
+            // future, or routed to its slot) goes with the dropped future.
             let first = conn.read(&dst, 0, &src, 0, 64);
             let mut first = Box::pin(first);
             assert!(posted_and_pending(first.as_mut()).await);
@@ -206,6 +209,55 @@ device_tests!({
             conn.disconnect().await.unwrap();
         });
         server.join().unwrap();
+    }
+
+    fn an_operation_waiting_for_the_peer_outlives_its_dropped_future() {
+        // A send that finds no receive posted at the other side waits (RNR
+        // retries without end) until one comes: its future is pending with
+        // the operation in flight however fast the device. Dropped then,
+        // the send still completes once the receive is posted, its region
+        // stays held until the reaper has taken that completion, which
+        // nobody is told of; the next awaited operations complete.
+        let (sp, cp) = (peer(), peer());
+        let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();
+        let rbuf = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
+        run(async move {
+            use std::future::Future;
+            use std::task::Poll;
+            let a = AsyncConn::new(c).unwrap();
+            let mut msg = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+            msg.write_at(0, &[0x11; 64]).unwrap();
+            let mut fut = Box::pin(a.send(&msg, 0, 64));
+            let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
+            assert!(pending, "no receive posted: the send cannot have completed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
+            assert!(pending, "still waiting for the receive");
+            drop(fut);
+            let e = msg.write_at(0, &[0x22; 64]).unwrap_err();
+            assert!(matches!(e.detail(), Some(Detail::RegionBusy { .. })), "{e}");
+            s.recv(&rbuf, 0, 64, 5).unwrap();
+            let wc = s.cq().next_completion(T).unwrap();
+            assert!(wc.status.is_success() && wc.op_context == 5 && wc.byte_len == 64, "{wc:?}");
+            let mut got = [0u8; 64];
+            rbuf.read_at(0, &mut got).unwrap();
+            assert_eq!(got, [0x11; 64], "the dropped future's send arrived whole");
+            // The reaper takes the discarded completion; the hold ends.
+            let t0 = std::time::Instant::now();
+            while msg.write_at(0, &[0x33; 64]).is_err() {
+                assert!(t0.elapsed() < T, "the region is still held");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let quiet = tokio::time::timeout(Duration::from_millis(200), a.next_completion()).await;
+            assert!(quiet.is_err(), "the discarded completion was reported: {quiet:?}");
+            s.recv(&rbuf, 0, 64, 6).unwrap();
+            assert!(a.send(&msg, 0, 64).await.unwrap().status.is_success());
+            let wc = s.cq().next_completion(T).unwrap();
+            assert_eq!(wc.op_context, 6);
+            rbuf.read_at(0, &mut got).unwrap();
+            assert_eq!(got, [0x33; 64]);
+            drop((a, s));
+        });
     }
 
     fn many_futures_on_one_connection_on_two_worker_threads_each_woken() {

@@ -2,13 +2,14 @@
 //! awaitable, completions routed by one reaper task per connection (or
 //! per [`SharedCq`](crate::SharedCq): [`super::AsyncSharedCq`]).
 //!
-//! The connection's CQs are polled under its routing lock only: by a
-//! future that finds its completion not yet routed (a device that
-//! completes quickly needs no wake-up then), and by the reaper when their
-//! channels are readable (tokio's reactor, no busy loop). Each completion
-//! goes to the future that awaits it, found by its op context, or to
-//! [`AsyncConn::next_completion`] when the operation was posted on
-//! [`AsyncConn::conn`] the librpma way.
+//! The connection's CQs are polled under its routing lock only: by an
+//! awaited operation right after its post, under the same hold of the
+//! lock (a device that completes quickly needs no routing slot and no
+//! wake-up then), by a future that finds its completion not yet routed,
+//! and by the reaper when their channels are readable (tokio's reactor,
+//! no busy loop). Each completion goes to the future that awaits it,
+//! found by its op context, or to [`AsyncConn::next_completion`] when the
+//! operation was posted on [`AsyncConn::conn`] the librpma way.
 //!
 //! Memory is held by the connection's in-flight tracker, never by a
 //! future: an awaited operation is posted checked ([`Conn::post`]), so its
@@ -108,17 +109,9 @@ impl Shared {
     /// Runs `check` (which registers its waker when it returns pending)
     /// under the routing lock; first, when what it waits for (the awaited
     /// operation in slot `own`, else a completion for
-    /// [`AsyncConn::next_completion`]) is not routed yet and this
-    /// connection's own reaper polls the CQs, polls them here, one
-    /// completion a poll until it comes or they are empty; `own`'s
-    /// completion is taken at once.
-    ///
-    /// A device that completes quickly (rxe does before the post returns)
-    /// then needs no wake-up of the reaper and no second task switch. The
-    /// reaper's wake-ups stay right: it re-arms a CQ before it drains it,
-    /// so every completion in a CQ either came before the last arming (the
-    /// reaper's drain after it takes it) or raised an event (whose drain
-    /// takes it); a poll here only makes those drains find less.
+    /// [`AsyncConn::next_completion`]) is not routed yet, polls the CQs
+    /// ([`poll_cqs`](Shared::poll_cqs)); `own`'s completion is taken at
+    /// once.
     ///
     /// Cooperative with tokio's scheduler: each call spends a unit of the
     /// task's budget, so a task whose operations complete at once still
@@ -133,29 +126,11 @@ impl Shared {
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let mut r = self.router();
         let waits = |r: &Router| own.map_or(r.user.is_empty(), |(k, _)| r.waits(k));
-        if !self.fds.is_empty() && r.failed.is_none() && waits(&r) {
-            let mine = own.map(|(k, gen)| ctx_of(k, gen));
-            'cqs: for i in 0..self.fds.len() {
-                loop {
-                    match self.cq(i).poll_one() {
-                        Ok(wc) => {
-                            if let (Some((k, _)), true) = (own, Some(wc.op_context) == mine) {
-                                r.release(k);
-                                coop.made_progress();
-                                return Poll::Ready(Ok(wc));
-                            }
-                            r.route(wc);
-                            if !waits(&r) {
-                                break 'cqs;
-                            }
-                        }
-                        Err(Error::NoCompletion) => break,
-                        Err(e) => {
-                            r.fail(e.to_string());
-                            break 'cqs;
-                        }
-                    }
-                }
+        if waits(&r) {
+            if let (Some(wc), Some((k, _))) = (self.poll_cqs(&mut r, own.map(|(k, gen)| ctx_of(k, gen)), waits), own) {
+                r.release(k);
+                coop.made_progress();
+                return Poll::Ready(Ok(wc));
             }
         }
         let got = check(&mut r, cx);
@@ -163,6 +138,45 @@ impl Shared {
             coop.made_progress();
         }
         got
+    }
+
+    /// When this connection's own reaper polls the CQs, polls them here,
+    /// under the routing lock `r`, one completion a poll, routing each,
+    /// until the one with op context `mine` comes (returned, not routed),
+    /// `waits` says the caller's wait is over, or they are empty.
+    ///
+    /// A device that completes quickly (rxe does before the post returns)
+    /// then needs no wake-up of the reaper and no second task switch. The
+    /// reaper's wake-ups stay right: it re-arms a CQ before it drains it,
+    /// so every completion in a CQ either came before the last arming (the
+    /// reaper's drain after it takes it) or raised an event (whose drain
+    /// takes it); a poll here only makes those drains find less.
+    #[inline(always)]
+    fn poll_cqs(&self, r: &mut Router, mine: Option<u64>, waits: impl Fn(&Router) -> bool) -> Option<Completion> {
+        if self.fds.is_empty() || r.failed.is_some() {
+            return None;
+        }
+        for i in 0..self.fds.len() {
+            loop {
+                match self.cq(i).poll_one() {
+                    Ok(wc) => {
+                        if Some(wc.op_context) == mine {
+                            return Some(wc);
+                        }
+                        r.route(wc);
+                        if !waits(r) {
+                            return None;
+                        }
+                    }
+                    Err(Error::NoCompletion) => break,
+                    Err(e) => {
+                        r.fail(e.to_string());
+                        return None;
+                    }
+                }
+            }
+        }
+        None
     }
 
     fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<ConnEvent>> {
@@ -429,30 +443,56 @@ impl AsyncConn {
         .await
     }
 
-    /// Runs `post` with the op context of a new routing slot, then waits
-    /// for that slot's completion; the completion gets back the op
-    /// context `post` returns (the one the operation carried).
+    /// Runs `post` with the op context of the next routing slot, then
+    /// waits for its completion; the completion gets back the op context
+    /// `post` returns (the one the operation carried). The post and a
+    /// first look into the CQs share one hold of the routing lock, so no
+    /// one else can take the completion in between: when it is there the
+    /// slot is never taken, else the slot is taken before the lock is let
+    /// go. A unit of tokio's budget is spent either way (a task whose
+    /// operations complete at once still yields, keeping the completion
+    /// it took).
     async fn awaited(&self, post: impl FnOnce(u64) -> Result<u64>) -> Result<Completion> {
         let s = &*self.shared;
-        let (k, gen) = s.router().alloc()?;
-        let slot = Awaiting { shared: s, k, gen };
-        let given = match post(ctx_of(k, gen)) {
+        let mut r = s.router();
+        let (k, gen) = r.next()?;
+        let ctx = ctx_of(k, gen);
+        let given = match post(ctx) {
             Ok(c) => c,
             Err(e) => {
-                // Refused before posting: the slot is free again. A
-                // provider's refusal may have queued it: then its slot
-                // waits for the completion (`Abandoned`, by the drop).
-                if !matches!(e, Error::Provider { .. }) {
-                    std::mem::forget(slot);
-                    s.router().release(k);
+                // Refused before posting: the slot stays free. A provider's
+                // refusal may have queued it: then its slot waits for the
+                // completion, abandoned.
+                if matches!(e, Error::Provider { .. }) {
+                    r.take(k, gen);
+                    r.abandon(k, gen);
                 }
                 return Err(e);
             }
         };
-        let mut wc = poll_fn(|cx| s.poll_routed(cx, Some((k, gen)), |r, cx| r.poll_slot(k, gen, cx))).await;
-        // Taken: nothing to abandon (forgotten, not dropped: no drop call
-        // on the path every operation takes).
-        std::mem::forget(slot);
+        // Every poll of the CQs holds the routing lock, held since the
+        // post: the completion, when in the CQ already, is found here, and
+        // the operation never takes its slot.
+        let mut wc = match s.poll_cqs(&mut r, Some(ctx), |_| true) {
+            Some(wc) => {
+                drop(r);
+                // A unit of the task's budget, so that a task whose
+                // operations complete at once still yields (keeping the
+                // completion it took).
+                poll_fn(tokio::task::coop::poll_proceed).await.made_progress();
+                Ok(wc)
+            }
+            None => {
+                r.take(k, gen);
+                drop(r);
+                let slot = Awaiting { shared: s, k, gen };
+                let wc = poll_fn(|cx| s.poll_routed(cx, Some((k, gen)), |r, cx| r.poll_slot(k, gen, cx))).await;
+                // Taken: nothing to abandon (forgotten, not dropped: no
+                // drop call on the path every waiting operation takes).
+                std::mem::forget(slot);
+                wc
+            }
+        };
         if let Ok(c) = &mut wc {
             c.op_context = given;
             if !c.status.is_success() {

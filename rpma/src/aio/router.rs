@@ -57,23 +57,56 @@ pub(super) struct Router {
 }
 
 impl Router {
+    /// The slot and generation of the next awaited operation, made sure
+    /// of room before it is posted; [`take`](Router::take) takes the slot
+    /// only when the operation has to wait. The generation is spent either
+    /// way, so no two operations carry one context.
     #[inline(always)]
-    pub(super) fn alloc(&mut self) -> Result<(usize, u64)> {
+    pub(super) fn next(&mut self) -> Result<(usize, u64)> {
         if let Some(why) = &self.failed {
             return Err(reaper_stopped(why));
         }
         let gen = self.next_gen & GEN_MASK;
         self.next_gen = self.next_gen.wrapping_add(1);
-        let k = match self.free.pop() {
-            Some(k) => k,
+        let k = match self.free.last() {
+            Some(&k) => k,
             None if self.slots.len() <= SLOT_MASK as usize => {
                 self.slots.try_reserve(1).map_err(|_| Error::NoMem("no room for another awaited operation".into()))?;
-                self.slots.push(Slot::Free);
-                self.slots.len() - 1
+                self.slots.len()
             }
             None => return Err(Error::NoMem("2^20 awaited operations in flight on one connection".into())),
         };
-        self.slots[k] = Slot::Waiting { gen, waker: None };
+        Ok((k, gen))
+    }
+
+    /// Takes slot `k`, the last [`next`](Router::next) gave, for the
+    /// operation of generation `gen`, which waits for its completion.
+    /// Completions routed since may have freed other slots (pushed on the
+    /// free list after `k`), never taken one.
+    #[inline]
+    pub(super) fn take(&mut self, k: usize, gen: u64) {
+        let waiting = Slot::Waiting { gen, waker: None };
+        if k == self.slots.len() {
+            self.slots.push(waiting); // room made by `next`
+            return;
+        }
+        match self.free.last() {
+            Some(&f) if f == k => {
+                self.free.pop();
+            }
+            _ => {
+                if let Some(i) = self.free.iter().rposition(|&f| f == k) {
+                    self.free.swap_remove(i);
+                }
+            }
+        }
+        self.slots[k] = waiting;
+    }
+
+    #[cfg(test)]
+    pub(super) fn alloc(&mut self) -> Result<(usize, u64)> {
+        let (k, gen) = self.next()?;
+        self.take(k, gen);
         Ok((k, gen))
     }
 
@@ -229,6 +262,33 @@ mod tests {
             r.route(wc(ctx_of(k, gen)));
             assert!(matches!(r.slots[k2], Slot::Waiting { gen: g, .. } if g == gen2));
         }
+    }
+
+    #[test]
+    fn a_slot_taken_after_other_completions_freed_slots_is_the_one_given() {
+        let mut r = Router::default();
+        let (a, ga) = r.alloc().unwrap();
+        let (b, gb) = r.alloc().unwrap();
+        r.release(a);
+        r.abandon(b, gb);
+        // The next operation is given slot `a`; before it takes it, b's
+        // completion comes and frees b.
+        let (k, gen) = r.next().unwrap();
+        assert_eq!(k, a);
+        assert_ne!(gen, ga, "a new generation");
+        r.route(wc(ctx_of(b, gb)));
+        assert_eq!(r.free, vec![a, b]);
+        r.take(k, gen);
+        assert_eq!(r.free, vec![b], "a taken, b still free");
+        assert!(matches!(r.slots[a], Slot::Waiting { gen: g, .. } if g == gen));
+        // A new slot when none is free, its room made before the post.
+        let (c, gc) = r.alloc().unwrap();
+        assert_eq!(c, b);
+        let (d, gd) = r.next().unwrap();
+        assert_eq!(d, 2);
+        r.take(d, gd);
+        assert!(matches!(r.slots[d], Slot::Waiting { gen: g, .. } if g == gd));
+        assert!(r.waits(c) && gc != gd);
     }
 
     #[test]
