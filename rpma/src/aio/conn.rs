@@ -555,7 +555,7 @@ impl AsyncConn {
 /// An awaited operation's slot while its future lives: dropped before the
 /// completion was taken, the slot is abandoned (the reaper frees it when the
 /// completion comes) or freed (the completion came). Forgotten once the
-/// completion is taken, or the slot released.
+/// completion is taken.
 struct Awaiting<'a> {
     shared: &'a Shared,
     k: usize,

@@ -314,8 +314,9 @@ impl Cq {
     }
 
     /// [`get_wc`](Cq::get_wc) without the reaper's check, for the async
-    /// side (a shared CQ's reaper; [`poll_each`](Cq::poll_each)'s routed
-    /// case) and a connection's drop.
+    /// side (a shared CQ's reaper; the routed cases of
+    /// [`poll_each`](Cq::poll_each) and [`poll_one`](Cq::poll_one)) and a
+    /// connection's drop.
     #[inline]
     pub(crate) fn poll_wc(&self, wc: &mut [Completion]) -> Result<usize> {
         let got = match &self.routes {
@@ -359,9 +360,10 @@ impl Cq {
     }
 
     /// Gives this CQ to an async connection: from now on only its reaper
-    /// and its awaiting futures poll it, under the connection's routing
-    /// lock ([`poll_each`](Cq::poll_each)), and only the reaper takes its
-    /// events ([`take_event`](Cq::take_event)).
+    /// ([`poll_each`](Cq::poll_each)) and its awaited operations
+    /// ([`poll_one`](Cq::poll_one)) poll it, under the connection's routing
+    /// lock, and only the reaper takes its events
+    /// ([`take_event`](Cq::take_event)).
     #[cfg(feature = "tokio")]
     pub(crate) fn hand_to_reaper(&mut self) {
         *self.reaped.get_mut() = true;
