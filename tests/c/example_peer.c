@@ -1594,11 +1594,20 @@ static int ex13_server(int argc, char **argv)
 		}
 		printf("[server] value received: %" PRIu64 " from the connection [qp#%d]\n", recv[slot],
 			(int)qps[index]);
+		uint64_t value = recv[slot];
 		TRY(rpma_srq_recv(srq, recv_mr, slot * MSG_SIZE, MSG_SIZE, recv + slot));
-		send[slot] = recv[slot] + 1;
-		printf("[server] value sent: %" PRIu64 " from the connection [qp#%d]\n", send[slot],
+		/*
+		 * The answer goes from the connection's own send slot, not the
+		 * receive slot's: any client's next message may land in this
+		 * receive slot while the unsignaled send below is still being
+		 * read by the device, and rewriting its source then would hand
+		 * this client another client's answer. A client sends again
+		 * only after its answer arrived, so its own slot is free then.
+		 */
+		send[index] = value + 1;
+		printf("[server] value sent: %" PRIu64 " from the connection [qp#%d]\n", send[index],
 			(int)qps[index]);
-		TRY(rpma_send(conns[index], send_mr, slot * MSG_SIZE, MSG_SIZE,
+		TRY(rpma_send(conns[index], send_mr, (size_t)index * MSG_SIZE, MSG_SIZE,
 			RPMA_F_COMPLETION_ON_ERROR, NULL));
 	}
 	if (done != num_clients) {
