@@ -12,7 +12,9 @@
 //! are deterministic and taken once. Knobs: `RPMA_BENCH_ITERS` (operations
 //! per case, default 1000), `RPMA_BENCH_ROUNDS` (default 5),
 //! `RPMA_BENCH_IR_ITERS` (default 200), `RPMA_BENCH_ONLY=ir` (only the
-//! instruction counts).
+//! instruction counts), `RPMA_BENCH_IR_CASES` (a comma-separated subset of
+//! the instruction cases: read, write, write_flush, atomic_write, commit,
+//! empty_poll).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -178,7 +180,9 @@ fn run() -> Res<()> {
     }
     println!("\n| instructions per operation (callgrind, 2N-N, N = {ir_iters}) | C librpma | rpma's C ABI | ratio |");
     println!("|---|---|---|---|");
-    for case in ["read", "write", "write_flush", "atomic_write", "commit"] {
+    let wanted = std::env::var("RPMA_BENCH_IR_CASES").ok();
+    let cases = ["read", "write", "write_flush", "atomic_write", "commit", "empty_poll"];
+    for case in cases.into_iter().filter(|c| wanted.as_deref().is_none_or(|w| w.split(',').any(|x| x == *c))) {
         let mut per = [0.0f64; 2];
         for (i, l) in [None, Some(lib.as_path())].into_iter().enumerate() {
             let count = |n: usize| -> Res<f64> {

@@ -8,7 +8,8 @@
  *
  *   librpma_bench server ADDR PORT CONNS
  *   librpma_bench client ADDR PORT ITERS
- *   librpma_bench ir ADDR PORT CASE ITERS
+ *   librpma_bench ir ADDR PORT CASE ITERS   (CASE: read, write, write_flush, atomic_write, commit,
+ *                                           empty_poll: rpma_cq_get_wc on an empty CQ)
  *   librpma_bench conns ADDR PORT N
  *   librpma_bench mserver ADDR PORT N   (N connections at once, passive)
  *   librpma_bench scch ADDR PORT N M    (N connections on shared channels, one epoll loop, M reads each)
@@ -347,11 +348,12 @@ static void free_regions(struct client *c)
 
 /* The case, resolved once from its name so that the measured loops do not
  * compare strings (the Rust side does the same). */
-enum op { OP_READ, OP_WRITE, OP_SEND, OP_WRITE_FLUSH, OP_ATOMIC_WRITE, OP_PINGPONG, OP_COMMIT };
+enum op { OP_READ, OP_WRITE, OP_SEND, OP_WRITE_FLUSH, OP_ATOMIC_WRITE, OP_PINGPONG, OP_COMMIT, OP_EMPTY_POLL };
 
 static enum op op_of(const char *cs)
 {
-	static const char *names[] = {"read", "write", "send", "write_flush", "atomic_write", "pingpong", "commit"};
+	static const char *names[] = {"read", "write", "send", "write_flush",
+				      "atomic_write", "pingpong", "commit", "empty_poll"};
 	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
 		if (!strcmp(cs, names[i]))
 			return (enum op)i;
@@ -394,6 +396,13 @@ static void once(struct client *c, enum op op, size_t size, wait_fn wait)
 		CHECK(rpma_flush(c->conn, c->remote, 0, 8, RPMA_FLUSH_TYPE_VISIBILITY, RPMA_F_COMPLETION_ALWAYS,
 			NULL));
 		wait(c->cq, &wc);
+	} else if (op == OP_EMPTY_POLL) {
+		/* a busy-polling loop's miss: nothing posted, nothing to get */
+		int r = rpma_cq_get_wc(c->cq, 1, &wc, NULL);
+		if (r != RPMA_E_NO_COMPLETION) {
+			fprintf(stderr, "empty_poll: rpma_cq_get_wc returned %d\n", r);
+			exit(1);
+		}
 	} else if (op == OP_PINGPONG) {
 		CHECK(rpma_recv(c->conn, c->rbuf, 0, 8, NULL));
 		CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));

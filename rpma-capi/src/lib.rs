@@ -51,12 +51,21 @@ static INIT: Once = Once::new();
 /// Runs `body` for the exported function `name`: initialises logging once
 /// (librpma's library constructor), catches a panic (`RPMA_E_UNKNOWN`,
 /// logged as FATAL), and maps an error to its `RPMA_E_*` code, logging it
-/// and, for a provider error, leaving its errno in `errno`.
+/// and, for a provider error, leaving its errno in `errno` (a
+/// `RPMA_E_NO_COMPLETION` nothing would log returns at once).
 #[inline]
 pub(crate) fn guard(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
     INIT.call_once(log::init);
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
+        // A busy-polling loop's miss, the one error on a hot path: its
+        // code without the cold call, unless a debug line is wanted
+        // (`forget`: the variant has nothing to drop, and the call to the
+        // error's drop glue would cost as much as the rest).
+        Ok(Err(e @ Error::NoCompletion)) if !rpma::log::enabled(LogLevel::Debug) => {
+            std::mem::forget(e);
+            rpma::error::RPMA_E_NO_COMPLETION
+        }
         Ok(Err(e)) => fail(name, e),
         Err(_) => {
             rpma::log::emit(
@@ -224,6 +233,36 @@ mod tests {
     #[test]
     fn a_panic_is_an_unknown_error() {
         assert_eq!(guard("test", || panic!("boom")), rpma::error::RPMA_E_UNKNOWN);
+    }
+
+    /// An empty poll's `RPMA_E_NO_COMPLETION` returns at once when nothing
+    /// would log it, and still reaches the log function as a debug line
+    /// when the threshold asks for one.
+    #[test]
+    fn a_miss_is_logged_only_when_debug_lines_are_wanted() {
+        use rpma::log::{set_function, set_threshold, LogThreshold};
+        use std::sync::{Arc, Mutex};
+        // The library's own set-up first (the first guard's), then a
+        // function that collects this test's lines.
+        INIT.call_once(log::init);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = Arc::clone(&seen);
+        set_function(Some(Box::new(move |r: &rpma::log::LogRecord<'_>| {
+            if r.func == "rpma_test_miss" {
+                s.lock().unwrap().push((r.level, r.args.to_string()));
+            }
+        })));
+        let miss = || guard("rpma_test_miss", || Err(Error::NoCompletion));
+        set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+        set_threshold(LogThreshold::Main, LogLevel::Debug);
+        assert_eq!(miss(), rpma::error::RPMA_E_NO_COMPLETION);
+        set_threshold(LogThreshold::Main, LogLevel::Warning);
+        assert_eq!(miss(), rpma::error::RPMA_E_NO_COMPLETION);
+        log::init();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "one line, at the debug threshold: {seen:?}");
+        assert_eq!(seen[0].0, LogLevel::Debug);
+        assert!(seen[0].1.contains("rpma_test_miss"), "{seen:?}");
     }
 
     #[test]
