@@ -421,6 +421,40 @@ device_tests!({
         rx.recv_timeout(T).expect("closing and dropping the connection hung (unacknowledged CQ events?)");
     }
 
+    /// A busy-polling loop on `try_get_completion`: `None` while nothing
+    /// completed, then the read's completion once, with its bytes landed,
+    /// then `None` again.
+    fn busy_polling_sees_none_until_the_completion() {
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
+        assert!(c.cq().try_get_completion().unwrap().is_none(), "nothing posted yet");
+        c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 77).unwrap();
+        let t0 = std::time::Instant::now();
+        let (wc, misses) = {
+            let mut misses = 0u64;
+            loop {
+                if let Some(wc) = c.cq().try_get_completion().unwrap() {
+                    break (wc, misses);
+                }
+                assert!(t0.elapsed() < T, "no completion within {T:?}");
+                misses += 1;
+                std::hint::spin_loop();
+            }
+        };
+        assert_eq!((wc.op_context, wc.status), (77, WcStatus::SUCCESS));
+        let mut got = [0u8; 8];
+        local.read_at(0, &mut got).unwrap();
+        let mut want = [0u8; 8];
+        smr.read_at(0, &mut want).unwrap();
+        assert_eq!(got, want, "the server's first bytes");
+        assert!(c.cq().try_get_completion().unwrap().is_none(), "one completion, taken once");
+        println!("  the read's completion after {misses} empty polls");
+        close(c, s);
+    }
+
     fn send_queue_overflow_is_reported() {
         let mut cfg = ConnCfg::new();
         cfg.set_sq_size(4);

@@ -488,7 +488,13 @@ impl Client {
                 let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
                 c.write_inline(&self.remote, 0, data, f, 0)?
             }
-            Op::WriteFlush | Op::AtomicWrite | Op::PingPong | Op::Commit | Op::CommitChain => {
+            Op::WriteFlush
+            | Op::AtomicWrite
+            | Op::PingPong
+            | Op::Commit
+            | Op::CommitChain
+            | Op::EmptyPoll
+            | Op::EmptyPollErr => {
                 unreachable!("{op:?} is not a single post")
             }
         }
@@ -523,6 +529,15 @@ impl Client {
                 self.commit_chain()?;
                 wait(cq)?;
             }
+            Op::EmptyPoll => {
+                if let Some(c) = cq.try_get_completion()? {
+                    return Err(format!("empty_poll: {c:?} from a CQ with nothing posted").into());
+                }
+            }
+            Op::EmptyPollErr => match cq.get_completion() {
+                Err(Error::NoCompletion) => {}
+                other => return Err(format!("empty_poll: {other:?} from a CQ with nothing posted").into()),
+            },
             Op::PingPong => {
                 c.recv(&self.rbuf, 0, 8, 0)?;
                 c.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
@@ -628,6 +643,9 @@ enum Op {
     WriteInline,
     Commit,
     CommitChain,
+    /// A busy-polling loop's miss: `get_completion` on an empty CQ.
+    EmptyPoll,
+    EmptyPollErr,
 }
 
 /// Where the commit case writes its data (its pointer goes at 0).
@@ -647,6 +665,8 @@ impl Op {
             "write_inline" => Op::WriteInline,
             "commit" => Op::Commit,
             "commit_chain" => Op::CommitChain,
+            "empty_poll" => Op::EmptyPoll,
+            "empty_poll_err" => Op::EmptyPollErr,
             other => return Err(format!("unknown case {other}").into()),
         })
     }
