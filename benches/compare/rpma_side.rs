@@ -48,11 +48,7 @@ fn check(wc: Completion) -> Res<Completion> {
 
 /// One completion if there is one, checked.
 fn try_get(cq: &Cq) -> Res<Option<Completion>> {
-    match cq.get_completion() {
-        Ok(wc) => check(wc).map(Some),
-        Err(Error::NoCompletion) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    cq.try_get_completion()?.map(check).transpose()
 }
 
 /// Busy-polls `cq` for one completion (perftest's default), for at most `T`.
