@@ -14,7 +14,8 @@
 //! `RPMA_BENCH_IR_ITERS` (default 200), `RPMA_BENCH_ONLY=ir` (only the
 //! instruction counts), `RPMA_BENCH_IR_CASES` (a comma-separated subset of
 //! the instruction cases: read, write, write_flush, atomic_write, commit,
-//! empty_poll).
+//! empty_poll), `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning
+//! on the host beside the VM for the whole run, as in the compare bench).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -31,6 +32,13 @@ fn env(name: &str, default: usize) -> usize {
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` lists tests: there are none
+    }
+    // The loaded mode's hog runs on the host, beside the VM that
+    // `ensure_device` boots (or beside the measurement on a native device).
+    let load = if rpma_harness::in_vm() { 0 } else { rpma_harness::Hog::load_from_env() };
+    let _hog = rpma_harness::Hog::start(load);
+    if !rpma_harness::in_vm() {
+        println!("mode: {}", rpma_harness::Hog::mode(load));
     }
     rpma_harness::ensure_device();
     if let Err(e) = run() {

@@ -96,8 +96,8 @@ fn orchestrate() -> Res<()> {
         c.arg("--").arg(&exe);
         c
     };
-    let load = env("RPMA_BENCH_LOAD", 0);
-    let _hog = Hog::start(load);
+    let load = rpma_harness::Hog::load_from_env();
+    let _hog = rpma_harness::Hog::start(load);
     let started = Instant::now();
     let mut child = cmd.arg("--measure").stdout(Stdio::piped()).spawn()?;
     let mut lines = Vec::new();
@@ -110,47 +110,8 @@ fn orchestrate() -> Res<()> {
     if !status.success() {
         return Err(format!("measuring failed ({status}); see the output above").into());
     }
-    lines.push(format!(
-        "INFO-NOTE mode: {}",
-        match load {
-            0 => "quiet (nothing else run by the bench; keep the host idle)".to_string(),
-            n => format!("loaded: {n} threads spinning on the host beside the VM (RPMA_BENCH_LOAD={n})"),
-        }
-    ));
+    lines.push(format!("INFO-NOTE mode: {}", rpma_harness::Hog::mode(load)));
     report::write(&lines, std::path::Path::new(&out_dir()), started.elapsed())
-}
-
-/// The loaded mode's CPU hog: threads that spin until dropped.
-struct Hog {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Hog {
-    fn start(n: usize) -> Hog {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let threads = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                    }
-                })
-            })
-            .collect();
-        Hog { stop, threads }
-    }
-}
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
 }
 
 /// Where the report goes: `RPMA_BENCH_OUT`, else `target/bench/`.

@@ -162,6 +162,56 @@ pub fn next_port() -> u16 {
     base.checked_add(n).unwrap_or_else(|| panic!("next_port: RPMA_TEST_PORT {base} + {n} is past 65535"))
 }
 
+/// The benchmarks' loaded mode (`RPMA_BENCH_LOAD=N`): `n` threads spinning
+/// beside the measurement, the same for every library measured, until the
+/// hog is dropped or the process exits. Started on the host, never inside
+/// the harness's VM (there it would load the guest, not the host).
+pub struct Hog {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Hog {
+    /// Starts `n` spinning threads (none for 0).
+    pub fn start(n: usize) -> Hog {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Hog { stop, threads }
+    }
+
+    /// `RPMA_BENCH_LOAD` (0 when unset or not a number).
+    pub fn load_from_env() -> usize {
+        std::env::var("RPMA_BENCH_LOAD").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// The report's line for the mode of a run with `n` spinning threads.
+    pub fn mode(n: usize) -> String {
+        match n {
+            0 => "quiet (nothing else run by the bench; keep the host idle)".to_string(),
+            n => format!("loaded: {n} threads spinning on the host beside the VM (RPMA_BENCH_LOAD={n})"),
+        }
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Makes sure a device is there: when `RPMA_TEST_ADDR` is unset, re-runs
 /// the current executable with the same arguments through `rdma-run` and
 /// exits with its status. Returns only when a device is available.
