@@ -35,9 +35,10 @@ fn main() {
     }
     // The loaded mode's hog runs on the host, beside the VM that
     // `ensure_device` boots (or beside the measurement on a native device).
-    let load = if rpma_harness::in_vm() { 0 } else { rpma_harness::Hog::load_from_env() };
+    let on_host = !rpma_harness::in_vm();
+    let load = if on_host { rpma_harness::Hog::load_from_env() } else { 0 };
     let _hog = rpma_harness::Hog::start(load);
-    if !rpma_harness::in_vm() {
+    if on_host {
         println!("mode: {}", rpma_harness::Hog::mode(load));
     }
     rpma_harness::ensure_device();

@@ -433,16 +433,14 @@ device_tests!({
         assert!(c.cq().try_get_completion().unwrap().is_none(), "nothing posted yet");
         c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 77).unwrap();
         let t0 = std::time::Instant::now();
-        let (wc, misses) = {
-            let mut misses = 0u64;
-            loop {
-                if let Some(wc) = c.cq().try_get_completion().unwrap() {
-                    break (wc, misses);
-                }
-                assert!(t0.elapsed() < T, "no completion within {T:?}");
-                misses += 1;
-                std::hint::spin_loop();
+        let mut misses = 0u64;
+        let wc = loop {
+            if let Some(wc) = c.cq().try_get_completion().unwrap() {
+                break wc;
             }
+            assert!(t0.elapsed() < T, "no completion within {T:?}");
+            misses += 1;
+            std::hint::spin_loop();
         };
         assert_eq!((wc.op_context, wc.status), (77, WcStatus::SUCCESS));
         let mut got = [0u8; 8];

@@ -532,7 +532,7 @@ impl Client {
             }
             Op::EmptyPollErr => match cq.get_completion() {
                 Err(Error::NoCompletion) => {}
-                other => return Err(format!("empty_poll: {other:?} from a CQ with nothing posted").into()),
+                other => return Err(format!("empty_poll_err: {other:?} from a CQ with nothing posted").into()),
             },
             Op::PingPong => {
                 c.recv(&self.rbuf, 0, 8, 0)?;
@@ -639,8 +639,9 @@ enum Op {
     WriteInline,
     Commit,
     CommitChain,
-    /// A busy-polling loop's miss: `get_completion` on an empty CQ.
+    /// A busy-polling loop's miss: `try_get_completion` on an empty CQ.
     EmptyPoll,
+    /// The same miss through `get_completion` (an `Err` the loop drops).
     EmptyPollErr,
 }
 
