@@ -634,6 +634,106 @@ device_tests!({
         server.join().unwrap();
     }
 
+    fn a_shared_channel_and_an_srq_are_served() {
+        // The client's two CQs on one shared completion channel; two server
+        // connections receiving through one SRQ without a receive CQ of its
+        // own (its receives complete in each connection's CQ): one with its
+        // own reaper, one attached to an AsyncSharedCq.
+        use rpma::{CompletionOp, ConnCfg, SharedCq, Srq, SrqCfg};
+        let sp = peer();
+        let mut qcfg = SrqCfg::new();
+        qcfg.set_rcq_size(0);
+        let srq = Srq::new(&sp, Some(&qcfg)).unwrap();
+        let inbox = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
+        let (region, desc) = common::server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let scq = SharedCq::new(&sp, 64).unwrap();
+        let mut own_cfg = ConnCfg::new();
+        own_cfg.set_srq(Some(&srq));
+        let mut hub_cfg = own_cfg.clone();
+        hub_cfg.set_shared_cq(Some(&scq));
+        let mut cli_cfg = ConnCfg::new();
+        cli_cfg.set_compl_channel(true);
+        cli_cfg.set_rcq_size(4);
+        let pair = common::Pair::new().server_peer(&sp).client_cfg(&cli_cfg).server_cfg(own_cfg);
+        let (c, s) = pair.server_pdata(desc).connect();
+        let (c2, s2) = common::Pair::new().server_peer(&sp).server_cfg(hub_cfg).connect();
+        let cp = c.peer().clone();
+        run(async move {
+            let c = AsyncConn::new(c).unwrap();
+            let s = Arc::new(AsyncConn::new(s).unwrap());
+            let hub = rpma::aio::AsyncSharedCq::new(&scq).unwrap();
+            let s2 = hub.attach(s2).unwrap();
+            // The reaper takes the shared channel's events.
+            assert!(matches!(c.conn().wait(), Err(rpma::Error::Inval(_))));
+            // The client's receive, posted and pending: only the server's
+            // answer completes it, and the reaper, woken through the
+            // shared channel, routes it.
+            let answer = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
+            let mut recv = Box::pin(c.recv(&answer, 0, 8));
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(std::future::Future::poll(recv.as_mut(), cx).is_pending())
+            });
+            assert!(first.await, "nothing was sent yet");
+            // The client's send CQ on the same channel: awaited write and
+            // read of the server's region.
+            let dst = MrRemote::from_descriptor(c.conn().private_data()).unwrap();
+            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
+            let back = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+            src.write_at(0, b"to the srq, one").unwrap();
+            c.write(&dst, 128, &src, 0, 15).await.unwrap();
+            c.read(&back, 0, &dst, 128, 15).await.unwrap();
+            let mut got = [0u8; 15];
+            back.read_at(0, &mut got).unwrap();
+            assert_eq!(&got, b"to the srq, one");
+            // Each server connection receives through the SRQ: the
+            // completion comes in its own CQ, to next_completion.
+            srq.recv(&inbox, 0, 15, 71).unwrap();
+            c.send(&src, 0, 15).await.unwrap();
+            let wc = s.next_completion().await.unwrap();
+            assert_eq!((wc.op_context, wc.op, wc.byte_len), (71, CompletionOp::Recv, 15), "{wc:?}");
+            let mut m = [0u8; 15];
+            inbox.read_at(0, &mut m).unwrap();
+            assert_eq!(&m, b"to the srq, one");
+            srq.recv(&inbox, 32, 8, 72).unwrap();
+            let mut src2 = MrLocal::reg(c2.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+            src2.write_at(0, b"two, hub").unwrap();
+            c2.send(&src2, 0, 8, Flags::COMPLETION_ALWAYS, 5).unwrap();
+            assert_eq!(c2.cq().next_completion(T).unwrap().op_context, 5);
+            let wc = s2.next_completion().await.unwrap();
+            assert_eq!((wc.op_context, wc.op, wc.byte_len), (72, CompletionOp::Recv, 8), "{wc:?}");
+            let mut m = [0u8; 8];
+            inbox.read_at(32, &mut m).unwrap();
+            assert_eq!(&m, b"two, hub");
+            // The answer, awaited on the SRQ connection's send queue by
+            // another task after a pause: the client's task sleeps in its
+            // receive until the reaper, woken through the shared channel,
+            // routes the completion.
+            let mut out = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+            out.write_at(0, b"answered").unwrap();
+            let s1 = s.clone();
+            let answering = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                s1.send(&out, 0, 8).await.unwrap();
+            });
+            let wc = recv.await.unwrap();
+            answering.await.unwrap();
+            assert_eq!((wc.op, wc.byte_len), (CompletionOp::Recv, 8));
+            let mut a = [0u8; 8];
+            answer.read_at(0, &mut a).unwrap();
+            assert_eq!(&a, b"answered");
+            let s = Arc::into_inner(s).unwrap();
+            let (a, b) = tokio::join!(c.disconnect(), s.disconnect());
+            a.unwrap();
+            b.unwrap();
+            c2.disconnect().unwrap();
+            s2.disconnect().await.unwrap();
+            drop(hub);
+        });
+        let mut b = [0u8; 15];
+        region.read_at(128, &mut b).unwrap();
+        assert_eq!(&b, b"to the srq, one");
+    }
+
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let (sp, cp) = (peer(), peer());
         let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();

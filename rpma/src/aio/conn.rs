@@ -17,222 +17,21 @@
 //! receives it. A dropped future only tells the reaper to discard the
 //! completion when it comes.
 
-use super::router::{ctx_of, reaper_stopped, Router};
+use super::reaper::{reap, register_channel, Shared};
+use super::router::ctx_of;
 use crate::conn::Chain;
 use crate::conn::ConnEvent;
 use crate::conn_cfg::ConnCfg;
-use crate::cq::{Completion, Cq};
+use crate::cq::Completion;
 use crate::error::{Detail, Error, Msg, Result};
-use crate::inflight::lock::{SpinGuard, SpinLock};
 use crate::ops::Operation;
 use crate::peer::Peer;
 use crate::{Conn, ConnReq};
 use std::future::poll_fn;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::io::unix::AsyncFd;
 use tokio::task::AbortHandle;
-
-/// A CQ channel's fd, registered with tokio's reactor. The CQ outlives it
-/// ([`Shared`]'s field order).
-#[derive(Debug)]
-pub(super) struct ChannelFd(RawFd);
-
-/// `fd` made non-blocking and registered with the current runtime for
-/// reading, by number: the owner of the registration keeps the fd open
-/// (field order) while it lives.
-pub(super) fn register_channel(fd: BorrowedFd<'_>, what: &str) -> Result<AsyncFd<ChannelFd>> {
-    // SAFETY: the fd stays open and names the same channel while the
-    // registration lives: its owner (`Shared`, `Hub`) drops its
-    // registrations before the object that owns the fds (field order).
-    unsafe { super::register_as(fd, ChannelFd(fd.as_raw_fd()), what) }
-}
-
-impl AsRawFd for ChannelFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
-    }
-}
-
-/// What the handle and its reaper share. Field order: the registrations
-/// go before the connection whose fds they name.
-#[derive(Debug)]
-pub(super) struct Shared {
-    /// The CQ channels the connection's own reaper waits on (none when an
-    /// [`AsyncSharedCq`](super::AsyncSharedCq) reaps its CQ).
-    fds: Vec<AsyncFd<ChannelFd>>,
-    events: AsyncFd<ChannelFd>,
-    /// The routing table; also the lock under which the CQs are polled.
-    /// A test-and-set lock: held for a poll, a route or a slot's change.
-    router: SpinLock<Router>,
-    /// A closing event (anything but `Established`) was taken.
-    closing_seen: std::sync::atomic::AtomicBool,
-    conn: Conn,
-}
-
-impl Shared {
-    /// The state of a connection whose reaper waits on `fds`; registers
-    /// its event channel.
-    fn new(fds: Vec<AsyncFd<ChannelFd>>, conn: Conn) -> Result<Arc<Shared>> {
-        let events = register_channel(conn.as_fd(), "connection event")?;
-        let router = SpinLock::new(Router::default());
-        Ok(Arc::new(Shared { fds, events, router, closing_seen: Default::default(), conn }))
-    }
-
-    #[inline]
-    pub(super) fn router(&self) -> SpinGuard<'_, Router> {
-        self.router.lock()
-    }
-
-    /// The CQs, in the order of `fds`.
-    fn cq(&self, i: usize) -> &Cq {
-        match i {
-            0 => self.conn.cq(),
-            _ => self.conn.rcq().unwrap_or(self.conn.cq()),
-        }
-    }
-
-    fn poll_completion(&self, cx: &mut Context<'_>) -> Poll<Result<Completion>> {
-        self.poll_routed(cx, None, |r, cx| {
-            if let Some(wc) = r.user.pop_front() {
-                return Poll::Ready(Ok(wc));
-            }
-            if let Some(why) = &r.failed {
-                return Poll::Ready(Err(reaper_stopped(why)));
-            }
-            r.user_waker = Some(cx.waker().clone());
-            Poll::Pending
-        })
-    }
-
-    /// Runs `check` (which registers its waker when it returns pending)
-    /// under the routing lock; first, when what it waits for (the awaited
-    /// operation in slot `own`, else a completion for
-    /// [`AsyncConn::next_completion`]) is not routed yet, polls the CQs
-    /// ([`poll_cqs`](Shared::poll_cqs)); `own`'s completion is taken at
-    /// once.
-    ///
-    /// Cooperative with tokio's scheduler: each call spends a unit of the
-    /// task's budget, so a task whose operations complete at once still
-    /// yields to the others.
-    #[inline]
-    fn poll_routed(
-        &self,
-        cx: &mut Context<'_>,
-        own: Option<(usize, u64)>,
-        check: impl FnOnce(&mut Router, &mut Context<'_>) -> Poll<Result<Completion>>,
-    ) -> Poll<Result<Completion>> {
-        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
-        let mut r = self.router();
-        let waits = |r: &Router| own.map_or(r.user.is_empty(), |(k, _)| r.waits(k));
-        if waits(&r) {
-            if let (Some(wc), Some((k, _))) = (self.poll_cqs(&mut r, own.map(|(k, gen)| ctx_of(k, gen)), waits), own) {
-                r.release(k);
-                coop.made_progress();
-                return Poll::Ready(Ok(wc));
-            }
-        }
-        let got = check(&mut r, cx);
-        if got.is_ready() {
-            coop.made_progress();
-        }
-        got
-    }
-
-    /// When this connection's own reaper polls the CQs, polls them here,
-    /// under the routing lock `r`, one completion a poll, routing each,
-    /// until the one with op context `mine` comes (returned, not routed),
-    /// `waits` says the caller's wait is over, or they are empty.
-    ///
-    /// A device that completes quickly (rxe does before the post returns)
-    /// then needs no wake-up of the reaper and no second task switch. The
-    /// reaper's wake-ups stay right: it re-arms a CQ before it drains it,
-    /// so every completion in a CQ either came before the last arming (the
-    /// reaper's drain after it takes it) or raised an event (whose drain
-    /// takes it); a poll here only makes those drains find less.
-    #[inline(always)]
-    fn poll_cqs(&self, r: &mut Router, mine: Option<u64>, waits: impl Fn(&Router) -> bool) -> Option<Completion> {
-        if self.fds.is_empty() || r.failed.is_some() {
-            return None;
-        }
-        for i in 0..self.fds.len() {
-            loop {
-                match self.cq(i).poll_one() {
-                    Ok(wc) => {
-                        if Some(wc.op_context) == mine {
-                            return Some(wc);
-                        }
-                        r.route(wc);
-                        if !waits(r) {
-                            return None;
-                        }
-                    }
-                    Err(Error::NoCompletion) => break,
-                    Err(e) => {
-                        r.fail(e.to_string());
-                        return None;
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<ConnEvent>> {
-        let ev = super::poll_take(&self.events, cx, || self.conn.next_event(), super::no_event);
-        if let Poll::Ready(Ok(e)) = &ev {
-            if *e != ConnEvent::Established {
-                self.closing_seen.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        ev
-    }
-
-    /// Polls CQ `i` until empty, routing what it finds, under the routing
-    /// lock `r` (so completions are routed in their CQ's order, whoever
-    /// polls). A poll that returns less than it asked for found it empty.
-    fn drain(&self, r: &mut Router, i: usize) -> Result<()> {
-        const BATCH: usize = 16;
-        while self.cq(i).poll_each(BATCH, |wc| r.route(wc))? == BATCH {}
-        Ok(())
-    }
-}
-
-/// The reaper: drains the CQs, then sleeps until a channel is readable,
-/// takes its event (re-arming that CQ) and drains that CQ again.
-async fn reap(s: Arc<Shared>) {
-    if let Some(e) = (0..s.fds.len()).find_map(|i| s.drain(&mut s.router(), i).err()) {
-        s.router().fail(e.to_string());
-        return;
-    }
-    let why = loop {
-        let ready = poll_fn(|cx| {
-            for (i, fd) in s.fds.iter().enumerate() {
-                if let Poll::Ready(g) = fd.poll_read_ready(cx) {
-                    return Poll::Ready((i, g));
-                }
-            }
-            Poll::Pending
-        })
-        .await;
-        let mut guard = match ready.1 {
-            Ok(g) => g,
-            Err(e) => break Error::provider_raw("tokio readiness", e),
-        };
-        match s.cq(ready.0).take_event() {
-            // One event per arming: the channel is read empty either
-            // way. (A later event ticks the reactor, which this clear
-            // does not undo: tokio clears only the readiness it reported.)
-            Ok(()) | Err(Error::NoCompletion) => guard.clear_ready(),
-            Err(e) => break e,
-        }
-        if let Err(e) = s.drain(&mut s.router(), ready.0) {
-            break e;
-        }
-    };
-    s.router().fail(why.to_string());
-}
 
 /// A connection owned by its async handle (`'static`, `Send` and `Sync`:
 /// move it into a spawned task, or share it in an `Arc`). Every operation
@@ -251,6 +50,13 @@ async fn reap(s: Arc<Shared>) {
 /// and waits refuse ([`Error::Inval`]); operations posted the librpma way
 /// on [`conn`](AsyncConn::conn) complete through
 /// [`next_completion`](AsyncConn::next_completion).
+///
+/// The connection's CQs may each have a channel or share one
+/// ([`ConnCfg::set_compl_channel`]). A connection receiving through an
+/// [`Srq`](crate::Srq) posts its receives there ([`Srq::recv`](crate::Srq::recv));
+/// their completions come through `next_completion` when the SRQ has no
+/// receive CQ of its own, else from the SRQ's
+/// ([`AsyncCq`](super::AsyncCq) over [`Srq::rcq`](crate::Srq::rcq)).
 ///
 /// **Cancellation is harmless**: a future dropped before it is polled
 /// posts nothing; dropped after the post, its operation still runs, its
@@ -311,19 +117,26 @@ impl AsyncConn {
     ///
     /// # Errors
     /// [`Error::Inval`] outside a tokio runtime; [`Error::NoSupp`] for a
-    /// connection with a shared completion channel, an SRQ or a
-    /// [`SharedCq`](crate::SharedCq) (not served by this version);
+    /// connection on a [`SharedCq`](crate::SharedCq) (attach it with
+    /// [`AsyncSharedCq::attach`](super::AsyncSharedCq::attach));
     /// [`Error::Provider`] when the fds cannot be registered.
     pub fn new(mut conn: Conn) -> Result<AsyncConn> {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return Err(Error::inval("rpma::aio::AsyncConn: made only inside a tokio runtime"));
         };
         conn.hand_to_reaper(None)?;
-        let mut fds = vec![register_channel(conn.cq().as_fd(), "completion channel")?];
-        if let Some(r) = conn.rcq() {
-            fds.push(register_channel(r.as_fd(), "receive completion channel")?);
-        }
-        let shared = Shared::new(fds, conn)?;
+        let cqs = 1 + usize::from(conn.rcq().is_some());
+        let (fds, one_channel) = match conn.compl_as_fd() {
+            Ok(fd) => (vec![register_channel(fd, "shared completion channel")?], true),
+            Err(_) => {
+                let mut fds = vec![register_channel(conn.cq().as_fd(), "completion channel")?];
+                if let Some(r) = conn.rcq() {
+                    fds.push(register_channel(r.as_fd(), "receive completion channel")?);
+                }
+                (fds, false)
+            }
+        };
+        let shared = Shared::new(fds, cqs, one_channel, conn)?;
         let reaper = rt.spawn(reap(shared.clone())).abort_handle();
         Ok(AsyncConn { shared, reaper: Reaper::Own(reaper) })
     }
@@ -334,7 +147,7 @@ impl AsyncConn {
         // Outside a runtime, registering the event fd refuses (Inval).
         conn.hand_to_reaper(Some(hub.shared_cq()))?;
         let qp = conn.qp_num();
-        let shared = Shared::new(Vec::new(), conn)?;
+        let shared = Shared::new(Vec::new(), 0, false, conn)?;
         let link = hub.join(qp, &shared)?;
         Ok(AsyncConn { shared, reaper: Reaper::Hub { _link: link } })
     }

@@ -53,6 +53,7 @@
 //! ```
 
 mod conn;
+mod reaper;
 mod router;
 mod shared;
 mod verbs;

@@ -2,7 +2,7 @@
 //! [`SharedCq`], routing each completion to its connection's awaited
 //! operation by QP number and op context.
 
-use super::conn::{register_channel, ChannelFd, Shared};
+use super::reaper::{register_channel, ChannelFd, Shared};
 use crate::cq::{Completion, Cq};
 use crate::error::{Error, Result};
 use crate::inflight::lock;
@@ -241,8 +241,8 @@ impl AsyncSharedCq {
     ///
     /// # Errors
     /// [`Error::Inval`] outside a tokio runtime; [`Error::NoSupp`] when
-    /// `conn`'s CQ is not this shared CQ, or it has a separate receive CQ,
-    /// a shared completion channel or an SRQ; [`Error::Unknown`] when the
+    /// `conn`'s CQ is not this shared CQ, or it has a separate receive CQ
+    /// (an SRQ's own receive CQ stays the SRQ's); [`Error::Unknown`] when the
     /// reaper stopped; [`Error::Provider`] when its event fd cannot be
     /// registered.
     pub fn attach(&self, conn: Conn) -> Result<super::AsyncConn> {

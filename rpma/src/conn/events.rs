@@ -114,8 +114,15 @@ impl Conn {
     /// # Errors
     /// [`Error::NotSharedChnl`] without a shared channel; [`Error::NoCompletion`]
     /// when nothing is pending on a non-blocking fd; [`Error::Unknown`] for
-    /// an event of another CQ.
+    /// an event of another CQ; [`Error::Inval`] when an async reaper
+    /// ([`rpma::aio::AsyncConn`](crate::aio)) serves the connection.
     pub fn wait(&self) -> Result<(&Cq, bool)> {
+        self.parts.cq.refuse_if_reaped()?;
+        self.take_shared_event()
+    }
+
+    /// [`wait`](Conn::wait) for the connection's async reaper.
+    pub(crate) fn take_shared_event(&self) -> Result<(&Cq, bool)> {
         let Some(ch) = &self.parts.shared else {
             return Err(Error::NotSharedChnl(
                 "the connection was configured without a shared completion channel".into(),

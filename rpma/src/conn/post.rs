@@ -86,18 +86,11 @@ impl Conn {
     /// Hands the connection's CQs to an async reaper: its own ones to an
     /// [`AsyncConn`](crate::aio::AsyncConn)'s (`shared` `None`), or checks
     /// that its only CQ is `shared`, whose reaper an
-    /// [`AsyncSharedCq`](crate::aio::AsyncSharedCq) runs. A shared
-    /// completion channel and an SRQ are served by neither.
+    /// [`AsyncSharedCq`](crate::aio::AsyncSharedCq) runs. An SRQ's own
+    /// receive CQ stays its owner's.
     #[cfg(feature = "tokio")]
     pub(crate) fn hand_to_reaper(&mut self, shared: Option<&crate::SharedCq>) -> Result<()> {
         let p = &mut self.parts;
-        if p.shared.is_some() || p.srq.is_some() {
-            return Err(Error::NoSupp(
-                "rpma::aio serves connections with their own completion channels and receive queue: \
-                 configure no shared channel and no SRQ"
-                    .into(),
-            ));
-        }
         match (&mut p.cq, shared) {
             (crate::cq::ConnCq::Own(cq), None) => {
                 cq.hand_to_reaper();

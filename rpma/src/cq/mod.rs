@@ -309,6 +309,15 @@ impl Cq {
         self.reaped.swap(on, Ordering::AcqRel)
     }
 
+    /// [`Error::Inval`] when an async reaper takes this CQ's completions
+    /// (and events).
+    pub(crate) fn refuse_if_reaped(&self) -> Result<()> {
+        if !self.plain && self.is_reaped() {
+            return Err(reaped());
+        }
+        Ok(())
+    }
+
     fn is_reaped(&self) -> bool {
         self.reaped.load(Ordering::Acquire)
     }
