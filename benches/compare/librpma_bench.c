@@ -13,6 +13,7 @@
  *   librpma_bench conns ADDR PORT N
  *   librpma_bench mserver ADDR PORT N   (N connections at once, passive)
  *   librpma_bench scch ADDR PORT N M    (N connections on shared channels, one epoll loop, M reads each)
+ *   librpma_bench scrr ADDR PORT N M    (the same without channels, the CQs polled round robin)
  *   librpma_bench reg ADDR        (rpma_mr_reg, then raw ibv_reg_mr: "verbs")
  */
 #include <librpma.h>
@@ -850,6 +851,69 @@ static int client_scch(const char *addr, const char *port, int n, int m)
 	return 0;
 }
 
+/* n connections with their own CQs and no channels, served round robin by
+ * one thread: each pass takes at most one completion from each CQ and
+ * re-posts that connection's read, m each (rpma_side.rs's client_scrr). */
+static int client_scrr(const char *addr, const char *port, int n, int m)
+{
+	struct rpma_peer *peer = new_peer(addr, RPMA_UTIL_IBV_CONTEXT_REMOTE);
+	struct rpma_conn_cfg *cfg = new_cfg();
+	struct client *cs = calloc(n, sizeof(*cs));
+	struct rpma_cq **cqs = calloc(n, sizeof(*cqs));
+	char *buf = alloc(8 * n);
+	struct rpma_mr_local *local;
+	CHECK(rpma_mr_reg(peer, buf, 8 * n, RPMA_MR_USAGE_READ_DST, &local));
+	int *posted = calloc(n, sizeof(int));
+	for (int i = 0; i < n; i++) {
+		cs[i].peer = peer;
+		connect_client_cfg(&cs[i], addr, port, cfg);
+		CHECK(rpma_conn_get_cq(cs[i].conn, &cqs[i]));
+	}
+	print_mem("librpma-rr", n);
+	long done = 0, total = (long)n * m, idle = 0;
+	uint64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		CHECK(rpma_read(cs[i].conn, local, 8 * i, cs[i].remote, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+		posted[i] = 1;
+	}
+	while (done < total) {
+		long before = done;
+		for (int i = 0; i < n; i++) {
+			struct ibv_wc wc;
+			if (!try_get(cqs[i], &wc))
+				continue;
+			done++;
+			if (posted[i] < m) {
+				CHECK(rpma_read(cs[i].conn, local, 8 * i, cs[i].remote, 0, 8,
+					RPMA_F_COMPLETION_ALWAYS, NULL));
+				posted[i]++;
+			}
+		}
+		if (done == before && (++idle & 1023) == 0 && now_ns() - t0 > T_NS) {
+			fprintf(stderr, "scrr: no completion within the timeout\n");
+			exit(1);
+		}
+	}
+	printf("RESULT rate librpma-rr scch%d %ld %.6f\n", n, total, (double)(now_ns() - t0) / 1e9);
+	printf("INFO-SLEEPS librpma-rr scch%d %ld\n", n, idle);
+	fflush(stdout);
+	for (int i = 0; i < n; i++)
+		CHECK(rpma_conn_disconnect(cs[i].conn));
+	for (int i = 0; i < n; i++) {
+		expect(cs[i].conn, RPMA_CONN_CLOSED);
+		CHECK(rpma_mr_remote_delete(&cs[i].remote));
+		CHECK(rpma_conn_delete(&cs[i].conn));
+	}
+	CHECK(rpma_mr_dereg(&local));
+	CHECK(rpma_conn_cfg_delete(&cfg));
+	CHECK(rpma_peer_delete(&peer));
+	free(buf);
+	free(posted);
+	free(cqs);
+	free(cs);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 5 && !strcmp(argv[1], "server"))
@@ -864,6 +928,8 @@ int main(int argc, char **argv)
 		return server_multi(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 6 && !strcmp(argv[1], "scch"))
 		return client_scch(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
+	if (argc >= 6 && !strcmp(argv[1], "scrr"))
+		return client_scrr(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
 	if (argc >= 5 && !strcmp(argv[1], "conns"))
 		return client_conns(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 3 && !strcmp(argv[1], "reg"))

@@ -65,6 +65,7 @@ fn main() {
         "conns" => rpma_side::client_conns(&a[1], arg(&a, 2), arg(&a, 3)),
         "mserver" => rpma_side::server_multi(&a[1], arg(&a, 2), arg(&a, 3)),
         "scch" => rpma_side::client_scch(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
+        "scrr" => rpma_side::client_scrr(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "scq" => rpma_side::client_scq(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "aio" => rpma_side::client_aio(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),
         "sendrate" => rpma_side::client_sendrate(&a[1], arg(&a, 2), arg(&a, 3), arg(&a, 4)),

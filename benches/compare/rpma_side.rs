@@ -281,6 +281,60 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     Ok(())
 }
 
+/// `n` connections with per-connection CQs and no channels, served round
+/// robin by one thread: each pass takes at most one completion from each
+/// connection's CQ and re-posts its read (`m` each). Beside `client_scch`
+/// (which runs a ready connection's reads back to back) it isolates the
+/// order of service from the CQ layout: `client_scq`'s shared CQ serves in
+/// this order too.
+pub fn client_scrr(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let cfg = cfg();
+    let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
+        let remote = MrRemote::from_descriptor(conn.private_data())?;
+        conns.push((conn, remote));
+    }
+    stats::print_mem("rpma-rr", &format!("scch{n}"));
+    let f = Flags::COMPLETION_ALWAYS;
+    let mut posted = vec![1usize; n];
+    let (mut done, total) = (0, n * m);
+    let mut idle = 0usize;
+    let t0 = Instant::now();
+    for (i, (c, r)) in conns.iter().enumerate() {
+        c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+    }
+    while done < total {
+        let before = done;
+        for (i, (c, r)) in conns.iter().enumerate() {
+            if try_get(c.cq())?.is_some() {
+                done += 1;
+                if posted[i] < m {
+                    c.read(&local, 8 * i, r, 0, 8, f, 0)?;
+                    posted[i] += 1;
+                }
+            }
+        }
+        if done == before {
+            idle += 1;
+            if t0.elapsed() > T {
+                return Err("scrr: no completion within the timeout".into());
+            }
+        }
+    }
+    stats::print_rate("rpma-rr", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
+    println!("INFO-SLEEPS rpma-rr scch{n} {idle}");
+    for (c, _) in &conns {
+        c.disconnect()?;
+    }
+    for (c, _) in &conns {
+        expect(c, ConnEvent::Closed)?;
+    }
+    Ok(())
+}
+
 /// `n` connections as `rpma::aio::AsyncConn` tasks on one current-thread
 /// runtime, each keeping one awaited 8-byte read in flight, `m` each:
 /// beside `scch` (the same with an epoll loop over per-connection CQs).
@@ -291,20 +345,24 @@ pub fn client_aio(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     cfg.set_rq_size(1);
     let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
     rt.block_on(async {
+        // One destination region for all, 8 bytes a connection, as in
+        // `client_scch`.
+        let local = std::sync::Arc::new(MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?);
         let mut conns = Vec::with_capacity(n);
         for _ in 0..n {
             let conn = rpma::aio::AsyncConn::new(connect_cfg(&peer, addr, port, &cfg, &[])?)?;
             let remote = MrRemote::from_descriptor(conn.conn().private_data())?;
-            let local = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::READ_DST)?;
-            conns.push((conn, remote, local));
+            conns.push((conn, remote));
         }
         let t0 = Instant::now();
         let tasks: Vec<_> = conns
             .into_iter()
-            .map(|(conn, remote, local)| {
+            .enumerate()
+            .map(|(i, (conn, remote))| {
+                let local = local.clone();
                 tokio::spawn(async move {
                     for _ in 0..m {
-                        conn.read(&local, 0, &remote, 0, 8).await?;
+                        conn.read(&local, 8 * i, &remote, 0, 8).await?;
                     }
                     Ok::<_, rpma::Error>(conn)
                 })

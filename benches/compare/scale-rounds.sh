@@ -5,6 +5,8 @@
 # 8-byte read in flight, about TOTAL reads per run. Prints each run's rate
 # and each client's resident set once its connections are up (INFO-MEM,
 # KiB) and how often it slept waiting for completions (INFO-SLEEPS).
+# RPMA_SCALE_RUNS picks the clients (default "c:scch rust:scch rust:scq";
+# also rust:scrr, per-connection CQs polled round robin, and rust:aio).
 #
 #   cargo bench --bench compare --no-run
 #   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...]
@@ -24,8 +26,8 @@ port=${RPMA_TEST_PORT:-8300}
 for round in $(seq 1 "$rounds"); do
   for n in $ns; do
     each=$(( total / n )); [ "$each" -ge 2 ] || each=2
-    runs="c:scch rust:scch rust:scq"
-    [ $((round % 2)) = 1 ] || runs="rust:scq rust:scch c:scch"
+    runs=${RPMA_SCALE_RUNS:-c:scch rust:scch rust:scq}
+    [ $((round % 2)) = 1 ] || runs=$(echo "$runs" | tr ' ' '\n' | tac | tr '\n' ' ')
     for run in $runs; do
       prog=$bin; [ "${run%%:*}" = c ] && prog=$cbin
       port=$((port + 1))
