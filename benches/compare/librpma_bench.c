@@ -9,7 +9,9 @@
  *   librpma_bench server ADDR PORT CONNS
  *   librpma_bench client ADDR PORT ITERS
  *   librpma_bench ir ADDR PORT CASE ITERS   (CASE: read, write, write_flush, atomic_write, commit,
- *                                           empty_poll: rpma_cq_get_wc on an empty CQ)
+ *                                           empty_poll: rpma_cq_get_wc on an empty CQ;
+ *                                           read@QD, write@QD: QD posted, then reaped;
+ *                                           read_last@QD: only the last one signaled)
  *   librpma_bench conns ADDR PORT N
  *   librpma_bench mserver ADDR PORT N   (N connections at once, passive)
  *   librpma_bench scch ADDR PORT N M    (N connections on shared channels, one epoll loop, M reads each)
@@ -362,14 +364,19 @@ static enum op op_of(const char *cs)
 	exit(2);
 }
 
-static void post(struct client *c, enum op op, size_t size)
+static void post_flags(struct client *c, enum op op, size_t size, int flags)
 {
 	if (op == OP_READ)
-		CHECK(rpma_read(c->conn, c->local, 0, c->remote, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
+		CHECK(rpma_read(c->conn, c->local, 0, c->remote, 0, size, flags, NULL));
 	else if (op == OP_WRITE)
-		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, RPMA_F_COMPLETION_ALWAYS, NULL));
+		CHECK(rpma_write(c->conn, c->remote, 0, c->local, 0, size, flags, NULL));
 	else
-		CHECK(rpma_send(c->conn, c->msg, 0, 8, RPMA_F_COMPLETION_ALWAYS, NULL));
+		CHECK(rpma_send(c->conn, c->msg, 0, 8, flags, NULL));
+}
+
+static void post(struct client *c, enum op op, size_t size)
+{
+	post_flags(c, op, size, RPMA_F_COMPLETION_ALWAYS);
 }
 
 typedef void (*wait_fn)(struct rpma_cq *, struct ibv_wc *);
@@ -566,14 +573,15 @@ static int client(const char *addr, const char *port, int iters)
 /*
  * `qd` operations posted, then reaped up to 64 per rpma_cq_get_wc, with a
  * blocking wait whenever the CQ is empty: the `CASE@QD` cases of `ir`.
+ * `last`: only the last one signaled (`CASE_last@QD`), one completion.
  */
-static void batch(struct client *c, enum op op, int qd)
+static void batch(struct client *c, enum op op, int qd, int last)
 {
 	struct ibv_wc wc[64];
 	for (int i = 0; i < qd; i++)
-		post(c, op, 8);
-	int done = 0;
-	while (done < qd) {
+		post_flags(c, op, 8, !last || i == qd - 1 ? RPMA_F_COMPLETION_ALWAYS : RPMA_F_COMPLETION_ON_ERROR);
+	int done = 0, want = last ? 1 : qd;
+	while (done < want) {
 		int got = 0;
 		int r = rpma_cq_get_wc(c->cq, 64, wc, &got);
 		if (r == RPMA_E_NO_COMPLETION) {
@@ -599,10 +607,13 @@ static int client_ir(const char *addr, const char *port, const char *cs, int ite
 	int qd = at ? atoi(at + 1) : 0;
 	if (at)
 		*at = 0;
+	char *last = at ? strstr(name, "_last") : NULL;
+	if (last)
+		*last = 0;
 	enum op op = op_of(name);
 	if (qd > 0) {
 		for (int i = 0; i < iters / qd; i++)
-			batch(&c, op, qd);
+			batch(&c, op, qd, last != NULL);
 	} else {
 		for (int i = 0; i < iters; i++)
 			once(&c, op, 8, block);
