@@ -665,6 +665,7 @@ device_tests!({
             let s2 = hub.attach(s2).unwrap();
             // The reaper takes the shared channel's events.
             assert!(matches!(c.conn().wait(), Err(rpma::Error::Inval(_))));
+            assert!(matches!(c.conn().wait_timeout(Duration::from_secs(5)), Err(rpma::Error::Inval(_))));
             // The client's receive, posted and pending: only the server's
             // answer completes it, and the reaper, woken through the
             // shared channel, routes it.

@@ -786,6 +786,18 @@ static void print_mem(const char *imp, int n)
 	fflush(stdout);
 }
 
+/* Disconnects the n clients, then waits for each to close and deletes it. */
+static void close_many(struct client *cs, int n)
+{
+	for (int i = 0; i < n; i++)
+		CHECK(rpma_conn_disconnect(cs[i].conn));
+	for (int i = 0; i < n; i++) {
+		expect(cs[i].conn, RPMA_CONN_CLOSED);
+		CHECK(rpma_mr_remote_delete(&cs[i].remote));
+		CHECK(rpma_conn_delete(&cs[i].conn));
+	}
+}
+
 /* n connections, each with its CQ on a shared completion channel, driven by
  * one epoll loop: every connection keeps one 8-byte read in flight until it
  * has done m; prints the total rate. */
@@ -845,13 +857,7 @@ static int client_scch(const char *addr, const char *port, int n, int m)
 	printf("RESULT rate librpma scch%d %ld %.6f\n", n, total, (double)(now_ns() - t0) / 1e9);
 	printf("INFO-SLEEPS librpma scch%d %ld\n", n, sleeps);
 	fflush(stdout);
-	for (int i = 0; i < n; i++)
-		CHECK(rpma_conn_disconnect(cs[i].conn));
-	for (int i = 0; i < n; i++) {
-		expect(cs[i].conn, RPMA_CONN_CLOSED);
-		CHECK(rpma_mr_remote_delete(&cs[i].remote));
-		CHECK(rpma_conn_delete(&cs[i].conn));
-	}
+	close_many(cs, n);
 	close(ep);
 	CHECK(rpma_mr_dereg(&local));
 	CHECK(rpma_conn_cfg_delete(&cfg));
@@ -908,13 +914,7 @@ static int client_scrr(const char *addr, const char *port, int n, int m)
 	printf("RESULT rate librpma-rr scch%d %ld %.6f\n", n, total, (double)(now_ns() - t0) / 1e9);
 	printf("INFO-SLEEPS librpma-rr scch%d %ld\n", n, idle);
 	fflush(stdout);
-	for (int i = 0; i < n; i++)
-		CHECK(rpma_conn_disconnect(cs[i].conn));
-	for (int i = 0; i < n; i++) {
-		expect(cs[i].conn, RPMA_CONN_CLOSED);
-		CHECK(rpma_mr_remote_delete(&cs[i].remote));
-		CHECK(rpma_conn_delete(&cs[i].conn));
-	}
+	close_many(cs, n);
 	CHECK(rpma_mr_dereg(&local));
 	CHECK(rpma_conn_cfg_delete(&cfg));
 	CHECK(rpma_peer_delete(&peer));

@@ -224,21 +224,18 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     let mut cfg = cfg();
     cfg.set_compl_channel(true);
     let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
-    let mut conns = Vec::with_capacity(n);
     // SAFETY (all libc calls below): plain syscalls on an epoll fd this
     // function owns and closes, with a live events array.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
         return Err(std::io::Error::last_os_error().into());
     }
-    for i in 0..n {
-        let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
-        let remote = MrRemote::from_descriptor(conn.private_data())?;
+    let conns = connect_many(&peer, addr, port, &cfg, n)?;
+    for (i, (conn, _)) in conns.iter().enumerate() {
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: i as u64 };
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, conn.compl_fd()?, &mut ev) } != 0 {
             return Err(std::io::Error::last_os_error().into());
         }
-        conns.push((conn, remote));
     }
     stats::print_mem("rpma", &format!("scch{n}"));
     let f = Flags::COMPLETION_ALWAYS;
@@ -272,13 +269,7 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     stats::print_rate("rpma", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
     println!("INFO-SLEEPS rpma scch{n} {sleeps}");
     unsafe { libc::close(ep) };
-    for (c, _) in &conns {
-        c.disconnect()?;
-    }
-    for (c, _) in &conns {
-        expect(c, ConnEvent::Closed)?;
-    }
-    Ok(())
+    close_many(&conns)
 }
 
 /// `n` connections with per-connection CQs and no channels, served round
@@ -291,12 +282,7 @@ pub fn client_scrr(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     let peer = peer(addr, ContextType::Remote)?;
     let cfg = cfg();
     let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
-    let mut conns = Vec::with_capacity(n);
-    for _ in 0..n {
-        let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
-        let remote = MrRemote::from_descriptor(conn.private_data())?;
-        conns.push((conn, remote));
-    }
+    let conns = connect_many(&peer, addr, port, &cfg, n)?;
     stats::print_mem("rpma-rr", &format!("scch{n}"));
     let f = Flags::COMPLETION_ALWAYS;
     let mut posted = vec![1usize; n];
@@ -326,13 +312,7 @@ pub fn client_scrr(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     }
     stats::print_rate("rpma-rr", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
     println!("INFO-SLEEPS rpma-rr scch{n} {idle}");
-    for (c, _) in &conns {
-        c.disconnect()?;
-    }
-    for (c, _) in &conns {
-        expect(c, ConnEvent::Closed)?;
-    }
-    Ok(())
+    close_many(&conns)
 }
 
 /// `n` connections as `rpma::aio::AsyncConn` tasks on one current-thread
@@ -396,12 +376,7 @@ pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     let scq = SharedCq::new(&peer, per * u32::try_from(n)?)?;
     cfg.set_shared_cq(Some(&scq));
     let local = MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?;
-    let mut conns = Vec::with_capacity(n);
-    for _ in 0..n {
-        let conn = connect_cfg(&peer, addr, port, &cfg, &[])?;
-        let remote = MrRemote::from_descriptor(conn.private_data())?;
-        conns.push((conn, remote));
-    }
+    let conns = connect_many(&peer, addr, port, &cfg, n)?;
     stats::print_mem("rpma-scq", &format!("scch{n}"));
     let f = Flags::COMPLETION_ALWAYS;
     let mut posted = vec![1usize; n];
@@ -437,10 +412,26 @@ pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     }
     stats::print_rate("rpma-scq", &format!("scch{n}"), total, t0.elapsed().as_secs_f64());
     println!("INFO-SLEEPS rpma-scq scch{n} {sleeps}");
-    for (c, _) in &conns {
+    close_many(&conns)
+}
+
+/// `n` connections with `cfg`, each with the server's descriptor.
+fn connect_many(peer: &Peer, addr: &str, port: u16, cfg: &ConnCfg, n: usize) -> Res<Vec<(Conn, MrRemote)>> {
+    (0..n)
+        .map(|_| {
+            let conn = connect_cfg(peer, addr, port, cfg, &[])?;
+            let remote = MrRemote::from_descriptor(conn.private_data())?;
+            Ok((conn, remote))
+        })
+        .collect()
+}
+
+/// Disconnects every connection, then waits for each to close.
+fn close_many(conns: &[(Conn, MrRemote)]) -> Res<()> {
+    for (c, _) in conns {
         c.disconnect()?;
     }
-    for (c, _) in &conns {
+    for (c, _) in conns {
         expect(c, ConnEvent::Closed)?;
     }
     Ok(())

@@ -145,6 +145,7 @@ impl Conn {
     /// # Errors
     /// As [`wait`](Conn::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(&Cq, bool)> {
+        self.parts.cq.refuse_if_reaped()?;
         let fd = self.compl_as_fd()?;
         if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
             return Err(Error::NoCompletion);
