@@ -115,7 +115,7 @@ impl Conn {
     /// [`Error::NotSharedChnl`] without a shared channel; [`Error::NoCompletion`]
     /// when nothing is pending on a non-blocking fd; [`Error::Unknown`] for
     /// an event of another CQ; [`Error::Inval`] when an async reaper
-    /// ([`rpma::aio::AsyncConn`](crate::aio)) serves the connection.
+    /// (`rpma::aio::AsyncConn`, feature `tokio`) serves the connection.
     pub fn wait(&self) -> Result<(&Cq, bool)> {
         self.parts.cq.refuse_if_reaped()?;
         self.take_shared_event()
