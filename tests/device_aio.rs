@@ -666,6 +666,8 @@ device_tests!({
             // The reaper takes the shared channel's events.
             assert!(matches!(c.conn().wait(), Err(rpma::Error::Inval(_))));
             assert!(matches!(c.conn().wait_timeout(Duration::from_secs(5)), Err(rpma::Error::Inval(_))));
+            // Without a shared channel, that is what a wait says.
+            assert!(matches!(s.conn().wait(), Err(rpma::Error::NotSharedChnl(_))));
             // The client's receive, posted and pending: only the server's
             // answer completes it, and the reaper, woken through the
             // shared channel, routes it.

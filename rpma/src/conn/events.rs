@@ -117,6 +117,7 @@ impl Conn {
     /// an event of another CQ; [`Error::Inval`] when an async reaper
     /// (`rpma::aio::AsyncConn`, feature `tokio`) serves the connection.
     pub fn wait(&self) -> Result<(&Cq, bool)> {
+        self.compl_as_fd()?;
         self.parts.cq.refuse_if_reaped()?;
         self.take_shared_event()
     }
@@ -145,8 +146,8 @@ impl Conn {
     /// # Errors
     /// As [`wait`](Conn::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(&Cq, bool)> {
-        self.parts.cq.refuse_if_reaped()?;
         let fd = self.compl_as_fd()?;
+        self.parts.cq.refuse_if_reaped()?;
         if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
             return Err(Error::NoCompletion);
         }
