@@ -216,7 +216,8 @@ impl Shared {
 }
 
 /// The reaper: drains the CQs, then sleeps until a channel is readable,
-/// takes its event (re-arming that CQ) and drains that CQ again.
+/// takes its events (re-arming their CQs) and drains that channel's CQ
+/// again (a shared channel's: every CQ).
 pub(super) async fn reap(s: Arc<Shared>) {
     if let Some(e) = (0..s.cqs).find_map(|i| s.drain(&mut s.router(), i).err()) {
         s.router().fail(e.to_string());
