@@ -328,12 +328,10 @@ pub fn client_aio(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
         // One destination region for all, 8 bytes a connection, as in
         // `client_scch`.
         let local = std::sync::Arc::new(MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?);
-        let mut conns = Vec::with_capacity(n);
-        for _ in 0..n {
-            let conn = rpma::aio::AsyncConn::new(connect_cfg(&peer, addr, port, &cfg, &[])?)?;
-            let remote = MrRemote::from_descriptor(conn.conn().private_data())?;
-            conns.push((conn, remote));
-        }
+        let conns = connect_many(&peer, addr, port, &cfg, n)?
+            .into_iter()
+            .map(|(conn, remote)| Ok((rpma::aio::AsyncConn::new(conn)?, remote)))
+            .collect::<Res<Vec<_>>>()?;
         let t0 = Instant::now();
         let tasks: Vec<_> = conns
             .into_iter()

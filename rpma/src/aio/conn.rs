@@ -17,7 +17,7 @@
 //! receives it. A dropped future only tells the reaper to discard the
 //! completion when it comes.
 
-use super::reaper::{reap, register_channel, Shared};
+use super::reaper::{reap, Shared};
 use super::router::ctx_of;
 use crate::conn::Chain;
 use crate::conn::ConnEvent;
@@ -28,7 +28,6 @@ use crate::ops::Operation;
 use crate::peer::Peer;
 use crate::{Conn, ConnReq};
 use std::future::poll_fn;
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::task::AbortHandle;
@@ -125,18 +124,7 @@ impl AsyncConn {
             return Err(Error::inval("rpma::aio::AsyncConn: made only inside a tokio runtime"));
         };
         conn.hand_to_reaper(None)?;
-        let cqs = 1 + usize::from(conn.rcq().is_some());
-        let (fds, one_channel) = match conn.compl_as_fd() {
-            Ok(fd) => (vec![register_channel(fd, "shared completion channel")?], true),
-            Err(_) => {
-                let mut fds = vec![register_channel(conn.cq().as_fd(), "completion channel")?];
-                if let Some(r) = conn.rcq() {
-                    fds.push(register_channel(r.as_fd(), "receive completion channel")?);
-                }
-                (fds, false)
-            }
-        };
-        let shared = Shared::new(fds, cqs, one_channel, conn)?;
+        let shared = Shared::new(conn, true)?;
         let reaper = rt.spawn(reap(shared.clone())).abort_handle();
         Ok(AsyncConn { shared, reaper: Reaper::Own(reaper) })
     }
@@ -147,7 +135,7 @@ impl AsyncConn {
         // Outside a runtime, registering the event fd refuses (Inval).
         conn.hand_to_reaper(Some(hub.shared_cq()))?;
         let qp = conn.qp_num();
-        let shared = Shared::new(Vec::new(), 0, false, conn)?;
+        let shared = Shared::new(conn, false)?;
         let link = hub.join(qp, &shared)?;
         Ok(AsyncConn { shared, reaper: Reaper::Hub { _link: link } })
     }

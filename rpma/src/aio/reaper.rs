@@ -58,10 +58,22 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    /// The state of a connection whose reaper waits on `fds` (a shared
-    /// channel when `one_channel`) and polls its `cqs` CQs; registers its
-    /// event channel.
-    pub(super) fn new(fds: Vec<AsyncFd<ChannelFd>>, cqs: usize, one_channel: bool, conn: Conn) -> Result<Arc<Shared>> {
+    /// The state of `conn`; registers its event channel and, when its own
+    /// reaper polls its CQs (`own_reaper`; else a hub's reaper does), their
+    /// channels: each CQ's, or the connection's shared channel alone.
+    pub(super) fn new(conn: Conn, own_reaper: bool) -> Result<Arc<Shared>> {
+        let cqs = if own_reaper { 1 + usize::from(conn.rcq().is_some()) } else { 0 };
+        let (fds, one_channel) = match (own_reaper, conn.compl_as_fd()) {
+            (false, _) => (Vec::new(), false),
+            (true, Ok(fd)) => (vec![register_channel(fd, "shared completion channel")?], true),
+            (true, Err(_)) => {
+                let mut fds = vec![register_channel(conn.cq().as_fd(), "completion channel")?];
+                if let Some(r) = conn.rcq() {
+                    fds.push(register_channel(r.as_fd(), "receive completion channel")?);
+                }
+                (fds, false)
+            }
+        };
         let events = register_channel(conn.as_fd(), "connection event")?;
         let router = SpinLock::new(Router::default());
         Ok(Arc::new(Shared { fds, cqs, one_channel, events, router, closing_seen: Default::default(), conn }))
