@@ -132,11 +132,18 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         writeln!(md, "Note: {note}.\n")?;
     }
     writeln!(md, "### Latency (µs): t_typical (median) / t_avg / p99; ratios of t_avg\n")?;
+    let verbs_rounds = lat_rounds.get(&("read".to_string(), 8, "verbs".to_string())).map_or(0, Vec::len);
+    let perftest_note = match verbs_rounds {
+        0 => "perftest: no round".to_string(),
+        1 => "perftest: one round".to_string(),
+        n if n == rounds => "perftest in each round beside them, its ratios per round too".to_string(),
+        n => format!("perftest: {n} rounds (ratios to it of the medians)"),
+    };
     let rounds_note = match rounds {
-        0 | 1 => "rpma and C librpma: one round each; perftest: one round.\n".to_string(),
+        0 | 1 => format!("rpma and C librpma: one round each; {perftest_note}.\n"),
         n => format!(
-            "rpma and C librpma: {n} rounds of alternating order; each cell the median of the rounds, each ratio \
-             to C librpma the median of the per-round ratios (min-max). perftest: one round.\n"
+            "rpma and C librpma: {n} rounds of rotating order; each cell the median of the rounds, each ratio \
+             the median of the per-round ratios (min-max); {perftest_note}.\n"
         ),
     };
     writeln!(md, "{rounds_note}")?;

@@ -315,6 +315,55 @@ pub fn client_scrr(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     close_many(&conns)
 }
 
+/// The floor of any awaited client on tokio, beside `client_aio`: `n`
+/// connections as spawned tasks on one current-thread runtime, each
+/// posting its read with the blocking call and polling its own CQ (no
+/// channel, no reaper, no routing), spending a unit of tokio's budget per
+/// read as an awaited operation does, and yielding while its CQ is empty.
+/// What `client_aio` costs above it is `AsyncConn`'s own share.
+pub fn client_aio_bare(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    cfg.set_sq_size(8);
+    cfg.set_rq_size(1);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    rt.block_on(async {
+        let local = std::sync::Arc::new(MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?);
+        let conns = connect_many(&peer, addr, port, &cfg, n)?;
+        let f = Flags::COMPLETION_ALWAYS;
+        let t0 = Instant::now();
+        let tasks: Vec<_> = conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, (conn, remote))| {
+                let local = local.clone();
+                tokio::spawn(async move {
+                    for _ in 0..m {
+                        conn.read(&local, 8 * i, &remote, 0, 8, f, 0)?;
+                        loop {
+                            if try_get(conn.cq()).map_err(|e| e.to_string())?.is_some() {
+                                break;
+                            }
+                            if t0.elapsed() > T {
+                                return Err("aio-bare: no completion within the timeout".into());
+                            }
+                            tokio::task::yield_now().await;
+                        }
+                        tokio::task::coop::consume_budget().await;
+                    }
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>((conn, remote))
+                })
+            })
+            .collect();
+        let mut done = Vec::with_capacity(n);
+        for t in tasks {
+            done.push(t.await?.map_err(|e| e.to_string())?);
+        }
+        stats::print_rate("rpma-aio-bare", &format!("scch{n}"), n * m, t0.elapsed().as_secs_f64());
+        close_many(&done)
+    })
+}
+
 /// `n` connections as `rpma::aio::AsyncConn` tasks on one current-thread
 /// runtime, each keeping one awaited 8-byte read in flight, `m` each:
 /// beside `scch` (the same with an epoll loop over per-connection CQs).

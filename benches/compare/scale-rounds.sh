@@ -6,7 +6,8 @@
 # and each client's resident set once its connections are up (INFO-MEM,
 # KiB) and how often it slept waiting for completions (INFO-SLEEPS).
 # RPMA_SCALE_RUNS picks the clients (default "c:scch rust:scch rust:scq";
-# also rust:scrr, per-connection CQs polled round robin, and rust:aio).
+# also rust:scrr, per-connection CQs polled round robin, rust:aio, and
+# rust:aiob, the same tasks on bare tokio: blocking posts, own CQ polls).
 #
 #   cargo bench --bench compare --no-run
 #   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...]
