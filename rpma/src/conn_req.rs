@@ -121,8 +121,9 @@ impl ConnReq {
         let Some(p) = &self.parts else {
             return Err(Error::inval("the connection request was already consumed"));
         };
-        let w = op.posting(&p.peer, (p.limits.max_recv_sge, "the connection's max_recv_sge"))?;
-        p.post_recv(w.ctx, w.scatter.sgl(), w.hold)
+        op.post_checked(&p.peer, (p.limits.max_recv_sge, "the connection's max_recv_sge"), |ctx, sgl, hold| {
+            p.post_recv(ctx, sgl, hold)
+        })
     }
 
     /// Connects (active side) or accepts (passive side), sending

@@ -187,8 +187,9 @@ impl Srq {
     /// # Errors
     /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
     pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
-        let w = op.posting(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"))?;
-        self.inner.tracker.post(self.sys()?, w.ctx, w.hold, w.scatter.sgl())
+        op.post_checked(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"), |ctx, sgl, hold| {
+            self.inner.tracker.post(self.sys()?, ctx, hold, sgl)
+        })
     }
 
     /// The peer the SRQ was created on.

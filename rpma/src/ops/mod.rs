@@ -248,11 +248,19 @@ pub(crate) mod sealed {
         fn hold(&self, t: &Target<'_>) -> Hold;
     }
 
-    /// Checks a receive for a queue other than a connection's (an SRQ).
+    /// Checks a receive for a queue other than a connection's (an SRQ, a
+    /// connection request).
     pub trait Receive {
         /// The checks against `peer` and the queue's most SGEs (and its
-        /// name in messages), then what to post, with its holds.
-        fn posting(&self, peer: &Peer, max_sge: (u32, &str)) -> Result<super::recv::Posting>;
+        /// name in messages), then `post` with the op context, the SGEs
+        /// (empty: a 0-byte receive) and the hold. The list stays in this
+        /// frame: a single range's post never moves a list's room.
+        fn post_checked(
+            &self,
+            peer: &Peer,
+            max_sge: (u32, &str),
+            post: impl FnOnce(u64, &[rpma_sys::wr::Sge], Option<Hold>) -> Result<()>,
+        ) -> Result<()>;
     }
 }
 

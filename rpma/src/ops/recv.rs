@@ -17,36 +17,6 @@ use crate::validate;
 use crate::wrid::CompletionOp;
 use rpma_sys::wr::Sge;
 
-/// Where a receive posted on an SRQ or a connection request scatters what
-/// arrives: one range (`None`: 0 bytes) or a checked list. A temporary of
-/// one post, on the stack like the list it carries (boxing it would
-/// allocate on every post); a connection's own posts take the two apart
-/// ([`Sink::recv`], [`Sink::recv_list`]) so a single receive's frame stays
-/// small.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Scatter {
-    One(Option<Sge>),
-    List(Gathered),
-}
-
-impl Scatter {
-    /// The SGEs to post (empty: a 0-byte receive).
-    pub(crate) fn sgl(&self) -> &[Sge] {
-        match self {
-            Scatter::One(s) => s.as_slice(),
-            Scatter::List(g) => g.list(),
-        }
-    }
-}
-
-/// A checked receive for a queue without a connection's view (an SRQ):
-/// its op context, its memory and what keeps that memory alive.
-pub(crate) struct Posting {
-    pub(crate) ctx: u64,
-    pub(crate) scatter: Scatter,
-    pub(crate) hold: Option<Hold>,
-}
-
 /// A receive of up to `len` bytes (0 allowed) into `dst` at `offset`
 /// (`rpma_recv`, `rpma_srq_recv`, `rpma_conn_req_recv`); `dst` needs
 /// [`Usage::RECV`]. Receives are not guaranteed to complete in posting
@@ -159,15 +129,28 @@ impl<M: RegMemory + Send + Sync + 'static> Hold_ for RecvSg<'_, M> {
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Receive for Recv<'_, M> {
-    fn posting(&self, peer: &Peer, _max_sge: (u32, &str)) -> Result<Posting> {
-        Ok(Posting { ctx: self.ctx, scatter: Scatter::One(self.sge(peer, true)?), hold: Some(self.dst.hold()) })
+    #[inline]
+    fn post_checked(
+        &self,
+        peer: &Peer,
+        _max_sge: (u32, &str),
+        post: impl FnOnce(u64, &[Sge], Option<Hold>) -> Result<()>,
+    ) -> Result<()> {
+        let sge = self.sge(peer, true)?;
+        post(self.ctx, sge.as_slice(), Some(self.dst.hold()))
     }
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Receive for RecvSg<'_, M> {
-    fn posting(&self, peer: &Peer, (max, limit): (u32, &str)) -> Result<Posting> {
+    fn post_checked(
+        &self,
+        peer: &Peer,
+        (max, limit): (u32, &str),
+        post: impl FnOnce(u64, &[Sge], Option<Hold>) -> Result<()>,
+    ) -> Result<()> {
         let mut g = self.gather(peer, max, limit)?;
-        Ok(Posting { ctx: self.ctx, hold: g.hold.take(), scatter: Scatter::List(g) })
+        let hold = g.hold.take();
+        post(self.ctx, g.list(), hold)
     }
 }
 
