@@ -315,6 +315,26 @@ pub fn client_scrr(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     close_many(&conns)
 }
 
+/// The set-up the task clients (`client_aio`, `client_aio_bare`) share:
+/// a current-thread runtime, one destination region for all (8 bytes a
+/// connection, as in `client_scch`) and `n` connections of send queue 8,
+/// receive queue 1.
+#[allow(clippy::type_complexity)]
+fn task_clients(
+    addr: &str,
+    port: u16,
+    n: usize,
+) -> Res<(tokio::runtime::Runtime, std::sync::Arc<MrLocal<AlignedBuf>>, Vec<(Conn, MrRemote)>)> {
+    let peer = peer(addr, ContextType::Remote)?;
+    let mut cfg = cfg();
+    cfg.set_sq_size(8);
+    cfg.set_rq_size(1);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    let local = std::sync::Arc::new(MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?);
+    let conns = connect_many(&peer, addr, port, &cfg, n)?;
+    Ok((rt, local, conns))
+}
+
 /// The floor of any awaited client on tokio, beside `client_aio`: `n`
 /// connections as spawned tasks on one current-thread runtime, each
 /// posting its read with the blocking call and polling its own CQ (no
@@ -322,14 +342,8 @@ pub fn client_scrr(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
 /// read as an awaited operation does, and yielding while its CQ is empty.
 /// What `client_aio` costs above it is `AsyncConn`'s own share.
 pub fn client_aio_bare(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
-    let peer = peer(addr, ContextType::Remote)?;
-    let mut cfg = cfg();
-    cfg.set_sq_size(8);
-    cfg.set_rq_size(1);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    let (rt, local, conns) = task_clients(addr, port, n)?;
     rt.block_on(async {
-        let local = std::sync::Arc::new(MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?);
-        let conns = connect_many(&peer, addr, port, &cfg, n)?;
         let f = Flags::COMPLETION_ALWAYS;
         let t0 = Instant::now();
         let tasks: Vec<_> = conns
@@ -368,16 +382,9 @@ pub fn client_aio_bare(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
 /// runtime, each keeping one awaited 8-byte read in flight, `m` each:
 /// beside `scch` (the same with an epoll loop over per-connection CQs).
 pub fn client_aio(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
-    let peer = peer(addr, ContextType::Remote)?;
-    let mut cfg = cfg();
-    cfg.set_sq_size(8);
-    cfg.set_rq_size(1);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    let (rt, local, conns) = task_clients(addr, port, n)?;
     rt.block_on(async {
-        // One destination region for all, 8 bytes a connection, as in
-        // `client_scch`.
-        let local = std::sync::Arc::new(MrLocal::reg(&peer, AlignedBuf::new(8 * n)?, Usage::READ_DST)?);
-        let conns = connect_many(&peer, addr, port, &cfg, n)?
+        let conns = conns
             .into_iter()
             .map(|(conn, remote)| Ok((rpma::aio::AsyncConn::new(conn)?, remote)))
             .collect::<Res<Vec<_>>>()?;
