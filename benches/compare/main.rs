@@ -13,6 +13,11 @@
 //! `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning on the host,
 //! at the default priority, beside the VM for the whole run, the same for
 //! every library; the report says so),
+//! `RPMA_BENCH_PIN=0` (leave the guest's scheduler to place each pair's
+//! two processes; by default the server runs on vCPU 0 and the client on
+//! vCPU 1, every program alike: placed by the scheduler, the two ends of a
+//! pair in one 2-vCPU guest were often woken onto the same vCPU, each then
+//! waiting out the other's turn),
 //! `RPMA_BENCH_BASELINE=PATH` (this bench built from another revision, e.g.
 //! `git worktree add /tmp/base REV && cd /tmp/base && cargo bench --bench
 //! compare --no-run`: its rpma rows are counted beside this build's, in the
@@ -131,7 +136,36 @@ impl Drop for Reaped {
     }
 }
 
+/// Pins the process `c` starts to vCPU `cpu` (see `RPMA_BENCH_PIN`), when
+/// the guest has two or more and pinning is on.
+fn pin(c: &mut Command, cpu: usize) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 || std::env::var("RPMA_BENCH_PIN").as_deref() == Ok("0") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // one system call on a set built on its own stack (async-signal-safe).
+    unsafe {
+        c.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Whether `pin` pins (for the report's note).
+fn pinning() -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+        && std::env::var("RPMA_BENCH_PIN").as_deref() != Ok("0")
+}
+
 fn start_server(mut server: Command, ready: Option<&str>) -> Res<Reaped> {
+    pin(&mut server, 0);
     let mut s = Reaped(server.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?);
     match ready {
         Some(word) => {
@@ -155,6 +189,7 @@ fn start_server(mut server: Command, ready: Option<&str>) -> Res<Reaped> {
 /// Runs `client` against a started `server`; returns the client's stdout.
 fn pair(server: Command, ready: Option<&str>, mut client: Command) -> Res<String> {
     let mut s = start_server(server, ready)?;
+    pin(&mut client, 1);
     let c = client.stderr(Stdio::inherit()).output()?;
     let out = String::from_utf8_lossy(&c.stdout).into_owned();
     if !c.status.success() {
@@ -200,6 +235,11 @@ fn measure() -> Res<()> {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_default();
+    if pinning() {
+        println!("INFO-NOTE placement: each pair's server pinned to vCPU 0, its client to vCPU 1 (RPMA_BENCH_PIN=0 leaves them to the scheduler)");
+    } else {
+        println!("INFO-NOTE placement: the guest's scheduler placed each pair's two processes (not pinned)");
+    }
     println!(
         "INFO device {dev} env {} kernel {} cpu {cpu} iters {iters} ir_iters {ir_iters}",
         std::env::var("RPMA_TEST_ENV").unwrap_or_else(|_| "native".into()),

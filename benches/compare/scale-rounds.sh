@@ -8,6 +8,8 @@
 # RPMA_SCALE_RUNS picks the clients (default "c:scch rust:scch rust:scq";
 # also rust:scrr, per-connection CQs polled round robin, rust:aio, and
 # rust:aiob, the same tasks on bare tokio: blocking posts, own CQ polls).
+# The server runs on vCPU 0 and the client on vCPU 1 (as in the compare
+# bench; RPMA_BENCH_PIN=0 leaves them to the scheduler).
 #
 #   cargo bench --bench compare --no-run
 #   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...]
@@ -24,6 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 cbin=$tmp/librpma_bench
 gcc -O2 -o "$cbin" "$here/benches/compare/librpma_bench.c" -lrpma -libverbs
 port=${RPMA_TEST_PORT:-8300}
+on0=() on1=()
+if [ "${RPMA_BENCH_PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ]; then on0=(taskset -c 0) on1=(taskset -c 1); fi
 for round in $(seq 1 "$rounds"); do
   for n in $ns; do
     each=$(( total / n )); [ "$each" -ge 2 ] || each=2
@@ -32,9 +36,9 @@ for round in $(seq 1 "$rounds"); do
     for run in $runs; do
       prog=$bin; [ "${run%%:*}" = c ] && prog=$cbin
       port=$((port + 1))
-      "$prog" mserver "$RPMA_TEST_ADDR" $port "$n" > "$tmp/server" 2>&1 &
+      "${on0[@]}" "$prog" mserver "$RPMA_TEST_ADDR" $port "$n" > "$tmp/server" 2>&1 &
       for _ in $(seq 1 300); do grep -q READY "$tmp/server" && break; sleep 0.1; done
-      "$prog" "${run#*:}" "$RPMA_TEST_ADDR" $port "$n" "$each" | grep -E '^(RESULT|INFO-MEM|INFO-SLEEPS)' | sed "s/^/round $round n $n: /"
+      "${on1[@]}" "$prog" "${run#*:}" "$RPMA_TEST_ADDR" $port "$n" "$each" | grep -E '^(RESULT|INFO-MEM|INFO-SLEEPS)' | sed "s/^/round $round n $n: /"
       wait
     done
   done
