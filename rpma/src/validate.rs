@@ -50,20 +50,26 @@ pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &str, peer
 #[inline]
 pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &str, peer: &Peer) -> Result<()> {
     if !mr.usage().contains(need) && peer.usage_checks() {
-        if need.contains(Usage::REMOTE_ATOMIC) {
-            let text = format!(
-                "{what}: the remote region does not grant atomics: its descriptor says {:?}, without REMOTE_ATOMIC \
-                 (the remote side must register it with Usage::REMOTE_ATOMIC and send MrLocal::descriptor_ext, \
-                 or export it with MwAccess::REMOTE_ATOMIC and send Export::descriptor_ext: these carry the grant \
-                 in rpma's descriptor extension)",
-                mr.usage()
-            );
-            let missing = Usage::REMOTE_ATOMIC;
-            return Err(Error::Inval(Msg::detailed(Detail::UsageMissing { what: what.to_string(), missing }, text)));
-        }
-        return Err(bad_usage(what, "the remote region", mr.usage(), need));
+        return Err(remote_missing(what, mr.usage(), need));
     }
     Ok(())
+}
+
+/// [`remote`]'s refusal, out of the posting path.
+#[cold]
+#[inline(never)]
+fn remote_missing(what: &str, has: Usage, need: Usage) -> Error {
+    if need.contains(Usage::REMOTE_ATOMIC) {
+        let text = format!(
+            "{what}: the remote region does not grant atomics: its descriptor says {has:?}, without REMOTE_ATOMIC \
+             (the remote side must register it with Usage::REMOTE_ATOMIC and send MrLocal::descriptor_ext, \
+             or export it with MwAccess::REMOTE_ATOMIC and send Export::descriptor_ext: these carry the grant \
+             in rpma's descriptor extension)"
+        );
+        let missing = Usage::REMOTE_ATOMIC;
+        return Error::Inval(Msg::detailed(Detail::UsageMissing { what: what.to_string(), missing }, text));
+    }
+    bad_usage(what, "the remote region", has, need)
 }
 
 #[cold]
