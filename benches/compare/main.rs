@@ -139,8 +139,7 @@ impl Drop for Reaped {
 /// Pins the process `c` starts to vCPU `cpu` (see `RPMA_BENCH_PIN`), when
 /// the guest has two or more and pinning is on.
 fn pin(c: &mut Command, cpu: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 || std::env::var("RPMA_BENCH_PIN").as_deref() == Ok("0") {
+    if !pinning() {
         return;
     }
     use std::os::unix::process::CommandExt;
@@ -158,7 +157,8 @@ fn pin(c: &mut Command, cpu: usize) {
     }
 }
 
-/// Whether `pin` pins (for the report's note).
+/// Whether `pin` pins: two or more vCPUs and `RPMA_BENCH_PIN` not `0`
+/// (also the report's note).
 fn pinning() -> bool {
     std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
         && std::env::var("RPMA_BENCH_PIN").as_deref() != Ok("0")
