@@ -8,7 +8,7 @@ use rpma::{Conn, ConnReq, Cq, Ep, Error, Peer, Srq};
 
 use crate::cfg::{conn_cfg_of, RpmaConnCfg, RpmaSrqCfg};
 use crate::mr::RpmaMrLocal;
-use crate::{cstr, give, guard, note, obj, out, take};
+use crate::{cstr, give, guard, guard_hot, note, obj, out, take};
 use rpma::log::LogLevel;
 use rpma::ConnEvent;
 
@@ -264,7 +264,7 @@ pub unsafe extern "C" fn rpma_conn_apply_remote_peer_cfg(
 /// NULL).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_conn_wait(conn: *mut Conn, _flags: c_int, cq: *mut *mut Cq, is_rcq: *mut bool) -> c_int {
-    guard("rpma_conn_wait", || {
+    guard_hot("rpma_conn_wait", || {
         // SAFETY: librpma's contract: a live connection of this library.
         let conn = unsafe { obj(conn, "conn") }?;
         let o_cq = out(cq, "cq")?;
@@ -316,7 +316,7 @@ pub unsafe extern "C" fn rpma_cq_get_fd(cq: *const Cq, fd: *mut c_int) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn rpma_cq_wait(cq: *mut Cq) -> c_int {
     // SAFETY: librpma's contract: a CQ of a live connection or SRQ.
-    guard("rpma_cq_wait", || unsafe { obj(cq, "cq") }?.wait())
+    guard_hot("rpma_cq_wait", || unsafe { obj(cq, "cq") }?.wait())
 }
 
 /// `rpma_cq_get_wc`. `num_entries_got` may be NULL only when `num_entries`
@@ -328,7 +328,7 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
     wc: *mut IbvWc,
     num_entries_got: *mut c_int,
 ) -> c_int {
-    guard("rpma_cq_get_wc", || {
+    guard_hot("rpma_cq_get_wc", || {
         // SAFETY: librpma's contract: a CQ of a live connection or SRQ.
         let cq = unsafe { obj(cq, "cq") }?;
         let wc = out(wc, "wc")?;
@@ -381,7 +381,7 @@ pub unsafe extern "C" fn rpma_srq_recv(
     len: usize,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_srq_recv", || {
+    guard_hot("rpma_srq_recv", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (srq, dst) = unsafe { (obj(srq, "srq")?, obj(dst, "dst")?) };
         srq.recv(dst, offset, len, op_context as u64)

@@ -3,8 +3,9 @@
 //! `rpma_recv`.
 //!
 //! Each runs rpma's checked operation: offsets and lengths are checked
-//! against both regions and usages against the operation before anything is
-//! posted (librpma leaves that to the NIC), and the local region stays
+//! against both regions before anything is posted (librpma leaves that to
+//! the NIC), usages are left to the device as librpma does (the peers this
+//! library makes check none: docs/capi.md), and the local region stays
 //! registered until the device completes the operation. `op_context`
 //! travels as all 64 bits. Zero-byte operations with NULL regions and zero
 //! offsets and length are allowed, as in librpma.
@@ -15,7 +16,7 @@ use std::sync::OnceLock;
 use rpma::{Conn, Error, Flags, FlushType, MrRemote, RawMemory, Sg};
 
 use crate::mr::RpmaMrLocal;
-use crate::{guard, null, obj};
+use crate::{guard_hot, null, obj};
 
 /// librpma's `RPMA_F_COMPLETION_ON_ERROR | RPMA_F_COMPLETION_ALWAYS`.
 const C_FLAGS: c_int = 3;
@@ -54,8 +55,7 @@ fn zero_byte(local: *const RpmaMrLocal, remote: *const MrRemote, offs: [usize; 2
 const NO_SG: &[Sg<'static, RawMemory>] = &[];
 
 /// `rpma_read`: rpma's checked `Conn::read`. Both ranges are checked
-/// against their regions and `dst` must have `RPMA_MR_USAGE_READ_DST`, `src`
-/// `RPMA_MR_USAGE_READ_SRC` (else `RPMA_E_INVAL`, nothing posted); `dst`
+/// against their regions (else `RPMA_E_INVAL`, nothing posted); `dst`
 /// stays registered until the read completes.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_read(
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn rpma_read(
     flags: c_int,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_read", || {
+    guard_hot("rpma_read", || {
         // SAFETY: librpma's contract: a live connection of this library.
         let conn = unsafe { obj(conn, "conn") }?;
         let flags = flags_of(flags)?;
@@ -83,9 +83,8 @@ pub unsafe extern "C" fn rpma_read(
 }
 
 /// `rpma_write`: rpma's checked `Conn::write`. Both ranges are checked
-/// against their regions and the usages `WRITE_SRC` / `WRITE_DST` (else
-/// `RPMA_E_INVAL`, nothing posted); `src` stays registered until the write
-/// completes.
+/// against their regions (else `RPMA_E_INVAL`, nothing posted); `src`
+/// stays registered until the write completes.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_write(
     conn: *mut Conn,
@@ -97,7 +96,7 @@ pub unsafe extern "C" fn rpma_write(
     flags: c_int,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_write", || {
+    guard_hot("rpma_write", || {
         // SAFETY: librpma's contract: a live connection of this library.
         let conn = unsafe { obj(conn, "conn") }?;
         let flags = flags_of(flags)?;
@@ -125,7 +124,7 @@ pub unsafe extern "C" fn rpma_write_with_imm(
     imm: u32,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_write_with_imm", || {
+    guard_hot("rpma_write_with_imm", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (conn, dst, src) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?, obj(src, "src")?) };
         conn.write_with_imm(dst, dst_offset as u64, src, src_offset, len, flags_of(flags)?, imm, op_context as u64)
@@ -144,7 +143,7 @@ pub unsafe extern "C" fn rpma_atomic_write(
     flags: c_int,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_atomic_write", || {
+    guard_hot("rpma_atomic_write", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (conn, dst) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?) };
         if src.is_null() {
@@ -171,7 +170,7 @@ pub unsafe extern "C" fn rpma_flush(
     flags: c_int,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_flush", || {
+    guard_hot("rpma_flush", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (conn, dst) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?) };
         let ty = match type_ {
@@ -187,7 +186,7 @@ pub unsafe extern "C" fn rpma_flush(
     })
 }
 
-/// `rpma_send`: the range is checked against `src` and its usage `SEND`;
+/// `rpma_send`: the range is checked against `src`;
 /// `src` stays registered until the send completes.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_send(
@@ -198,7 +197,7 @@ pub unsafe extern "C" fn rpma_send(
     flags: c_int,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_send", || {
+    guard_hot("rpma_send", || {
         // SAFETY: librpma's contract: a live connection of this library.
         let conn = unsafe { obj(conn, "conn") }?;
         let (flags, ctx) = (flags_of(flags)?, op_context as u64);
@@ -221,14 +220,14 @@ pub unsafe extern "C" fn rpma_send_with_imm(
     imm: u32,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_send_with_imm", || {
+    guard_hot("rpma_send_with_imm", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (conn, src) = unsafe { (obj(conn, "conn")?, obj(src, "src")?) };
         conn.send_with_imm(src, offset, len, flags_of(flags)?, imm, op_context as u64)
     })
 }
 
-/// `rpma_recv`: the range is checked against `dst` and its usage `RECV`;
+/// `rpma_recv`: the range is checked against `dst`;
 /// `dst` stays registered until a message lands (or the connection is
 /// deleted).
 #[no_mangle]
@@ -239,7 +238,7 @@ pub unsafe extern "C" fn rpma_recv(
     len: usize,
     op_context: *const c_void,
 ) -> c_int {
-    guard("rpma_recv", || {
+    guard_hot("rpma_recv", || {
         // SAFETY: librpma's contract: a live connection of this library.
         let conn = unsafe { obj(conn, "conn") }?;
         let ctx = op_context as u64;

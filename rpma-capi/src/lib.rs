@@ -49,39 +49,62 @@ pub(crate) type Res = Result<(), Error>;
 static INIT: Once = Once::new();
 
 /// Runs `body` for the exported function `name`: initialises logging once
-/// (librpma's library constructor), catches a panic (`RPMA_E_UNKNOWN`,
-/// logged as FATAL), and maps an error to its `RPMA_E_*` code, logging it
-/// and, for a provider error, leaving its errno in `errno` (a
-/// `RPMA_E_NO_COMPLETION` nothing would log returns at once).
+/// (librpma's library constructor), then as [`guard_hot`].
 #[inline]
 pub(crate) fn guard(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
     INIT.call_once(log::init);
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => 0,
+    guard_hot(name, body)
+}
+
+/// Runs `body` for the exported function `name`: catches a panic
+/// (`RPMA_E_UNKNOWN`, logged as FATAL), and maps an error to its `RPMA_E_*`
+/// code, logging it and, for a provider error, leaving its errno in `errno`
+/// (a `RPMA_E_NO_COMPLETION` nothing would log returns at once). Without
+/// [`guard`]'s initialisation: for the data path's calls, whose objects
+/// only calls under `guard` make (a failure initialises it before logging).
+/// The error becomes its code inside the catch, so only a `c_int` crosses
+/// it.
+#[inline]
+pub(crate) fn guard_hot(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
+    match catch_unwind(AssertUnwindSafe(|| code_of(name, body()))) {
+        Ok(code) => code,
+        Err(_) => panicked(name),
+    }
+}
+
+/// 0, or `e`'s code (logged by [`fail`]).
+#[inline(always)]
+fn code_of(name: &'static str, r: Res) -> c_int {
+    match r {
+        Ok(()) => 0,
         // A busy-polling loop's miss, the one error on a hot path: its
         // code without the cold call, unless a debug line is wanted
         // (`forget`: the variant has nothing to drop, and the call to the
         // error's drop glue would cost as much as the rest).
-        Ok(Err(e @ Error::NoCompletion)) if !rpma::log::enabled(LogLevel::Debug) => {
+        Err(e @ Error::NoCompletion) if !rpma::log::enabled(LogLevel::Debug) => {
             std::mem::forget(e);
             rpma::error::RPMA_E_NO_COMPLETION
         }
-        Ok(Err(e)) => fail(name, e),
-        Err(_) => {
-            rpma::log::emit(
-                LogLevel::Fatal,
-                file!(),
-                line!(),
-                name,
-                format_args!("{name}: panicked inside rpma's C ABI (a bug in rpma; please report it)"),
-            );
-            rpma::error::RPMA_E_UNKNOWN
-        }
+        Err(e) => fail(name, e),
     }
 }
 
 #[cold]
+fn panicked(name: &'static str) -> c_int {
+    INIT.call_once(log::init);
+    rpma::log::emit(
+        LogLevel::Fatal,
+        file!(),
+        line!(),
+        name,
+        format_args!("{name}: panicked inside rpma's C ABI (a bug in rpma; please report it)"),
+    );
+    rpma::error::RPMA_E_UNKNOWN
+}
+
+#[cold]
 fn fail(name: &'static str, e: Error) -> c_int {
+    INIT.call_once(log::init);
     // Expected outcomes of polling calls are not failures worth a line.
     let level = match e {
         Error::NoCompletion | Error::NoEvent | Error::Again(_) => LogLevel::Debug,

@@ -155,7 +155,27 @@ pub struct IbvWc {
     pub dlid_path_bits: u8,
 }
 
-const _: () = assert!(std::mem::size_of::<IbvWc>() == std::mem::size_of::<ffi::ibv_wc>());
+// `IbvWc` is `struct ibv_wc` field for field: the same size, alignment and
+// offsets, every field a plain integer, so the provider may write one in
+// place ([`Cq::poll_into`]).
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    type W = ffi::ibv_wc;
+    assert!(size_of::<IbvWc>() == size_of::<W>() && align_of::<IbvWc>() == align_of::<W>());
+    assert!(offset_of!(IbvWc, wr_id) == offset_of!(W, wr_id));
+    assert!(offset_of!(IbvWc, status) == offset_of!(W, status));
+    assert!(offset_of!(IbvWc, opcode) == offset_of!(W, opcode));
+    assert!(offset_of!(IbvWc, vendor_err) == offset_of!(W, vendor_err));
+    assert!(offset_of!(IbvWc, byte_len) == offset_of!(W, byte_len));
+    assert!(offset_of!(IbvWc, imm_data) == offset_of!(W, __bindgen_anon_1));
+    assert!(offset_of!(IbvWc, qp_num) == offset_of!(W, qp_num));
+    assert!(offset_of!(IbvWc, src_qp) == offset_of!(W, src_qp));
+    assert!(offset_of!(IbvWc, wc_flags) == offset_of!(W, wc_flags));
+    assert!(offset_of!(IbvWc, pkey_index) == offset_of!(W, pkey_index));
+    assert!(offset_of!(IbvWc, slid) == offset_of!(W, slid));
+    assert!(offset_of!(IbvWc, sl) == offset_of!(W, sl));
+    assert!(offset_of!(IbvWc, dlid_path_bits) == offset_of!(W, dlid_path_bits));
+};
 
 /// A completion as the provider wrote it (`struct ibv_wc` as is), read
 /// through its methods: [`Cq::poll_in`] has the provider write it into the
@@ -172,6 +192,12 @@ impl PolledWc {
     #[inline(always)]
     pub fn wr_id(&self) -> u64 {
         self.0.wr_id
+    }
+    /// Sets the work request ID, e.g. to the operation's op context once
+    /// the completion is retired ([`Cq::poll_into`]).
+    #[inline(always)]
+    pub fn set_wr_id(&mut self, wr_id: u64) {
+        self.0.wr_id = wr_id;
     }
     /// `ibv_wc_status` value (0 = success).
     #[inline(always)]
@@ -542,6 +568,31 @@ impl Cq {
         match n {
             // SAFETY: the provider returned 1: the entry is initialised.
             1 => Ok(Some(unsafe { slot.assume_init_ref() })),
+            0 => Ok(None),
+            _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
+        }
+    }
+
+    /// Polls one completion (`ibv_poll_cq` with room for one) straight
+    /// into `out`, in libibverbs' layout: the provider writes it there, and
+    /// the caller reads it in place and gives it its `wr_id`
+    /// ([`PolledWc::set_wr_id`]) with nothing copied (librpma's
+    /// `rpma_cq_get_wc`).
+    ///
+    /// # Errors
+    /// A provider failure of `ibv_poll_cq`.
+    #[inline]
+    pub fn poll_into<'a>(&self, out: &'a mut MaybeUninit<IbvWc>) -> io::Result<Option<&'a mut PolledWc>> {
+        // SAFETY: `IbvWc` and `PolledWc` (a transparent `ibv_wc`) have the
+        // same size, alignment and field offsets, all plain integers (the
+        // assertions under `IbvWc`): the slot is one as much as the other.
+        let slot = unsafe { &mut *std::ptr::from_mut(out).cast::<MaybeUninit<PolledWc>>() };
+        // SAFETY: live CQ; room for one `ibv_wc`, which the provider
+        // initialises when it returns 1.
+        let n = unsafe { (self.inner.poll)(self.inner.cq, 1, slot.as_mut_ptr().cast()) };
+        match n {
+            // SAFETY: the provider returned 1: the entry is initialised.
+            1 => Ok(Some(unsafe { slot.assume_init_mut() })),
             0 => Ok(None),
             _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
         }

@@ -41,21 +41,19 @@ impl Cq {
             return Err(reaped());
         }
         let got = match &self.routes {
-            // The common single poll: the provider writes into this stack
-            // slot, the retire is inlined, one store of the entry.
-            None if wc.len() == 1 => {
-                let mut slot = MaybeUninit::uninit();
-                match self.cq.poll_in(&mut slot) {
-                    Ok(Some(w)) => {
-                        let (ctx, _) = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
-                        note_invalidation(w, &self.windows);
-                        wc[0].write(w.to_ibv_wc(ctx));
-                        return Ok(1);
-                    }
-                    Ok(None) => 0,
-                    Err(e) => return Err(Error::provider_raw("ibv_poll_cq", e)),
+            // The common single poll: the provider writes into the
+            // caller's entry, the retire is inlined, then the op context
+            // replaces the work request ID there: nothing copied.
+            None if wc.len() == 1 => match self.cq.poll_into(&mut wc[0]) {
+                Ok(Some(w)) => {
+                    let (ctx, _) = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
+                    note_invalidation(w, &self.windows);
+                    w.set_wr_id(ctx);
+                    return Ok(1);
                 }
-            }
+                Ok(None) => 0,
+                Err(e) => return Err(Error::provider_raw("ibv_poll_cq", e)),
+            },
             None => self
                 .cq
                 .poll_each(wc.len(), |i, w| {
