@@ -256,6 +256,41 @@ mod tests {
         assert_eq!(ids, (0..30).collect::<Vec<u64>>());
     }
 
+    /// A write and the signaled flush after it (the persistence idiom's
+    /// own path in `complete`): both leave at the flush's completion, holds
+    /// released, across the ring's wrap; a signaled predecessor is not
+    /// taken by it (its own completion still finds it).
+    #[test]
+    fn one_unsignaled_predecessor_retires_with_its_successor() {
+        let t = SendTracker::new(4).unwrap();
+        let hold: Hold = Arc::new(Tag);
+        for round in 0..10u64 {
+            let mut ids = Vec::new();
+            for (k, signaled) in [(0, false), (1, true)] {
+                t.post_with(rec(round * 10 + k, CompletionOp::Write, signaled, Some(hold.clone())), |id| {
+                    ids.push(id);
+                    Ok(())
+                })
+                .unwrap();
+            }
+            assert_eq!(Arc::strong_count(&hold), 3);
+            assert_eq!(t.complete(ids[1], true), Some((round * 10 + 1, CompletionOp::Write)));
+            assert_eq!((t.pending(), Arc::strong_count(&hold)), (0, 1), "round {round}");
+            assert_eq!(t.complete(ids[0], true), None, "retired with its successor");
+        }
+        let mut ids = Vec::new();
+        for ctx in [1, 2] {
+            t.post_with(rec(ctx, CompletionOp::Read, true, Some(hold.clone())), |id| {
+                ids.push(id);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(t.complete(ids[1], true), Some((2, CompletionOp::Read)));
+        assert_eq!(t.complete(ids[0], true), Some((1, CompletionOp::Read)), "a signaled one keeps its context");
+        assert_eq!((t.pending(), Arc::strong_count(&hold)), (0, 1));
+    }
+
     #[test]
     fn the_last_slot_is_kept_for_a_signaled_operation() {
         let t = SendTracker::new(3).unwrap();

@@ -328,6 +328,24 @@ impl SendTracker {
                 return Some((e.ctx, e.kind)); // `e`'s hold is released here, unlocked
             }
         }
+        // The persistence idiom (a write, then the signaled flush that
+        // completes it): one unsignaled predecessor, neither with a
+        // confirm; both released unlocked. (A loop over any number of
+        // predecessors here cost more than `complete_slow`.)
+        if ahead == 1 {
+            let next = (head + 1) & SEND_SEQ_MASK;
+            let plain = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.confirms);
+            if plain(g.slot(next)) && g.slot(head).as_ref().is_some_and(|p| !p.signaled && !p.confirms) {
+                let before = g.slot(head).take();
+                let e = g.slot(next).take();
+                g.head = (head + 2) & SEND_SEQ_MASK;
+                g.len -= 2;
+                g.skip_retired();
+                drop(g);
+                drop(before);
+                return e.map(|e| (e.ctx, e.kind));
+            }
+        }
         Self::complete_slow(g, ahead, success)
     }
 
