@@ -162,19 +162,14 @@ const _: () = {
     use std::mem::{align_of, offset_of, size_of};
     type W = ffi::ibv_wc;
     assert!(size_of::<IbvWc>() == size_of::<W>() && align_of::<IbvWc>() == align_of::<W>());
-    assert!(offset_of!(IbvWc, wr_id) == offset_of!(W, wr_id));
-    assert!(offset_of!(IbvWc, status) == offset_of!(W, status));
-    assert!(offset_of!(IbvWc, opcode) == offset_of!(W, opcode));
-    assert!(offset_of!(IbvWc, vendor_err) == offset_of!(W, vendor_err));
-    assert!(offset_of!(IbvWc, byte_len) == offset_of!(W, byte_len));
-    assert!(offset_of!(IbvWc, imm_data) == offset_of!(W, __bindgen_anon_1));
-    assert!(offset_of!(IbvWc, qp_num) == offset_of!(W, qp_num));
-    assert!(offset_of!(IbvWc, src_qp) == offset_of!(W, src_qp));
-    assert!(offset_of!(IbvWc, wc_flags) == offset_of!(W, wc_flags));
-    assert!(offset_of!(IbvWc, pkey_index) == offset_of!(W, pkey_index));
-    assert!(offset_of!(IbvWc, slid) == offset_of!(W, slid));
-    assert!(offset_of!(IbvWc, sl) == offset_of!(W, sl));
-    assert!(offset_of!(IbvWc, dlid_path_bits) == offset_of!(W, dlid_path_bits));
+    macro_rules! same_offsets {
+        ($($ours:ident ~ $theirs:ident),* $(,)?) => { $(assert!(offset_of!(IbvWc, $ours) == offset_of!(W, $theirs));)* };
+    }
+    same_offsets!(
+        wr_id ~ wr_id, status ~ status, opcode ~ opcode, vendor_err ~ vendor_err, byte_len ~ byte_len,
+        imm_data ~ __bindgen_anon_1, qp_num ~ qp_num, src_qp ~ src_qp, wc_flags ~ wc_flags,
+        pkey_index ~ pkey_index, slid ~ slid, sl ~ sl, dlid_path_bits ~ dlid_path_bits,
+    );
 };
 
 /// A completion as the provider wrote it (`struct ibv_wc` as is), read
