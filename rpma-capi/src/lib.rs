@@ -81,7 +81,8 @@ fn code_of(name: &'static str, r: Res) -> c_int {
         // code without the cold call, unless a debug line is wanted
         // (`forget`: the variant has nothing to drop, and the call to the
         // error's drop glue would cost as much as the rest).
-        Err(e @ Error::NoCompletion) if !rpma::log::enabled(LogLevel::Debug) => {
+        // (The C ABI's main threshold is always set: `log::init`.)
+        Err(e @ Error::NoCompletion) if !rpma::log::enabled_by_thresholds(LogLevel::Debug) => {
             std::mem::forget(e);
             rpma::error::RPMA_E_NO_COMPLETION
         }

@@ -237,6 +237,17 @@ pub fn enabled(level: LogLevel) -> bool {
     level != LogLevel::Disabled && (level as i32 <= EITHER.load(Ordering::Relaxed) || main_admits(level))
 }
 
+/// [`enabled`] for a caller that has set the main threshold (librpma's C
+/// ABI sets it at start and never unsets it): one load and compare, since
+/// the higher of the set thresholds then decides. With the main threshold
+/// unset it may say no where [`enabled`] would follow the `log` crate's
+/// filter and say yes.
+#[doc(hidden)]
+#[inline]
+pub fn enabled_by_thresholds(level: LogLevel) -> bool {
+    level != LogLevel::Disabled && level as i32 <= EITHER.load(Ordering::Relaxed)
+}
+
 /// Emits one message; used through the crate's `rpma_log!` macro.
 #[doc(hidden)]
 pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, args: fmt::Arguments<'_>) {
