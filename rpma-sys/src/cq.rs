@@ -557,15 +557,12 @@ impl Cq {
     /// A provider failure of `ibv_poll_cq`.
     #[inline]
     pub fn poll_in<'a>(&self, slot: &'a mut MaybeUninit<PolledWc>) -> io::Result<Option<&'a PolledWc>> {
-        // SAFETY: live CQ; `slot` has room for one `ibv_wc` (PolledWc is
-        // transparent), which the provider initialises when it returns 1.
-        let n = unsafe { (self.inner.poll)(self.inner.cq, 1, slot.as_mut_ptr().cast()) };
-        match n {
-            // SAFETY: the provider returned 1: the entry is initialised.
-            1 => Ok(Some(unsafe { slot.assume_init_ref() })),
-            0 => Ok(None),
-            _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
-        }
+        Ok(if self.poll_slot(slot)? {
+            // SAFETY: `poll_slot` said the provider initialised the entry.
+            Some(unsafe { slot.assume_init_ref() })
+        } else {
+            None
+        })
     }
 
     /// Polls one completion (`ibv_poll_cq` with room for one) straight
@@ -582,13 +579,24 @@ impl Cq {
         // same size, alignment and field offsets, all plain integers (the
         // assertions under `IbvWc`): the slot is one as much as the other.
         let slot = unsafe { &mut *std::ptr::from_mut(out).cast::<MaybeUninit<PolledWc>>() };
-        // SAFETY: live CQ; room for one `ibv_wc`, which the provider
-        // initialises when it returns 1.
+        Ok(if self.poll_slot(slot)? {
+            // SAFETY: `poll_slot` said the provider initialised the entry.
+            Some(unsafe { slot.assume_init_mut() })
+        } else {
+            None
+        })
+    }
+
+    /// `ibv_poll_cq` with room for one entry, `slot`: whether the provider
+    /// wrote (initialised) one there.
+    #[inline(always)]
+    fn poll_slot(&self, slot: &mut MaybeUninit<PolledWc>) -> io::Result<bool> {
+        // SAFETY: live CQ; `slot` has room for one `ibv_wc` (PolledWc is
+        // transparent), which the provider initialises when it returns 1.
         let n = unsafe { (self.inner.poll)(self.inner.cq, 1, slot.as_mut_ptr().cast()) };
         match n {
-            // SAFETY: the provider returned 1: the entry is initialised.
-            1 => Ok(Some(unsafe { slot.assume_init_mut() })),
-            0 => Ok(None),
+            1 => Ok(true),
+            0 => Ok(false),
             _ => Err(io::Error::other(format!("ibv_poll_cq failed ({n})"))),
         }
     }
