@@ -234,7 +234,7 @@ pub fn set_function(f: Option<Box<LogFunction>>) {
 #[doc(hidden)]
 #[inline]
 pub fn enabled(level: LogLevel) -> bool {
-    level != LogLevel::Disabled && (level as i32 <= EITHER.load(Ordering::Relaxed) || main_admits(level))
+    enabled_by_thresholds(level) || (level != LogLevel::Disabled && main_admits(level))
 }
 
 /// [`enabled`] for a caller that has set the main threshold (librpma's C
