@@ -9,7 +9,9 @@
 //!   atomic write, send, send with immediate, write with immediate): built a
 //!   second time, linked to rpma's library, against the Rust interop peer,
 //!   and the C librpma build switched to rpma against itself on C librpma,
-//!   both directions, bytes checked where they land;
+//!   both directions, bytes checked where they land; and its contexts
+//!   case (op contexts of every width, an early deregistration) on both
+//!   libraries alike;
 //! * the C benchmark program built against C librpma and linked to rpma's
 //!   library, each build as the other's server;
 //! * both C programs on rpma's library under valgrind memcheck.
@@ -175,6 +177,23 @@ device_tests!({
             }
         }
         assert!(failed.is_empty(), "failed: {failed:?}");
+    }
+
+    /// interop_peer.c's contexts case, its client on C librpma and switched
+    /// to rpma's library, against its server on C librpma: every op context
+    /// comes back whole (56 bits and wider, unsignaled writes between
+    /// signaled reads for 280 rounds, the 0-byte read and write), and a region
+    /// deregistered right after its read is deregistered (0) on both.
+    fn op_contexts_and_early_dereg_as_on_librpma() {
+        let c = c_interop().clone();
+        let lib = capi_lib_dir();
+        let (_, on_c) = case_on(&c, None, &c, None, "contexts");
+        let (_, on_rpma) = case_on(&c, None, &c, Some(lib.as_path()), "contexts");
+        let lines = |s: &str| s.lines().filter(|l| l.starts_with("contexts:")).map(String::from).collect::<Vec<_>>();
+        println!("C librpma:\n{on_c}\nrpma's library:\n{on_rpma}");
+        assert_eq!(lines(&on_c).len(), 4, "C librpma's client:\n{on_c}");
+        assert!(on_c.contains("right after its read: 0"), "{on_c}");
+        assert_eq!(lines(&on_c), lines(&on_rpma));
     }
 
     /// The C benchmark program (benches/compare/librpma_bench.c), built once

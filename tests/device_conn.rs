@@ -6,7 +6,7 @@ use rpma::error::Detail;
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_NO_EVENT, RPMA_E_SHARED_CHANNEL};
 use rpma::ops::{Read, Write};
 use rpma::{
-    AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Srq,
+    AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Sg, Srq,
     SrqCfg, Usage, WcStatus,
 };
 mod common;
@@ -594,7 +594,8 @@ device_tests!({
 
     /// 0-byte operations post no scatter/gather element (`num_sge` 0, as
     /// librpma's do) and complete, even at the very end of a region, safe,
-    /// unchecked and chained alike; no byte moves.
+    /// unchecked, chained and as empty lists (no region at all) alike; no
+    /// byte moves.
     fn zero_byte_operations_complete() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
@@ -621,6 +622,12 @@ device_tests!({
             c.write_unchecked(&remote, 0, &local, 0, 0, Flags::COMPLETION_ALWAYS, 4).unwrap();
             expect(4, CompletionOp::Write);
         }
+        // Empty lists: librpma's NULL forms, no region at all.
+        let none: &[Sg<'_, AlignedBuf>] = &[];
+        c.read_sg(none, &remote, end, Flags::COMPLETION_ALWAYS, 7).unwrap();
+        expect(7, CompletionOp::Read);
+        c.write_sg(&remote, end, none, Flags::COMPLETION_ALWAYS, 8).unwrap();
+        expect(8, CompletionOp::Write);
         let mut ch = c.chain();
         ch.push(Write::new(&remote, 0, &local, 0, 0).flags(Flags::COMPLETION_ON_ERROR).op_context(5)).unwrap();
         ch.push(Read::new(&local, 0, &remote, 8, 0).flags(Flags::COMPLETION_ALWAYS).op_context(6)).unwrap();
@@ -673,6 +680,41 @@ device_tests!({
         assert_eq!(got, [(big, CompletionOp::Read), (4, CompletionOp::Read), (0, CompletionOp::Write)]);
         assert_eq!(c.pending_sends(), 0, "the tracked read retired the unsignaled tracked write before it");
         assert_eq!(local.in_flight(), 0);
+        assert!(c.cq().get_completion().is_err(), "nothing else completes");
+        close(c, s);
+    }
+
+    /// `post_unheld` (librpma's contract, the C ABI's posts): checked as
+    /// `post`, nothing recorded or held while the op context fits 56 bits;
+    /// a wider one is recorded (not held), and so is every later unheld post
+    /// of the connection, so a signaled one retires an unsignaled wide one.
+    fn unheld_posts_record_only_wide_contexts() {
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let wide = 1u64 << 56;
+        let quiet = Flags::COMPLETION_ON_ERROR;
+        // SAFETY: `local` is neither dropped nor touched until every
+        // completion below has been reaped.
+        #[allow(unsafe_code)]
+        unsafe {
+            // Checked as `post`: the remote range is refused before posting.
+            let e = c.post_unheld(Read::new(&local, 0, &remote, 8190, 16)).unwrap_err();
+            assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            c.post_unheld(Write::new(&remote, 512, &local, 0, 16).flags(quiet).op_context(1)).unwrap();
+            c.post_unheld(Read::new(&local, 64, &remote, 0, 16).op_context(wide - 1)).unwrap();
+            assert_eq!((c.pending_sends(), local.in_flight()), (0, 0), "nothing recorded or held");
+            assert_eq!(c.cq().next_completion(T).unwrap().op_context, wide - 1);
+            c.post_unheld(Write::new(&remote, 600, &local, 0, 16).flags(quiet).op_context(wide)).unwrap();
+            assert_eq!((c.pending_sends(), local.in_flight()), (1, 0), "the wide one is recorded, not held");
+            c.post_unheld(Read::new(&local, 128, &remote, 16, 16).op_context(7)).unwrap();
+            assert_eq!(c.pending_sends(), 2, "and the ones after it");
+        }
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.status, wc.op_context, wc.op), (WcStatus::SUCCESS, 7, CompletionOp::Read));
+        assert_eq!(c.pending_sends(), 0, "the signaled read retired the wide write");
         assert!(c.cq().get_completion().is_err(), "nothing else completes");
         close(c, s);
     }

@@ -2,17 +2,22 @@
 //! `rpma_atomic_write`, `rpma_flush`, `rpma_send`, `rpma_send_with_imm`,
 //! `rpma_recv`.
 //!
-//! Each runs rpma's checked operation: offsets and lengths are checked
-//! against both regions before anything is posted (librpma leaves that to
-//! the NIC), usages are left to the device as librpma does (the peers this
-//! library makes check none: docs/capi.md), and the local region stays
-//! registered until the device completes the operation. `op_context`
-//! travels as all 64 bits. Zero-byte operations with NULL regions and zero
-//! offsets and length are allowed, as in librpma.
+//! Each posts rpma's operation checked, with librpma's contract for the
+//! memory ([`Conn::post_unheld`]): offsets and lengths are checked against
+//! both regions before anything is posted (librpma leaves that to the NIC),
+//! usages are left to the device as librpma does (the peers this library
+//! makes check none: docs/capi.md), and, as in librpma, the caller keeps
+//! the local region registered until the device completes the operation
+//! (deregistering it earlier makes the device fail the operation; the
+//! memory stays C's either way). `op_context` travels as all 64 bits: in
+//! the work request ID when it fits in 56 bits (any user-space pointer),
+//! else in the connection's book. Zero-byte operations with NULL regions
+//! and zero offsets and length are allowed, as in librpma.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
+use rpma::ops::{AtomicWrite, Flush, Read, ReadSg, Recv, RecvSg, Send, SendSg, Write, WriteSg};
 use rpma::{Conn, Error, Flags, FlushType, MrRemote, RawMemory, Sg};
 
 use crate::mr::RpmaMrLocal;
@@ -54,9 +59,18 @@ fn zero_byte(local: *const RpmaMrLocal, remote: *const MrRemote, offs: [usize; 2
 
 const NO_SG: &[Sg<'static, RawMemory>] = &[];
 
-/// `rpma_read`: rpma's checked `Conn::read`. Both ranges are checked
-/// against their regions (else `RPMA_E_INVAL`, nothing posted); `dst`
-/// stays registered until the read completes.
+/// Posts `op` checked, with librpma's contract for its memory.
+#[inline(always)]
+fn post(conn: &Conn, op: impl rpma::ops::Operation) -> Result<(), Error> {
+    // SAFETY: librpma's contract for the data path: the C caller keeps the
+    // operation's local region registered, and its memory allocated and
+    // untouched, until the completion is reaped (or the connection is
+    // deleted). The memory is C's, never rpma's (`rpma_mr_reg`).
+    unsafe { conn.post_unheld(op) }
+}
+
+/// `rpma_read`: rpma's `Read`, checked. Both ranges are checked against
+/// their regions (else `RPMA_E_INVAL`, nothing posted).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_read(
     conn: *mut Conn,
@@ -74,17 +88,16 @@ pub unsafe extern "C" fn rpma_read(
         let flags = flags_of(flags)?;
         let ctx = op_context as u64;
         if zero_byte(dst, src, [dst_offset, src_offset], len) {
-            return conn.read_sg(NO_SG, no_remote(), 0, flags, ctx);
+            return post(conn, ReadSg::new(NO_SG, no_remote(), 0).flags(flags).op_context(ctx));
         }
         // SAFETY: librpma's contract: live regions of this library.
         let (dst, src) = unsafe { (obj(dst, "dst")?, obj(src, "src")?) };
-        conn.read(dst, dst_offset, src, src_offset as u64, len, flags, ctx)
+        post(conn, Read::new(dst, dst_offset, src, src_offset as u64, len).flags(flags).op_context(ctx))
     })
 }
 
-/// `rpma_write`: rpma's checked `Conn::write`. Both ranges are checked
-/// against their regions (else `RPMA_E_INVAL`, nothing posted); `src`
-/// stays registered until the write completes.
+/// `rpma_write`: rpma's `Write`, checked. Both ranges are checked against
+/// their regions (else `RPMA_E_INVAL`, nothing posted).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_write(
     conn: *mut Conn,
@@ -102,11 +115,11 @@ pub unsafe extern "C" fn rpma_write(
         let flags = flags_of(flags)?;
         let ctx = op_context as u64;
         if zero_byte(src, dst, [dst_offset, src_offset], len) {
-            return conn.write_sg(no_remote(), 0, NO_SG, flags, ctx);
+            return post(conn, WriteSg::new(no_remote(), 0, NO_SG).flags(flags).op_context(ctx));
         }
         // SAFETY: librpma's contract: live regions of this library.
         let (dst, src) = unsafe { (obj(dst, "dst")?, obj(src, "src")?) };
-        conn.write(dst, dst_offset as u64, src, src_offset, len, flags, ctx)
+        post(conn, Write::new(dst, dst_offset as u64, src, src_offset, len).flags(flags).op_context(ctx))
     })
 }
 
@@ -127,7 +140,8 @@ pub unsafe extern "C" fn rpma_write_with_imm(
     guard_hot("rpma_write_with_imm", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (conn, dst, src) = unsafe { (obj(conn, "conn")?, obj(dst, "dst")?, obj(src, "src")?) };
-        conn.write_with_imm(dst, dst_offset as u64, src, src_offset, len, flags_of(flags)?, imm, op_context as u64)
+        let op = Write::new(dst, dst_offset as u64, src, src_offset, len).imm(imm);
+        post(conn, op.flags(flags_of(flags)?).op_context(op_context as u64))
     })
 }
 
@@ -152,7 +166,10 @@ pub unsafe extern "C" fn rpma_atomic_write(
         let mut value = [0u8; 8];
         // SAFETY: librpma's contract: src points to 8 readable bytes.
         unsafe { value.as_mut_ptr().copy_from_nonoverlapping(src.cast::<u8>(), 8) };
-        conn.atomic_write(dst, dst_offset as u64, value, flags_of(flags)?, op_context as u64)
+        post(
+            conn,
+            AtomicWrite::new(dst, dst_offset as u64, value).flags(flags_of(flags)?).op_context(op_context as u64),
+        )
     })
 }
 
@@ -182,12 +199,14 @@ pub unsafe extern "C" fn rpma_flush(
                 )))
             }
         };
-        conn.flush(dst, dst_offset as u64, len as u64, ty, flags_of(flags)?, op_context as u64)
+        post(
+            conn,
+            Flush::new(dst, dst_offset as u64, len as u64, ty).flags(flags_of(flags)?).op_context(op_context as u64),
+        )
     })
 }
 
-/// `rpma_send`: the range is checked against `src`;
-/// `src` stays registered until the send completes.
+/// `rpma_send`: the range is checked against `src`.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_send(
     conn: *mut Conn,
@@ -202,10 +221,10 @@ pub unsafe extern "C" fn rpma_send(
         let conn = unsafe { obj(conn, "conn") }?;
         let (flags, ctx) = (flags_of(flags)?, op_context as u64);
         if src.is_null() && offset == 0 && len == 0 {
-            return conn.send_sg(NO_SG, flags, ctx);
+            return post(conn, SendSg::new(NO_SG).flags(flags).op_context(ctx));
         }
         // SAFETY: librpma's contract: a live region of this library.
-        conn.send(unsafe { obj(src, "src") }?, offset, len, flags, ctx)
+        post(conn, Send::new(unsafe { obj(src, "src") }?, offset, len).flags(flags).op_context(ctx))
     })
 }
 
@@ -223,13 +242,11 @@ pub unsafe extern "C" fn rpma_send_with_imm(
     guard_hot("rpma_send_with_imm", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (conn, src) = unsafe { (obj(conn, "conn")?, obj(src, "src")?) };
-        conn.send_with_imm(src, offset, len, flags_of(flags)?, imm, op_context as u64)
+        post(conn, Send::new(src, offset, len).imm(imm).flags(flags_of(flags)?).op_context(op_context as u64))
     })
 }
 
-/// `rpma_recv`: the range is checked against `dst`;
-/// `dst` stays registered until a message lands (or the connection is
-/// deleted).
+/// `rpma_recv`: the range is checked against `dst`.
 #[no_mangle]
 pub unsafe extern "C" fn rpma_recv(
     conn: *mut Conn,
@@ -243,9 +260,9 @@ pub unsafe extern "C" fn rpma_recv(
         let conn = unsafe { obj(conn, "conn") }?;
         let ctx = op_context as u64;
         if dst.is_null() && offset == 0 && len == 0 {
-            return conn.recv_sg(NO_SG, ctx);
+            return post(conn, RecvSg::new(NO_SG).op_context(ctx));
         }
         // SAFETY: librpma's contract: a live region of this library.
-        conn.recv(unsafe { obj(dst, "dst") }?, offset, len, ctx)
+        post(conn, Recv::new(unsafe { obj(dst, "dst") }?, offset, len).op_context(ctx))
     })
 }

@@ -16,9 +16,12 @@ const C_USAGES: u16 = 0xff;
 
 /// `rpma_mr_reg`.
 ///
-/// The memory stays C's: rpma never frees it. Operations posted through
-/// this library keep the region registered until the device completes
-/// them, so `rpma_mr_dereg` refuses (`RPMA_E_AGAIN`) while any is in flight.
+/// The memory stays C's: rpma never frees it. As in librpma, the caller
+/// keeps the region registered until the operations using it complete:
+/// `rpma_mr_dereg` deregisters it, and the device then fails an operation
+/// still using it; only receives posted on a connection request or an SRQ
+/// hold the region (`rpma_mr_dereg` refuses with `RPMA_E_AGAIN` until they
+/// complete).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_mr_reg(
     peer: *mut Peer,

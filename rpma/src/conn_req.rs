@@ -346,6 +346,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         flush_mr,
         peer: peer.clone(),
         closed: Default::default(),
+        unheld_recorded: Default::default(),
         min_rnr_timer: cfg.min_rnr_timer(),
         limits,
         native,

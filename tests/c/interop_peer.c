@@ -10,7 +10,9 @@
  *       arrived: the string at 1024 and 2048, the u64 at 4088, the receive.
  *   interop_peer client ADDR PORT CASE
  *       CASE: read | write-flush-vis | write-flush-pers | atomic | send |
- *       send-imm | write-imm
+ *       send-imm | write-imm | contexts (op contexts of every width come
+ *       back whole, past the send queue's size; a region deregistered
+ *       while its read may be in flight)
  *
  * The contracts of librpma's own examples are in example_peer.c.
  */
@@ -62,6 +64,79 @@ static void wait_one(struct rpma_conn *conn)
 		fprintf(stderr, "completion failed: %s\n", ibv_wc_status_str(wc.status));
 		exit(1);
 	}
+}
+
+/* Waits for the next completion; fails unless it is a successful `op`
+ * carrying `ctx`. */
+static void wait_ctx(struct rpma_cq *cq, enum ibv_wc_opcode op, uint64_t ctx)
+{
+	struct ibv_wc wc;
+	int n = 0;
+	while (n == 0) {
+		CHECK(rpma_cq_wait(cq));
+		int r = rpma_cq_get_wc(cq, 1, &wc, &n);
+		if (r == RPMA_E_NO_COMPLETION)
+			continue;
+		CHECK(r);
+	}
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != op || wc.wr_id != ctx) {
+		fprintf(stderr, "completion %s opcode %d wr_id %#" PRIx64 ", wanted opcode %d wr_id %#" PRIx64 "\n",
+			ibv_wc_status_str(wc.status), wc.opcode, (uint64_t)wc.wr_id, op, ctx);
+		exit(1);
+	}
+}
+
+/* The contexts case: every op context comes back whole, whatever its
+ * width, with an unsignaled write before each signaled read, for more
+ * rounds than a send queue holds; the same through librpma's 0-byte read
+ * and write;
+ * then a region deregistered right after its read was posted (librpma
+ * deregisters it; the read completes or fails, with its context). */
+static void contexts(struct rpma_peer *peer, struct rpma_conn *conn, struct rpma_mr_local *mr,
+	struct rpma_mr_remote *rmr)
+{
+	static const uint64_t ctxs[] = {0, 1, 0x7fffffffffffULL, 0xffffffffffffffULL,
+		0x100000000000000ULL, 0xfedcba9876543210ULL, UINT64_MAX};
+	const int k = sizeof(ctxs) / sizeof(ctxs[0]), rounds = 40;
+	struct rpma_cq *cq;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+	for (int r = 0; r < rounds; r++) {
+		for (int i = 0; i < k; i++) {
+			/* the unsignaled write carries another width than the read */
+			void *w = (void *)(uintptr_t)ctxs[(i + r) % k];
+			CHECK(rpma_write(conn, rmr, 1024, mr, 512, 8, RPMA_F_COMPLETION_ON_ERROR, w));
+			CHECK(rpma_read(conn, mr, 256, rmr, 1024, 8, RPMA_F_COMPLETION_ALWAYS,
+				(void *)(uintptr_t)ctxs[i]));
+			wait_ctx(cq, IBV_WC_RDMA_READ, ctxs[i]);
+		}
+	}
+	printf("contexts: %d reads, each context back whole\n", rounds * k);
+	for (int i = 0; i < k; i++) {
+		CHECK(rpma_read(conn, NULL, 0, NULL, 0, 0, RPMA_F_COMPLETION_ALWAYS, (void *)(uintptr_t)ctxs[i]));
+		wait_ctx(cq, IBV_WC_RDMA_READ, ctxs[i]);
+		CHECK(rpma_write(conn, NULL, 0, NULL, 0, 0, RPMA_F_COMPLETION_ALWAYS, (void *)(uintptr_t)ctxs[i]));
+		wait_ctx(cq, IBV_WC_RDMA_WRITE, ctxs[i]);
+	}
+	printf("contexts: %d zero-byte reads and writes, each context back whole\n", k);
+	char *buf = aligned_alloc(4096, 4096);
+	struct rpma_mr_local *early;
+	CHECK(rpma_mr_reg(peer, buf, 4096, RPMA_MR_USAGE_READ_DST, &early));
+	CHECK(rpma_read(conn, early, 0, rmr, 1024, 8, RPMA_F_COMPLETION_ALWAYS, (void *)0x42));
+	int ret = rpma_mr_dereg(&early);
+	printf("contexts: deregistering a region right after its read: %d\n", ret);
+	struct ibv_wc wc;
+	int n = 0;
+	while (n == 0) {
+		CHECK(rpma_cq_wait(cq));
+		int r = rpma_cq_get_wc(cq, 1, &wc, &n);
+		if (r != RPMA_E_NO_COMPLETION)
+			CHECK(r);
+	}
+	/* its status depends on when the device got to it */
+	printf("contexts: the read's completion carries %#" PRIx64 "\n", (uint64_t)wc.wr_id);
+	if (ret)
+		CHECK(rpma_mr_dereg(&early));
+	free(buf);
 }
 
 static struct rpma_peer *peer_for(const char *addr, enum rpma_util_ibv_context_type t)
@@ -206,6 +281,8 @@ static int client(const char *addr, const char *port, const char *cs)
 	} else if (!strcmp(cs, "write-imm")) {
 		CHECK(rpma_write_with_imm(conn, rmr, 2048, mr, 512, len, f, 48879, NULL));
 		wait_one(conn);
+	} else if (!strcmp(cs, "contexts")) {
+		contexts(peer, conn, mr, rmr);
 	} else {
 		fprintf(stderr, "unknown case %s\n", cs);
 		return 2;

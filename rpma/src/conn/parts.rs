@@ -35,6 +35,12 @@ pub(crate) struct ConnParts {
     pub(crate) peer: Peer,
     /// Set by `disconnect` and by a closing event: posting is refused then.
     pub(crate) closed: AtomicBool,
+    /// Set when a [`Conn::post_unheld`](crate::Conn::post_unheld) had to
+    /// record its operation (an op context wider than the work request ID):
+    /// its later ones are recorded too, so that a signaled one retires an
+    /// unsignaled one recorded before it (an untracked completion retires
+    /// nothing).
+    pub(crate) unheld_recorded: AtomicBool,
     /// Applied to the QP when the connection is established.
     pub(crate) min_rnr_timer: u8,
     /// What the QP was granted, read once at set-up.

@@ -37,7 +37,7 @@ impl Conn {
     #[inline(always)]
     pub fn post<O: Operation>(&self, op: O) -> Result<()> {
         let t = self.target();
-        op.encode(&t, true, Single { conn: self, hold: Some(|| op.hold(&t)) })
+        op.encode(&t, true, Single::<_, false> { conn: self, hold: Some(|| op.hold(&t)) })
     }
 
     /// Posts one operation with only the local range (and an atomic's
@@ -65,7 +65,49 @@ impl Conn {
     /// [`Error::Inval`] when the op context exceeds 56 bits.
     #[inline(always)]
     pub unsafe fn post_unchecked<O: UncheckedOperation>(&self, op: O) -> Result<()> {
-        op.encode(&self.target(), false, Single { conn: self, hold: None::<fn() -> Hold> })
+        op.encode(&self.target(), false, Single::<_, false> { conn: self, hold: None::<fn() -> Hold> })
+    }
+
+    /// Posts one operation checked, as [`post`](Conn::post), without
+    /// holding its local region: librpma's contract, where the caller keeps
+    /// the region registered and untouched until the completion (rpma's C
+    /// ABI posts this way). An op context that fits in 56 bits travels in
+    /// the work request ID and nothing is recorded, as on the unchecked
+    /// path ([`post_unchecked`](Conn::post_unchecked): not counted in
+    /// [`pending_sends`](Conn::pending_sends), and a send queue that is
+    /// full is the provider's `ENOMEM`). An operation with a wider one is
+    /// recorded (its region not held either), and so are the connection's
+    /// later `post_unheld` operations (a completion of an unrecorded one
+    /// could not retire a recorded unsignaled one posted before it).
+    /// Operations with a non-empty list of regions are recorded and held,
+    /// as by [`post`](Conn::post).
+    ///
+    /// ```
+    /// use rpma::ops::Read;
+    /// # #[allow(dead_code)]
+    /// fn fetch(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
+    ///     // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
+    ///     unsafe { conn.post_unheld(Read::new(dst, 0, src, 0, 8).op_context(7))? };
+    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     assert_eq!(wc.op_context, 7);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`post_unchecked`](Conn::post_unchecked): the operation's local
+    /// region must not be dropped, deregistered or accessed (written, for
+    /// a source) until this operation's completion, or that of a later
+    /// signaled operation on this connection, has been reaped, or the
+    /// connection is dropped.
+    ///
+    /// # Errors
+    /// As [`post`](Conn::post), except that a full send queue is
+    /// [`Error::Provider`] for an operation not recorded.
+    #[inline(always)]
+    pub unsafe fn post_unheld<O: Operation>(&self, op: O) -> Result<()> {
+        let t = self.target();
+        op.encode(&t, true, Single::<_, true> { conn: self, hold: Some(|| op.hold(&t)) })
     }
 
     /// Posts `op` checked, as [`post`](Conn::post), with the op context
@@ -78,7 +120,7 @@ impl Conn {
     pub(crate) fn post_awaited<O: Operation>(&self, op: O, ctx: u64) -> Result<u64> {
         let t = self.target();
         let given = std::cell::Cell::new(0);
-        let single = Single { conn: self, hold: Some(|| op.hold(&t)) };
+        let single = Single::<_, false> { conn: self, hold: Some(|| op.hold(&t)) };
         op.encode(&t, true, Awaited { inner: single, ctx, given: &given })?;
         Ok(given.get())
     }
@@ -133,25 +175,64 @@ impl Conn {
     /// Posts a native atomic write or flush alone, through its own
     /// `ibv_wr_*` sequence (which ignores [`Flags::FENCE`]): out of line,
     /// so the other posts stay small.
+    /// `untracked`: the kind and `ctx` in the work request ID, nothing
+    /// recorded (the requests name no local memory).
     #[inline(never)]
-    fn post_native(&self, kind: CompletionOp, ctx: u64, wr: Wr) -> Result<()> {
+    fn post_native(&self, kind: CompletionOp, ctx: u64, wr: Wr, untracked: bool) -> Result<()> {
         let mut ex = self.parts.qp()?.ex().ok_or_else(|| Error::Unknown("no extended interface".into()))?;
+        if untracked {
+            let id = crate::wrid::untracked(kind, ctx)?;
+            return ex.post_native(id, &wr).map_err(|e| crate::inflight::post_error("ibv_post_send", e));
+        }
         let rec = SendOpRec { ctx, kind, signaled: wr.signaled(), hold: None, confirm: None };
         self.parts.send.post_with(rec, |id| ex.post_native(id, &wr))
     }
 }
 
 /// The sink of a single post: tracked with the operation's hold (`hold`
-/// given) or untracked (`None`, the unchecked path).
-struct Single<'c, H: FnOnce() -> Hold> {
+/// given) or untracked (`None`, the unchecked path); `UNHELD`
+/// ([`Conn::post_unheld`]): untracked whenever the op context fits the ID
+/// and no list is posted, else tracked with the hold.
+struct Single<'c, H: FnOnce() -> Hold, const UNHELD: bool> {
     conn: &'c Conn,
     hold: Option<H>,
 }
 
-impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
+impl<H: FnOnce() -> Hold, const UNHELD: bool> Single<'_, H, UNHELD> {
+    /// Whether this post goes untracked although a hold was given: under
+    /// `UNHELD`, when the op context fits the ID and no earlier post of the
+    /// connection had to be recorded for a wider one
+    /// ([`ConnParts::unheld_recorded`](super::parts::ConnParts)).
+    #[inline(always)]
+    fn untracked(&self, m: &Meta) -> bool {
+        if !UNHELD {
+            return false;
+        }
+        let recorded = &self.conn.parts.unheld_recorded;
+        if m.ctx > crate::wrid::UNTRACKED_CTX_MAX {
+            recorded.store(true, std::sync::atomic::Ordering::Relaxed);
+            return false;
+        }
+        !recorded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> Result<()> {
         let parts = &self.conn.parts;
+        if UNHELD && !matches!(m.hold, HoldBy::List) {
+            if self.untracked(&m) {
+                // SAFETY: `post_unheld`'s caller keeps the operation's
+                // region (`HoldBy::Op`); the flush region is the
+                // connection's own and outlives its QP; the other kinds name
+                // no local memory or bytes copied during the post.
+                return unsafe { parts.post_untracked(m.kind, m.ctx, wr) };
+            }
+            // Recorded for its op context only: the caller keeps the region,
+            // the entry holds the connection's flush region (harmless).
+            return parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr);
+        }
         match (m.hold, self.hold) {
             // SAFETY: a `Single` without a hold is made only by
             // `Conn::post_unchecked`, whose caller keeps the memory alive.
@@ -166,15 +247,22 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
     fn other(self, m: Meta, wr: Wr) -> Result<()> {
         // The emulated atomic write is an inline write of bytes in `wr`,
         // on this stack, copied during the post.
+        let unheld = self.untracked(&m);
         match wr.send_wr() {
+            // SAFETY: inline bytes, copied during the post: no local memory.
+            Some(p) if unheld => unsafe { self.conn.parts.post_untracked(m.kind, m.ctx, p) },
             Some(p) => self.conn.parts.post(m.kind, m.ctx, NO_HOLD, p),
-            None => self.conn.post_native(m.kind, m.ctx, wr),
+            None => self.conn.post_native(m.kind, m.ctx, wr, unheld),
         }
     }
 
     #[inline]
     fn list(self, m: Meta, wr: SendWr, mut g: Gathered) -> Result<()> {
         let parts = &self.conn.parts;
+        if self.untracked(&m) && g.list().is_empty() {
+            // SAFETY: an empty list (librpma's 0-byte form) names no memory.
+            return unsafe { parts.post_untracked(m.kind, m.ctx, wr) };
+        }
         let qp = parts.qp()?;
         let rec = SendOpRec { ctx: m.ctx, kind: m.kind, signaled: wr.signaled, hold: g.hold.take(), confirm: None };
         parts.send.post_send_sgl(qp, rec, wr, g.list())
@@ -184,6 +272,14 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
     fn recv(self, m: Meta, sge: Option<Sge>) -> Result<()> {
         let parts = &self.conn.parts;
         let sgl = sge.as_slice();
+        if UNHELD {
+            if self.untracked(&m) {
+                // SAFETY: `post_unheld`'s caller keeps the receive's region.
+                return unsafe { parts.post_recv_untracked(m.ctx, sgl) };
+            }
+            // As in `plain`: recorded, the caller's region not held.
+            return parts.post_recv(m.ctx, sgl, Some(parts.flush_mr.hold()));
+        }
         match self.hold {
             Some(h) => parts.post_recv(m.ctx, sgl, Some(h())),
             // SAFETY: as in `plain`: only `Conn::post_unchecked` makes a
@@ -192,8 +288,13 @@ impl<H: FnOnce() -> Hold> Sink for Single<'_, H> {
         }
     }
 
-    /// A list is tracked with its holds on either path (as a send's).
+    /// A list is tracked with its holds on either path (as a send's); an
+    /// empty one (librpma's 0-byte form) under `UNHELD` is not recorded.
     fn recv_list(self, m: Meta, mut g: Gathered) -> Result<()> {
+        if self.untracked(&m) && g.list().is_empty() {
+            // SAFETY: an empty list names no memory.
+            return unsafe { self.conn.parts.post_recv_untracked(m.ctx, &[]) };
+        }
         let hold = g.hold.take();
         self.conn.parts.post_recv(m.ctx, g.list(), hold)
     }

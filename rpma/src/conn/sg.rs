@@ -37,7 +37,8 @@ impl Conn {
     /// Writes the elements of `src`, one after the other, to the remote
     /// region at `dst_offset`: a gathering RDMA WRITE (one work request,
     /// one completion). Every region in `src` is kept alive until the
-    /// operation completes; elements of 0 bytes are checked and skipped.
+    /// operation completes; elements of 0 bytes are checked and skipped,
+    /// and an empty list is a 0-byte write (librpma's NULL form).
     ///
     /// ```
     /// use rpma::{AlignedBuf, Flags, MrLocal, MrRemote, Sg};
@@ -52,8 +53,8 @@ impl Conn {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Inval`] when `flags` are empty, `src` is empty or longer
-    /// than [`max_send_sge`](Conn::max_send_sge), an element exceeds its
+    /// [`Error::Inval`] when `flags` are empty, `src` is longer than
+    /// [`max_send_sge`](Conn::max_send_sge), an element exceeds its
     /// region, lacks [`Usage::WRITE_SRC`] or is on another peer (the message
     /// names it as `src[i]`), the total exceeds 4 GiB - 1 or the remote
     /// range, or `dst` lacks [`Usage::WRITE_DST`]; [`Error::Again`] when
@@ -72,7 +73,8 @@ impl Conn {
 
     /// Reads from the remote region at `src_offset` into the elements of
     /// `dst`, filled one after the other: a scattering RDMA READ. Every
-    /// region in `dst` is kept alive until the operation completes.
+    /// region in `dst` is kept alive until the operation completes; an
+    /// empty list is a 0-byte read (librpma's NULL form).
     ///
     /// # Errors
     /// As [`write_sg`](Conn::write_sg), with the elements needing
@@ -92,7 +94,8 @@ impl Conn {
 
     /// Sends the elements of `src`, one after the other, as one message to
     /// a receive posted by the other side: a gathering send. Every region in
-    /// `src` is kept alive until the operation completes.
+    /// `src` is kept alive until the operation completes; an empty list
+    /// sends a 0-byte message.
     ///
     /// # Errors
     /// As [`write_sg`](Conn::write_sg), with the elements needing
@@ -107,12 +110,13 @@ impl Conn {
     }
 
     /// Posts a receive that scatters an incoming message into the elements
-    /// of `dst`, filled one after the other. Every region in `dst` is kept
+    /// of `dst`, filled one after the other (an empty list takes a 0-byte
+    /// message). Every region in `dst` is kept
     /// alive until the receive completes; as for [`recv`](Conn::recv), its
     /// completion always arrives.
     ///
     /// # Errors
-    /// [`Error::Inval`] when `dst` is empty or longer than
+    /// [`Error::Inval`] when `dst` is longer than
     /// [`max_recv_sge`](Conn::max_recv_sge), an element exceeds its region,
     /// lacks [`Usage::RECV`] or is on another peer (named as `dst[i]`), the
     /// total exceeds 4 GiB - 1, or the connection uses an SRQ;

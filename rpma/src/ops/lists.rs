@@ -80,14 +80,6 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
     limit: &str,
     peer: &Peer,
 ) -> Result<Gathered> {
-    let Some(first) = list.first() else {
-        return Err(Error::empty(
-            what,
-            format!(
-                "{what}: the list is empty (a 0-byte operation is the plain one with len 0, or one element of 0 bytes)"
-            ),
-        ));
-    };
     let max = (max as usize).min(MAX_SGL);
     if list.len() > max {
         return Err(Error::too_long(
@@ -113,9 +105,11 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
         *slot = e.mr.sge(e.offset, e.len as u32);
         g.n += 1;
     }
-    if g.n == 0 {
+    // No element posted (an empty list, librpma's 0-byte form, or 0-byte
+    // elements only): no memory, nothing to hold.
+    let Some(first) = list.first().filter(|_| g.n > 0) else {
         return Ok(g);
-    }
+    };
     // One region for the whole list (the common case): its hold; else one
     // hold per posted element, in one allocation made fallibly.
     if list.iter().all(|e| std::ptr::eq(e.mr, first.mr)) {
