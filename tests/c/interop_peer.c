@@ -47,19 +47,25 @@ static void expect(struct rpma_conn *conn, enum rpma_conn_event want)
 	}
 }
 
-static void wait_one(struct rpma_conn *conn)
+/* Waits for the next completion of `cq`, into `wc`. */
+static void next_wc(struct rpma_cq *cq, struct ibv_wc *wc)
 {
-	struct rpma_cq *cq;
-	struct ibv_wc wc;
 	int n = 0;
-	CHECK(rpma_conn_get_cq(conn, &cq));
 	while (n == 0) {
 		CHECK(rpma_cq_wait(cq));
-		int r = rpma_cq_get_wc(cq, 1, &wc, &n);
+		int r = rpma_cq_get_wc(cq, 1, wc, &n);
 		if (r == RPMA_E_NO_COMPLETION)
 			continue;
 		CHECK(r);
 	}
+}
+
+static void wait_one(struct rpma_conn *conn)
+{
+	struct rpma_cq *cq;
+	struct ibv_wc wc;
+	CHECK(rpma_conn_get_cq(conn, &cq));
+	next_wc(cq, &wc);
 	if (wc.status != IBV_WC_SUCCESS) {
 		fprintf(stderr, "completion failed: %s\n", ibv_wc_status_str(wc.status));
 		exit(1);
@@ -71,14 +77,7 @@ static void wait_one(struct rpma_conn *conn)
 static void wait_ctx(struct rpma_cq *cq, enum ibv_wc_opcode op, uint64_t ctx)
 {
 	struct ibv_wc wc;
-	int n = 0;
-	while (n == 0) {
-		CHECK(rpma_cq_wait(cq));
-		int r = rpma_cq_get_wc(cq, 1, &wc, &n);
-		if (r == RPMA_E_NO_COMPLETION)
-			continue;
-		CHECK(r);
-	}
+	next_wc(cq, &wc);
 	if (wc.status != IBV_WC_SUCCESS || wc.opcode != op || wc.wr_id != ctx) {
 		fprintf(stderr, "completion %s opcode %d wr_id %#" PRIx64 ", wanted opcode %d wr_id %#" PRIx64 "\n",
 			ibv_wc_status_str(wc.status), wc.opcode, (uint64_t)wc.wr_id, op, ctx);
@@ -125,13 +124,7 @@ static void contexts(struct rpma_peer *peer, struct rpma_conn *conn, struct rpma
 	int ret = rpma_mr_dereg(&early);
 	printf("contexts: deregistering a region right after its read: %d\n", ret);
 	struct ibv_wc wc;
-	int n = 0;
-	while (n == 0) {
-		CHECK(rpma_cq_wait(cq));
-		int r = rpma_cq_get_wc(cq, 1, &wc, &n);
-		if (r != RPMA_E_NO_COMPLETION)
-			CHECK(r);
-	}
+	next_wc(cq, &wc);
 	/* its status depends on when the device got to it */
 	printf("contexts: the read's completion carries %#" PRIx64 "\n", (uint64_t)wc.wr_id);
 	if (ret)

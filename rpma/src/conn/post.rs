@@ -192,7 +192,8 @@ impl Conn {
 /// The sink of a single post: tracked with the operation's hold (`hold`
 /// given) or untracked (`None`, the unchecked path); `UNHELD`
 /// ([`Conn::post_unheld`]): untracked whenever the op context fits the ID
-/// and no list is posted, else tracked with the hold.
+/// and no list is posted, else recorded without holding the caller's
+/// region (a list: tracked with its holds).
 struct Single<'c, H: FnOnce() -> Hold, const UNHELD: bool> {
     conn: &'c Conn,
     hold: Option<H>,
