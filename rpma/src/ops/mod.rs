@@ -3,7 +3,8 @@
 //! ways (long because: every verb's type, checks and encoding live here, one
 //! home per verb; CONTRIBUTING.md): [`Conn::post`](crate::Conn::post) (checked, the regions held until
 //! the completion), [`Conn::post_unchecked`](crate::Conn::post_unchecked)
-//! (`unsafe`, nothing held) and [`Chain::push`](crate::Chain::push) (many
+//! (`unsafe`, nothing held; [`Conn::post_unheld`](crate::Conn::post_unheld)
+//! the same with every check) and [`Chain::push`](crate::Chain::push) (many
 //! operations, one doorbell).
 //!
 //! | type | verb | librpma |
