@@ -266,6 +266,8 @@ device_tests!({
         close(c, s);
     }
 
+    /// A write with immediate data consumes a receive, reported as
+    /// `RecvRdmaWithImm` with the immediate, tracked or untracked alike.
     fn write_with_imm_consumes_a_receive() {
         let sp = peer();
         let (smr, pdata) = server_region(&sp, Usage::WRITE_DST | Usage::RECV);
@@ -282,6 +284,15 @@ device_tests!({
         let rcq = s.rcq().expect("rcq");
         let wc = rcq.next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.imm), (31, CompletionOp::RecvRdmaWithImm, Some(42)));
+        // The same through an untracked receive: its kind from the device
+        // too, not the one its work request ID names.
+        // SAFETY: `recv_mr` outlives the receive, reaped below.
+        #[allow(unsafe_code)]
+        unsafe { s.recv_unchecked(&recv_mr, 0, 0, 33) }.unwrap();
+        c.write_with_imm(&remote, 16, &cmr, 0, 4, Flags::COMPLETION_ALWAYS, 43, 34).unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::WriteWithImm);
+        let wc = rcq.next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.imm), (33, CompletionOp::RecvRdmaWithImm, Some(43)));
         let mut b = [0u8; 4];
         smr.read_at(16, &mut b).unwrap();
         assert_eq!(&b, b"imm!");
@@ -480,6 +491,8 @@ device_tests!({
         close(c, s);
     }
 
+    /// A shared completion channel, and receives through an SRQ: checked,
+    /// as operations, and under librpma's memory contract.
     fn shared_channel_and_srq() {
         let sp = peer();
         let mut scfg = SrqCfg::new();
@@ -517,6 +530,20 @@ device_tests!({
         let mut b = [0u8; 7];
         smr.read_at(32, &mut b).unwrap();
         assert_eq!(&b, b"via srq");
+        // Under librpma's memory contract (the C ABI's `rpma_srq_recv`):
+        // nothing held, the op context back from the work request ID, a
+        // wide one from the SRQ's book.
+        for ctx in [55, u64::MAX] {
+            // SAFETY: `smr` outlives the receive, reaped below.
+            #[allow(unsafe_code)]
+            unsafe { srq.post_unheld(rpma::ops::Recv::new(&smr, 0, 16).op_context(ctx)) }.unwrap();
+            assert_eq!(smr.in_flight(), 0, "not held");
+            c.send(&cmr, 0, 7, Flags::COMPLETION_ALWAYS, 56).unwrap();
+            let (cq, _) = c.wait_timeout(T).unwrap();
+            assert_eq!(cq.get_completion().unwrap().op_context, 56);
+            let wc = srq.rcq().unwrap().next_completion(T).unwrap();
+            assert_eq!((wc.op_context, wc.op, wc.byte_len), (ctx, CompletionOp::Recv, 7));
+        }
         close(c, s);
     }
 

@@ -384,7 +384,10 @@ pub unsafe extern "C" fn rpma_srq_recv(
     guard_hot("rpma_srq_recv", || {
         // SAFETY: librpma's contract: live objects of this library.
         let (srq, dst) = unsafe { (obj(srq, "srq")?, obj(dst, "dst")?) };
-        srq.recv(dst, offset, len, op_context as u64)
+        let op = rpma::ops::Recv::new(dst, offset, len).op_context(op_context as u64);
+        // SAFETY: librpma's contract for the data path, as in data.rs'
+        // `post`: the C caller keeps the region until the completion.
+        unsafe { srq.post_unheld(op) }
     })
 }
 

@@ -19,9 +19,9 @@ const C_USAGES: u16 = 0xff;
 /// The memory stays C's: rpma never frees it. As in librpma, the caller
 /// keeps the region registered until the operations using it complete:
 /// `rpma_mr_dereg` deregisters it, and the device then fails an operation
-/// still using it; only receives posted on a connection request or an SRQ
-/// hold the region (`rpma_mr_dereg` refuses with `RPMA_E_AGAIN` until they
-/// complete).
+/// still using it; only a receive posted with `rpma_conn_req_recv` holds
+/// the region (`rpma_mr_dereg` refuses with `RPMA_E_AGAIN` until it
+/// completes).
 #[no_mangle]
 pub unsafe extern "C" fn rpma_mr_reg(
     peer: *mut Peer,

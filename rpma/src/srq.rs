@@ -2,7 +2,7 @@
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};
-use crate::inflight::RecvTracker;
+use crate::inflight::{Hold, RecvTracker};
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::MrLocal;
@@ -12,6 +12,7 @@ use crate::mr::Usage;
 use crate::ops::sealed::Receive;
 use crate::ops::{Recv, RecvOperation};
 use crate::peer::{Capabilities, Peer};
+use rpma_sys::wr::Sge;
 use std::sync::Arc;
 
 /// Scatter/gather elements per receive of an SRQ.
@@ -187,8 +188,19 @@ impl Srq {
     /// # Errors
     /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
     pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
+        self.post_with(op, |srq, tracker, ctx, sgl, hold| tracker.post(srq, ctx, hold, sgl))
+    }
+
+    /// Checks `op` and hands the verbs SRQ, its tracker, the receive's op
+    /// context, SGEs and hold to `post`: [`post`](Srq::post)'s and
+    /// `post_unheld`'s (conn/post.rs) one body.
+    pub(crate) fn post_with<O: RecvOperation>(
+        &self,
+        op: O,
+        post: impl FnOnce(&rpma_sys::srq::Srq, &RecvTracker, u64, &[Sge], Option<Hold>) -> Result<()>,
+    ) -> Result<()> {
         op.post_checked(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"), |ctx, sgl, hold| {
-            self.inner.tracker.post(self.sys()?, ctx, hold, sgl)
+            post(self.sys()?, &self.inner.tracker, ctx, sgl, hold)
         })
     }
 

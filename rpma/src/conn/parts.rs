@@ -233,7 +233,7 @@ impl ConnParts {
     /// # Errors
     /// [`Error::Inval`] when the connection receives through an SRQ, or is
     /// closed.
-    fn recv_qp(&self) -> Result<&rpma_sys::qp::Qp> {
+    pub(crate) fn recv_qp(&self) -> Result<&rpma_sys::qp::Qp> {
         if self.srq.is_some() {
             return Err(Error::inval("recv: the connection receives through its SRQ; post with Srq::post"));
         }

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
-use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, Target, UncheckedOperation};
+use crate::ops::{Gathered, HoldBy, Meta, Operation, RecvOperation, Sink, Target, UncheckedOperation};
 use crate::wrid::CompletionOp;
 use rpma_sys::wr::{SendWr, Sge, Wr};
 
@@ -77,10 +77,10 @@ impl Conn {
     /// [`pending_sends`](Conn::pending_sends), and a send queue that is
     /// full is the provider's `ENOMEM`). An operation with a wider one is
     /// recorded (its region not held either), and so are the connection's
-    /// later `post_unheld` operations (a completion of an unrecorded one
-    /// could not retire a recorded unsignaled one posted before it).
-    /// Operations with a non-empty list of regions are recorded and held,
-    /// as by [`post`](Conn::post).
+    /// later `post_unheld` sends (a completion of an unrecorded one could
+    /// not retire a recorded unsignaled one posted before it). Sends with a
+    /// non-empty list of regions are recorded and held, as by
+    /// [`post`](Conn::post).
     ///
     /// ```
     /// use rpma::ops::Read;
@@ -189,6 +189,25 @@ impl Conn {
     }
 }
 
+impl crate::Srq {
+    /// [`post`](crate::Srq::post) under librpma's memory contract, as
+    /// [`Conn::post_unheld`] (rpma's C ABI posts so): checked, nothing
+    /// recorded or held while the op context fits in 56 bits (it travels in
+    /// the work request ID); a wider one is recorded, the region not held
+    /// either.
+    ///
+    /// # Safety
+    /// The receive's regions must not be dropped, deregistered or accessed
+    /// until its completion has been reaped, or the SRQ is dropped.
+    ///
+    /// # Errors
+    /// As [`post`](crate::Srq::post).
+    pub unsafe fn post_unheld<O: RecvOperation>(&self, op: O) -> Result<()> {
+        // SAFETY: this function's contract.
+        self.post_with(op, |srq, tracker, ctx, sgl, _| unsafe { tracker.post_unheld(srq, ctx, sgl) })
+    }
+}
+
 /// The sink of a single post: tracked with the operation's hold (`hold`
 /// given) or untracked (`None`, the unchecked path); `UNHELD`
 /// ([`Conn::post_unheld`]): untracked whenever the op context fits the ID
@@ -274,12 +293,8 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
         let parts = &self.conn.parts;
         let sgl = sge.as_slice();
         if UNHELD {
-            if self.untracked(&m) {
-                // SAFETY: `post_unheld`'s caller keeps the receive's region.
-                return unsafe { parts.post_recv_untracked(m.ctx, sgl) };
-            }
-            // As in `plain`: recorded, the caller's region not held.
-            return parts.post_recv(m.ctx, sgl, Some(parts.flush_mr.hold()));
+            // SAFETY: `post_unheld`'s caller keeps the receive's region.
+            return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, sgl) };
         }
         match self.hold {
             Some(h) => parts.post_recv(m.ctx, sgl, Some(h())),
@@ -289,12 +304,13 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
         }
     }
 
-    /// A list is tracked with its holds on either path (as a send's); an
-    /// empty one (librpma's 0-byte form) under `UNHELD` is not recorded.
+    /// A list is tracked with its holds, on the unchecked path too; under
+    /// `UNHELD` it is posted as a single receive is there.
     fn recv_list(self, m: Meta, mut g: Gathered) -> Result<()> {
-        if self.untracked(&m) && g.list().is_empty() {
-            // SAFETY: an empty list names no memory.
-            return unsafe { self.conn.parts.post_recv_untracked(m.ctx, &[]) };
+        if UNHELD {
+            let parts = &self.conn.parts;
+            // SAFETY: `post_unheld`'s caller keeps the list's regions.
+            return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, g.list()) };
         }
         let hold = g.hold.take();
         self.conn.parts.post_recv(m.ctx, g.list(), hold)

@@ -526,6 +526,8 @@ fn retire(
         },
         WrId::Recv(slot) => received(recv, slot),
         WrId::SrqRecv(slot) => received(srq_recv, slot),
+        // An untracked receive's kind too comes from the device's opcode.
+        WrId::Untracked(Some((ctx, CompletionOp::Recv))) => (ctx, wrid::recv_kind(w.opcode())),
         WrId::Untracked(Some(found)) => found,
         WrId::Untracked(None) => unknown(w),
     }

@@ -83,6 +83,29 @@ impl RecvTracker {
         })
     }
 
+    /// Posts a receive scattering into `sgl` on `queue` under librpma's
+    /// memory contract (the `post_unheld` calls): untracked, `ctx` in the
+    /// work request ID, when it fits there (56 bits); else recorded for
+    /// its op context only, without a hold. Receives complete one by one,
+    /// so an untracked one never leaves a recorded one behind.
+    ///
+    /// # Safety
+    /// The memory of `sgl` stays registered and untouched until the receive
+    /// completes or the queue is destroyed.
+    ///
+    /// # Errors
+    /// As [`post`](Self::post).
+    #[inline]
+    pub(crate) unsafe fn post_unheld<Q: RecvQueue>(&self, queue: &Q, ctx: u64, sgl: &[Sge]) -> Result<()> {
+        if ctx <= wrid::UNTRACKED_CTX_MAX {
+            let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
+            // SAFETY: this function's contract.
+            return unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) }.map_err(|e| post_error("ibv_post_recv", e));
+        }
+        // SAFETY: this function's contract.
+        self.post_with(ctx, None, |wr_id| unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) })
+    }
+
     /// The receive in `slot` (from its decoded wr_id) completed: retire it.
     pub(crate) fn complete(&self, slot: u64) -> Option<(u64, CompletionOp)> {
         let mut g = lock(&self.m);
