@@ -100,7 +100,7 @@ impl RecvTracker {
         if ctx <= wrid::UNTRACKED_CTX_MAX {
             let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
             // SAFETY: this function's contract.
-            return unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) }.map_err(|e| post_error("ibv_post_recv", e));
+            return unsafe { super::untracked::post_recv(queue, wr_id, sgl) };
         }
         // SAFETY: this function's contract.
         self.post_with(ctx, None, |wr_id| unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) })

@@ -6,7 +6,7 @@
 use super::post_error;
 use crate::error::Result;
 use rpma_sys::qp::Qp;
-use rpma_sys::wr::{SendWr, Sge};
+use rpma_sys::wr::{RecvQueue, SendWr, Sge};
 
 /// Posts `wr` with `wr_id` on `qp`, recording nothing.
 ///
@@ -23,14 +23,15 @@ pub(crate) unsafe fn post_send(qp: &Qp, wr_id: u64, wr: SendWr) -> Result<()> {
     unsafe { qp.post_send(&mut wr.build(), wr_id) }.map_err(|e| post_error("ibv_post_send", e))
 }
 
-/// Posts a receive into `sgl` with `wr_id` on `qp`, recording nothing.
+/// Posts a receive into `sgl` with `wr_id` on `queue` (a QP or an SRQ),
+/// recording nothing.
 ///
 /// # Safety
 /// As [`post_send`], for the memory of `sgl` until the receive completes.
 ///
 /// # Errors
 /// [`Error::Provider`](crate::Error::Provider) when posting fails.
-pub(crate) unsafe fn post_recv(qp: &Qp, wr_id: u64, sgl: &[Sge]) -> Result<()> {
+pub(crate) unsafe fn post_recv<Q: RecvQueue>(queue: &Q, wr_id: u64, sgl: &[Sge]) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe { rpma_sys::wr::post_recv(qp, wr_id, sgl) }.map_err(|e| post_error("ibv_post_recv", e))
+    unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) }.map_err(|e| post_error("ibv_post_recv", e))
 }
