@@ -34,6 +34,31 @@ impl Cq {
     /// As [`get_wc`](Cq::get_wc).
     #[inline]
     pub fn get_ibv_wc(&self, wc: &mut [MaybeUninit<IbvWc>]) -> Result<usize> {
+        // The common single poll of a CQ of its own, inline: the provider
+        // writes into the caller's entry, the retire is inlined, then the
+        // op context replaces the work request ID there: nothing copied.
+        // The rest (and its larger frame) out of line.
+        if let ([one], None) = (&mut *wc, &self.routes) {
+            if self.plain || !self.is_reaped() {
+                return match self.cq.poll_into(one) {
+                    Ok(Some(w)) => {
+                        let (ctx, _) = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
+                        note_invalidation(w, &self.windows);
+                        w.set_wr_id(ctx);
+                        Ok(1)
+                    }
+                    Ok(None) => Err(Error::NoCompletion),
+                    Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
+                };
+            }
+        }
+        self.get_ibv_wc_other(wc)
+    }
+
+    /// [`get_ibv_wc`](Cq::get_ibv_wc) of more than one entry, on a shared
+    /// CQ, or refused.
+    #[inline(never)]
+    fn get_ibv_wc_other(&self, wc: &mut [MaybeUninit<IbvWc>]) -> Result<usize> {
         if wc.is_empty() {
             return Err(Error::inval("get_ibv_wc: the output slice is empty; pass room for at least 1 completion"));
         }
@@ -41,19 +66,6 @@ impl Cq {
             return Err(reaped());
         }
         let got = match &self.routes {
-            // The common single poll: the provider writes into the
-            // caller's entry, the retire is inlined, then the op context
-            // replaces the work request ID there: nothing copied.
-            None if wc.len() == 1 => match self.cq.poll_into(&mut wc[0]) {
-                Ok(Some(w)) => {
-                    let (ctx, _) = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
-                    note_invalidation(w, &self.windows);
-                    w.set_wr_id(ctx);
-                    return Ok(1);
-                }
-                Ok(None) => 0,
-                Err(e) => return Err(Error::provider_raw("ibv_poll_cq", e)),
-            },
             None => self
                 .cq
                 .poll_each(wc.len(), |i, w| {

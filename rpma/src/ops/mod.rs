@@ -630,16 +630,19 @@ impl sealed::Encode for AtomicWrite<'_> {
         dst.check_range("atomic_write: dst", dst_offset, 8)?;
         validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst", t.peer)?;
         let (rkey, remote_addr, value) = (dst.rkey(), dst.addr().wrapping_add(dst_offset), self.value);
-        let wr = if t.native_atomic_write {
+        let m = Meta { kind: CompletionOp::AtomicWrite, ctx: self.s.ctx, hold: HoldBy::Nothing };
+        // One call to the sink per kind of request, so each sees its kind
+        // as a constant (a request chosen at run time is built in memory
+        // and matched again: about 10 instructions an atomic write).
+        if t.native_atomic_write {
             let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
-            Wr::AtomicWrite { flags, rkey, remote_addr, value }
+            sink.other(m, Wr::AtomicWrite { flags, rkey, remote_addr, value })
         } else {
             if t.max_inline_data < 8 {
                 return Err(no_inline8(t.max_inline_data));
             }
-            Wr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value }
-        };
-        sink.other(Meta { kind: CompletionOp::AtomicWrite, ctx: self.s.ctx, hold: HoldBy::Nothing }, wr)
+            sink.other(m, Wr::Inline8 { flags: WrFlags { wr_id: 0, signaled, fence: true }, rkey, remote_addr, value })
+        }
     }
 }
 
