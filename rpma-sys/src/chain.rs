@@ -102,11 +102,11 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn push(&mut self, wr: Wr, rec: T) -> Result<(), (Wr, T)> {
         let i = self.len;
-        let (Some(w), Some(rw), Some(s), Some(r)) =
-            (self.wrs.get_mut(i), self.raw.get_mut(i), self.sges.get_mut(i), self.recs.get_mut(i))
-        else {
+        // One check for the four arrays (each `get_mut` kept its own).
+        if i >= MAX_CHAIN {
             return Err((wr, rec));
-        };
+        }
+        let (w, rw, s, r) = (&mut self.wrs[i], &mut self.raw[i], &mut self.sges[i], &mut self.recs[i]);
         // SAFETY: plain data, all-zero is valid.
         let mut c = Classic::new(rw.write(unsafe { std::mem::zeroed() }));
         // false for a native request: the list then goes to the extended
