@@ -102,7 +102,7 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn push(&mut self, wr: Wr, rec: T) -> Result<(), (Wr, T)> {
         let i = self.len;
-        // One check for the four arrays (each `get_mut` kept its own).
+        // Full when `i` reaches MAX_CHAIN, the length of all four arrays.
         if i >= MAX_CHAIN {
             return Err((wr, rec));
         }

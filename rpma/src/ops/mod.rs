@@ -633,7 +633,8 @@ impl sealed::Encode for AtomicWrite<'_> {
         let m = Meta { kind: CompletionOp::AtomicWrite, ctx: self.s.ctx, hold: HoldBy::Nothing };
         // One call to the sink per kind of request, so each sees its kind
         // as a constant (a request chosen at run time is built in memory
-        // and matched again: about 10 instructions an atomic write).
+        // and matched again: 13 instructions an atomic write, measured
+        // through the C ABI).
         if t.native_atomic_write {
             let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
             sink.other(m, Wr::AtomicWrite { flags, rkey, remote_addr, value })
