@@ -112,7 +112,9 @@ fn memcheck_pair(bin: &Path, example: Option<&str>, memcheck_server: bool, clien
     println!("  {name}: the {checked} on rpma's library is clean under memcheck");
 }
 
-device_tests!({
+// Two at a time (the harness VM has two CPUs); every test takes its own
+// ports.
+device_tests!(jobs = 2, {
     /// librpma's example contracts: the C peer on rpma's library against the
     /// same binary on C librpma, both directions, and against itself.
     fn c_examples_on_rpma_against_c_librpma() {

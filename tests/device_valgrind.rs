@@ -68,7 +68,11 @@ fn memcheck_test_binary(name: &str, filters: &[&str]) {
         .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
         .unwrap_or_else(|| panic!("no {name}-* test binary in {}: build the tests first", deps.display()))
         .path();
-    let out = valgrind().arg(&bin).args(filters).output().unwrap();
+    // Its own block of ports: another test of this binary runs beside it.
+    static BLOCK: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(1);
+    let block = BLOCK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let port = 10_000 + 1_000 * block;
+    let out = valgrind().arg(&bin).args(filters).env("RPMA_TEST_PORT", port.to_string()).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.code() != Some(97), "{name}: memcheck errors:\n{err}");
     assert!(
@@ -90,7 +94,9 @@ fn memcheck_test_binary(name: &str, filters: &[&str]) {
     println!("  {name} {filters:?} clean under memcheck: {summary}");
 }
 
-device_tests!({
+// Two at a time: memcheck is CPU-bound and mostly one process at a time,
+// and the harness VM has two CPUs.
+device_tests!(jobs = 2, {
     fn memcheck_02_read_to_volatile() {
         memcheck("02-read-to-volatile", &[]);
     }

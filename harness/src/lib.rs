@@ -44,6 +44,9 @@ pub struct Test {
 /// });
 /// ```
 ///
+/// `device_tests!(jobs = 2, { ... })` runs up to two of them at a time
+/// ([`run_jobs`]).
+///
 /// The block in parentheses, `({ ... })`, is there for rustfmt: it formats
 /// a macro call whose argument parses as an expression (a block of items
 /// does) and leaves `device_tests! { ... }` untouched.
@@ -54,6 +57,13 @@ macro_rules! device_tests {
 
         fn main() {
             $crate::run(&[$($crate::Test { name: stringify!($name), run: $name }),*])
+        }
+    };
+    (jobs = $jobs:expr, { $($(#[$meta:meta])* fn $name:ident() $body:block)* }) => {
+        $($(#[$meta])* fn $name() $body)*
+
+        fn main() {
+            $crate::run_jobs(&[$($crate::Test { name: stringify!($name), run: $name }),*], $jobs)
         }
     };
 }
@@ -242,6 +252,37 @@ fn selected<'a>(tests: &'a [Test], filters: &[String], skips: &[String], exact: 
 /// Runs the tests that match the command line (libtest-style filters,
 /// `--exact`, `--list`, `--ignored`); exits 0 when all pass, 101 otherwise.
 pub fn run(tests: &[Test]) -> ! {
+    run_jobs(tests, 1)
+}
+
+/// Runs one test on its own thread with `timeout`: `Some(passed)`, or
+/// `None` when it did not end in time (its thread is left running).
+fn run_one(t: &Test, timeout: Duration) -> Option<bool> {
+    let (tx, rx) = mpsc::channel();
+    let f = t.run;
+    let h = std::thread::Builder::new()
+        .name(t.name.to_string())
+        .spawn(move || {
+            let r = panic::catch_unwind(AssertUnwindSafe(f));
+            let _ = tx.send(r.is_ok());
+        })
+        .expect("spawn test thread");
+    match rx.recv_timeout(timeout) {
+        Ok(passed) => {
+            let _ = h.join(); // it has finished; joining frees its stack (memcheck)
+            Some(passed)
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => Some(false),
+        Err(mpsc::RecvTimeoutError::Timeout) => None,
+    }
+}
+
+/// [`run`], with up to `jobs` tests at a time (in the order written, each
+/// started when an earlier one ends): for binaries whose tests are long,
+/// CPU-bound and independent (each on its own ports), such as the memcheck
+/// runs, on a device with a CPU to spare (the harness VM has two).
+pub fn run_jobs(tests: &[Test], jobs: usize) -> ! {
+    let jobs = jobs.max(1);
     let mut filters = Vec::new();
     let mut skips = Vec::new();
     let (mut list, mut exact, mut ignored) = (false, false, false);
@@ -300,39 +341,49 @@ pub fn run(tests: &[Test]) -> ! {
     let timeout =
         Duration::from_secs(std::env::var("RPMA_TEST_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(300));
     let start = Instant::now();
-    let mut failed = Vec::new();
-    let mut ran = 0;
-    for t in &chosen {
-        ran += 1;
-        print!("test {} ... ", t.name);
-        let _ = std::io::stdout().flush();
+    let failed = std::sync::Mutex::new(Vec::new());
+    let ran = std::sync::atomic::AtomicUsize::new(0);
+    let timed_out = std::sync::atomic::AtomicBool::new(false);
+    // Each worker takes the next test until none is left or one has hung
+    // (a hung test may hold resources the next ones need).
+    let worker = || loop {
+        if timed_out.load(Ordering::SeqCst) {
+            break;
+        }
+        let i = ran.fetch_add(1, Ordering::SeqCst);
+        let Some(t) = chosen.get(i) else {
+            ran.fetch_sub(1, Ordering::SeqCst);
+            break;
+        };
+        if jobs == 1 {
+            print!("test {} ... ", t.name);
+            let _ = std::io::stdout().flush();
+        }
         let t0 = Instant::now();
-        let (tx, rx) = mpsc::channel();
-        let f = t.run;
-        let h = std::thread::Builder::new()
-            .name(t.name.to_string())
-            .spawn(move || {
-                let r = panic::catch_unwind(AssertUnwindSafe(f));
-                let _ = tx.send(r.is_ok());
-            })
-            .expect("spawn test thread");
-        let r = rx.recv_timeout(timeout);
-        if r.is_ok() {
-            let _ = h.join(); // it has finished; joining frees its stack (memcheck)
-        }
-        match r {
-            Ok(true) => println!("ok ({:.2}s)", t0.elapsed().as_secs_f64()),
-            Ok(false) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                println!("FAILED");
-                failed.push(t.name);
+        let outcome = run_one(t, timeout);
+        // Several at a time, a test's whole line is printed when it ends.
+        let head = if jobs == 1 { String::new() } else { format!("test {} ... ", t.name) };
+        match outcome {
+            Some(true) => println!("{head}ok ({:.2}s)", t0.elapsed().as_secs_f64()),
+            Some(false) => {
+                println!("{head}FAILED");
+                failed.lock().unwrap_or_else(|e| e.into_inner()).push(t.name);
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                println!("FAILED (timed out after {timeout:?}; RPMA_TEST_TIMEOUT)");
-                failed.push(t.name);
-                break; // a hung test may hold resources the next ones need
+            None => {
+                println!("{head}FAILED (timed out after {timeout:?}; RPMA_TEST_TIMEOUT)");
+                failed.lock().unwrap_or_else(|e| e.into_inner()).push(t.name);
+                timed_out.store(true, Ordering::SeqCst);
             }
         }
-    }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..jobs {
+            s.spawn(worker);
+        }
+        worker();
+    });
+    let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    let ran = ran.into_inner();
     let not_run = chosen.len() - ran;
     let passed = ran - failed.len();
     if !failed.is_empty() {
