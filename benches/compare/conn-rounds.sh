@@ -27,15 +27,10 @@ if [ "${1:-}" = --host ]; then
     exit
 fi
 rounds=${1:-6} n=${2:-200}
-bin=${RPMA_BENCH_BIN:-$(ls -t "${CARGO_TARGET_DIR:-$here/target}"/release/deps/compare-* | grep -v '\.d$' | head -1)}
-[ -n "${RPMA_TEST_ADDR:-}" ] || { echo "conn-rounds: run it through harness/rdma-run" >&2; exit 2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cbin=$tmp/librpma_bench
-gcc -O2 -o "$cbin" "$here/benches/compare/librpma_bench.c" -lrpma -libverbs
+name=conn-rounds
+# shellcheck source=benches/compare/rounds-setup.sh
+. "$here/benches/compare/rounds-setup.sh"
 port=${RPMA_TEST_PORT:-8600}
-on0=() on1=()
-if [ "${RPMA_BENCH_PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ]; then on0=(taskset -c 0) on1=(taskset -c 1); fi
 for round in $(seq 1 "$rounds"); do
     progs="$cbin $bin"
     [ $((round % 2)) = 1 ] || progs="$bin $cbin"

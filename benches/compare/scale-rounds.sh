@@ -18,16 +18,11 @@ rounds=${1:-4} total=${2:-8000}
 shift $(( $# < 2 ? $# : 2 ))
 ns=${*:-16 64 256 1024}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin=${RPMA_BENCH_BIN:-$(ls -t "${CARGO_TARGET_DIR:-$here/target}"/release/deps/compare-* | grep -v '\.d$' | head -1)}
-[ -n "${RPMA_TEST_ADDR:-}" ] || { echo "scale-rounds: run it through harness/rdma-run" >&2; exit 2; }
+name=scale-rounds
+# shellcheck source=benches/compare/rounds-setup.sh
+. "$here/benches/compare/rounds-setup.sh"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cbin=$tmp/librpma_bench
-gcc -O2 -o "$cbin" "$here/benches/compare/librpma_bench.c" -lrpma -libverbs
 port=${RPMA_TEST_PORT:-8300}
-on0=() on1=()
-if [ "${RPMA_BENCH_PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ]; then on0=(taskset -c 0) on1=(taskset -c 1); fi
 for round in $(seq 1 "$rounds"); do
   for n in $ns; do
     each=$(( total / n )); [ "$each" -ge 2 ] || each=2
