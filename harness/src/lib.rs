@@ -52,12 +52,8 @@ pub struct Test {
 /// does) and leaves `device_tests! { ... }` untouched.
 #[macro_export]
 macro_rules! device_tests {
-    ({ $($(#[$meta:meta])* fn $name:ident() $body:block)* }) => {
-        $($(#[$meta])* fn $name() $body)*
-
-        fn main() {
-            $crate::run(&[$($crate::Test { name: stringify!($name), run: $name }),*])
-        }
+    ({ $($tests:tt)* }) => {
+        $crate::device_tests!(jobs = 1, { $($tests)* });
     };
     (jobs = $jobs:expr, { $($(#[$meta:meta])* fn $name:ident() $body:block)* }) => {
         $($(#[$meta])* fn $name() $body)*
@@ -249,12 +245,6 @@ fn selected<'a>(tests: &'a [Test], filters: &[String], skips: &[String], exact: 
         .collect()
 }
 
-/// Runs the tests that match the command line (libtest-style filters,
-/// `--exact`, `--list`, `--ignored`); exits 0 when all pass, 101 otherwise.
-pub fn run(tests: &[Test]) -> ! {
-    run_jobs(tests, 1)
-}
-
 /// Runs one test on its own thread with `timeout`: `Some(passed)`, or
 /// `None` when it did not end in time (its thread is left running).
 fn run_one(t: &Test, timeout: Duration) -> Option<bool> {
@@ -277,8 +267,10 @@ fn run_one(t: &Test, timeout: Duration) -> Option<bool> {
     }
 }
 
-/// [`run`], with up to `jobs` tests at a time (in the order written, each
-/// started when an earlier one ends): for binaries whose tests are long,
+/// Runs the tests that match the command line (libtest-style filters,
+/// `--exact`, `--list`, `--ignored`); exits 0 when all pass, 101 otherwise.
+/// Up to `jobs` run at a time (in the order written, each started when an
+/// earlier one ends): more than one for binaries whose tests are long,
 /// CPU-bound and independent (each on its own ports), such as the memcheck
 /// runs, on a device with a CPU to spare (the harness VM has two).
 pub fn run_jobs(tests: &[Test], jobs: usize) -> ! {
