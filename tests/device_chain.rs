@@ -283,6 +283,117 @@ device_tests!({
         }
     }
 
+    /// The unsafe pushes: a chain of unheld or unchecked operations only is
+    /// posted without a record (nothing pending, each op context in its
+    /// work request ID), every byte checked at the other side; example
+    /// 07's commit so (native `ibv_wr_*` where the world has it); then a
+    /// chain with a 64-bit op context is recorded, and so are the
+    /// connection's later unheld chains.
+    fn unheld_and_unchecked_chains() {
+        let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, usage);
+        let mut cfg = ConnCfg::new();
+        cfg.set_sq_size(2 * CHAIN_MAX as u32); // room for a whole chain
+        let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
+        let remote = remote_of(&c);
+        let mut local =
+            MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let pattern = |at: usize, n: usize| -> Vec<u8> { (at..at + n).map(|i| (i * 7 % 251) as u8).collect() };
+        // 16 reads, only the last signaled, unheld.
+        let mut ch = c.chain();
+        for i in 0..CHAIN_MAX as u64 {
+            let f = if i + 1 == CHAIN_MAX as u64 { LOUD } else { QUIET };
+            // SAFETY: `local` is neither dropped nor touched until the
+            // completion below.
+            unsafe {
+                ch.push_unheld(
+                    Read::new(&local, 64 * i as usize, &remote, 100 + 16 * i, 16).flags(f).op_context(100 + i),
+                )
+            }
+            .unwrap();
+        }
+        ch.post().unwrap();
+        assert_eq!(c.pending_sends(), 0, "nothing recorded");
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (115, CompletionOp::Read, WcStatus::SUCCESS));
+        assert!(c.cq().next_completion(Duration::from_millis(200)).is_err(), "only the last one is signaled");
+        for i in 0..CHAIN_MAX {
+            let mut b = [0u8; 16];
+            local.read_at(64 * i, &mut b).unwrap();
+            assert_eq!(&b[..], &pattern(100 + 16 * i, 16)[..], "read {i}");
+        }
+        println!("  16 unheld reads, one completion, nothing recorded, every byte as at the server");
+        // 8 writes, all signaled, unchecked; the same chain filled again.
+        for i in 0..8u8 {
+            local.write_at(2048 + 32 * i as usize, &[0xa0 + i; 32]).unwrap();
+        }
+        for i in 0..8u64 {
+            // SAFETY: as above.
+            unsafe {
+                ch.push_unchecked(
+                    Write::new(&remote, 4096 + 32 * i, &local, 2048 + 32 * i as usize, 32)
+                        .flags(LOUD)
+                        .op_context(200 + i),
+                )
+            }
+            .unwrap();
+        }
+        ch.post().unwrap();
+        let got: Vec<(u64, CompletionOp)> = drain(&c, 8, T).iter().map(|w| (w.op_context, w.op)).collect();
+        assert_eq!(got, (200..208).map(|k| (k, CompletionOp::Write)).collect::<Vec<_>>(), "in order, each its own");
+        for i in 0..8u8 {
+            let mut b = [0u8; 32];
+            smr.read_at(4096 + 32 * i as usize, &mut b).unwrap();
+            assert_eq!(b, [0xa0 + i; 32], "write {i} at the server");
+        }
+        println!("  8 unchecked writes, 8 completions in order, every byte at the server");
+        // Example 07's commit, unheld.
+        println!("  path: {}", paths(&c));
+        local.write_at(0, &0x5151_0000_0000_0007u64.to_le_bytes()).unwrap();
+        let at = 1024u64;
+        // SAFETY: as above.
+        unsafe {
+            ch.push_unheld(Write::new(&remote, at, &local, 0, 8).flags(QUIET).op_context(1))
+                .unwrap()
+                .push_unheld(Flush::new(&remote, at, 8, FlushType::Visibility).flags(QUIET).op_context(2))
+                .unwrap()
+                .push_unheld(AtomicWrite::new(&remote, 0, at.to_le_bytes()).flags(QUIET).op_context(3))
+                .unwrap()
+                .push_unheld(Flush::new(&remote, 0, 8, FlushType::Visibility).flags(LOUD).op_context(4))
+                .unwrap();
+        }
+        ch.post().unwrap();
+        assert_eq!(c.pending_sends(), 0, "nothing recorded");
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.op, wc.status), (4, CompletionOp::Flush, WcStatus::SUCCESS));
+        let (mut got, mut ptr) = ([0u8; 8], [0u8; 8]);
+        smr.read_at(at as usize, &mut got).unwrap();
+        smr.read_at(0, &mut ptr).unwrap();
+        assert_eq!(u64::from_le_bytes(got), 0x5151_0000_0000_0007, "the data");
+        assert_eq!(u64::from_le_bytes(ptr), at, "the pointer to it");
+        println!("  example 07's commit unheld: one completion, data and pointer at the server");
+        // A 64-bit op context does not fit the work request ID: recorded.
+        let wide = 1u64 << 60 | 9;
+        // SAFETY: as above.
+        unsafe { ch.push_unheld(Read::new(&local, 0, &remote, 0, 8).flags(QUIET).op_context(1)) }.unwrap();
+        unsafe { ch.push_unheld(Read::new(&local, 8, &remote, 8, 8).flags(LOUD).op_context(wide)) }.unwrap();
+        ch.post().unwrap();
+        assert_eq!(c.pending_sends(), 2, "recorded as a whole");
+        let wc = c.cq().next_completion(T).unwrap();
+        assert_eq!((wc.op_context, wc.status), (wide, WcStatus::SUCCESS));
+        assert_eq!(c.pending_sends(), 0, "its completion retired both");
+        // SAFETY: as above.
+        unsafe { ch.push_unheld(Read::new(&local, 0, &remote, 0, 8).flags(LOUD).op_context(3)) }.unwrap();
+        ch.post().unwrap();
+        assert_eq!(c.pending_sends(), 1, "the connection's later unheld chains are recorded too");
+        assert_eq!(c.cq().next_completion(T).unwrap().op_context, 3);
+        assert_eq!(c.pending_sends(), 0);
+        println!("  a 64-bit op context: the chain recorded, and the later unheld ones");
+        drop(ch);
+        close(c, s);
+    }
+
     /// Chains against the send queue's size: one that can never fit is
     /// refused (Inval) and one that does not fit now is refused with Again,
     /// both before anything is posted.

@@ -923,8 +923,13 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     // a blocking wait whenever the CQ is empty (as the C program).
     // `read_chain@QD`, `write_chain@QD`: the QD operations as one chain.
     // `_last` after either: only the last operation signaled (one
-    // completion for the QD).
+    // completion for the QD). `read_unheld_chain@QD`,
+    // `read_unchecked_chain@QD` (and `write_`, and `_last`): the unsafe
+    // pushes, in `client_ir_unheld`.
     if let Some((base, qd)) = case.split_once('@') {
+        if base.contains("_unheld_chain") || base.contains("_unchecked_chain") {
+            return client_ir_unheld(c, base, qd.parse::<usize>()?.max(1), iters);
+        }
         let (last, base) = match base.strip_suffix("_last") {
             Some(b) => (true, b),
             None => (false, base),
@@ -978,23 +983,7 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
                 }
                 (false, false) => (0..qd).try_for_each(|_| c.post(op, 8))?,
             }
-            let (mut done, want) = (0, if last { 1 } else { qd });
-            while done < want {
-                match c.conn.cq().get_wc(&mut wc) {
-                    Ok(n) => {
-                        for w in &wc[..n] {
-                            check(*w)?;
-                        }
-                        done += n;
-                    }
-                    // `wait_timeout`, not `wait`: a second call site of the
-                    // inlined `Cq::wait` in this crate makes the compiler keep
-                    // it out of line in `block` too, which moved every
-                    // depth-1 count by 15 (measured).
-                    Err(Error::NoCompletion) => c.conn.cq().wait_timeout(T)?,
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            reap(c.conn.cq(), &mut wc, if last { 1 } else { qd })?;
         }
         return c.close();
     }
@@ -1002,6 +991,81 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     for _ in 0..iters {
         c.once(op, 8, block)?;
     }
+    c.close()
+}
+
+/// Reaps `want` completions from `cq`, up to 64 per poll, waiting only when
+/// it is empty; each checked.
+#[inline(always)]
+fn reap(cq: &Cq, wc: &mut [Completion; 64], want: usize) -> Res<()> {
+    let mut done = 0;
+    while done < want {
+        match cq.get_wc(wc) {
+            Ok(n) => {
+                for w in &wc[..n] {
+                    check(*w)?;
+                }
+                done += n;
+            }
+            // `wait_timeout`, not `wait`: a second call site of the
+            // inlined `Cq::wait` in this crate makes the compiler keep
+            // it out of line in `block` too, which moved every
+            // depth-1 count by 15 (measured).
+            Err(Error::NoCompletion) => cq.wait_timeout(T)?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The `ir` cases of the unsafe chain pushes (`BASE@QD`):
+/// `read_unheld_chain` (`Chain::push_unheld`), `read_unchecked_chain`
+/// (`push_unchecked`), `write_` for writes, `_last` for only the last
+/// operation signaled. One chain, filled and posted again each round (as a
+/// loop at depth would), out of `client_ir` so that its inlining stays as
+/// it was.
+#[inline(never)]
+fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
+    let (last, base) = match base.strip_suffix("_last") {
+        Some(b) => (true, b),
+        None => (false, base),
+    };
+    let (read, unchecked) = match base {
+        "read_unheld_chain" => (true, false),
+        "write_unheld_chain" => (false, false),
+        "read_unchecked_chain" => (true, true),
+        "write_unchecked_chain" => (false, true),
+        other => return Err(format!("unknown case {other}").into()),
+    };
+    let mut wc = [Cq::EMPTY; 64];
+    let mut chain = c.conn.chain();
+    // One loop per push and verb (no choice per operation).
+    macro_rules! rounds {
+        ($push:ident, $op:expr) => {
+            for _ in 0..iters / qd {
+                for i in 0..qd {
+                    let f = match !last || i + 1 == qd {
+                        true => Flags::COMPLETION_ALWAYS,
+                        false => Flags::COMPLETION_ON_ERROR,
+                    };
+                    // SAFETY: `c.local` outlives the connection and is not
+                    // touched until the chain's completions are reaped below.
+                    unsafe { chain.$push($op.flags(f))? };
+                }
+                chain.post()?;
+                reap(c.conn.cq(), &mut wc, if last { 1 } else { qd })?;
+            }
+        };
+    }
+    let rd = || rpma::ops::Read::new(&c.local, 0, &c.remote, 0, 8);
+    let wr = || rpma::ops::Write::new(&c.remote, 0, &c.local, 0, 8);
+    match (read, unchecked) {
+        (true, false) => rounds!(push_unheld, rd()),
+        (false, false) => rounds!(push_unheld, wr()),
+        (true, true) => rounds!(push_unchecked, rd()),
+        (false, true) => rounds!(push_unchecked, wr()),
+    }
+    drop(chain);
     c.close()
 }
 

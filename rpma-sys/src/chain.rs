@@ -25,8 +25,9 @@ pub const MAX_CHAIN: usize = 16;
 /// nothing, and moving it copies it whole. The requests are kept as
 /// [`Wr`]s and encoded when posted, by the backend that posts them.
 pub struct ChainList<T> {
-    /// `wrs` and `recs` are initialised up to `len`, `raw` and `sges` too
-    /// while no request is native.
+    /// `wrs`, `recs`, `raw` and `sges` are initialised up to `len` (`raw`
+    /// and `sges` are used when no request is native, but for the IDs
+    /// [`set_wr_id`](Self::set_wr_id) puts into `raw`).
     len: usize,
     /// Whether one of the requests is native ([`Wr::is_native`]).
     native: bool,
@@ -195,6 +196,15 @@ impl<T> ChainList<T> {
         }
     }
 
+    /// Empties the list without dropping its records: for records with
+    /// nothing to drop (those that own something leak).
+    #[inline(always)]
+    pub fn forget_all(&mut self) {
+        self.len = 0;
+        self.native = false;
+        self.inline8 = 0;
+    }
+
     /// Empties the list, dropping the records.
     #[inline]
     pub fn clear(&mut self) {
@@ -253,7 +263,65 @@ impl<T, F: Fn(usize) -> u64> SendPosting<F> for &mut ChainList<T> {
 
     #[inline]
     unsafe fn post(self, qp: &Qp, wr_id: F, _: Token) -> Result<(), (usize, io::Error)> {
-        let list = self;
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { post_chain::<T, false>(self, qp, wr_id) }
+    }
+}
+
+/// The work request IDs given to a [`ChainList`]'s requests one by one
+/// ([`ChainList::set_wr_id`]; 0 for a request given none): posted with
+/// `qp.post_send(&mut list, OwnIds)`, as by an ID function otherwise.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnIds;
+
+impl<T> SendPosting<OwnIds> for &mut ChainList<T> {
+    type Error = (usize, io::Error);
+
+    #[inline]
+    unsafe fn post(self, qp: &Qp, _: OwnIds, _: Token) -> Result<(), (usize, io::Error)> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { post_chain::<T, true>(self, qp, |_| 0) }
+    }
+}
+
+impl<T> ChainList<T> {
+    /// Gives request `i` the work request ID `wr_id`, which
+    /// [`OwnIds`] posts it with (nothing past the end).
+    #[inline(always)]
+    pub fn set_wr_id(&mut self, i: usize, wr_id: u64) {
+        if i < self.len {
+            if let Some(rw) = self.raw.get_mut(i) {
+                // SAFETY: i < len: raw[i] is initialised (`push` writes it
+                // for every request).
+                unsafe { rw.assume_init_mut() }.wr_id = wr_id;
+            }
+        }
+    }
+
+    /// Request `i`'s ID given by [`set_wr_id`](Self::set_wr_id) (0 when
+    /// none was, or past the end).
+    #[inline(always)]
+    fn own_id(&self, i: usize) -> u64 {
+        match self.raw.get(i) {
+            // SAFETY: i < len: raw[i] is initialised (`push` zeroes it).
+            Some(rw) if i < self.len => unsafe { rw.assume_init_ref() }.wr_id,
+            _ => 0,
+        }
+    }
+}
+
+/// The body of both postings of a list: request `i` with the ID `wr_id(i)`,
+/// or with its own ([`OwnIds`]) when `OWN`.
+///
+/// # Safety
+/// As [`Qp::post_send`].
+#[inline(always)]
+unsafe fn post_chain<T, const OWN: bool>(
+    list: &mut ChainList<T>,
+    qp: &Qp,
+    wr_id: impl Fn(usize) -> u64,
+) -> Result<(), (usize, io::Error)> {
+    {
         let n = list.len();
         if n == 0 {
             return Ok(());
@@ -262,9 +330,13 @@ impl<T, F: Fn(usize) -> u64> SendPosting<F> for &mut ChainList<T> {
             let Some(mut ex) = qp.ex() else {
                 return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
             };
+            let l: &ChainList<T> = list;
             // SAFETY: the caller's guarantee, passed on.
-            return unsafe { ex.post_list(list.iter(), wr_id) }
-                .map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
+            let r = match OWN {
+                true => unsafe { ex.post_list(l.iter(), |i| l.own_id(i)) },
+                false => unsafe { ex.post_list(l.iter(), wr_id) },
+            };
+            return r.map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
         }
         // The classic backend: the requests were encoded as they were added;
         // linked here, each to its SGE, an inline write's SGE to its bytes in
@@ -280,7 +352,9 @@ impl<T, F: Fn(usize) -> u64> SendPosting<F> for &mut ChainList<T> {
         unsafe {
             for i in 0..n {
                 let rw = first.add(i);
-                (*rw).wr_id = wr_id(i);
+                if !OWN {
+                    (*rw).wr_id = wr_id(i);
+                }
                 (*rw).next = first.add(i + 1);
                 (*rw).sg_list = sge0.add(i);
             }

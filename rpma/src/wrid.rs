@@ -135,14 +135,17 @@ pub(crate) fn recv(slot: u64, srq: bool) -> u64 {
 /// [`Error::Inval`] when `ctx` exceeds 56 bits.
 #[inline]
 pub(crate) fn untracked(op: CompletionOp, ctx: u64) -> Result<u64> {
-    if ctx > UNTRACKED_CTX_MAX {
-        return Err(ctx_too_big(ctx));
-    }
-    Ok(UNTRACKED_BIT | kind_index(op) << KIND_SHIFT | ctx)
+    untracked_id(op, ctx).ok_or_else(|| ctx_too_big(ctx))
 }
 
 /// The index of `op` in [`KINDS`] (a kind never posted untracked gets an
 /// index past its end, which decodes to no kind).
+/// [`untracked`]'s ID, `None` when `ctx` exceeds 56 bits.
+#[inline(always)]
+pub(crate) fn untracked_id(op: CompletionOp, ctx: u64) -> Option<u64> {
+    (ctx <= UNTRACKED_CTX_MAX).then(|| UNTRACKED_BIT | kind_index(op) << KIND_SHIFT | ctx)
+}
+
 #[inline]
 const fn kind_index(op: CompletionOp) -> u64 {
     match op {

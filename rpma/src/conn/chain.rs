@@ -11,10 +11,11 @@ use crate::inflight::{chain_is_full, SendChain};
 use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
 use crate::ops::Flags;
-use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink};
+use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, UncheckedOperation};
 use rpma_sys::chain::MAX_CHAIN;
 use rpma_sys::wr::SendWr;
 use rpma_sys::wr::Wr;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Most operations in one [`Chain`].
 pub const CHAIN_MAX: usize = MAX_CHAIN;
@@ -106,7 +107,85 @@ impl<'c> Chain<'c> {
         }
         let conn = self.conn;
         let t = conn.target();
-        op.encode(&t, true, Push { ops: &mut self.ops, conn, hold: || op.hold(&t) })?;
+        op.encode(&t, true, Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) })?;
+        Ok(self)
+    }
+
+    /// Checks `op` (as [`push`](Chain::push) does) and appends it without
+    /// holding its local region: librpma's memory contract, as
+    /// [`Conn::post_unheld`]. A chain whose every operation was added this
+    /// way (or by [`push_unchecked`](Chain::push_unchecked)) with op
+    /// contexts of at most 56 bits is posted without a record: each
+    /// operation's op context travels in its work request ID, the chain
+    /// is not counted in [`Conn::pending_sends`], and a send queue without
+    /// room for it is the provider's `ENOMEM` ([`Error::Provider`]) rather
+    /// than [`Error::Again`]. A chain mixing these with
+    /// [`push`](Chain::push)ed operations, or carrying a wider op context,
+    /// is recorded as a whole (the unheld regions still not held), and so
+    /// are the connection's later unheld posts and chains.
+    ///
+    /// ```
+    /// use rpma::ops::Read;
+    /// use rpma::Flags;
+    /// # #[allow(dead_code)]
+    /// fn gather(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
+    ///     let mut chain = conn.chain();
+    ///     for i in 0..8u64 {
+    ///         // Only the last read reports a completion; it retires the others.
+    ///         let flags = if i == 7 { Flags::COMPLETION_ALWAYS } else { Flags::COMPLETION_ON_ERROR };
+    ///         let read = Read::new(dst, 8 * i as usize, src, 8 * i, 8).flags(flags).op_context(i);
+    ///         // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
+    ///         unsafe { chain.push_unheld(read)? };
+    ///     }
+    ///     chain.post()?;
+    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+    ///     assert_eq!(wc.op_context, 7);
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`Conn::post_unheld`]: the operation's local region must not be
+    /// dropped, deregistered or accessed (written, for a source) until
+    /// this operation's completion, or that of a later signaled operation
+    /// on this connection, has been reaped, or the connection is dropped;
+    /// dropping the chain unposted ends that at once.
+    ///
+    /// # Errors
+    /// As [`push`](Chain::push).
+    #[inline(always)]
+    pub unsafe fn push_unheld<O: UncheckedOperation>(&mut self, op: O) -> Result<&mut Self> {
+        self.push_untracked(op, true)
+    }
+
+    /// Appends `op` with only the local range (and an atomic's device
+    /// support) checked, nothing holding its local region: as
+    /// [`push_unheld`](Chain::push_unheld) with the checks of
+    /// [`Conn::post_unchecked`].
+    ///
+    /// # Safety
+    /// As [`push_unheld`](Chain::push_unheld).
+    ///
+    /// # Errors
+    /// As [`Conn::post_unchecked`]; [`Error::Inval`] when the chain
+    /// already holds [`CHAIN_MAX`] operations.
+    #[inline(always)]
+    pub unsafe fn push_unchecked<O: UncheckedOperation>(&mut self, op: O) -> Result<&mut Self> {
+        self.push_untracked(op, false)
+    }
+
+    /// [`push_unheld`](Chain::push_unheld) (`checked`) and
+    /// [`push_unchecked`](Chain::push_unchecked): the caller keeps the
+    /// memory (their contract).
+    #[inline(always)]
+    fn push_untracked<O: UncheckedOperation>(&mut self, op: O, checked: bool) -> Result<&mut Self> {
+        if self.ops.is_full() {
+            return Err(chain_is_full());
+        }
+        let conn = self.conn;
+        // `hold` is never called on this path (a harmless one if it were).
+        let push = Push::<_, true> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold() };
+        op.encode(&conn.target(), checked, push)?;
         Ok(self)
     }
 
@@ -121,7 +200,7 @@ impl<'c> Chain<'c> {
         let conn = self.conn;
         let t = conn.target();
         let given = std::cell::Cell::new(0);
-        let push = Push { ops: &mut self.ops, conn, hold: || op.hold(&t) };
+        let push = Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) };
         op.encode(&t, true, super::post::Awaited { inner: push, ctx, given: &given })?;
         Ok(given.get())
     }
@@ -153,7 +232,9 @@ impl<'c> Chain<'c> {
     /// native atomic write or flush, one `ibv_wr_start` ...
     /// `ibv_wr_complete` sequence. They take consecutive send-queue slots;
     /// a chain whose last operation is unsignaled needs one more free slot
-    /// (kept for a signaled operation, as for single operations).
+    /// (kept for a signaled operation, as for single operations). A chain
+    /// of unheld operations only is posted without a record
+    /// ([`push_unheld`](Chain::push_unheld)).
     ///
     /// Afterwards the chain is empty, ready to be filled again. When it is
     /// refused before anything is posted ([`Error::Inval`],
@@ -183,12 +264,23 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
-        let qp = self.conn.parts.qp()?;
+        let parts = &self.conn.parts;
+        let qp = parts.qp()?;
         if self.ops.has_native() {
             check_carried(qp, &self.ops)?;
         }
+        if self.ops.has_unheld() {
+            if self.ops.is_untracked() && !parts.unheld_recorded.load(Relaxed) {
+                // SAFETY: every operation was added by `push_unheld` or
+                // `push_unchecked`, whose callers keep its memory.
+                return unsafe { self.ops.post_untracked(qp) };
+            }
+            // Recorded: so must the connection's later unheld posts be
+            // (their completions could not retire this chain's entries).
+            parts.unheld_recorded.store(true, Relaxed);
+        }
         // Refuses an empty chain (Error::Inval).
-        self.conn.parts.send.post_chain(qp, &mut self.ops)
+        parts.send.post_chain(qp, &mut self.ops)
     }
 }
 
@@ -213,16 +305,30 @@ fn not_carried(i: usize) -> Error {
     ))
 }
 
-/// The sink of [`Chain::push`]: the request appended with what holds it.
-struct Push<'a, 'c, H: FnOnce() -> Hold> {
+/// The sink of [`Chain::push`]: the request appended with what holds it;
+/// `UNHELD` ([`Chain::push_unheld`], [`Chain::push_unchecked`]): with
+/// nothing holding it.
+struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool> {
     ops: &'a mut SendChain,
     conn: &'c Conn,
     hold: H,
 }
 
-impl<H: FnOnce() -> Hold> Push<'_, '_, H> {
+impl<H: FnOnce() -> Hold, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn push(self, m: Meta, wr: Wr) -> R<()> {
+        if UNHELD {
+            return match m.hold {
+                // SAFETY: `push_unheld`'s and `push_unchecked`'s callers
+                // keep the operation's region (`HoldBy::Op`); the flush
+                // region is the connection's own and outlives its QP;
+                // `Nothing` names no local memory.
+                HoldBy::Op | HoldBy::FlushRegion | HoldBy::Nothing => unsafe {
+                    self.ops.push_unheld(wr, m.ctx, m.kind)
+                },
+                HoldBy::LentBytes | HoldBy::List => Err(not_chained(m.hold)),
+            };
+        }
         let hold = match m.hold {
             HoldBy::Op => Some((self.hold)()),
             HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.hold()),
@@ -233,7 +339,7 @@ impl<H: FnOnce() -> Hold> Push<'_, '_, H> {
     }
 }
 
-impl<H: FnOnce() -> Hold> Sink for Push<'_, '_, H> {
+impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> R<()> {
         self.push(m, Wr::Plain(wr))

@@ -13,12 +13,14 @@ use crate::error::Error;
 use crate::wrid::CompletionOp;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod chain;
 pub(crate) mod lock;
 mod recv;
 mod send;
 pub(crate) mod untracked;
+pub(crate) use chain::{chain_is_full, SendChain};
 pub(crate) use recv::RecvTracker;
-pub(crate) use send::{chain_is_full, SendChain, SendTracker};
+pub(crate) use send::SendTracker;
 
 /// Anything kept alive by a reference.
 pub(crate) trait Held: Send + Sync {}

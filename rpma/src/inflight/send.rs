@@ -1,13 +1,12 @@
 //! The send queue's tracker: a ring in posting order.
 
+use super::chain::{chain_failed, SendChain};
 use super::lock::{SpinGuard, SpinLock};
 use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Detail, Error, Msg, Result};
 use crate::log::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
-use rpma_sys::chain::{ChainList, MAX_CHAIN};
 use rpma_sys::post::PostError;
-use rpma_sys::wr::Wr;
 use rpma_sys::wr::{SendSgl, SendWr, Sge};
 use std::sync::Arc;
 
@@ -282,6 +281,7 @@ impl SendTracker {
         chain.ops.take_into(posted, &mut g.slots, |i| wrid::send(base.wrapping_add(i as u64)) as usize & mask);
         g.len += posted;
         drop(g);
+        (chain.unheld, chain.fit) = (0, 0);
         match res {
             Ok(()) => Ok(()),
             Err((k, e)) => Err(chain_failed(n, native, k, e)),
@@ -409,86 +409,8 @@ fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: Entry) -> Erro
 /// Whether `wr` names local memory the device reaches after the post (not
 /// inline): a tracked post of it needs a hold on that memory.
 #[inline(always)]
-fn needs_hold(wr: &SendWr) -> bool {
+pub(super) fn needs_hold(wr: &SendWr) -> bool {
     wr.sge.is_some() && !wr.inline
-}
-
-/// The operations of a chain before it is posted, each work request with
-/// its ring entry (context, kind, signaled, hold), in place (at most
-/// [`MAX_CHAIN`]). [`push`](Self::push) is the only way in, and refuses an
-/// operation whose local memory nothing holds, so [`SendTracker::post_chain`]
-/// may hand all of them to the device.
-pub(crate) struct SendChain {
-    ops: ChainList<Entry>,
-    /// Whether the last operation is signaled.
-    last_signaled: bool,
-}
-
-impl SendChain {
-    /// An empty chain.
-    #[inline]
-    pub(crate) const fn new() -> SendChain {
-        SendChain { ops: ChainList::new(), last_signaled: false }
-    }
-
-    /// Operations in the chain.
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    /// The operations, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = Wr> + '_ {
-        self.ops.iter()
-    }
-
-    /// Whether one of the operations is native (posted through `ibv_wr_*`).
-    #[inline]
-    pub(crate) fn has_native(&self) -> bool {
-        self.ops.has_native()
-    }
-
-    /// Whether no more operation fits.
-    #[inline]
-    /// Empties the chain, releasing what its operations held.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn clear(&mut self) {
-        self.ops.clear();
-        self.last_signaled = false;
-    }
-
-    pub(crate) fn is_full(&self) -> bool {
-        self.ops.is_full()
-    }
-
-    /// Appends `wr`, whose completion reports `ctx` and `kind`, and `hold`,
-    /// which keeps its local memory alive until it completes.
-    ///
-    /// # Errors
-    /// [`Error::Inval`] when the chain is full; [`Error::Unknown`] (a bug in
-    /// rpma) for a non-inline local range `hold` does not hold.
-    #[inline(always)]
-    pub(crate) fn push(&mut self, wr: Wr, ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Result<()> {
-        if matches!(&wr, Wr::Plain(p) if needs_hold(p)) && hold.is_none() {
-            return Err(Error::Unknown("rpma bug: a chained local range nothing holds".into()));
-        }
-        let signaled = wr.signaled();
-        self.ops.push(wr, Entry::plain(ctx, kind, signaled, hold)).map_err(|_| chain_is_full())?;
-        self.last_signaled = signaled;
-        Ok(())
-    }
-}
-
-/// A full chain's error.
-#[cold]
-#[inline(never)]
-pub(crate) fn chain_is_full() -> Error {
-    Error::too_long(
-        "chain",
-        MAX_CHAIN as u64 + 1,
-        MAX_CHAIN as u64,
-        format!("a chain holds at most {MAX_CHAIN} operations"),
-    )
 }
 
 #[cold]
@@ -518,22 +440,6 @@ fn chain_full(len: usize, depth: usize, need: usize) -> Error {
              (Cq::get_wc, Cq::next_completion) and post again"
         ),
     ))
-}
-
-/// The error of a chain of `n` whose post failed at operation `k`.
-#[cold]
-#[inline(never)]
-fn chain_failed(n: usize, native: bool, k: usize, e: std::io::Error) -> Error {
-    let op = match (n, native) {
-        (1, false) => "ibv_post_send".to_string(),
-        (1, true) => "ibv_wr_complete".to_string(),
-        (_, false) => format!(
-            "ibv_post_send of a chain of {n}: operation {k} refused, operations 0..{k} posted (their \
-             completions follow), {k}..{n} not posted"
-        ),
-        (_, true) => format!("ibv_wr_complete of a chain of {n}: nothing posted"),
-    };
-    Error::provider_raw(op, e)
 }
 
 #[cold]

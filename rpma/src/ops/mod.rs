@@ -5,7 +5,9 @@
 //! the completion), [`Conn::post_unchecked`](crate::Conn::post_unchecked)
 //! (`unsafe`, nothing held; [`Conn::post_unheld`](crate::Conn::post_unheld)
 //! the same with every check) and [`Chain::push`](crate::Chain::push) (many
-//! operations, one doorbell).
+//! operations, one doorbell; `unsafe`
+//! [`push_unheld`](crate::Chain::push_unheld) and
+//! [`push_unchecked`](crate::Chain::push_unchecked) as the single posts).
 //!
 //! | type | verb | librpma |
 //! |---|---|---|
