@@ -135,7 +135,12 @@ pub(crate) fn recv(slot: u64, srq: bool) -> u64 {
 /// [`Error::Inval`] when `ctx` exceeds 56 bits.
 #[inline]
 pub(crate) fn untracked(op: CompletionOp, ctx: u64) -> Result<u64> {
-    untracked_id(op, ctx).ok_or_else(|| ctx_too_big(ctx))
+    if ctx > UNTRACKED_CTX_MAX {
+        return Err(ctx_too_big(ctx));
+    }
+    // An early return, not `untracked_id(..).ok_or_else(..)`: that form cost
+    // the C ABI's atomic write 4 instructions and its commit 6 (measured).
+    Ok(id_of(op, ctx))
 }
 
 /// The index of `op` in [`KINDS`] (a kind never posted untracked gets an
@@ -143,7 +148,13 @@ pub(crate) fn untracked(op: CompletionOp, ctx: u64) -> Result<u64> {
 /// [`untracked`]'s ID, `None` when `ctx` exceeds 56 bits.
 #[inline(always)]
 pub(crate) fn untracked_id(op: CompletionOp, ctx: u64) -> Option<u64> {
-    (ctx <= UNTRACKED_CTX_MAX).then(|| UNTRACKED_BIT | kind_index(op) << KIND_SHIFT | ctx)
+    (ctx <= UNTRACKED_CTX_MAX).then(|| id_of(op, ctx))
+}
+
+/// The ID of kind `op` and `ctx` (at most 56 bits).
+#[inline(always)]
+const fn id_of(op: CompletionOp, ctx: u64) -> u64 {
+    UNTRACKED_BIT | kind_index(op) << KIND_SHIFT | ctx
 }
 
 #[inline]
