@@ -321,69 +321,67 @@ unsafe fn post_chain<T, const OWN: bool>(
     qp: &Qp,
     wr_id: impl Fn(usize) -> u64,
 ) -> Result<(), (usize, io::Error)> {
-    {
-        let n = list.len();
-        if n == 0 {
-            return Ok(());
-        }
-        if list.has_native() {
-            let Some(mut ex) = qp.ex() else {
-                return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
-            };
-            let l: &ChainList<T> = list;
-            // SAFETY: the caller's guarantee, passed on.
-            let r = match OWN {
-                true => unsafe { ex.post_list(l.iter(), |i| l.own_id(i)) },
-                false => unsafe { ex.post_list(l.iter(), wr_id) },
-            };
-            return r.map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
-        }
-        // The classic backend: the requests were encoded as they were added;
-        // linked here, each to its SGE, an inline write's SGE to its bytes in
-        // the list (borrowed, neither moved nor changed, across the call).
-        let n = n.min(MAX_CHAIN);
-        let first: *mut ffi::ibv_send_wr = list.raw.as_mut_ptr().cast();
-        let sge0: *mut ffi::ibv_sge = list.sges.as_mut_ptr().cast();
-        let wrs: *const Wr = list.wrs.as_ptr().cast();
-        // SAFETY: i < n <= len: raw[i], sges[i] and wrs[i] are initialised
-        // elements of the list, reached through pointers to its arrays;
-        // `first.add(n)` is one past the last at most, stored only until the
-        // last request's `next` is set to null.
-        unsafe {
-            for i in 0..n {
-                let rw = first.add(i);
-                if !OWN {
-                    (*rw).wr_id = wr_id(i);
-                }
-                (*rw).next = first.add(i + 1);
-                (*rw).sg_list = sge0.add(i);
-            }
-            (*first.add(n - 1)).next = std::ptr::null_mut();
-            let mut m = u32::from(list.inline8) & ((1u32 << n) - 1);
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                if let Wr::Inline8 { value, .. } = &*wrs.add(i) {
-                    (*sge0.add(i)).addr = value.as_ptr() as u64;
-                }
-                m &= m - 1;
-            }
-        }
-        let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: live QP; the n requests are initialised and linked in
-        // order, their SGEs beside them and inline bytes in the list, all
-        // alive and unchanged across the call; the caller guarantees the
-        // memory the SGEs name.
-        let rc = unsafe { qp.post_send_raw(first, &mut bad) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let k = if bad.is_null() {
-            n // none named: all may be queued (rxe's failed doorbell)
-        } else {
-            ((bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<ffi::ibv_send_wr>()).min(n)
-        };
-        Err((k, crate::from_errno_ret(rc, "ibv_post_send").err().unwrap_or_else(|| io::Error::other("ibv_post_send"))))
+    let n = list.len();
+    if n == 0 {
+        return Ok(());
     }
+    if list.has_native() {
+        let Some(mut ex) = qp.ex() else {
+            return Err((0, io::Error::from_raw_os_error(libc::EOPNOTSUPP)));
+        };
+        let l: &ChainList<T> = list;
+        // SAFETY: the caller's guarantee, passed on.
+        let r = match OWN {
+            true => unsafe { ex.post_list(l.iter(), |i| l.own_id(i)) },
+            false => unsafe { ex.post_list(l.iter(), wr_id) },
+        };
+        return r.map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
+    }
+    // The classic backend: the requests were encoded as they were added;
+    // linked here, each to its SGE, an inline write's SGE to its bytes in
+    // the list (borrowed, neither moved nor changed, across the call).
+    let n = n.min(MAX_CHAIN);
+    let first: *mut ffi::ibv_send_wr = list.raw.as_mut_ptr().cast();
+    let sge0: *mut ffi::ibv_sge = list.sges.as_mut_ptr().cast();
+    let wrs: *const Wr = list.wrs.as_ptr().cast();
+    // SAFETY: i < n <= len: raw[i], sges[i] and wrs[i] are initialised
+    // elements of the list, reached through pointers to its arrays;
+    // `first.add(n)` is one past the last at most, stored only until the
+    // last request's `next` is set to null.
+    unsafe {
+        for i in 0..n {
+            let rw = first.add(i);
+            if !OWN {
+                (*rw).wr_id = wr_id(i);
+            }
+            (*rw).next = first.add(i + 1);
+            (*rw).sg_list = sge0.add(i);
+        }
+        (*first.add(n - 1)).next = std::ptr::null_mut();
+        let mut m = u32::from(list.inline8) & ((1u32 << n) - 1);
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            if let Wr::Inline8 { value, .. } = &*wrs.add(i) {
+                (*sge0.add(i)).addr = value.as_ptr() as u64;
+            }
+            m &= m - 1;
+        }
+    }
+    let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
+    // SAFETY: live QP; the n requests are initialised and linked in
+    // order, their SGEs beside them and inline bytes in the list, all
+    // alive and unchanged across the call; the caller guarantees the
+    // memory the SGEs name.
+    let rc = unsafe { qp.post_send_raw(first, &mut bad) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let k = if bad.is_null() {
+        n // none named: all may be queued (rxe's failed doorbell)
+    } else {
+        ((bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<ffi::ibv_send_wr>()).min(n)
+    };
+    Err((k, crate::from_errno_ret(rc, "ibv_post_send").err().unwrap_or_else(|| io::Error::other("ibv_post_send"))))
 }
 
 impl QpEx<'_> {

@@ -56,8 +56,6 @@ impl SendChain {
         self.ops.has_native()
     }
 
-    /// Whether no more operation fits.
-    #[inline]
     /// Empties the chain, releasing what its operations held.
     #[cfg(feature = "tokio")]
     pub(crate) fn clear(&mut self) {
@@ -66,6 +64,8 @@ impl SendChain {
         (self.unheld, self.fit) = (0, 0);
     }
 
+    /// Whether no more operation fits.
+    #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.ops.is_full()
     }
