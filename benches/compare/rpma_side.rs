@@ -919,6 +919,13 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     if case == "read_async" {
         return client_ir_async(c, iters);
     }
+    if let Some(unchecked) = match case {
+        "commit_unheld_chain" => Some(false),
+        "commit_unchecked_chain" => Some(true),
+        _ => None,
+    } {
+        return client_ir_commit_unheld(c, unchecked, iters);
+    }
     // `CASE@QD`: QD operations posted, then reaped up to 64 per poll with
     // a blocking wait whenever the CQ is empty (as the C program).
     // `read_chain@QD`, `write_chain@QD`: the QD operations as one chain.
@@ -1066,6 +1073,47 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
         (false, true) => rounds!(push_unchecked, wr()),
     }
     drop(chain);
+    c.close()
+}
+
+/// The `ir` cases `commit_unheld_chain` and `commit_unchecked_chain`:
+/// example 07's commit (as `commit_chain`) through `Chain::push_unheld`
+/// or `push_unchecked`, one chain filled and posted again per commit, the
+/// last flush's completion awaited as `commit_chain`'s.
+#[inline(never)]
+fn client_ir_commit_unheld(c: Client, unchecked: bool, iters: usize) -> Res<()> {
+    let (q, at) = (Flags::COMPLETION_ON_ERROR, COMMIT_AT);
+    let mut ch = c.conn.chain();
+    let ops = || {
+        (
+            Write::new(&c.remote, at, &c.local, 0, 8).flags(q),
+            Flush::new(&c.remote, at, 8, FlushType::Visibility).flags(q),
+            AtomicWrite::new(&c.remote, 0, at.to_le_bytes()).flags(q),
+            Flush::new(&c.remote, 0, 8, FlushType::Visibility).flags(Flags::COMPLETION_ALWAYS),
+        )
+    };
+    macro_rules! rounds {
+        ($push:ident) => {
+            for _ in 0..iters {
+                let (w, f, a, p) = ops();
+                // SAFETY: `c.local` outlives the connection and is not
+                // written until the commit's completion is reaped below.
+                unsafe {
+                    ch.$push(w)?;
+                    ch.$push(f)?;
+                    ch.$push(a)?;
+                    ch.$push(p)?;
+                }
+                ch.post()?;
+                block(c.conn.cq())?;
+            }
+        };
+    }
+    match unchecked {
+        false => rounds!(push_unheld),
+        true => rounds!(push_unchecked),
+    }
+    drop(ch);
     c.close()
 }
 
