@@ -656,15 +656,23 @@ impl Client {
     /// case's frame a stack probe.
     #[inline(never)]
     fn commit_chain(&self) -> Res<()> {
-        let (c, q, at) = (&self.conn, Flags::COMPLETION_ON_ERROR, COMMIT_AT);
-        let mut ch = c.chain();
-        ch.push(Write::new(&self.remote, at, &self.local, 0, 8).flags(q).op_context(0))?
-            .push(Flush::new(&self.remote, at, 8, FlushType::Visibility).flags(q).op_context(0))?
-            .push(AtomicWrite::new(&self.remote, 0, at.to_le_bytes()).flags(q).op_context(0))?
-            .push(
-                Flush::new(&self.remote, 0, 8, FlushType::Visibility).flags(Flags::COMPLETION_ALWAYS).op_context(0),
-            )?;
+        let mut ch = self.conn.chain();
+        let (w, f, a, p) = self.commit_ops();
+        ch.push(w)?.push(f)?.push(a)?.push(p)?;
         Ok(ch.post()?)
+    }
+
+    /// The commit's four operations, as chained: the data, its flush, the
+    /// pointer to it, the pointer's flush; only the last one signaled.
+    #[inline(always)]
+    fn commit_ops(&self) -> (Write<'_, AlignedBuf>, Flush<'_>, AtomicWrite<'_>, Flush<'_>) {
+        let (q, at) = (Flags::COMPLETION_ON_ERROR, COMMIT_AT);
+        (
+            Write::new(&self.remote, at, &self.local, 0, 8).flags(q).op_context(0),
+            Flush::new(&self.remote, at, 8, FlushType::Visibility).flags(q).op_context(0),
+            AtomicWrite::new(&self.remote, 0, at.to_le_bytes()).flags(q).op_context(0),
+            Flush::new(&self.remote, 0, 8, FlushType::Visibility).flags(Flags::COMPLETION_ALWAYS).op_context(0),
+        )
     }
 
     fn latency(&mut self, case: &str, size: usize, iters: usize) -> Res<Lat> {
@@ -1082,20 +1090,11 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
 /// last flush's completion awaited as `commit_chain`'s.
 #[inline(never)]
 fn client_ir_commit_unheld(c: Client, unchecked: bool, iters: usize) -> Res<()> {
-    let (q, at) = (Flags::COMPLETION_ON_ERROR, COMMIT_AT);
     let mut ch = c.conn.chain();
-    let ops = || {
-        (
-            Write::new(&c.remote, at, &c.local, 0, 8).flags(q),
-            Flush::new(&c.remote, at, 8, FlushType::Visibility).flags(q),
-            AtomicWrite::new(&c.remote, 0, at.to_le_bytes()).flags(q),
-            Flush::new(&c.remote, 0, 8, FlushType::Visibility).flags(Flags::COMPLETION_ALWAYS),
-        )
-    };
     macro_rules! rounds {
         ($push:ident) => {
             for _ in 0..iters {
-                let (w, f, a, p) = ops();
+                let (w, f, a, p) = c.commit_ops();
                 // SAFETY: `c.local` outlives the connection and is not
                 // written until the commit's completion is reaped below.
                 unsafe {
