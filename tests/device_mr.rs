@@ -204,6 +204,64 @@ device_tests!({
         assert_eq!(&backing[250..], b"abcdef");
     }
 
+    /// memmap2's `MmapMut` (feature `memmap2`) as registered memory: an
+    /// anonymous mapping and a file's mapping on the server, each written
+    /// and read back by the client over RDMA; the bytes are in the
+    /// mappings handed back by `dereg`, and in the file.
+    fn memmap2_mappings_take_rdma() {
+        use rpma::ops::{Read, Write};
+        let sp = peer();
+        let usage = Usage::WRITE_DST | Usage::READ_SRC;
+        let anon = MrLocal::reg(&sp, memmap2::MmapMut::map_anon(8192).unwrap(), usage).unwrap();
+        let path = std::env::temp_dir().join(format!("rpma-mmap-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        file.set_len(4096).unwrap();
+        // SAFETY: the file is this test's own: no one else writes or
+        // truncates it while it is mapped.
+        let fmap = unsafe { memmap2::MmapMut::map_mut(&file) }.unwrap();
+        let filed = MrLocal::reg(&sp, fmap, usage).unwrap();
+        let (a, f) = (anon.descriptor(), filed.descriptor());
+        let mut pdata = vec![a.len() as u8];
+        pdata.extend_from_slice(&a);
+        pdata.extend_from_slice(&f);
+        let (c, s) = common::Pair::new().server_peer(&sp).server_pdata(pdata.clone()).connect();
+        let split = 1 + usize::from(pdata[0]);
+        let ra = MrRemote::from_descriptor(&c.private_data()[1..split]).unwrap();
+        let rf = MrRemote::from_descriptor(&c.private_data()[split..]).unwrap();
+        assert_eq!((ra.size(), rf.size()), (8192, 4096));
+        let mut local =
+            MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+        local.write_at(0, b"into the anonymous mapping").unwrap();
+        local.write_at(64, b"into the file").unwrap();
+        let wait = |ctx: u64| {
+            let wc = c.cq().next_completion(common::T).unwrap();
+            assert_eq!((wc.op_context, wc.status.is_success()), (ctx, true), "{wc:?}");
+        };
+        c.post(Write::new(&ra, 8000, &local, 0, 26).op_context(1)).unwrap();
+        wait(1);
+        c.post(Write::new(&rf, 100, &local, 64, 13).op_context(2)).unwrap();
+        wait(2);
+        c.post(Read::new(&local, 1024, &ra, 8000, 26).op_context(3)).unwrap();
+        wait(3);
+        c.post(Read::new(&local, 2048, &rf, 100, 13).op_context(4)).unwrap();
+        wait(4);
+        let (mut x, mut y) = ([0u8; 26], [0u8; 13]);
+        local.read_at(1024, &mut x).unwrap();
+        local.read_at(2048, &mut y).unwrap();
+        assert_eq!((&x, &y), (b"into the anonymous mapping", b"into the file"), "read back over RDMA");
+        common::close(c, s);
+        let map = anon.dereg().unwrap();
+        assert_eq!(&map[8000..8026], b"into the anonymous mapping");
+        let fmap = filed.dereg().unwrap();
+        assert_eq!(&fmap[100..113], b"into the file");
+        fmap.flush().unwrap();
+        drop(fmap);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[100..113], b"into the file", "the device's write is in the file");
+        std::fs::remove_file(&path).unwrap();
+        println!("  an anonymous and a file mapping written and read over RDMA; the write is in the file");
+    }
+
     fn local_copies_are_bounds_checked() {
         let p = peer();
         let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
