@@ -25,25 +25,42 @@ pub const MAX_CHAIN: usize = 16;
 /// nothing, and moving it copies it whole. The requests are kept as
 /// [`Wr`]s and encoded when posted, by the backend that posts them.
 pub struct ChainList<T> {
-    /// `wrs`, `recs`, `raw` and `sges` are initialised up to `len` (`raw`
-    /// and `sges` are used when no request is native, but for the IDs
+    /// Every part of `slots[..len]` is initialised (`raw` and `sge` are
+    /// used when no request is native, but for the IDs
     /// [`set_wr_id`](Self::set_wr_id) puts into `raw`).
     len: usize,
     /// Whether one of the requests is native ([`Wr::is_native`]).
     native: bool,
     /// Bit `i`: request `i` is a [`Wr::Inline8`], whose SGE names its bytes
-    /// in `wrs[i]` (set when posting: the list may move before).
+    /// in `slots[i].wr` (set when posting: the list may move before).
     inline8: u16,
-    /// The requests.
-    wrs: [MaybeUninit<Wr>; MAX_CHAIN],
-    /// The classic backend's encoding of each request, made as it is added
+    /// The requests, each with its parts side by side (one address to
+    /// compute a push).
+    slots: [Slot<T>; MAX_CHAIN],
+}
+
+/// One request of a [`ChainList`].
+struct Slot<T> {
+    /// The classic backend's encoding of the request, made as it is added
     /// (where its kind is known), but for `wr_id`, `next` and `sg_list`.
-    raw: [MaybeUninit<ffi::ibv_send_wr>; MAX_CHAIN],
-    /// Their SGEs.
-    sges: [MaybeUninit<ffi::ibv_sge>; MAX_CHAIN],
-    /// The records, each as `Some` (so `take_into` copies one into a slot
-    /// of `Option<T>` as it is).
-    recs: [MaybeUninit<Option<T>>; MAX_CHAIN],
+    raw: MaybeUninit<ffi::ibv_send_wr>,
+    /// Its SGE.
+    sge: MaybeUninit<ffi::ibv_sge>,
+    /// The request.
+    wr: MaybeUninit<Wr>,
+    /// Its record, as `Some` (so `take_into` copies it into a slot of
+    /// `Option<T>` as it is).
+    rec: MaybeUninit<Option<T>>,
+}
+
+impl<T> Slot<T> {
+    /// A slot with nothing initialised.
+    const EMPTY: Slot<T> = Slot {
+        raw: MaybeUninit::uninit(),
+        sge: MaybeUninit::uninit(),
+        wr: MaybeUninit::uninit(),
+        rec: MaybeUninit::uninit(),
+    };
 }
 
 impl<T> std::fmt::Debug for ChainList<T> {
@@ -62,15 +79,7 @@ impl<T> ChainList<T> {
     /// An empty list.
     #[inline]
     pub const fn new() -> Self {
-        ChainList {
-            len: 0,
-            native: false,
-            inline8: 0,
-            wrs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
-            raw: [const { MaybeUninit::uninit() }; MAX_CHAIN],
-            sges: [const { MaybeUninit::uninit() }; MAX_CHAIN],
-            recs: [const { MaybeUninit::uninit() }; MAX_CHAIN],
-        }
+        ChainList { len: 0, native: false, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
     }
 
     /// Requests in the list.
@@ -103,22 +112,21 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn push(&mut self, wr: Wr, rec: T) -> Result<(), (Wr, T)> {
         let i = self.len;
-        // Full when `i` reaches MAX_CHAIN, the length of all four arrays.
-        if i >= MAX_CHAIN {
+        // Full when `i` reaches MAX_CHAIN, the length of `slots`.
+        let Some(slot) = self.slots.get_mut(i) else {
             return Err((wr, rec));
-        }
-        let (w, rw, s, r) = (&mut self.wrs[i], &mut self.raw[i], &mut self.sges[i], &mut self.recs[i]);
+        };
         // SAFETY: plain data, all-zero is valid.
-        let mut c = Classic::new(rw.write(unsafe { std::mem::zeroed() }));
+        let mut c = Classic::new(slot.raw.write(unsafe { std::mem::zeroed() }));
         // false for a native request: the list then goes to the extended
-        // interface, which reads `wrs`.
+        // interface, which reads `wr`.
         self.native |= !encode(&wr, &mut c);
-        s.write(c.sge);
+        slot.sge.write(c.sge);
         if let Wr::Inline8 { .. } = wr {
             self.inline8 |= 1 << i;
         }
-        w.write(wr);
-        r.write(Some(rec));
+        slot.wr.write(wr);
+        slot.rec.write(Some(rec));
         self.len = i + 1;
         Ok(())
     }
@@ -129,8 +137,8 @@ impl<T> ChainList<T> {
         if i >= self.len {
             return None;
         }
-        // SAFETY: i < len: wrs[i] is initialised (a `Copy` value).
-        self.wrs.get(i).map(|w| unsafe { w.assume_init() })
+        // SAFETY: i < len: slots[i].wr is initialised (a `Copy` value).
+        self.slots.get(i).map(|s| unsafe { s.wr.assume_init() })
     }
 
     /// The requests, in order, as they were added.
@@ -149,11 +157,12 @@ impl<T> ChainList<T> {
         self.native = false;
         self.inline8 = 0;
         let posted = posted.min(n);
-        let (out, rest) = self.recs.split_at_mut(posted.min(MAX_CHAIN));
-        for (i, r) in out.iter().enumerate() {
-            // SAFETY: recs[..n] were initialised (each `Some`); each is
-            // read out once (the list no longer counts them).
-            if let Some(rec) = unsafe { r.assume_init_read() } {
+        let (out, rest) = self.slots.split_at_mut(posted.min(MAX_CHAIN));
+        for (i, s) in out.iter().enumerate() {
+            // SAFETY: the records of slots[..n] were initialised (each
+            // `Some`); each is read out once (the list no longer counts
+            // them).
+            if let Some(rec) = unsafe { s.rec.assume_init_read() } {
                 f(i, rec);
             }
         }
@@ -179,20 +188,20 @@ impl<T> ChainList<T> {
         self.native = false;
         self.inline8 = 0;
         let posted = posted.min(n).min(MAX_CHAIN);
-        for (i, r) in self.recs.iter().enumerate().take(posted) {
+        for (i, s) in self.slots.iter().enumerate().take(posted) {
             let slot = &mut slots[at(i)];
             if slot.is_some() {
                 clear_slot(slot);
             }
-            // SAFETY: recs[i] (i < n) is initialised, a `Option<T>` like
-            // the slot, and read out once (the list no longer counts it);
-            // the slot is empty (nothing to drop is overwritten), and
-            // apart from the list (`slots` is borrowed mutably while the
-            // list is).
-            unsafe { std::ptr::copy_nonoverlapping(r.as_ptr(), slot, 1) };
+            // SAFETY: the record of slots[i] (i < n) is initialised, a
+            // `Option<T>` like the slot, and read out once (the list no
+            // longer counts it); the slot is empty (nothing to drop is
+            // overwritten), and apart from the list (`slots` is borrowed
+            // mutably while the list is).
+            unsafe { std::ptr::copy_nonoverlapping(s.rec.as_ptr(), slot, 1) };
         }
         if posted < n {
-            drop_rest(&mut self.recs[posted..], n - posted);
+            drop_rest(&mut self.slots[posted..], n - posted);
         }
     }
 
@@ -219,14 +228,14 @@ fn clear_slot<T>(slot: &mut Option<T>) {
     *slot = None;
 }
 
-/// Drops the first `k` records of `rest`.
+/// Drops the records of the first `k` slots of `rest`.
 #[cold]
 #[inline(never)]
-fn drop_rest<T>(rest: &mut [MaybeUninit<T>], k: usize) {
-    for r in rest.iter_mut().take(k) {
+fn drop_rest<T>(rest: &mut [Slot<T>], k: usize) {
+    for s in rest.iter_mut().take(k) {
         // SAFETY: the caller's records not handed out (initialised, no
         // longer counted by the list), dropped once.
-        unsafe { r.assume_init_drop() };
+        unsafe { s.rec.assume_init_drop() };
     }
 }
 
@@ -290,8 +299,8 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn set_wr_id(&mut self, i: usize, wr_id: u64) {
         if i < self.len {
-            if let Some(rw) = self.raw.get_mut(i) {
-                // SAFETY: i < len: raw[i] is initialised (`push` writes it
+            if let Some(rw) = self.slots.get_mut(i).map(|s| &mut s.raw) {
+                // SAFETY: i < len: slots[i].raw is initialised (`push` writes it
                 // for every request).
                 unsafe { rw.assume_init_mut() }.wr_id = wr_id;
             }
@@ -302,8 +311,8 @@ impl<T> ChainList<T> {
     /// none was, or past the end).
     #[inline(always)]
     fn own_id(&self, i: usize) -> u64 {
-        match self.raw.get(i) {
-            // SAFETY: i < len: raw[i] is initialised (`push` zeroes it).
+        match self.slots.get(i).map(|s| &s.raw) {
+            // SAFETY: i < len: slots[i].raw is initialised (`push` zeroes it).
             Some(rw) if i < self.len => unsafe { rw.assume_init_ref() }.wr_id,
             _ => 0,
         }
@@ -341,28 +350,34 @@ unsafe fn post_chain<T, const OWN: bool>(
     // linked here, each to its SGE, an inline write's SGE to its bytes in
     // the list (borrowed, neither moved nor changed, across the call).
     let n = n.min(MAX_CHAIN);
-    let first: *mut ffi::ibv_send_wr = list.raw.as_mut_ptr().cast();
-    let sge0: *mut ffi::ibv_sge = list.sges.as_mut_ptr().cast();
-    let wrs: *const Wr = list.wrs.as_ptr().cast();
-    // SAFETY: i < n <= len: raw[i], sges[i] and wrs[i] are initialised
-    // elements of the list, reached through pointers to its arrays;
-    // `first.add(n)` is one past the last at most, stored only until the
-    // last request's `next` is set to null.
+    let base: *mut Slot<T> = list.slots.as_mut_ptr();
+    // The request of slot `s` (a field of an element of the list).
+    let raw = |s: *mut Slot<T>| -> *mut ffi::ibv_send_wr {
+        // SAFETY: `s` points into the list's slots or one past the last
+        // (`addr_of_mut!` makes no reference and reads nothing).
+        unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
+    };
+    let first = raw(base);
+    // SAFETY: i < n <= len: every part of slots[i] is initialised, reached
+    // through pointers to the list's elements; `base.add(n)` is one past
+    // the last at most, its request's address stored only until the last
+    // request's `next` is set to null.
     unsafe {
         for i in 0..n {
-            let rw = first.add(i);
+            let s = base.add(i);
+            let rw = raw(s);
             if !OWN {
                 (*rw).wr_id = wr_id(i);
             }
-            (*rw).next = first.add(i + 1);
-            (*rw).sg_list = sge0.add(i);
+            (*rw).next = raw(s.add(1));
+            (*rw).sg_list = std::ptr::addr_of_mut!((*s).sge).cast();
         }
-        (*first.add(n - 1)).next = std::ptr::null_mut();
+        (*raw(base.add(n - 1))).next = std::ptr::null_mut();
         let mut m = u32::from(list.inline8) & ((1u32 << n) - 1);
         while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            if let Wr::Inline8 { value, .. } = &*wrs.add(i) {
-                (*sge0.add(i)).addr = value.as_ptr() as u64;
+            let s = base.add(m.trailing_zeros() as usize);
+            if let Wr::Inline8 { value, .. } = &*(*s).wr.as_ptr() {
+                (*(*s).sge.as_mut_ptr()).addr = value.as_ptr() as u64;
             }
             m &= m - 1;
         }
@@ -379,7 +394,7 @@ unsafe fn post_chain<T, const OWN: bool>(
     let k = if bad.is_null() {
         n // none named: all may be queued (rxe's failed doorbell)
     } else {
-        ((bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<ffi::ibv_send_wr>()).min(n)
+        ((bad as usize).wrapping_sub(first as usize) / std::mem::size_of::<Slot<T>>()).min(n)
     };
     Err((k, crate::from_errno_ret(rc, "ibv_post_send").err().unwrap_or_else(|| io::Error::other("ibv_post_send"))))
 }
