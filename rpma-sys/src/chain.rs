@@ -351,17 +351,19 @@ unsafe fn post_chain<T, const OWN: bool>(
     // the list (borrowed, neither moved nor changed, across the call).
     let n = n.min(MAX_CHAIN);
     let base: *mut Slot<T> = list.slots.as_mut_ptr();
-    // The request of slot `s` (a field of an element of the list).
+    // The request of slot `s`, an element of the list (never one past
+    // the last: the place `*s` must be in the list).
     let raw = |s: *mut Slot<T>| -> *mut ffi::ibv_send_wr {
-        // SAFETY: `s` points into the list's slots or one past the last
-        // (`addr_of_mut!` makes no reference and reads nothing).
+        // SAFETY: `s` points to one of the list's slots (`addr_of_mut!`
+        // makes no reference and reads nothing).
         unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
     };
     let first = raw(base);
     // SAFETY: i < n <= len: every part of slots[i] is initialised, reached
-    // through pointers to the list's elements; `base.add(n)` is one past
-    // the last at most, its request's address stored only until the last
-    // request's `next` is set to null.
+    // through pointers to the list's elements; the next slot's request is
+    // this one's address one slot further (no dereference: past the last
+    // slot it is only an address, stored until the last request's `next`
+    // is set to null).
     unsafe {
         for i in 0..n {
             let s = base.add(i);
@@ -369,7 +371,7 @@ unsafe fn post_chain<T, const OWN: bool>(
             if !OWN {
                 (*rw).wr_id = wr_id(i);
             }
-            (*rw).next = raw(s.add(1));
+            (*rw).next = rw.wrapping_byte_add(std::mem::size_of::<Slot<T>>());
             (*rw).sg_list = std::ptr::addr_of_mut!((*s).sge).cast();
         }
         (*raw(base.add(n - 1))).next = std::ptr::null_mut();
