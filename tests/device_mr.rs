@@ -221,11 +221,11 @@ device_tests!({
         let fmap = unsafe { memmap2::MmapMut::map_mut(&file) }.unwrap();
         let filed = MrLocal::reg(&sp, fmap, usage).unwrap();
         let (a, f) = (anon.descriptor(), filed.descriptor());
+        let split = 1 + a.len();
         let mut pdata = vec![a.len() as u8];
         pdata.extend_from_slice(&a);
         pdata.extend_from_slice(&f);
-        let (c, s) = common::Pair::new().server_peer(&sp).server_pdata(pdata.clone()).connect();
-        let split = 1 + usize::from(pdata[0]);
+        let (c, s) = common::Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let ra = MrRemote::from_descriptor(&c.private_data()[1..split]).unwrap();
         let rf = MrRemote::from_descriptor(&c.private_data()[split..]).unwrap();
         assert_eq!((ra.size(), rf.size()), (8192, 4096));

@@ -16,14 +16,15 @@ use std::io;
 use std::mem::MaybeUninit;
 
 /// Most work requests of a [`ChainList`] (kept in the list itself, and
-/// linked on the stack when posted).
+/// linked in place when posted).
 pub const MAX_CHAIN: usize = 16;
 
 /// A chain to post with [`Qp::post_send`]: up to [`MAX_CHAIN`] work
 /// requests, each with its caller's record `T` (what keeps its local memory
 /// alive, what its completion reports), kept in place: a list allocates
-/// nothing, and moving it copies it whole. The requests are kept as
-/// [`Wr`]s and encoded when posted, by the backend that posts them.
+/// nothing, and moving it copies it whole. Each request is kept as its
+/// [`Wr`] and, as it is added, encoded for the classic backend
+/// (`ibv_post_send`); the extended backend encodes the `Wr`s when posting.
 pub struct ChainList<T> {
     /// Every part of `slots[..len]` is initialised (`raw` and `sge` are
     /// used when no request is native, but for the IDs
