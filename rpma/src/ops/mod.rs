@@ -143,13 +143,11 @@ pub const ATOMIC_WRITE_ALIGNMENT: u64 = 8;
 /// the 8 bytes of a remote atomic to be naturally aligned (rpma extension).
 pub const ATOMIC_ALIGNMENT: u64 = 8;
 
-/// The local side of an operation: a range of a region, the usage it needs
-/// and its name in error messages.
+/// The local side of an operation: a range of a region (the usage it
+/// needs and its name in messages: [`Sides`]).
 struct Local<'a, M: RegMemory> {
     mr: &'a MrLocal<M>,
     offset: usize,
-    need: Usage,
-    what: &'static str,
 }
 
 impl<M: RegMemory> Clone for Local<'_, M> {
@@ -164,9 +162,27 @@ impl<M: RegMemory> Copy for Local<'_, M> {}
 struct Remote<'a> {
     mr: &'a MrRemote,
     offset: u64,
-    need: Usage,
-    what: &'static str,
 }
+
+/// What an operation with a local range needs of its sides (the usages)
+/// and their names in messages: one table, a constant of each operation's
+/// type ([`local_op!`]) rather than fields of each value, so an operation
+/// is small to build and to move (an awaited one lives in its future).
+struct Sides {
+    local: (Usage, &'static str),
+    remote: (Usage, &'static str),
+}
+
+const READ: Sides = Sides { local: (Usage::READ_DST, "read: dst"), remote: (Usage::READ_SRC, "read: src") };
+const WRITE: Sides = Sides { local: (Usage::WRITE_SRC, "write: src"), remote: (Usage::WRITE_DST, "write: dst") };
+const SEND: Sides = Sides { local: (Usage::SEND, "send: src"), remote: (Usage::empty(), "") };
+const SEND_INV: Sides = Sides { local: (Usage::SEND, "send_with_inv: src"), remote: (Usage::empty(), "") };
+const COMPARE_AND_SWAP: Sides = Sides {
+    local: (Usage::READ_DST, "compare_and_swap: dst"),
+    remote: (Usage::REMOTE_ATOMIC, "compare_and_swap: src"),
+};
+const FETCH_AND_ADD: Sides =
+    Sides { local: (Usage::READ_DST, "fetch_and_add: dst"), remote: (Usage::REMOTE_ATOMIC, "fetch_and_add: src") };
 
 /// What a connection lends an operation to check and encode it: its peer,
 /// which operations its QP posts natively, its inline limit, whether the
@@ -313,26 +329,27 @@ impl<'a, M: RegMemory> Core<'a, M> {
     /// [`Error::Inval`] naming the broken bound; [`Error::NoSupp`] for an
     /// atomic on a device without them.
     #[inline(always)]
-    fn encode<S: Sink>(&self, peer: &Peer, checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, sides: &Sides, peer: &Peer, checked: bool, sink: S) -> Result<()> {
         let signaled = self.flags.signaled()?;
         let (local, len) = (&self.local, self.len);
-        let len32 = validate::len32(local.what, len)?;
-        local.mr.check_range(local.what, local.offset, len)?;
+        let ((local_need, local_what), (remote_need, remote_what)) = (sides.local, sides.remote);
+        let len32 = validate::len32(local_what, len)?;
+        local.mr.check_range(local_what, local.offset, len)?;
         let atomic = matches!(self.verb, SendOp::CompareSwap { .. } | SendOp::FetchAdd(_));
         if atomic && !peer.capabilities().atomics {
-            return Err(no_atomics(local.what, peer));
+            return Err(no_atomics(local_what, peer));
         }
         if checked {
-            validate::local(local.mr, local.need, local.what, peer)?;
+            validate::local(local.mr, local_need, local_what, peer)?;
         }
         let (remote_addr, rkey) = match &self.remote {
             Some(r) => {
                 let addr = r.mr.addr().wrapping_add(r.offset);
                 if checked {
-                    r.mr.check_range(r.what, r.offset, len as u64)?;
-                    validate::remote(r.mr, r.need, r.what, peer)?;
+                    r.mr.check_range(remote_what, r.offset, len as u64)?;
+                    validate::remote(r.mr, remote_need, remote_what, peer)?;
                     if atomic && !addr.is_multiple_of(ATOMIC_ALIGNMENT) {
-                        return Err(misaligned(r.what, r.mr.addr(), r.offset));
+                        return Err(misaligned(remote_what, r.mr.addr(), r.offset));
                     }
                 }
                 (addr, r.mr.rkey())
@@ -386,9 +403,10 @@ macro_rules! setters {
 }
 
 /// The trait impls of an operation with a local range (`self.0` its
-/// [`Core`]): encoded by the core, held when the memory can be owned.
+/// [`Core`]; `$sides` its [`Sides`] from its verb): encoded by the core,
+/// held when the memory can be owned.
 macro_rules! local_op {
-    ($t:ident) => {
+    ($t:ident, $sides:expr) => {
         impl<M: RegMemory> Clone for $t<'_, M> {
             fn clone(&self) -> Self {
                 *self
@@ -408,7 +426,8 @@ macro_rules! local_op {
         impl<M: RegMemory> sealed::Encode for $t<'_, M> {
             #[inline(always)]
             fn encode<S: Sink>(&self, t: &Target<'_>, checked: bool, sink: S) -> Result<()> {
-                self.0.encode(t.peer, checked, sink)
+                let sides: fn(&SendOp) -> &'static Sides = $sides;
+                self.0.encode(sides(&self.0.verb), t.peer, checked, sink)
             }
         }
         impl<M: RegMemory + std::marker::Send + Sync + 'static> sealed::Hold_ for $t<'_, M> {
@@ -426,7 +445,7 @@ macro_rules! local_op {
 /// `dst` at `dst_offset` (`rpma_read`); `dst` needs [`Usage::READ_DST`],
 /// the remote region [`Usage::READ_SRC`].
 pub struct Read<'a, M: RegMemory>(Core<'a, M>);
-local_op!(Read);
+local_op!(Read, |_| &READ);
 
 impl<'a, M: RegMemory> Read<'a, M> {
     /// The read, reporting its completion with `op_context` 0.
@@ -434,8 +453,8 @@ impl<'a, M: RegMemory> Read<'a, M> {
     pub fn new(dst: &'a MrLocal<M>, dst_offset: usize, src: &'a MrRemote, src_offset: u64, len: usize) -> Self {
         Read(Core::new(
             SendOp::Read,
-            Local { mr: dst, offset: dst_offset, need: Usage::READ_DST, what: "read: dst" },
-            Some(Remote { mr: src, offset: src_offset, need: Usage::READ_SRC, what: "read: src" }),
+            Local { mr: dst, offset: dst_offset },
+            Some(Remote { mr: src, offset: src_offset }),
             len,
         ))
     }
@@ -448,7 +467,7 @@ impl<'a, M: RegMemory> Read<'a, M> {
 /// `rpma_write_with_imm`); `src` needs [`Usage::WRITE_SRC`], the remote
 /// region [`Usage::WRITE_DST`].
 pub struct Write<'a, M: RegMemory>(Core<'a, M>);
-local_op!(Write);
+local_op!(Write, |_| &WRITE);
 
 impl<'a, M: RegMemory> Write<'a, M> {
     /// The write, reporting its completion with `op_context` 0.
@@ -456,8 +475,8 @@ impl<'a, M: RegMemory> Write<'a, M> {
     pub fn new(dst: &'a MrRemote, dst_offset: u64, src: &'a MrLocal<M>, src_offset: usize, len: usize) -> Self {
         Write(Core::new(
             SendOp::Write,
-            Local { mr: src, offset: src_offset, need: Usage::WRITE_SRC, what: "write: src" },
-            Some(Remote { mr: dst, offset: dst_offset, need: Usage::WRITE_DST, what: "write: dst" }),
+            Local { mr: src, offset: src_offset },
+            Some(Remote { mr: dst, offset: dst_offset }),
             len,
         ))
     }
@@ -478,13 +497,13 @@ impl<'a, M: RegMemory> Write<'a, M> {
 /// other side posted (`rpma_send`; with [`imm`](Send::imm)
 /// `rpma_send_with_imm`); `src` needs [`Usage::SEND`].
 pub struct Send<'a, M: RegMemory>(Core<'a, M>);
-local_op!(Send);
+local_op!(Send, |v| if matches!(v, SendOp::SendInv(_)) { &SEND_INV } else { &SEND });
 
 impl<'a, M: RegMemory> Send<'a, M> {
     /// The send, reporting its completion with `op_context` 0.
     #[inline(always)]
     pub fn new(src: &'a MrLocal<M>, offset: usize, len: usize) -> Self {
-        Send(Core::new(SendOp::Send, Local { mr: src, offset, need: Usage::SEND, what: "send: src" }, None, len))
+        Send(Core::new(SendOp::Send, Local { mr: src, offset }, None, len))
     }
 
     /// With immediate data, delivered in host order
@@ -504,7 +523,6 @@ impl<'a, M: RegMemory> Send<'a, M> {
     #[inline(always)]
     pub fn invalidate(mut self, rkey: u32) -> Self {
         self.0.verb = SendOp::SendInv(rkey);
-        self.0.local.what = "send_with_inv: src";
         self
     }
 
@@ -517,7 +535,7 @@ impl<'a, M: RegMemory> Send<'a, M> {
 /// (`IBV_WR_ATOMIC_CMP_AND_SWP`). See
 /// [`Conn::compare_and_swap`](crate::Conn::compare_and_swap).
 pub struct CompareAndSwap<'a, M: RegMemory>(Core<'a, M>);
-local_op!(CompareAndSwap);
+local_op!(CompareAndSwap, |_| &COMPARE_AND_SWAP);
 
 impl<'a, M: RegMemory> CompareAndSwap<'a, M> {
     /// The compare-and-swap, reporting its completion with `op_context` 0.
@@ -530,14 +548,7 @@ impl<'a, M: RegMemory> CompareAndSwap<'a, M> {
         compare: u64,
         swap: u64,
     ) -> Self {
-        CompareAndSwap(atomic(
-            SendOp::CompareSwap { compare, swap },
-            ("compare_and_swap: dst", "compare_and_swap: src"),
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-        ))
+        CompareAndSwap(atomic(SendOp::CompareSwap { compare, swap }, dst, dst_offset, src, src_offset))
     }
 
     setters!(0);
@@ -548,20 +559,13 @@ impl<'a, M: RegMemory> CompareAndSwap<'a, M> {
 /// `dst` (`IBV_WR_ATOMIC_FETCH_AND_ADD`). See
 /// [`Conn::fetch_and_add`](crate::Conn::fetch_and_add).
 pub struct FetchAndAdd<'a, M: RegMemory>(Core<'a, M>);
-local_op!(FetchAndAdd);
+local_op!(FetchAndAdd, |_| &FETCH_AND_ADD);
 
 impl<'a, M: RegMemory> FetchAndAdd<'a, M> {
     /// The fetch-and-add, reporting its completion with `op_context` 0.
     #[inline(always)]
     pub fn new(dst: &'a MrLocal<M>, dst_offset: usize, src: &'a MrRemote, src_offset: u64, add: u64) -> Self {
-        FetchAndAdd(atomic(
-            SendOp::FetchAdd(add),
-            ("fetch_and_add: dst", "fetch_and_add: src"),
-            dst,
-            dst_offset,
-            src,
-            src_offset,
-        ))
+        FetchAndAdd(atomic(SendOp::FetchAdd(add), dst, dst_offset, src, src_offset))
     }
 
     setters!(0);
@@ -571,18 +575,12 @@ impl<'a, M: RegMemory> FetchAndAdd<'a, M> {
 #[inline(always)]
 fn atomic<'a, M: RegMemory>(
     verb: SendOp,
-    (l, r): (&'static str, &'static str),
     dst: &'a MrLocal<M>,
     dst_offset: usize,
     src: &'a MrRemote,
     src_offset: u64,
 ) -> Core<'a, M> {
-    Core::new(
-        verb,
-        Local { mr: dst, offset: dst_offset, need: Usage::READ_DST, what: l },
-        Some(Remote { mr: src, offset: src_offset, need: Usage::REMOTE_ATOMIC, what: r }),
-        8,
-    )
+    Core::new(verb, Local { mr: dst, offset: dst_offset }, Some(Remote { mr: src, offset: src_offset }), 8)
 }
 
 /// The completion settings of an operation without a local range.
