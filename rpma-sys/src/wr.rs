@@ -584,6 +584,12 @@ pub struct BuiltSend {
     sge: ffi::ibv_sge,
 }
 
+impl BuiltSend {
+    /// An empty request, for [`SendWr::build_in`].
+    // SAFETY: plain data, all-zero is valid.
+    pub const ZERO: BuiltSend = unsafe { std::mem::zeroed() };
+}
+
 impl std::fmt::Debug for BuiltSend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BuiltSend").field("opcode", &self.w.opcode).field("num_sge", &self.w.num_sge).finish()
@@ -594,12 +600,19 @@ impl SendWr {
     /// This request in verbs' form (its `wr_id` is given when posting).
     #[inline(always)]
     pub fn build(&self) -> BuiltSend {
-        // SAFETY: plain data, all-zero is valid.
-        let mut w: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-        let mut c = Classic::new(&mut w);
+        let mut b = BuiltSend::ZERO;
+        self.build_in(&mut b);
+        b
+    }
+
+    /// This request in verbs' form, written into `b` (as returned by
+    /// [`BuiltSend::ZERO`]): built where it is posted from, without the
+    /// copy a returned value may cost.
+    #[inline(always)]
+    pub fn build_in(&self, b: &mut BuiltSend) {
+        let mut c = Classic::new(&mut b.w);
         encode_plain(self, &mut c);
-        let sge = c.sge;
-        BuiltSend { w, sge }
+        b.sge = c.sge;
     }
 }
 

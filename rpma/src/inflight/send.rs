@@ -217,7 +217,8 @@ impl SendTracker {
         }
         let signaled = wr.signaled;
         // Converted before the lock, straight into what the provider reads.
-        let mut built = wr.build();
+        let mut built = rpma_sys::wr::BuiltSend::ZERO;
+        wr.build_in(&mut built);
         let (mut g, seq) = self.reserve(signaled, false)?;
         // SAFETY: the local range is inline (copied during the call) or
         // lies in the region the caller borrows until this returns, and
