@@ -190,7 +190,9 @@ device_tests!({
         };
         // SAFETY: the request names no local memory.
         #[allow(unsafe_code)]
-        let r = unsafe { qp.post_send(&mut wr.build(), wr.wr_id) };
+        let mut built = rpma_sys::wr::BuiltSend::ZERO;
+        wr.build_in(&mut built);
+        let r = unsafe { qp.post_send(&mut built, wr.wr_id) };
         println!("  post_send on a RESET QP: {:?}", r.as_ref().map_err(|e| (e.error.raw_os_error(), e.maybe_queued)));
         if in_vm() {
             let e = r.expect_err("rxe refuses the doorbell of a QP that is not ready to send");

@@ -59,7 +59,7 @@ pub enum SendOp {
 }
 
 /// One send work request, as every way of posting takes it: a single post
-/// ([`SendWr::build`], for [`Wr::Plain`]; [`QpEx::post_native`] for a
+/// ([`SendWr::build_in`], for [`Wr::Plain`]; [`QpEx::post_native`] for a
 /// native one), or a [`ChainList`](crate::chain::ChainList) posted through
 /// `ibv_post_send` (the classic backend) or through the extended interface
 /// (which alone carries the native operations).
@@ -576,7 +576,7 @@ pub struct SendWr {
 }
 
 /// A send work request in verbs' form (`ibv_send_wr` and its SGE), built
-/// ahead of its post by [`SendWr::build`]: [`Qp::post_send`] adds only the
+/// ahead of its post by [`SendWr::build_in`]: [`Qp::post_send`] adds only the
 /// ID, so a caller can convert before taking a lock, straight into the
 /// memory the provider reads.
 pub struct BuiltSend {
@@ -597,17 +597,9 @@ impl std::fmt::Debug for BuiltSend {
 }
 
 impl SendWr {
-    /// This request in verbs' form (its `wr_id` is given when posting).
-    #[inline(always)]
-    pub fn build(&self) -> BuiltSend {
-        let mut b = BuiltSend::ZERO;
-        self.build_in(&mut b);
-        b
-    }
-
-    /// This request in verbs' form, written into `b` (as returned by
-    /// [`BuiltSend::ZERO`]): built where it is posted from, without the
-    /// copy a returned value may cost.
+    /// This request in verbs' form (its `wr_id` is given when posting),
+    /// written into `b` ([`BuiltSend::ZERO`]): built where it is posted
+    /// from, without the copy a returned value may cost.
     #[inline(always)]
     pub fn build_in(&self, b: &mut BuiltSend) {
         let mut c = Classic::new(&mut b.w);
@@ -641,7 +633,7 @@ pub(crate) use private::Token;
 /// What one [`Qp::post_send`] posts, with the work request ID (or IDs)
 /// `Id`:
 /// * `&mut` [`BuiltSend`], `Id = u64`: one request built ahead
-///   ([`SendWr::build`]);
+///   ([`SendWr::build_in`]);
 /// * [`SendSgl`], `Id = u64`: one request whose local memory is a list;
 /// * `&mut` [`ChainList`](crate::chain::ChainList),
 ///   `Id = impl Fn(usize) -> u64` (request `i`'s ID): a list of requests

@@ -19,8 +19,10 @@ use rpma_sys::wr::{RecvQueue, SendWr, Sge};
 /// [`Error::Provider`](crate::Error::Provider) when posting fails.
 #[inline(always)]
 pub(crate) unsafe fn post_send(qp: &Qp, wr_id: u64, wr: SendWr) -> Result<()> {
+    let mut built = rpma_sys::wr::BuiltSend::ZERO;
+    wr.build_in(&mut built);
     // SAFETY: the caller's contract.
-    unsafe { qp.post_send(&mut wr.build(), wr_id) }.map_err(|e| post_error("ibv_post_send", e))
+    unsafe { qp.post_send(&mut built, wr_id) }.map_err(|e| post_error("ibv_post_send", e))
 }
 
 /// Posts a receive into `sgl` with `wr_id` on `queue` (a QP or an SRQ),
