@@ -167,6 +167,11 @@ device_tests!({
             let mut got = [0u8; 64];
             dst.read_at(8, &mut got[..56]).unwrap();
             assert_eq!(got[..56], [7u8; 56], "the reads landed");
+            // Only the dropped read wrote past the first 64 bytes: it was
+            // posted on its one poll (the budget is spent after the post).
+            let mut tail = vec![0u8; 4096 - 64];
+            dst.read_at(64, &mut tail).unwrap();
+            assert!(tail.iter().all(|&b| b == 7), "the read whose future was dropped after its post landed");
 
             // After the completion arrived, before it was polled: a later
             // operation completes, and the first's completion (taken by its
