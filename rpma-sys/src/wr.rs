@@ -585,7 +585,7 @@ pub struct BuiltSend {
 }
 
 impl BuiltSend {
-    /// An empty request, for [`SendWr::build_in`].
+    /// An empty request, for [`SendWr::build_in`] to write over.
     // SAFETY: plain data, all-zero is valid.
     pub const ZERO: BuiltSend = unsafe { std::mem::zeroed() };
 }
@@ -598,10 +598,12 @@ impl std::fmt::Debug for BuiltSend {
 
 impl SendWr {
     /// This request in verbs' form (its `wr_id` is given when posting),
-    /// written into `b` ([`BuiltSend::ZERO`]): built where it is posted
+    /// written over `b` (whatever it held before: every field is written,
+    /// the ones this opcode does not use zeroed): built where it is posted
     /// from, without the copy a returned value may cost.
     #[inline(always)]
     pub fn build_in(&self, b: &mut BuiltSend) {
+        *b = BuiltSend::ZERO;
         let mut c = Classic::new(&mut b.w);
         encode_plain(self, &mut c);
         b.sge = c.sge;
@@ -905,6 +907,67 @@ mod tests {
         assert_eq!(super::raw_sgl(&[one; super::MAX_SGL], &mut out).unwrap(), super::MAX_SGL as i32);
         let e = super::raw_sgl(&[one; super::MAX_SGL + 1], &mut out).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    /// The fields of `b` a provider may read, by name (never a padding
+    /// byte: `compare_add` overlaps the RDMA variant's padding, read only
+    /// for the atomic opcodes that write it).
+    #[allow(clippy::type_complexity)]
+    fn fields(
+        b: &super::BuiltSend,
+    ) -> (u64, bool, i32, u32, u32, u32, u64, u32, u64, u32, Option<u64>, (u64, u32, u32)) {
+        use super::ffi::ibv_wr_opcode as o;
+        let w = &b.w;
+        // SAFETY: integer fields of unions, each never padding in any of
+        // their variants (all-zero from `ZERO`, then written whole).
+        unsafe {
+            let atomic = w.opcode == o::IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == o::IBV_WR_ATOMIC_FETCH_AND_ADD;
+            (
+                w.wr_id,
+                w.next.is_null(),
+                w.num_sge,
+                w.opcode,
+                w.send_flags,
+                w.__bindgen_anon_1.imm_data,
+                w.wr.atomic.remote_addr,
+                w.wr.rdma.rkey,
+                w.wr.atomic.swap,
+                w.wr.atomic.rkey,
+                atomic.then_some(w.wr.atomic.compare_add),
+                (b.sge.addr, b.sge.length, b.sge.lkey),
+            )
+        }
+    }
+
+    #[test]
+    fn a_request_built_over_another_keeps_nothing_of_it() {
+        use super::{BuiltSend, SendOp, SendWr, Sge};
+        let wr = |op, remote_addr, rkey| SendWr {
+            wr_id: 0,
+            op,
+            sge: Some(Sge { addr: 0x1000, length: 8, lkey: 7 }),
+            remote_addr,
+            rkey,
+            signaled: true,
+            fence: false,
+            inline: false,
+        };
+        let first = [
+            wr(SendOp::CompareSwap { compare: 1, swap: 2 }, 0x2000, 9),
+            wr(SendOp::WriteImm(5), 0x3000, 10),
+            wr(SendOp::SendInv(11), 0, 0),
+        ];
+        let then = [wr(SendOp::Send, 0, 0), wr(SendOp::Read, 0x4000, 12), wr(SendOp::FetchAdd(3), 0x5000, 13)];
+        for a in &first {
+            for b in &then {
+                let mut reused = BuiltSend::ZERO;
+                a.build_in(&mut reused);
+                b.build_in(&mut reused);
+                let mut fresh = BuiltSend::ZERO;
+                b.build_in(&mut fresh);
+                assert_eq!(fields(&reused), fields(&fresh), "{:?} built over {:?}", b.op, a.op);
+            }
+        }
     }
 
     #[test]
