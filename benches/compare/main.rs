@@ -31,7 +31,9 @@
 //! (`harness/tools-agree`); `xserver` / `xclient` (export.rs) the cost of
 //! per-connection exports against librpma's shared region.
 //! The bench binary's `report FILE` writes the report again from a saved
-//! output (the lines it printed).
+//! output (the lines it printed); `rounds FILE [BASE]` sums up a rounds
+//! script's output (`scale-rounds.sh`: median rates, per-round ratios to
+//! BASE and how far their median is settled).
 
 mod export;
 mod report;
@@ -84,6 +86,10 @@ fn main() {
             let lines: Vec<String> = t.lines().map(str::to_string).collect();
             report::write(&lines, std::path::Path::new(&out_dir()), Duration::ZERO)
         }),
+        // Sums up a rounds script's saved output (scale-rounds.sh).
+        "rounds" => std::fs::read_to_string(&a[1])
+            .map_err(Into::into)
+            .and_then(|t| report::rounds(&t, a.get(2).map_or("rpma", String::as_str))),
         _ => orchestrate(),
     };
     if let Err(e) = res {

@@ -528,3 +528,57 @@ fn svg(lat: &BTreeMap<(String, usize, String), Lat>) -> String {
     s.push_str("</svg>\n");
     s
 }
+
+/// The rounds scripts' output summed up (`compare rounds FILE [BASE]`):
+/// for each connection count, each client's median rate and, against
+/// `base` (default `rpma`, the epoll loop), the median of the per-round
+/// ratios, their range and a 95% interval of that median (the rounds
+/// resampled 2,000 times): whether a difference of a percent is there or
+/// is the rounds' spread. Reads lines `round R n N: RESULT rate IMP CASE
+/// COUNT SECS` (scale-rounds.sh); a client missing from a round leaves
+/// that round out of its ratios.
+pub fn rounds(text: &str, base: &str) -> Result<(), Box<dyn std::error::Error>> {
+    // (n, imp) -> round -> rate
+    let mut rates: BTreeMap<(usize, String), BTreeMap<usize, f64>> = BTreeMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if let ["round", r, "n", n, "RESULT", "rate", imp, _case, count, secs] = w[..] {
+            let n: usize = n.trim_end_matches(':').parse()?;
+            let rate = count.parse::<f64>()? / secs.parse::<f64>()?;
+            rates.entry((n, imp.to_string())).or_default().insert(r.parse()?, rate);
+        }
+    }
+    if rates.is_empty() {
+        return Err("rounds: no `round R n N: RESULT rate ...` line".into());
+    }
+    for ((n, imp), by_round) in &rates {
+        let mid = median(by_round.values().copied().collect());
+        let mut line = format!("n {n} {imp}: {} rounds, median {mid:.0}/s", by_round.len());
+        if let Some(b) = rates.get(&(*n, base.to_string())).filter(|_| imp != base) {
+            let r: Vec<f64> = by_round.iter().filter_map(|(k, v)| b.get(k).map(|x| v / x)).collect();
+            if let Some((m, lo, hi)) = paired_ratios(&r, &vec![1.0; r.len()]) {
+                let (blo, bhi) = bootstrap_median(&r);
+                line += &format!(", /{base} {m:.3} ({lo:.3}-{hi:.3}), 95% of the median {blo:.3}-{bhi:.3}");
+            }
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The 2.5th and 97.5th percentiles of the median of `r` resampled with
+/// replacement 2,000 times (a fixed xorshift seed: the same input gives
+/// the same interval).
+fn bootstrap_median(r: &[f64]) -> (f64, f64) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut meds: Vec<f64> =
+        (0..2000).map(|_| median((0..r.len()).map(|_| r[(next() % r.len() as u64) as usize]).collect())).collect();
+    meds.sort_by(f64::total_cmp);
+    (meds[50], meds[1949])
+}

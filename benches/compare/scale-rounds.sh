@@ -12,7 +12,12 @@
 # bench; RPMA_BENCH_PIN=0 leaves them to the scheduler).
 #
 #   cargo bench --bench compare --no-run
-#   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...]
+#   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...] > OUT
+#   target/release/deps/compare-HASH rounds OUT [BASE]   # medians, ratios to BASE
+#
+# (`rounds`: each client's median rate, and against BASE, default `rpma`,
+# the median of the per-round ratios, their range and a 95% interval of
+# that median, from the rounds resampled.)
 set -euo pipefail
 rounds=${1:-4} total=${2:-8000}
 shift $(( $# < 2 ? $# : 2 ))
