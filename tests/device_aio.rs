@@ -222,7 +222,8 @@ device_tests!({
         // the operation in flight however fast the device. Dropped then,
         // the send still completes once the receive is posted, its region
         // stays held until the reaper has taken that completion, which
-        // nobody is told of; the next awaited operations complete.
+        // nobody is told of; the next awaited operations complete, one of
+        // them waiting for the peer on a CQ the reaper left unarmed.
         let (sp, cp) = (peer(), peer());
         let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();
         let rbuf = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
@@ -253,6 +254,17 @@ device_tests!({
                 assert!(t0.elapsed() < T, "the region is still held");
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
+            // Nothing waited when the reaper took that completion's event,
+            // so it left the CQ unarmed: a send that must wait for the peer
+            // arms it, and its completion raises the event that wakes it.
+            let late = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                s.recv(&rbuf, 0, 64, 7).unwrap();
+                (s, rbuf)
+            });
+            assert!(a.send(&msg, 0, 64).await.unwrap().status.is_success());
+            let (s, rbuf) = late.join().unwrap();
+            assert_eq!(s.cq().next_completion(T).unwrap().op_context, 7);
             let quiet = tokio::time::timeout(Duration::from_millis(200), a.next_completion()).await;
             assert!(quiet.is_err(), "the discarded completion was reported: {quiet:?}");
             s.recv(&rbuf, 0, 64, 6).unwrap();

@@ -41,6 +41,8 @@ pub mod messages;
 pub mod memory;
 // - `mr`: registered memory the device may also touch (bounded copies),
 //   its release (leaked when deregistration fails) and re-registration;
+#[cfg(all(test, loom))]
+mod arming_model;
 #[allow(unsafe_code)]
 pub mod mr;
 pub mod mw;

@@ -7,7 +7,11 @@
 //! lock (a device that completes quickly needs no routing slot and no
 //! wake-up then), by a future that finds its completion not yet routed,
 //! and by the reaper when their channels are readable (tokio's reactor,
-//! no busy loop). Each completion goes to the future that awaits it,
+//! no busy loop). The CQs are armed only while something waits: a waiter
+//! about to sleep arms them and looks once more, and the reaper re-arms
+//! them after an event only while a future still waits, so operations
+//! whose completions are there at their first look raise no events. Each
+//! completion goes to the future that awaits it,
 //! found by its op context, or to [`AsyncConn::next_completion`] when the
 //! operation was posted on [`AsyncConn::conn`] the librpma way.
 //!

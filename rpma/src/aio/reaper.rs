@@ -110,7 +110,8 @@ impl Shared {
     /// operation in slot `own`, else a completion for
     /// [`AsyncConn::next_completion`]) is not routed yet, polls the CQs
     /// ([`poll_cqs`](Shared::poll_cqs)); `own`'s completion is taken at
-    /// once.
+    /// once. A waiter that would sleep arms the CQs not known armed
+    /// ([`arm`](Shared::arm)) and then looks and checks once more.
     ///
     /// Cooperative with tokio's scheduler: each call spends a unit of the
     /// task's budget, so a task whose operations complete at once still
@@ -120,23 +121,57 @@ impl Shared {
         &self,
         cx: &mut Context<'_>,
         own: Option<(usize, u64)>,
-        check: impl FnOnce(&mut Router, &mut Context<'_>) -> Poll<Result<Completion>>,
+        mut check: impl FnMut(&mut Router, &mut Context<'_>) -> Poll<Result<Completion>>,
     ) -> Poll<Result<Completion>> {
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let mut r = self.router();
         let waits = |r: &Router| own.map_or(r.user.is_empty(), |(k, _)| r.waits(k));
-        if waits(&r) {
-            if let (Some(wc), Some((k, _))) = (self.poll_cqs(&mut r, own.map(|(k, gen)| ctx_of(k, gen)), waits), own) {
-                r.release(k);
+        let mine = own.map(|(k, gen)| ctx_of(k, gen));
+        // A look, and when the waiter would sleep on CQs not known armed,
+        // another after arming them: a completion that came before the
+        // arming raised no event.
+        for first in [true, false] {
+            if waits(&r) {
+                if let (Some(wc), Some((k, _))) = (self.poll_cqs(&mut r, mine, waits), own) {
+                    r.release(k);
+                    coop.made_progress();
+                    return Poll::Ready(Ok(wc));
+                }
+            }
+            let got = check(&mut r, cx);
+            if got.is_ready() {
                 coop.made_progress();
-                return Poll::Ready(Ok(wc));
+                return got;
+            }
+            if !first || !self.arm(&mut r) {
+                break;
             }
         }
-        let got = check(&mut r, cx);
-        if got.is_ready() {
-            coop.made_progress();
+        Poll::Pending
+    }
+
+    /// Arms each CQ this connection's own reaper polls that is not known
+    /// armed, under the routing lock `r`; whether it armed any (then the
+    /// caller looks into the CQs again: a completion that came before the
+    /// arming raised no event). An arming that fails stops the reaper:
+    /// every waiter fails (and `true`, so the caller looks again and
+    /// finds the failure).
+    fn arm(&self, r: &mut Router) -> bool {
+        if r.failed.is_some() {
+            return false;
         }
-        got
+        let mut armed = false;
+        for i in 0..self.cqs {
+            if !r.armed[i] {
+                if let Err(e) = self.cq(i).rearm() {
+                    r.fail(e.to_string());
+                    return true;
+                }
+                r.armed[i] = true;
+                armed = true;
+            }
+        }
+        armed
     }
 
     /// When this connection's own reaper polls the CQs, polls them here,
@@ -193,28 +228,56 @@ impl Shared {
         ev
     }
 
-    /// Takes the events on channel `i` (re-arming their CQs): which CQs
-    /// to drain (the channel's own CQ, or on a shared channel all of
-    /// them) and whether the channel was read empty. An event left in the
+    /// Takes the events on channel `i`, leaving their CQs unarmed: which
+    /// CQs to drain (the channel's own CQ, or on a shared channel all of
+    /// them), which CQs' events were taken (bit `i`: CQ `i`, no longer
+    /// armed) and whether the channel was read empty. An event left in the
     /// channel after its readiness is cleared would never wake the reaper
     /// again; a CQ's own channel holds one event per arming, a shared one
     /// an event per CQ, read until empty (or, while completions keep
     /// coming, for a bounded number of events, its readiness then kept).
-    fn take_events(&self, i: usize) -> Result<(std::ops::Range<usize>, bool)> {
+    fn take_events(&self, i: usize) -> Result<(std::ops::Range<usize>, u8, bool)> {
         if !self.one_channel {
-            return match self.cq(i).take_event() {
-                Ok(()) | Err(Error::NoCompletion) => Ok((i..i + 1, true)),
+            return match self.cq(i).take_event_unarmed() {
+                Ok(()) => Ok((i..i + 1, 1 << i, true)),
+                Err(Error::NoCompletion) => Ok((i..i + 1, 0, true)),
                 Err(e) => Err(e),
             };
         }
+        let mut taken = 0;
         for _ in 0..64 {
-            match self.conn.take_shared_event() {
-                Ok(_) => {}
-                Err(Error::NoCompletion) => return Ok((0..self.cqs, true)),
+            match self.conn.take_shared_event_unarmed() {
+                Ok((_, is_rcq)) => taken |= 1 << u8::from(is_rcq && self.cqs > 1),
+                Err(Error::NoCompletion) => return Ok((0..self.cqs, taken, true)),
                 Err(e) => return Err(e),
             }
         }
-        Ok((0..self.cqs, false))
+        Ok((0..self.cqs, taken, false))
+    }
+
+    /// After the reaper took CQ events (`taken`: which CQs' events, no
+    /// longer armed), under the routing lock: drains `cqs`, then, while
+    /// anything waits ([`Router::in_use`]), arms the CQs not armed and
+    /// drains them again (what came before the arming raised no event).
+    /// While nothing waits they stay unarmed: an operation whose
+    /// completion is there at its first look then costs no event, and
+    /// the next waiter arms them ([`poll_routed`](Shared::poll_routed)).
+    fn after_events(&self, cqs: std::ops::Range<usize>, taken: u8) -> Result<()> {
+        let mut r = self.router();
+        for i in 0..self.cqs {
+            if taken & (1 << i) != 0 {
+                r.armed[i] = false;
+            }
+        }
+        for i in cqs {
+            self.drain(&mut r, i)?;
+        }
+        if r.in_use() && self.arm(&mut r) {
+            for i in 0..self.cqs {
+                self.drain(&mut r, i)?;
+            }
+        }
+        Ok(())
     }
 
     /// Polls CQ `i` until empty, routing what it finds, under the routing
@@ -228,8 +291,9 @@ impl Shared {
 }
 
 /// The reaper: drains the CQs, then sleeps until a channel is readable,
-/// takes its events (re-arming their CQs) and drains that channel's CQ
-/// again (a shared channel's: every CQ).
+/// takes its events and drains that channel's CQ again (a shared
+/// channel's: every CQ), re-arming the CQs only while a future waits
+/// ([`Shared::after_events`]).
 pub(super) async fn reap(s: Arc<Shared>) {
     if let Some(e) = (0..s.cqs).find_map(|i| s.drain(&mut s.router(), i).err()) {
         s.router().fail(e.to_string());
@@ -251,15 +315,15 @@ pub(super) async fn reap(s: Arc<Shared>) {
         };
         // A later event ticks the reactor, which this clear does not undo:
         // tokio clears only the readiness it reported.
-        let cqs = match s.take_events(ready.0) {
-            Ok((cqs, true)) => {
+        let (cqs, taken) = match s.take_events(ready.0) {
+            Ok((cqs, taken, true)) => {
                 guard.clear_ready();
-                cqs
+                (cqs, taken)
             }
-            Ok((cqs, false)) => cqs,
+            Ok((cqs, taken, false)) => (cqs, taken),
             Err(e) => break e,
         };
-        if let Some(e) = cqs.into_iter().find_map(|i| s.drain(&mut s.router(), i).err()) {
+        if let Err(e) = s.after_events(cqs, taken) {
             break e;
         }
     };

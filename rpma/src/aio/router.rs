@@ -54,6 +54,11 @@ pub(super) struct Router {
     pub(super) user_waker: Option<Waker>,
     /// Why the reaper stopped, when it did: every wait fails with it.
     pub(super) failed: Option<String>,
+    /// Whether CQ `i` (the connection's CQ, then its receive CQ) is known
+    /// armed: set by whoever arms it under the lock, cleared by the reaper
+    /// under the lock once it took the CQ's event. False when unknown (an
+    /// arming too many costs a call, one too few a lost wake-up).
+    pub(super) armed: [bool; 2],
 }
 
 impl Router {
@@ -165,6 +170,15 @@ impl Router {
         if let Some(w) = self.user_waker.take() {
             w.wake();
         }
+    }
+
+    /// Whether anything waits for a completion from the CQs: a slot in
+    /// use (waiting, abandoned, or done and not yet taken) or a waiter of
+    /// [`AsyncConn::next_completion`]. While nothing does, the reaper
+    /// leaves the CQs unarmed, and the next waiter arms them.
+    #[inline]
+    pub(super) fn in_use(&self) -> bool {
+        self.slots.len() > self.free.len() || self.user_waker.is_some()
     }
 
     /// Whether slot `k` still waits for its completion.

@@ -122,8 +122,18 @@ impl Conn {
         self.take_shared_event()
     }
 
-    /// [`wait`](Conn::wait) for the connection's async reaper.
+    /// [`wait`](Conn::wait) after its checks: the event taken, its CQ
+    /// re-armed.
     pub(crate) fn take_shared_event(&self) -> Result<(&Cq, bool)> {
+        let (cq, is_rcq) = self.take_shared_event_unarmed()?;
+        cq.rearm()?;
+        Ok((cq, is_rcq))
+    }
+
+    /// The shared channel's next event taken (acknowledged) without
+    /// re-arming its CQ, for the connection's async reaper, which arms it
+    /// again only while a future waits: the CQ, and whether it is the RCQ.
+    pub(crate) fn take_shared_event_unarmed(&self) -> Result<(&Cq, bool)> {
         let Some(ch) = &self.parts.shared else {
             return Err(Error::NotSharedChnl(
                 "the connection was configured without a shared completion channel".into(),
@@ -137,7 +147,6 @@ impl Conn {
         } else {
             return Err(Error::Unknown("a completion event for a CQ of no connection".into()));
         };
-        cq.rearm()?;
         Ok((cq, is_rcq))
     }
 

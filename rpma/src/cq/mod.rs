@@ -224,7 +224,9 @@ impl Cq {
         self.wait()
     }
 
-    /// Re-arms the CQ after an event got through a shared channel.
+    /// Re-arms the CQ (after an event was taken, or for an async reaper
+    /// whose futures wait).
+    #[inline]
     pub(crate) fn rearm(&self) -> Result<()> {
         self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
     }
@@ -323,12 +325,18 @@ impl Cq {
     }
 
     /// Takes the channel's event and re-arms the CQ: [`wait`](Cq::wait)
-    /// after its checks, and the reaper's wait on a CQ with its own
-    /// channel.
+    /// after its checks.
     #[inline]
     pub(crate) fn take_event(&self) -> Result<()> {
-        self.cq.get_event().map_err(|_| Error::NoCompletion)?;
-        self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
+        self.take_event_unarmed()?;
+        self.rearm()
+    }
+
+    /// Takes the channel's event (acknowledged), leaving the CQ unarmed:
+    /// an async reaper arms it again only while a future waits.
+    #[inline]
+    pub(crate) fn take_event_unarmed(&self) -> Result<()> {
+        self.cq.get_event().map(|_| ()).map_err(|_| Error::NoCompletion)
     }
 
     /// One completion, if any (a convenience over [`get_wc`](Cq::get_wc)).
