@@ -52,7 +52,12 @@ use tokio::task::AbortHandle;
 /// handle: their own polls
 /// and waits refuse ([`Error::Inval`]); operations posted the librpma way
 /// on [`conn`](AsyncConn::conn) complete through
-/// [`next_completion`](AsyncConn::next_completion).
+/// [`next_completion`](AsyncConn::next_completion). The CQs are armed
+/// only while something waits, so such an operation's completion is taken
+/// from its CQ by the next look into it (a `next_completion`, an awaited
+/// operation, or the reaper while a future waits): until then its local
+/// region stays held and its send queue slot taken. Await
+/// `next_completion` to have each taken as it comes.
 ///
 /// The connection's CQs may each have a channel or share one
 /// ([`ConnCfg::set_compl_channel`]). A connection receiving through an
