@@ -57,7 +57,14 @@ fn paired_ratios(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
     if a.is_empty() || a.len() != b.len() {
         return None;
     }
-    let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    spread(a.iter().zip(b).map(|(x, y)| x / y).collect())
+}
+
+/// The median, min and max of `r` (`None` when empty).
+fn spread(r: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if r.is_empty() {
+        return None;
+    }
     let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
     Some((median(r), lo, hi))
 }
@@ -556,7 +563,7 @@ pub fn rounds(text: &str, base: &str) -> Result<(), Box<dyn std::error::Error>> 
         let mut line = format!("n {n} {imp}: {} rounds, median {mid:.0}/s", by_round.len());
         if let Some(b) = rates.get(&(*n, base.to_string())).filter(|_| imp != base) {
             let r: Vec<f64> = by_round.iter().filter_map(|(k, v)| b.get(k).map(|x| v / x)).collect();
-            if let Some((m, lo, hi)) = paired_ratios(&r, &vec![1.0; r.len()]) {
+            if let Some((m, lo, hi)) = spread(r.clone()) {
                 let (blo, bhi) = bootstrap_median(&r);
                 line += &format!(", /{base} {m:.3} ({lo:.3}-{hi:.3}), 95% of the median {blo:.3}-{bhi:.3}");
             }

@@ -85,12 +85,12 @@ impl Model {
     /// table's lock (`AsyncConn::awaited`); if not there, its slot taken,
     /// the lock let go, then `Shared::poll_routed`: a look, the check,
     /// the arming and the second look, then sleep until routed.
-    fn awaited(this: &Arc<Self>, ctx: u64) -> (u64, Option<loom::thread::JoinHandle<()>>) {
+    fn awaited(this: &Arc<Self>, ctx: u64) -> (u64, loom::thread::JoinHandle<()>) {
         let (s, m) = (&**this, this.clone());
         let mut t = s.t.lock().unwrap();
         let device = loom::thread::spawn(move || m.complete(ctx));
         if let Some(wc) = s.poll() {
-            return (wc, Some(device));
+            return (wc, device);
         }
         t.waiting = true;
         drop(t);
@@ -99,11 +99,11 @@ impl Model {
             if t.waiting {
                 if let Some(wc) = s.poll() {
                     t.waiting = false;
-                    return (wc, Some(device));
+                    return (wc, device);
                 }
             }
             if let Some(wc) = t.got.take() {
-                return (wc, Some(device));
+                return (wc, device);
             }
             if !first || t.armed {
                 break;
@@ -117,7 +117,7 @@ impl Model {
         while t.got.is_none() {
             t = s.routed.wait(t).unwrap();
         }
-        (t.got.take().unwrap(), Some(device))
+        (t.got.take().unwrap(), device)
     }
 
     /// The reaper: sleeps until an event, takes it (the CQ no longer
@@ -158,9 +158,7 @@ fn run(kernel_armed: bool, look_after_arming: bool) {
         for ctx in [1, 2] {
             let (wc, device) = Model::awaited(&m, ctx);
             assert_eq!(wc, ctx);
-            if let Some(d) = device {
-                d.join().unwrap();
-            }
+            device.join().unwrap();
         }
         {
             let mut k = m.k.lock().unwrap();
