@@ -9,7 +9,11 @@
 //!
 //! Knobs: `RPMA_BENCH_ITERS` (operations per case, default 1000),
 //! `RPMA_BENCH_IR_ITERS` (operations counted by callgrind, default 200),
-//! `RPMA_BENCH_ONLY=ir` (only the instruction counts),
+//! `RPMA_BENCH_ONLY=ir` (only the instruction counts), `RPMA_BENCH_ONLY=main`
+//! (only the main latency and bandwidth rounds), `RPMA_BENCH_ROUNDS=N` (that
+//! many main rounds, default 6; from 8 rounds the report adds a 95% interval
+//! of each ratio's median), `RPMA_BENCH_VERBS=0` (no perftest in the main
+//! rounds: rpma and C librpma alternate),
 //! `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning on the host,
 //! at the default priority, beside the VM for the whole run, the same for
 //! every library; the report says so),
@@ -264,12 +268,15 @@ fn measure() -> Res<()> {
     if !gcc.success() {
         return Err("gcc could not build librpma_bench.c (needs librpma-dev: harness/install-deps)".into());
     }
-    let only_ir = std::env::var("RPMA_BENCH_ONLY").as_deref() == Ok("ir");
+    let only = std::env::var("RPMA_BENCH_ONLY").unwrap_or_default();
     let baseline = std::env::var_os("RPMA_BENCH_BASELINE").map(std::path::PathBuf::from);
     if let Some(b) = &baseline {
         println!("INFO baseline {}", b.display());
     }
-    if !only_ir {
+    if only == "main" {
+        return main_rounds(&exe, &cbin, &addr, &dev, iters);
+    }
+    if only != "ir" {
         timings(&exe, &cbin, &addr, &dev, iters)?;
     }
 
@@ -336,7 +343,7 @@ fn measure() -> Res<()> {
 /// Rounds of the main latency and bandwidth cases (rpma's client, C
 /// librpma's and perftest in each, in every order once); the report gives
 /// the median of each side's rounds and the median of the per-round ratios
-/// (min-max).
+/// (min-max). `RPMA_BENCH_ROUNDS` changes it.
 const MAIN_ROUNDS: usize = 6;
 
 /// Rounds of the commit latency (rpma, then C librpma, then the other way
@@ -368,20 +375,25 @@ fn run_client(prog: &std::path::Path, args: &[&str]) -> Res<()> {
     Ok(())
 }
 
-/// The main cases in `MAIN_ROUNDS` rounds, each round running rpma's
+/// The main cases in `MAIN_ROUNDS` (or `RPMA_BENCH_ROUNDS`) rounds, each round running rpma's
 /// client, C's and perftest's (the same cases on raw verbs), the three in
 /// a rotating order (every order once in six rounds), so the report pairs
 /// each library's round with the raw-verbs round beside it. A perftest
 /// round that fails leaves its cells to the other rounds (a note says so).
 fn main_rounds(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str, iters: usize) -> Res<()> {
     const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [1, 0, 2], [2, 0, 1], [0, 2, 1], [1, 2, 0], [2, 1, 0]];
+    let rounds = env("RPMA_BENCH_ROUNDS", MAIN_ROUNDS).max(1);
+    let verbs = std::env::var("RPMA_BENCH_VERBS").as_deref() != Ok("0");
+    let with = if verbs { "librpma and perftest" } else { "librpma (no perftest)" };
+    eprintln!("compare: rpma, {with}, every case, {rounds} rounds of rotating order");
     let it = iters.to_string();
     let args = ["client", addr, "PORT", &it];
-    for (round, order) in ORDERS.iter().cycle().take(MAIN_ROUNDS).enumerate() {
+    for (round, order) in ORDERS.iter().cycle().take(rounds).enumerate() {
         for &who in order {
             match who {
                 0 => run_client(exe, &args)?,
                 1 => run_client(cbin, &args)?,
+                _ if !verbs => {}
                 // perftest's own connection set-up fails now and then on a
                 // loaded TCG guest ("Unexpected CM event"): the round's
                 // verbs cells are then missing, the rest stands.
@@ -405,7 +417,6 @@ fn main_rounds(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &
 /// registration, shared channels (everything but the instruction counts).
 fn timings(exe: &std::path::Path, cbin: &std::path::Path, addr: &str, dev: &str, iters: usize) -> Res<()> {
     let it = iters.to_string();
-    eprintln!("compare: rpma, librpma and perftest, every case, {MAIN_ROUNDS} rounds of rotating order");
     main_rounds(exe, cbin, addr, dev, iters)?;
 
     eprintln!("compare: rpma with native operations off (APM flush, fenced-write atomic write)");

@@ -42,10 +42,16 @@ fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> Vec<f64>) 
 }
 
 /// `a / b` from their rounds: with the same number of rounds (at least
-/// two) on both sides, the median of the per-round ratios and their range;
+/// two) on both sides, the median of the per-round ratios and their range,
+/// from 8 rounds also a 95% interval of that median ([`bootstrap_median`]);
 /// otherwise the ratio of the medians.
 fn round_ratio(a: &[f64], b: &[f64]) -> String {
     match paired_ratios(a, b) {
+        Some((m, lo, hi)) if a.len() >= 8 => {
+            let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+            let (blo, bhi) = bootstrap_median(&r);
+            format!("{m:.2} ({lo:.2}-{hi:.2}; 95% {blo:.2}-{bhi:.2})")
+        }
         Some((m, lo, hi)) if a.len() >= 2 => format!("{m:.2} ({lo:.2}-{hi:.2})"),
         _ => ratio(median(a.to_vec()), median(b.to_vec())),
     }
@@ -150,7 +156,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         0 | 1 => format!("rpma and C librpma: one round each; {perftest_note}.\n"),
         n => format!(
             "rpma and C librpma: {n} rounds of rotating order; each cell the median of the rounds, each ratio \
-             the median of the per-round ratios (min-max); {perftest_note}.\n"
+             the median of the per-round ratios (min-max{}); {perftest_note}.\n",
+            if n >= 8 { "; from the rounds resampled, a 95% interval of that median" } else { "" }
         ),
     };
     writeln!(md, "{rounds_note}")?;
