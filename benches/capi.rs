@@ -10,7 +10,8 @@
 //! reports the median of the per-round ratios rpma/C librpma with its
 //! minimum and maximum; instructions per operation (callgrind, 2N minus N)
 //! are deterministic and taken once. Knobs: `RPMA_BENCH_ITERS` (operations
-//! per case, default 1000), `RPMA_BENCH_ROUNDS` (default 5),
+//! per case, default 1000), `RPMA_BENCH_ROUNDS` (default 5; from 8 rounds each ratio also gets a
+//! 95% interval of its median),
 //! `RPMA_BENCH_IR_ITERS` (default 200), `RPMA_BENCH_ONLY=ir` (only the
 //! instruction counts), `RPMA_BENCH_IR_CASES` (a comma-separated subset of
 //! the instruction cases: read, write, write_flush, atomic_write, commit,
@@ -22,6 +23,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use rpma_harness::stats::{bootstrap_median, median};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -117,11 +120,6 @@ fn callgrind_total(f: &Path) -> Res<f64> {
 /// One case's values: C librpma's, rpma's, and the per-round ratios.
 type Cell = (Vec<f64>, Vec<f64>, Vec<f64>);
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn run() -> Res<()> {
     let addr = rpma_harness::addr();
     let iters = env("RPMA_BENCH_ITERS", 1000).max(20);
@@ -174,14 +172,20 @@ fn run() -> Res<()> {
         }
         eprintln!("capi bench: round {} of {rounds} done", round + 1);
     }
-    println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max) of {rounds} rounds |");
+    // From 8 rounds, also a 95% interval of the ratios' median (the rounds resampled).
+    let interval = if rounds >= 8 { "; 95% interval of the median" } else { "" };
+    println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max{interval}) of {rounds} rounds |");
     println!("|---|---|---|---|");
     for (k, (c, r, ratio)) in &cells {
         // Latency in µs; bandwidth in thousand operations per second.
         let (unit, scale) = if k.starts_with("lat") { ("µs", 1.0) } else { ("kops/s", 1000.0) };
         let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+        let settled = match bootstrap_median(ratio) {
+            (blo, bhi) if rounds >= 8 => format!("; {blo:.2}-{bhi:.2}"),
+            _ => String::new(),
+        };
         println!(
-            "| {k} | {:.2} {unit} | {:.2} {unit} | {:.2} ({lo:.2}-{hi:.2}) |",
+            "| {k} | {:.2} {unit} | {:.2} {unit} | {:.2} ({lo:.2}-{hi:.2}{settled}) |",
             median(c.clone()) * scale,
             median(r.clone()) * scale,
             median(ratio.clone())

@@ -12,6 +12,7 @@
 
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, Peer, Usage};
+use rpma_harness::stats::median;
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(30);
@@ -66,11 +67,6 @@ fn latency(conn: &Conn, local: &MrLocal<AlignedBuf>, remote: &MrRemote, op: Op, 
         assert!(wc.status.is_success(), "{:?}", wc.status);
     }
     t0.elapsed().as_secs_f64() * 1e6 / iters as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn main() {

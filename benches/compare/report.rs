@@ -2,6 +2,7 @@
 //! an SVG plot of latency against message size.
 
 use crate::stats::{parse, Lat, Row};
+use rpma_harness::stats::{bootstrap_median, median};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -431,20 +432,6 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     Ok(())
 }
 
-/// The median (NaN for none).
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
 /// Latency (t_avg) against size, log-log, for read and write, three lines each.
 fn svg(lat: &BTreeMap<(String, usize, String), Lat>) -> String {
     let (w, h, ml, mr, mt, mb) = (760.0, 440.0, 70.0, 190.0, 40.0, 50.0);
@@ -578,21 +565,4 @@ pub fn rounds(text: &str, base: &str) -> Result<(), Box<dyn std::error::Error>> 
         println!("{line}");
     }
     Ok(())
-}
-
-/// The 2.5th and 97.5th percentiles of the median of `r` resampled with
-/// replacement 2,000 times (a fixed xorshift seed: the same input gives
-/// the same interval).
-fn bootstrap_median(r: &[f64]) -> (f64, f64) {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let mut meds: Vec<f64> =
-        (0..2000).map(|_| median((0..r.len()).map(|_| r[(next() % r.len() as u64) as usize]).collect())).collect();
-    meds.sort_by(f64::total_cmp);
-    (meds[50], meds[1949])
 }

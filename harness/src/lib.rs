@@ -9,6 +9,8 @@
 //!
 //! Examples call [`ensure_device`] first for the same re-execution.
 
+pub mod stats;
+
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::process::{exit, Command};
