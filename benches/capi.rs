@@ -15,7 +15,8 @@
 //! `RPMA_BENCH_IR_ITERS` (default 200), `RPMA_BENCH_ONLY=ir` (only the
 //! instruction counts), `RPMA_BENCH_IR_CASES` (a comma-separated subset of
 //! the instruction cases: read, write, write_flush, atomic_write, commit,
-//! empty_poll), `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning
+//! empty_poll, and read_spin and write_spin: the completion busy-polled, as
+//! in the latency cases), `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning
 //! on the host beside the VM for the whole run, as in the compare bench).
 
 use std::collections::BTreeMap;
@@ -194,7 +195,7 @@ fn run() -> Res<()> {
     println!("\n| instructions per operation (callgrind, 2N-N, N = {ir_iters}) | C librpma | rpma's C ABI | ratio |");
     println!("|---|---|---|---|");
     let wanted = std::env::var("RPMA_BENCH_IR_CASES").ok();
-    let cases = ["read", "write", "write_flush", "atomic_write", "commit", "empty_poll"];
+    let cases = ["read", "write", "write_flush", "atomic_write", "commit", "empty_poll", "read_spin", "write_spin"];
     for case in cases.into_iter().filter(|c| wanted.as_deref().is_none_or(|w| w.split(',').any(|x| x == *c))) {
         let mut per = [0.0f64; 2];
         for (i, l) in [None, Some(lib.as_path())].into_iter().enumerate() {

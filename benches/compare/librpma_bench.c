@@ -610,13 +610,17 @@ static int client_ir(const char *addr, const char *port, const char *cs, int ite
 	char *last = at ? strstr(name, "_last") : NULL;
 	if (last)
 		*last = 0;
+	/* `CASE_spin`: the completion busy-polled, as the latency cases do */
+	char *spun = at ? NULL : strstr(name, "_spin");
+	if (spun)
+		*spun = 0;
 	enum op op = op_of(name);
 	if (qd > 0) {
 		for (int i = 0; i < iters / qd; i++)
 			batch(&c, op, qd, last != NULL);
 	} else {
 		for (int i = 0; i < iters; i++)
-			once(&c, op, 8, block);
+			once(&c, op, 8, spun ? spin : block);
 	}
 	close_client(&c);
 	free_regions(&c);

@@ -1002,9 +1002,14 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
         }
         return c.close();
     }
+    // `CASE_spin`: the completion busy-polled, as the latency cases do.
+    let (wait, case): (fn(&Cq) -> Res<()>, _) = match case.strip_suffix("_spin") {
+        Some(base) => (spin_ok, base),
+        None => (block, case),
+    };
     let op = Op::of(case)?;
     for _ in 0..iters {
-        c.once(op, 8, block)?;
+        c.once(op, 8, wait)?;
     }
     c.close()
 }
