@@ -16,15 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [ "${1:-}" = --host ]; then
     shift
-    hogs=()
-    trap 'kill "${hogs[@]}" 2>/dev/null || true' EXIT
-    for _ in $(seq 1 "${RPMA_BENCH_LOAD:-0}"); do
-        (while :; do :; done) &
-        hogs+=("$!")
-    done
-    echo "conn-rounds: ${#hogs[@]} spinning host thread(s) beside the VM" >&2
-    "$here/harness/rdma-run" "$0" "$@"
-    exit
+    exec "$(dirname "${BASH_SOURCE[0]}")/loaded.sh" "$0" "$@"
 fi
 rounds=${1:-6} n=${2:-200}
 name=conn-rounds

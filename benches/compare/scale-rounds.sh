@@ -15,10 +15,18 @@
 #   harness/rdma-run benches/compare/scale-rounds.sh [ROUNDS] [TOTAL] [N...] > OUT
 #   target/release/deps/compare-HASH rounds OUT [BASE]   # medians, ratios to BASE
 #
+# Loaded: the same with threads spinning on the host beside the VM, e.g.
+#   RPMA_BENCH_LOAD=2 benches/compare/scale-rounds.sh --host [ROUNDS] [TOTAL] [N...] > OUT
+# (--host starts them, then runs the rounds through harness/rdma-run.)
+#
 # (`rounds`: each client's median rate, and against BASE, default `rpma`,
 # the median of the per-round ratios, their range and a 95% interval of
 # that median, from the rounds resampled.)
 set -euo pipefail
+if [ "${1:-}" = --host ]; then
+    shift
+    exec "$(dirname "${BASH_SOURCE[0]}")/loaded.sh" "$0" "$@"
+fi
 rounds=${1:-4} total=${2:-8000}
 shift $(( $# < 2 ? $# : 2 ))
 ns=${*:-16 64 256 1024}
