@@ -332,13 +332,15 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         // SAFETY: librpma's contract: a CQ of a live connection or SRQ.
         let cq = unsafe { obj(cq, "cq") }?;
         let wc = out(wc, "wc")?;
-        let want = usize::try_from(num_entries)
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| Error::inval(format!("num_entries {num_entries} is below 1")))?;
-        if num_entries_got.is_null() && want != 1 {
-            return Err(Error::inval("num_entries_got is NULL while num_entries is not 1"));
-        }
+        // The common single poll first: one comparison.
+        let want = match num_entries {
+            1 => 1,
+            n if n < 1 => return Err(Error::inval(format!("num_entries {n} is below 1"))),
+            _ if num_entries_got.is_null() => {
+                return Err(Error::inval("num_entries_got is NULL while num_entries is not 1"))
+            }
+            n => n as usize,
+        };
         // SAFETY: librpma's contract: room for num_entries completions at
         // wc, which get_ibv_wc only writes (MaybeUninit: not read).
         let out = unsafe { std::slice::from_raw_parts_mut(wc.cast::<std::mem::MaybeUninit<IbvWc>>(), want) };

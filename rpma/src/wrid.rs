@@ -116,6 +116,18 @@ impl WrId {
     }
 }
 
+/// The op context of an untracked operation's ID, `None` for any other
+/// ID: [`WrId::decode`]'s untracked arm without the kind, for a caller
+/// that reports only the context (librpma's `rpma_cq_get_wc`; a receive's
+/// context is the same).
+#[inline(always)]
+pub(crate) fn untracked_ctx(raw: u64) -> Option<u64> {
+    // The top byte: the flag bits (only the untracked one set) over a
+    // kind below `KINDS.len()`, i.e. one range, one comparison.
+    let top = raw >> KIND_SHIFT;
+    (top.wrapping_sub(UNTRACKED_BIT >> KIND_SHIFT) < KINDS.len() as u64).then_some(raw & UNTRACKED_CTX_MAX)
+}
+
 /// The ID of a tracked send with sequence number `seq`.
 #[inline]
 pub(crate) fn send(seq: u64) -> u64 {
@@ -217,6 +229,21 @@ mod tests {
     fn kind_indexes_match_the_table() {
         for (i, k) in KINDS.iter().enumerate() {
             assert_eq!(kind_index(*k), i as u64, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn untracked_ctx_agrees_with_decode() {
+        let ids =
+            [0, 5, SEND_SEQ_MASK, recv(3, false), recv(4, true), SRQ_BIT | 7, UNTRACKED_BIT | 0x1f << KIND_SHIFT | 3]
+                .into_iter()
+                .chain(KINDS.iter().flat_map(|&k| [0, 1, UNTRACKED_CTX_MAX].map(|c| id_of(k, c))));
+        for raw in ids {
+            let want = match WrId::decode(raw) {
+                WrId::Untracked(Some((ctx, _))) => Some(ctx),
+                _ => None,
+            };
+            assert_eq!(untracked_ctx(raw), want, "{raw:#x}");
         }
     }
 

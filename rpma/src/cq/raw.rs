@@ -42,7 +42,13 @@ impl Cq {
             if self.plain || !self.is_reaped() {
                 return match self.cq.poll_into(one) {
                     Ok(Some(w)) => {
-                        let (ctx, _) = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
+                        // An untracked operation's context is in its ID (the
+                        // C ABI's common case); a tracker's entry is retired
+                        // out of line.
+                        let ctx = match crate::wrid::untracked_ctx(w.wr_id()) {
+                            Some(ctx) => ctx,
+                            None => self.retire_ctx(w),
+                        };
                         note_invalidation(w, &self.windows);
                         w.set_wr_id(ctx);
                         Ok(1)
@@ -53,6 +59,12 @@ impl Cq {
             }
         }
         self.get_ibv_wc_other(wc)
+    }
+
+    /// The op context of a tracked operation's completion, its entry retired.
+    #[inline(never)]
+    fn retire_ctx(&self, w: &rpma_sys::cq::PolledWc) -> u64 {
+        retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref()).0
     }
 
     /// [`get_ibv_wc`](Cq::get_ibv_wc) of more than one entry, on a shared
