@@ -204,7 +204,7 @@ impl<M: RegMemory> MrLocal<M> {
 
     #[inline]
     pub(crate) fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
-        check_within(what, "local", offset as u64, len as u64, self.inner.len as u64)
+        check_within::<false>(what, offset as u64, len as u64, self.inner.len as u64)
     }
 
     pub(crate) fn sys(&self) -> &Mr {

@@ -405,18 +405,22 @@ fn memlock_limit() -> Option<u64> {
     line["Max locked memory".len()..].split_whitespace().next()?.parse().ok()
 }
 
-/// `offset + len` must not overflow nor exceed `size`; the error names all three.
+/// `offset + len` must not overflow nor exceed `size`; the error names all
+/// three and the side (`REMOTE`: the remote region's, else the local
+/// one's). The side is a constant, not an argument: the hot path then
+/// loads nothing for the error it does not take.
 #[inline]
-fn check_within(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Result<()> {
+fn check_within<const REMOTE: bool>(what: &str, offset: u64, len: u64, size: u64) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => Err(out_of_range(what, side, offset, len, size)),
+        _ => Err(out_of_range::<REMOTE>(what, offset, len, size)),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn out_of_range(what: &str, side: &str, offset: u64, len: u64, size: u64) -> Error {
+fn out_of_range<const REMOTE: bool>(what: &str, offset: u64, len: u64, size: u64) -> Error {
+    let side = if REMOTE { "remote" } else { "local" };
     let text = format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}");
     Error::Inval(Msg::detailed(Detail::OutOfRange { what: what.to_string(), offset, len, size }, text))
 }

@@ -88,7 +88,7 @@ impl MrRemote {
 
     #[inline]
     pub(crate) fn check_range(&self, what: &str, offset: u64, len: u64) -> Result<()> {
-        check_within(what, "remote", offset, len, self.size)
+        check_within::<true>(what, offset, len, self.size)
     }
 
     /// Whether the descriptor is a memory window's (an
