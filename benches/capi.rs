@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rpma_harness::stats::{bootstrap_median, median};
+use rpma_harness::stats::{bootstrap_median, median, spread, INTERVAL_ROUNDS};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -173,23 +173,24 @@ fn run() -> Res<()> {
         }
         eprintln!("capi bench: round {} of {rounds} done", round + 1);
     }
-    // From 8 rounds, also a 95% interval of the ratios' median (the rounds resampled).
-    let interval = if rounds >= 8 { "; 95% interval of the median" } else { "" };
+    // From INTERVAL_ROUNDS rounds, also a 95% interval of the ratios' median (the rounds resampled).
+    let interval = if rounds >= INTERVAL_ROUNDS { "; 95% interval of the median" } else { "" };
     println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max{interval}) of {rounds} rounds |");
     println!("|---|---|---|---|");
     for (k, (c, r, ratio)) in &cells {
         // Latency in µs; bandwidth in thousand operations per second.
         let (unit, scale) = if k.starts_with("lat") { ("µs", 1.0) } else { ("kops/s", 1000.0) };
-        let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
-        let settled = match bootstrap_median(ratio) {
-            (blo, bhi) if rounds >= 8 => format!("; {blo:.2}-{bhi:.2}"),
-            _ => String::new(),
+        let (mid, lo, hi) = spread(ratio.clone()).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+        let settled = if rounds >= INTERVAL_ROUNDS {
+            let (blo, bhi) = bootstrap_median(ratio);
+            format!("; {blo:.2}-{bhi:.2}")
+        } else {
+            String::new()
         };
         println!(
-            "| {k} | {:.2} {unit} | {:.2} {unit} | {:.2} ({lo:.2}-{hi:.2}{settled}) |",
+            "| {k} | {:.2} {unit} | {:.2} {unit} | {mid:.2} ({lo:.2}-{hi:.2}{settled}) |",
             median(c.clone()) * scale,
             median(r.clone()) * scale,
-            median(ratio.clone())
         );
     }
     println!("\n| instructions per operation (callgrind, 2N-N, N = {ir_iters}) | C librpma | rpma's C ABI | ratio |");

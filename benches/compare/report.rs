@@ -2,7 +2,7 @@
 //! an SVG plot of latency against message size.
 
 use crate::stats::{parse, Lat, Row};
-use rpma_harness::stats::{bootstrap_median, median};
+use rpma_harness::stats::{bootstrap_median, median, spread, INTERVAL_ROUNDS};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -44,36 +44,31 @@ fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> Vec<f64>) 
 
 /// `a / b` from their rounds: with the same number of rounds (at least
 /// two) on both sides, the median of the per-round ratios and their range,
-/// from 8 rounds also a 95% interval of that median ([`bootstrap_median`]);
-/// otherwise the ratio of the medians.
+/// from [`INTERVAL_ROUNDS`] rounds also a 95% interval of that median
+/// ([`bootstrap_median`]); otherwise the ratio of the medians.
 fn round_ratio(a: &[f64], b: &[f64]) -> String {
-    match paired_ratios(a, b) {
-        Some((m, lo, hi)) if a.len() >= 8 => {
-            let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-            let (blo, bhi) = bootstrap_median(&r);
-            format!("{m:.2} ({lo:.2}-{hi:.2}; 95% {blo:.2}-{bhi:.2})")
-        }
-        Some((m, lo, hi)) if a.len() >= 2 => format!("{m:.2} ({lo:.2}-{hi:.2})"),
-        _ => ratio(median(a.to_vec()), median(b.to_vec())),
+    let r = per_round(a, b).filter(|r| r.len() >= 2).unwrap_or_default();
+    let Some((m, lo, hi)) = spread(r.clone()) else {
+        return ratio(median(a.to_vec()), median(b.to_vec()));
+    };
+    if r.len() >= INTERVAL_ROUNDS {
+        let (blo, bhi) = bootstrap_median(&r);
+        format!("{m:.2} ({lo:.2}-{hi:.2}; 95% {blo:.2}-{bhi:.2})")
+    } else {
+        format!("{m:.2} ({lo:.2}-{hi:.2})")
     }
+}
+
+/// The per-round ratios `a[i] / b[i]` (`None` when the rounds do not pair
+/// up).
+fn per_round(a: &[f64], b: &[f64]) -> Option<Vec<f64>> {
+    (!a.is_empty() && a.len() == b.len()).then(|| a.iter().zip(b).map(|(x, y)| x / y).collect())
 }
 
 /// The per-round ratios `a[i] / b[i]`: their median, min and max (`None`
 /// when the rounds do not pair up).
 fn paired_ratios(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
-    if a.is_empty() || a.len() != b.len() {
-        return None;
-    }
-    spread(a.iter().zip(b).map(|(x, y)| x / y).collect())
-}
-
-/// The median, min and max of `r` (`None` when empty).
-fn spread(r: Vec<f64>) -> Option<(f64, f64, f64)> {
-    if r.is_empty() {
-        return None;
-    }
-    let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-    Some((median(r), lo, hi))
+    per_round(a, b).and_then(spread)
 }
 
 /// One latency summary from several rounds: the median of each field.
@@ -158,7 +153,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         n => format!(
             "rpma and C librpma: {n} rounds of rotating order; each cell the median of the rounds, each ratio \
              the median of the per-round ratios (min-max{}); {perftest_note}.\n",
-            if n >= 8 { "; from the rounds resampled, a 95% interval of that median" } else { "" }
+            if n >= INTERVAL_ROUNDS { "; from the rounds resampled, a 95% interval of that median" } else { "" }
         ),
     };
     writeln!(md, "{rounds_note}")?;

@@ -15,6 +15,19 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The fewest rounds for which a report gives [`bootstrap_median`]'s
+/// interval (fewer resample into too few distinct medians to say much).
+pub const INTERVAL_ROUNDS: usize = 8;
+
+/// The median, min and max of `r` (`None` when empty).
+pub fn spread(r: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if r.is_empty() {
+        return None;
+    }
+    let (lo, hi) = r.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+    Some((median(r), lo, hi))
+}
+
 /// A 95% interval of the median of `r`: the 2.5th and 97.5th percentiles
 /// of the median of `r` resampled with replacement 2,000 times (a fixed
 /// xorshift seed: the same input gives the same interval). NaN for none.
@@ -44,6 +57,12 @@ mod tests {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(Vec::new()).is_nan());
+    }
+
+    #[test]
+    fn the_spread_is_the_median_min_and_max() {
+        assert_eq!(spread(vec![3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
+        assert_eq!(spread(Vec::new()), None);
     }
 
     #[test]
