@@ -11,7 +11,7 @@
 
 use crate::ffi;
 use crate::qp::{Qp, QpEx};
-use crate::wr::{encode, Classic, Extended, SendPosting, Token, Wr};
+use crate::wr::{classic_decode, encode, Classic, Extended, SendPosting, Token, Wr};
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -22,16 +22,21 @@ pub const MAX_CHAIN: usize = 16;
 /// A chain to post with [`Qp::post_send`]: up to [`MAX_CHAIN`] work
 /// requests, each with its caller's record `T` (what keeps its local memory
 /// alive, what its completion reports), kept in place: a list allocates
-/// nothing, and moving it copies it whole. Each request is kept as its
-/// [`Wr`] and, as it is added, encoded for the classic backend
-/// (`ibv_post_send`); the extended backend encodes the `Wr`s when posting.
+/// nothing, and moving it copies it whole. Each request is encoded for the
+/// classic backend (`ibv_post_send`) as it is added and, if plain, kept
+/// only as that encoding; a native request (which the classic backend does
+/// not carry) and an inline 8-byte write (whose SGE names its bytes) are
+/// kept as their [`Wr`]. The extended backend encodes the requests when
+/// posting, each plain one as read back from its encoding
+/// ([`get`](Self::get)).
 pub struct ChainList<T> {
-    /// Every part of `slots[..len]` is initialised (`raw` and `sge` are
-    /// used when no request is native, but for the IDs
+    /// `raw`, `sge` and `rec` of `slots[..len]` are initialised, and `wr`
+    /// of the requests in `native` and `inline8` (`raw` and `sge` are used
+    /// when no request is native, but for the IDs
     /// [`set_wr_id`](Self::set_wr_id) puts into `raw`).
     len: usize,
-    /// Whether one of the requests is native ([`Wr::is_native`]).
-    native: bool,
+    /// Bit `i`: request `i` is native ([`Wr::is_native`]).
+    native: u16,
     /// Bit `i`: request `i` is a [`Wr::Inline8`], whose SGE names its bytes
     /// in `slots[i].wr` (set when posting: the list may move before).
     inline8: u16,
@@ -47,7 +52,7 @@ struct Slot<T> {
     raw: MaybeUninit<ffi::ibv_send_wr>,
     /// Its SGE.
     sge: MaybeUninit<ffi::ibv_sge>,
-    /// The request.
+    /// The request, when it is native or a [`Wr::Inline8`].
     wr: MaybeUninit<Wr>,
     /// Its record, as `Some` (so `take_into` copies it into a slot of
     /// `Option<T>` as it is).
@@ -80,7 +85,7 @@ impl<T> ChainList<T> {
     /// An empty list.
     #[inline]
     pub const fn new() -> Self {
-        ChainList { len: 0, native: false, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
+        ChainList { len: 0, native: 0, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
     }
 
     /// Requests in the list.
@@ -105,7 +110,7 @@ impl<T> ChainList<T> {
     /// the list is posted through the extended interface.
     #[inline]
     pub fn has_native(&self) -> bool {
-        self.native
+        self.native != 0
     }
 
     /// Appends `wr` with its record; both are handed back when the list is
@@ -121,25 +126,37 @@ impl<T> ChainList<T> {
         let mut c = Classic::new(slot.raw.write(unsafe { std::mem::zeroed() }));
         // false for a native request: the list then goes to the extended
         // interface, which reads `wr`.
-        self.native |= !encode(&wr, &mut c);
+        let native = !encode(&wr, &mut c);
         slot.sge.write(c.sge);
-        if let Wr::Inline8 { .. } = wr {
-            self.inline8 |= 1 << i;
+        let inline8 = matches!(wr, Wr::Inline8 { .. });
+        if native | inline8 {
+            slot.wr.write(wr);
+            self.native |= u16::from(native) << i;
+            self.inline8 |= u16::from(inline8) << i;
         }
-        slot.wr.write(wr);
         slot.rec.write(Some(rec));
         self.len = i + 1;
         Ok(())
     }
 
-    /// Request `i` as it was added (`None` past the end).
+    /// Request `i` as it was added (`None` past the end). A plain request
+    /// is read back from its encoding: its ID is the one
+    /// [`set_wr_id`](Self::set_wr_id) gave it (0 when none did), and a
+    /// 0-byte element at address 0 with key 0 comes back as none (both
+    /// are posted as none).
     #[inline]
     pub fn get(&self, i: usize) -> Option<Wr> {
         if i >= self.len {
             return None;
         }
-        // SAFETY: i < len: slots[i].wr is initialised (a `Copy` value).
-        self.slots.get(i).map(|s| unsafe { s.wr.assume_init() })
+        let s = self.slots.get(i)?;
+        if (self.native | self.inline8) & (1 << i) != 0 {
+            // SAFETY: i < len, and the request is native or an inline
+            // write: its `wr` is initialised (a `Copy` value).
+            return Some(unsafe { s.wr.assume_init() });
+        }
+        // SAFETY: i < len: `raw` and `sge` are initialised.
+        Some(Wr::Plain(unsafe { classic_decode(s.raw.assume_init_ref(), s.sge.assume_init_ref()) }))
     }
 
     /// The requests, in order, as they were added.
@@ -155,7 +172,7 @@ impl<T> ChainList<T> {
         // Emptied first: should `f` unwind, the records not yet moved leak
         // (never dropped twice).
         self.len = 0;
-        self.native = false;
+        self.native = 0;
         self.inline8 = 0;
         let posted = posted.min(n);
         let (out, rest) = self.slots.split_at_mut(posted.min(MAX_CHAIN));
@@ -186,7 +203,7 @@ impl<T> ChainList<T> {
         let n = self.len;
         // Emptied first, as in `take`.
         self.len = 0;
-        self.native = false;
+        self.native = 0;
         self.inline8 = 0;
         let posted = posted.min(n).min(MAX_CHAIN);
         for (i, s) in self.slots.iter().enumerate().take(posted) {
@@ -211,7 +228,7 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn forget_all(&mut self) {
         self.len = 0;
-        self.native = false;
+        self.native = 0;
         self.inline8 = 0;
     }
 
@@ -570,6 +587,66 @@ mod tests {
         let want: Vec<String> = wrs.iter().map(|w| format!("{w:?}")).collect();
         assert_eq!(back, want);
         assert!(l.get(wrs.len()).is_none());
+    }
+
+    /// One request of each kind the classic backend carries, and two native ones.
+    fn every_kind() -> Vec<Wr> {
+        let sge = Some(Sge { addr: 0x1000, length: 8, lkey: 7 });
+        let plain = |op, sge, remote_addr, rkey, signaled, inline| {
+            Wr::Plain(SendWr { wr_id: 0, op, sge, remote_addr, rkey, signaled, fence: !signaled, inline })
+        };
+        let flags = WrFlags { wr_id: 0, signaled: true, fence: false };
+        vec![
+            plain(SendOp::Write, sge, 0x2000, 9, true, false),
+            plain(SendOp::Write, sge, 0x2100, 19, false, true),
+            plain(SendOp::WriteImm(0x01020304), None, 0x2200, 29, true, false),
+            plain(SendOp::Read, sge, 0x2008, 10, false, false),
+            plain(SendOp::Send, Some(Sge { addr: 0x5000, length: 0, lkey: 3 }), 0, 0, true, false),
+            plain(SendOp::SendImm(5), sge, 0, 0, false, false),
+            plain(SendOp::SendInv(77), None, 0, 0, true, false),
+            plain(SendOp::CompareSwap { compare: 1, swap: 2 }, sge, 0x3000, 11, false, false),
+            plain(SendOp::FetchAdd(3), sge, 0x3008, 12, true, false),
+            inline8(*b"pointer!"),
+            Wr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: *b"12345678" },
+            Wr::Flush { flags, rkey: 2, remote_addr: 16, len: 1 << 40, ptype: 1 },
+        ]
+    }
+
+    #[test]
+    fn a_request_added_over_an_earlier_one_reads_back_as_itself() {
+        // A plain request is kept only as encoded: read back, a request
+        // added where another was must show nothing of the other.
+        let kinds = every_kind();
+        let mut l = ChainList::new();
+        for a in &kinds {
+            for b in &kinds {
+                l.push(*a, ()).unwrap();
+                l.push(*a, ()).unwrap();
+                l.set_wr_id(0, 42);
+                l.clear();
+                l.push(*b, ()).unwrap();
+                l.push(*a, ()).unwrap();
+                assert_eq!(format!("{:?}", l.get(0).unwrap()), format!("{b:?}"), "{b:?} over {a:?}");
+                assert_eq!(format!("{:?}", l.get(1).unwrap()), format!("{a:?}"), "{a:?} over {a:?}");
+                assert_eq!(l.has_native(), a.is_native() || b.is_native());
+                assert_eq!(l.own_id(0), 0, "an ID given to an earlier request is gone");
+                if let Some(p) = b.send_wr() {
+                    // The header fields as a fresh encoding's.
+                    // SAFETY: plain data, all-zero is valid.
+                    let mut fresh: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+                    let mut c = Classic::new(&mut fresh);
+                    assert!(encode(b, &mut c));
+                    // SAFETY: slot 0 holds a request (`raw` initialised).
+                    let raw = unsafe { l.slots[0].raw.assume_init_ref() };
+                    assert_eq!(
+                        (raw.num_sge, raw.opcode, raw.send_flags),
+                        (fresh.num_sge, fresh.opcode, fresh.send_flags)
+                    );
+                    assert_eq!(p.inline, raw.send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0);
+                }
+                l.clear();
+            }
+        }
     }
 
     #[test]

@@ -322,6 +322,54 @@ impl SendBackend for Classic<'_> {
     }
 }
 
+/// The request [`Classic`] encoded into `w` and `sge`: the inverse of its
+/// encoding, reading only the fields the opcode uses (what a provider
+/// reads), so a request written over an earlier one reads back as itself.
+/// The ID is `w`'s. An element of 0 bytes at address 0 with key 0 reads
+/// back as none (both are posted as none).
+///
+/// A [`ChainList`](crate::chain::ChainList) keeps a plain request only as
+/// encoded, and reads it back with this when the list goes to the extended
+/// interface or is inspected.
+pub(crate) fn classic_decode(w: &ffi::ibv_send_wr, sge: &ffi::ibv_sge) -> SendWr {
+    use ffi::ibv_send_flags as f;
+    use ffi::ibv_wr_opcode as o;
+    // SAFETY (every union read below): plain integer fields, each read
+    // only in the arm of the opcode `Classic::op` writes it for.
+    let rdma = |op| unsafe { (op, w.wr.rdma.remote_addr, w.wr.rdma.rkey) };
+    let imm = || u32::from_be(unsafe { w.__bindgen_anon_1.imm_data });
+    let atomic = || unsafe { w.wr.atomic };
+    let (op, remote_addr, rkey) = match w.opcode {
+        o::IBV_WR_RDMA_WRITE => rdma(SendOp::Write),
+        o::IBV_WR_RDMA_WRITE_WITH_IMM => rdma(SendOp::WriteImm(imm())),
+        o::IBV_WR_RDMA_READ => rdma(SendOp::Read),
+        o::IBV_WR_SEND_WITH_IMM => (SendOp::SendImm(imm()), 0, 0),
+        o::IBV_WR_SEND_WITH_INV => (SendOp::SendInv(unsafe { w.__bindgen_anon_1.invalidate_rkey }), 0, 0),
+        o::IBV_WR_ATOMIC_CMP_AND_SWP => {
+            let a = atomic();
+            (SendOp::CompareSwap { compare: a.compare_add, swap: a.swap }, a.remote_addr, a.rkey)
+        }
+        o::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            let a = atomic();
+            (SendOp::FetchAdd(a.compare_add), a.remote_addr, a.rkey)
+        }
+        // IBV_WR_SEND, and (never: `Classic` writes no other) the rest.
+        _ => (SendOp::Send, 0, 0),
+    };
+    let has = |bit: ffi::ibv_send_flags| w.send_flags & bit.0 != 0;
+    let element = w.num_sge != 0 || sge.addr != 0 || sge.lkey != 0;
+    SendWr {
+        wr_id: w.wr_id,
+        op,
+        sge: element.then_some(Sge { addr: sge.addr, length: sge.length, lkey: sge.lkey }),
+        remote_addr,
+        rkey,
+        signaled: has(f::IBV_SEND_SIGNALED),
+        fence: has(f::IBV_SEND_FENCE),
+        inline: has(f::IBV_SEND_INLINE),
+    }
+}
+
 /// The extended backend: builds requests on a QP's extended interface
 /// with the provider's `ibv_wr_*` builder and setter, between
 /// `ibv_wr_start` and `ibv_wr_complete`. The interface wants the flags
