@@ -18,6 +18,10 @@
 //! empty_poll, and read_spin and write_spin: the completion busy-polled, as
 //! in the latency cases), `RPMA_BENCH_LOAD=N` (the loaded mode: N threads spinning
 //! on the host beside the VM for the whole run, as in the compare bench).
+//!
+//! Each round's values are printed as it ends (`ROUND` lines), so runs can
+//! be put together: `cargo bench --bench capi -- report OUT...` renders
+//! the timing table of every round in the saved outputs `OUT` (no device).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -34,8 +38,16 @@ fn env(name: &str, default: usize) -> usize {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if args.iter().any(|a| a == "--list") {
         return; // `cargo test --benches` lists tests: there are none
+    }
+    if args.first().map(String::as_str) == Some("report") {
+        if let Err(e) = report(&args[1..]) {
+            eprintln!("capi bench: report: {e}");
+            std::process::exit(1);
+        }
+        return;
     }
     // The loaded mode's hog runs on the host, beside the VM that
     // `ensure_device` boots (or beside the measurement on a native device).
@@ -121,6 +133,64 @@ fn callgrind_total(f: &Path) -> Res<f64> {
 /// One case's values: C librpma's, rpma's, and the per-round ratios.
 type Cell = (Vec<f64>, Vec<f64>, Vec<f64>);
 
+/// A round's values of one case, as printed (`ROUND round case c_librpma rpma`;
+/// the case's words joined by `/`) and read back by [`report`].
+fn round_line(round: usize, case: &str, c: f64, r: f64) -> String {
+    format!("ROUND {round} {} {c} {r}", case.replace(' ', "/"))
+}
+
+/// The timing table of every `ROUND` line in the saved outputs `files`.
+fn report(files: &[String]) -> Res<()> {
+    if files.is_empty() {
+        return Err("usage: cargo bench --bench capi -- report OUT...".into());
+    }
+    let mut cells: BTreeMap<String, Cell> = BTreeMap::new();
+    let mut rounds = 0;
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?;
+        for l in text.lines() {
+            if let ["ROUND", _, case, c, r] = l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                let (c, r): (f64, f64) = (c.parse()?, r.parse()?);
+                let e = cells.entry(case.replace('/', " ")).or_default();
+                e.0.push(c);
+                e.1.push(r);
+                e.2.push(r / c);
+                rounds = rounds.max(e.2.len());
+            }
+        }
+    }
+    if cells.is_empty() {
+        return Err("no ROUND lines in the files".into());
+    }
+    print_table(&cells, rounds);
+    Ok(())
+}
+
+/// The timing table: each case's medians and the median (min-max, and from
+/// [`INTERVAL_ROUNDS`] a 95% interval) of its per-round ratios.
+fn print_table(cells: &BTreeMap<String, Cell>, rounds: usize) {
+    // From INTERVAL_ROUNDS rounds, also a 95% interval of the ratios' median (the rounds resampled).
+    let interval = if rounds >= INTERVAL_ROUNDS { "; 95% interval of the median" } else { "" };
+    println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max{interval}) of {rounds} rounds |");
+    println!("|---|---|---|---|");
+    for (k, (c, r, ratio)) in cells {
+        // Latency in µs; bandwidth in thousand operations per second.
+        let (unit, scale) = if k.starts_with("lat") { ("µs", 1.0) } else { ("kops/s", 1000.0) };
+        let (mid, lo, hi) = spread(ratio.clone()).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+        let settled = if ratio.len() >= INTERVAL_ROUNDS {
+            let (blo, bhi) = bootstrap_median(ratio);
+            format!("; {blo:.2}-{bhi:.2}")
+        } else {
+            String::new()
+        };
+        println!(
+            "| {k} | {:.2} {unit} | {:.2} {unit} | {mid:.2} ({lo:.2}-{hi:.2}{settled}) |",
+            median(c.clone()) * scale,
+            median(r.clone()) * scale,
+        );
+    }
+}
+
 fn run() -> Res<()> {
     let addr = rpma_harness::addr();
     let iters = env("RPMA_BENCH_ITERS", 1000).max(20);
@@ -165,6 +235,7 @@ fn run() -> Res<()> {
         }
         for (k, c) in &got[0] {
             if let Some(r) = got[1].get(k) {
+                println!("{}", round_line(round, k, *c, *r));
                 let e = cells.entry(k.clone()).or_default();
                 e.0.push(*c);
                 e.1.push(*r);
@@ -173,25 +244,8 @@ fn run() -> Res<()> {
         }
         eprintln!("capi bench: round {} of {rounds} done", round + 1);
     }
-    // From INTERVAL_ROUNDS rounds, also a 95% interval of the ratios' median (the rounds resampled).
-    let interval = if rounds >= INTERVAL_ROUNDS { "; 95% interval of the median" } else { "" };
-    println!("\n| case | C librpma (median) | rpma's C ABI (median) | rpma / C librpma: median (min-max{interval}) of {rounds} rounds |");
-    println!("|---|---|---|---|");
-    for (k, (c, r, ratio)) in &cells {
-        // Latency in µs; bandwidth in thousand operations per second.
-        let (unit, scale) = if k.starts_with("lat") { ("µs", 1.0) } else { ("kops/s", 1000.0) };
-        let (mid, lo, hi) = spread(ratio.clone()).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
-        let settled = if rounds >= INTERVAL_ROUNDS {
-            let (blo, bhi) = bootstrap_median(ratio);
-            format!("; {blo:.2}-{bhi:.2}")
-        } else {
-            String::new()
-        };
-        println!(
-            "| {k} | {:.2} {unit} | {:.2} {unit} | {mid:.2} ({lo:.2}-{hi:.2}{settled}) |",
-            median(c.clone()) * scale,
-            median(r.clone()) * scale,
-        );
+    if !only_ir {
+        print_table(&cells, rounds);
     }
     println!("\n| instructions per operation (callgrind, 2N-N, N = {ir_iters}) | C librpma | rpma's C ABI | ratio |");
     println!("|---|---|---|---|");
