@@ -591,6 +591,18 @@ mod tests {
 
     /// One request of each kind the classic backend carries, and two native ones.
     fn every_kind() -> Vec<Wr> {
+        // A new `SendOp` fails to compile here: add a request of it below
+        // (and its read-back in `classic_decode`).
+        let _listed = |op: SendOp| match op {
+            SendOp::Write
+            | SendOp::WriteImm(_)
+            | SendOp::Read
+            | SendOp::Send
+            | SendOp::SendImm(_)
+            | SendOp::SendInv(_)
+            | SendOp::CompareSwap { .. }
+            | SendOp::FetchAdd(_) => {}
+        };
         let sge = Some(Sge { addr: 0x1000, length: 8, lkey: 7 });
         let plain = |op, sge, remote_addr, rkey, signaled, inline| {
             Wr::Plain(SendWr { wr_id: 0, op, sge, remote_addr, rkey, signaled, fence: !signaled, inline })
