@@ -26,17 +26,23 @@ pub const MAX_CHAIN: usize = 16;
 /// classic backend (`ibv_post_send`) as it is added and, if plain, kept
 /// only as that encoding; a native request (which the classic backend does
 /// not carry) and an inline 8-byte write (whose SGE names its bytes) are
-/// kept as their [`Wr`]. The extended backend encodes the requests when
-/// posting, each plain one as read back from its encoding
-/// ([`get`](Self::get)).
+/// kept as their [`Wr`]. The extended backend encodes the requests' `Wr`s
+/// when posting: a list made by [`keeping_all`](Self::keeping_all) (for a
+/// QP that may post native requests) keeps every request's `Wr` from the
+/// start; in another, the first native request added reads the plain ones
+/// before it back from their encodings into their `Wr`s, and from then on
+/// the list keeps every request's `Wr`.
 pub struct ChainList<T> {
     /// `raw`, `sge` and `rec` of `slots[..len]` are initialised, and `wr`
-    /// of the requests in `native` and `inline8` (`raw` and `sge` are used
-    /// when no request is native, but for the IDs
+    /// of every request when `all`, else of those in `inline8` (`raw` and
+    /// `sge` are used when no request is native, but for the IDs
     /// [`set_wr_id`](Self::set_wr_id) puts into `raw`).
     len: usize,
-    /// Bit `i`: request `i` is native ([`Wr::is_native`]).
-    native: u16,
+    /// Whether one of the requests is native ([`Wr::is_native`]).
+    native: bool,
+    /// Whether every request's `wr` is written (never unset: a list that
+    /// was made so or held a native request keeps doing it).
+    all: bool,
     /// Bit `i`: request `i` is a [`Wr::Inline8`], whose SGE names its bytes
     /// in `slots[i].wr` (set when posting: the list may move before).
     inline8: u16,
@@ -52,7 +58,8 @@ struct Slot<T> {
     raw: MaybeUninit<ffi::ibv_send_wr>,
     /// Its SGE.
     sge: MaybeUninit<ffi::ibv_sge>,
-    /// The request, when it is native or a [`Wr::Inline8`].
+    /// The request, when the list keeps it: an inline 8-byte write, or any
+    /// request of a list that keeps them `all`.
     wr: MaybeUninit<Wr>,
     /// Its record, as `Some` (so `take_into` copies it into a slot of
     /// `Option<T>` as it is).
@@ -85,7 +92,15 @@ impl<T> ChainList<T> {
     /// An empty list.
     #[inline]
     pub const fn new() -> Self {
-        ChainList { len: 0, native: 0, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
+        ChainList { len: 0, native: false, all: false, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
+    }
+
+    /// An empty list that keeps every request's [`Wr`] beside its encoding:
+    /// for a QP that may post native requests, whose lists go to the
+    /// extended interface without reading plain requests back.
+    #[inline]
+    pub const fn keeping_all() -> Self {
+        ChainList { len: 0, native: false, all: true, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
     }
 
     /// Requests in the list.
@@ -110,7 +125,7 @@ impl<T> ChainList<T> {
     /// the list is posted through the extended interface.
     #[inline]
     pub fn has_native(&self) -> bool {
-        self.native != 0
+        self.native
     }
 
     /// Appends `wr` with its record; both are handed back when the list is
@@ -128,13 +143,17 @@ impl<T> ChainList<T> {
         // interface, which reads `wr`.
         let native = !encode(&wr, &mut c);
         slot.sge.write(c.sge);
+        slot.rec.write(Some(rec));
         let inline8 = matches!(wr, Wr::Inline8 { .. });
-        if native | inline8 {
+        if native | inline8 | self.all {
             slot.wr.write(wr);
-            self.native |= u16::from(native) << i;
+            if native && !self.all {
+                self.keep_plain(i);
+                self.all = true;
+            }
+            self.native |= native;
             self.inline8 |= u16::from(inline8) << i;
         }
-        slot.rec.write(Some(rec));
         self.len = i + 1;
         Ok(())
     }
@@ -150,18 +169,36 @@ impl<T> ChainList<T> {
             return None;
         }
         let s = self.slots.get(i)?;
-        if (self.native | self.inline8) & (1 << i) != 0 {
-            // SAFETY: i < len, and the request is native or an inline
-            // write: its `wr` is initialised (a `Copy` value).
+        if self.all || self.inline8 & (1 << i) != 0 {
+            // SAFETY: i < len, and the list keeps the request: its `wr` is
+            // initialised (a `Copy` value).
             return Some(unsafe { s.wr.assume_init() });
         }
-        // SAFETY: i < len: `raw` and `sge` are initialised.
-        Some(Wr::Plain(unsafe { classic_decode(s.raw.assume_init_ref(), s.sge.assume_init_ref()) }))
+        Some(Wr::Plain(read_back(s)))
+    }
+
+    /// Reads the plain requests of `slots[..n]` back from their encodings
+    /// into their `wr`s (the first native request's push, at `n`: the list
+    /// will go to the extended interface, which reads `Wr`s).
+    #[cold]
+    #[inline(never)]
+    fn keep_plain(&mut self, n: usize) {
+        for i in 0..n.min(self.len) {
+            if self.inline8 & (1 << i) == 0 {
+                if let Some(s) = self.slots.get_mut(i) {
+                    let p = read_back(s);
+                    s.wr.write(Wr::Plain(p));
+                }
+            }
+        }
     }
 
     /// The requests, in order, as they were added.
     pub fn iter(&self) -> impl Iterator<Item = Wr> + Clone + '_ {
-        (0..self.len).filter_map(|i| self.get(i))
+        match self.all {
+            true => Iter::Kept(self.slots.get(..self.len).unwrap_or_default().iter()),
+            false => Iter::Each { list: self, next: 0 },
+        }
     }
 
     /// Empties the list, handing the records of the first `posted` requests
@@ -172,7 +209,7 @@ impl<T> ChainList<T> {
         // Emptied first: should `f` unwind, the records not yet moved leak
         // (never dropped twice).
         self.len = 0;
-        self.native = 0;
+        self.native = false;
         self.inline8 = 0;
         let posted = posted.min(n);
         let (out, rest) = self.slots.split_at_mut(posted.min(MAX_CHAIN));
@@ -203,7 +240,7 @@ impl<T> ChainList<T> {
         let n = self.len;
         // Emptied first, as in `take`.
         self.len = 0;
-        self.native = 0;
+        self.native = false;
         self.inline8 = 0;
         let posted = posted.min(n).min(MAX_CHAIN);
         for (i, s) in self.slots.iter().enumerate().take(posted) {
@@ -228,7 +265,7 @@ impl<T> ChainList<T> {
     #[inline(always)]
     pub fn forget_all(&mut self) {
         self.len = 0;
-        self.native = 0;
+        self.native = false;
         self.inline8 = 0;
     }
 
@@ -237,6 +274,52 @@ impl<T> ChainList<T> {
     pub fn clear(&mut self) {
         self.take(0, |_, _| {});
     }
+}
+
+/// [`ChainList::iter`]: the kept `Wr`s copied, or each request as
+/// [`ChainList::get`] gives it.
+enum Iter<'a, T> {
+    /// The first `len` slots of a list that keeps every request's `wr`.
+    Kept(std::slice::Iter<'a, Slot<T>>),
+    /// Requests `next..len` of `list`.
+    Each { list: &'a ChainList<T>, next: usize },
+}
+
+impl<T> Clone for Iter<'_, T> {
+    fn clone(&self) -> Self {
+        match self {
+            Iter::Kept(it) => Iter::Kept(it.clone()),
+            Iter::Each { list, next } => Iter::Each { list, next: *next },
+        }
+    }
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = Wr;
+
+    #[inline]
+    fn next(&mut self) -> Option<Wr> {
+        match self {
+            // SAFETY: a slot of the first `len` of a list that keeps every
+            // request's `wr` (`all`): initialised, a `Copy` value.
+            Iter::Kept(it) => it.next().map(|s| unsafe { s.wr.assume_init() }),
+            Iter::Each { list, next } => {
+                let w = list.get(*next)?;
+                *next += 1;
+                Some(w)
+            }
+        }
+    }
+}
+
+/// The plain request of a slot of the list's first `len` (its `raw` and
+/// `sge` initialised), read back from its encoding: out of line, so that
+/// reading a kept request stays small.
+#[inline(never)]
+fn read_back<T>(s: &Slot<T>) -> crate::wr::SendWr {
+    // SAFETY: the caller's slot is one of the list's first `len`, whose
+    // `raw` and `sge` every push initialises.
+    unsafe { classic_decode(s.raw.assume_init_ref(), s.sge.assume_init_ref()) }
 }
 
 /// Empties a slot `ChainList::take_into` fills.
@@ -629,34 +712,35 @@ mod tests {
         // A plain request is kept only as encoded: read back, a request
         // added where another was must show nothing of the other.
         let kinds = every_kind();
-        let mut l = ChainList::new();
-        for a in &kinds {
-            for b in &kinds {
-                l.push(*a, ()).unwrap();
-                l.push(*a, ()).unwrap();
-                l.set_wr_id(0, 42);
-                l.clear();
-                l.push(*b, ()).unwrap();
-                l.push(*a, ()).unwrap();
-                assert_eq!(format!("{:?}", l.get(0).unwrap()), format!("{b:?}"), "{b:?} over {a:?}");
-                assert_eq!(format!("{:?}", l.get(1).unwrap()), format!("{a:?}"), "{a:?} over {a:?}");
-                assert_eq!(l.has_native(), a.is_native() || b.is_native());
-                assert_eq!(l.own_id(0), 0, "an ID given to an earlier request is gone");
-                if let Some(p) = b.send_wr() {
-                    // The header fields as a fresh encoding's.
-                    // SAFETY: plain data, all-zero is valid.
-                    let mut fresh: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
-                    let mut c = Classic::new(&mut fresh);
-                    assert!(encode(b, &mut c));
-                    // SAFETY: slot 0 holds a request (`raw` initialised).
-                    let raw = unsafe { l.slots[0].raw.assume_init_ref() };
-                    assert_eq!(
-                        (raw.num_sge, raw.opcode, raw.send_flags),
-                        (fresh.num_sge, fresh.opcode, fresh.send_flags)
-                    );
-                    assert_eq!(p.inline, raw.send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0);
+        for mut l in [ChainList::new(), ChainList::keeping_all()] {
+            for a in &kinds {
+                for b in &kinds {
+                    l.push(*a, ()).unwrap();
+                    l.push(*a, ()).unwrap();
+                    l.set_wr_id(0, 42);
+                    l.clear();
+                    l.push(*b, ()).unwrap();
+                    l.push(*a, ()).unwrap();
+                    assert_eq!(format!("{:?}", l.get(0).unwrap()), format!("{b:?}"), "{b:?} over {a:?}");
+                    assert_eq!(format!("{:?}", l.get(1).unwrap()), format!("{a:?}"), "{a:?} over {a:?}");
+                    assert_eq!(l.has_native(), a.is_native() || b.is_native());
+                    assert_eq!(l.own_id(0), 0, "an ID given to an earlier request is gone");
+                    if let Some(p) = b.send_wr() {
+                        // The header fields as a fresh encoding's.
+                        // SAFETY: plain data, all-zero is valid.
+                        let mut fresh: ffi::ibv_send_wr = unsafe { std::mem::zeroed() };
+                        let mut c = Classic::new(&mut fresh);
+                        assert!(encode(b, &mut c));
+                        // SAFETY: slot 0 holds a request (`raw` initialised).
+                        let raw = unsafe { l.slots[0].raw.assume_init_ref() };
+                        assert_eq!(
+                            (raw.num_sge, raw.opcode, raw.send_flags),
+                            (fresh.num_sge, fresh.opcode, fresh.send_flags)
+                        );
+                        assert_eq!(p.inline, raw.send_flags & ffi::ibv_send_flags::IBV_SEND_INLINE.0 != 0);
+                    }
+                    l.clear();
                 }
-                l.clear();
             }
         }
     }
@@ -675,7 +759,27 @@ mod tests {
         let flags = WrFlags { wr_id: 0, signaled: true, fence: false };
         l.push(Wr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: [0; 8] }, ()).unwrap();
         assert!(l.has_native());
+        // The plain request before it is read back into its `Wr` once, for
+        // the extended interface; one after it is kept as it comes.
+        l.push(write(true), ()).unwrap();
+        assert_eq!(
+            format!("{:?}", l.iter().collect::<Vec<_>>()),
+            format!("{:?}", [write(false), l.get(1).unwrap(), write(true)])
+        );
         l.clear();
         assert!(!l.has_native() && l.is_empty());
+        // Filled again: nothing of the earlier list's kept requests shows.
+        let read = |signaled| match write(signaled) {
+            Wr::Plain(p) => Wr::Plain(SendWr { op: SendOp::Read, ..p }),
+            w => w,
+        };
+        l.push(read(false), ()).unwrap();
+        l.push(read(true), ()).unwrap();
+        assert_eq!(format!("{:?}", l.get(1).unwrap()), format!("{:?}", read(true)));
+        let native = Wr::Flush { flags, rkey: 2, remote_addr: 16, len: 8, ptype: 1 };
+        l.push(native, ()).unwrap();
+        l.push(read(false), ()).unwrap();
+        let want = [read(false), read(true), native, read(false)];
+        assert_eq!(format!("{:?}", l.iter().collect::<Vec<_>>()), format!("{want:?}"));
     }
 }

@@ -86,7 +86,8 @@ impl Conn {
     /// }
     /// ```
     pub fn chain(&self) -> Chain<'_> {
-        Chain { conn: self, ops: SendChain::new() }
+        let native = self.parts.native;
+        Chain { conn: self, ops: SendChain::new(native.flush || native.atomic_write) }
     }
 }
 

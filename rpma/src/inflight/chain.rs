@@ -33,10 +33,12 @@ pub(crate) struct SendChain {
 }
 
 impl SendChain {
-    /// An empty chain.
+    /// An empty chain; `native`: for a QP that may post native operations
+    /// (its list keeps every request's `Wr` for the extended interface).
     #[inline]
-    pub(crate) const fn new() -> SendChain {
-        SendChain { ops: ChainList::new(), last_signaled: false, unheld: 0, fit: 0 }
+    pub(crate) const fn new(native: bool) -> SendChain {
+        let ops = if native { ChainList::keeping_all() } else { ChainList::new() };
+        SendChain { ops, last_signaled: false, unheld: 0, fit: 0 }
     }
 
     /// Operations in the chain.

@@ -438,7 +438,7 @@ mod tests {
             })
         };
         let hold: Arc<u8> = Arc::new(7);
-        let mut c = SendChain::new();
+        let mut c = SendChain::new(false);
         let e = c.push(wr(false), 1, CompletionOp::Write, None).unwrap_err();
         assert!(matches!(e, Error::Unknown(_)), "{e}");
         assert_eq!(c.len(), 0, "nothing added");
