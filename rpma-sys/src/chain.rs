@@ -159,10 +159,10 @@ impl<T> ChainList<T> {
     }
 
     /// Request `i` as it was added (`None` past the end). A plain request
-    /// is read back from its encoding: its ID is the one
-    /// [`set_wr_id`](Self::set_wr_id) gave it (0 when none did), and a
-    /// 0-byte element at address 0 with key 0 comes back as none (both
-    /// are posted as none).
+    /// the list keeps only as its encoding (see [`ChainList`]) is read back
+    /// from it: its ID is the one [`set_wr_id`](Self::set_wr_id) gave it (0
+    /// when none did), and a 0-byte element at address 0 with key 0 comes
+    /// back as none (both are posted as none).
     #[inline]
     pub fn get(&self, i: usize) -> Option<Wr> {
         if i >= self.len {
