@@ -133,6 +133,14 @@ fn callgrind_total(f: &Path) -> Res<f64> {
 /// One case's values: C librpma's, rpma's, and the per-round ratios.
 type Cell = (Vec<f64>, Vec<f64>, Vec<f64>);
 
+/// Adds one round's values of `case` to its cell.
+fn add_round(cells: &mut BTreeMap<String, Cell>, case: String, c: f64, r: f64) {
+    let e = cells.entry(case).or_default();
+    e.0.push(c);
+    e.1.push(r);
+    e.2.push(r / c);
+}
+
 /// A round's values of one case, as printed (`ROUND round case c_librpma rpma`;
 /// the case's words joined by `/`) and read back by [`report`].
 fn round_line(round: usize, case: &str, c: f64, r: f64) -> String {
@@ -150,12 +158,9 @@ fn report(files: &[String]) -> Res<()> {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?;
         for l in text.lines() {
             if let ["ROUND", _, case, c, r] = l.split_whitespace().collect::<Vec<_>>().as_slice() {
-                let (c, r): (f64, f64) = (c.parse()?, r.parse()?);
-                let e = cells.entry(case.replace('/', " ")).or_default();
-                e.0.push(c);
-                e.1.push(r);
-                e.2.push(r / c);
-                rounds = rounds.max(e.2.len());
+                let case = case.replace('/', " ");
+                add_round(&mut cells, case.clone(), c.parse()?, r.parse()?);
+                rounds = rounds.max(cells[&case].2.len());
             }
         }
     }
@@ -236,10 +241,7 @@ fn run() -> Res<()> {
         for (k, c) in &got[0] {
             if let Some(r) = got[1].get(k) {
                 println!("{}", round_line(round, k, *c, *r));
-                let e = cells.entry(k.clone()).or_default();
-                e.0.push(*c);
-                e.1.push(*r);
-                e.2.push(r / c);
+                add_round(&mut cells, k.clone(), *c, *r);
             }
         }
         eprintln!("capi bench: round {} of {rounds} done", round + 1);
