@@ -193,6 +193,27 @@ impl<T> ChainList<T> {
         }
     }
 
+    /// The index of the first request the extended interface `ex` does not
+    /// carry ([`QpEx::carries`]), if any.
+    #[inline]
+    pub fn first_not_carried(&self, ex: &QpEx<'_>) -> Option<usize> {
+        self.position(|_, w| !ex.carries(w))
+    }
+
+    /// The index of the first request, in order, for which `f` (given its
+    /// index) is true: a kept request read in place, another read back (as
+    /// [`get`](Self::get)).
+    #[inline(always)]
+    fn position(&self, mut f: impl FnMut(usize, &Wr) -> bool) -> Option<usize> {
+        if self.all {
+            let kept = self.slots.get(..self.len).unwrap_or_default();
+            // SAFETY: a slot of the first `len` of a list that keeps every
+            // request's `wr` (`all`): initialised.
+            return kept.iter().enumerate().position(|(i, s)| f(i, unsafe { s.wr.assume_init_ref() }));
+        }
+        (0..self.len).position(|i| self.get(i).is_some_and(|w| f(i, &w)))
+    }
+
     /// The requests, in order, as they were added.
     pub fn iter(&self) -> impl Iterator<Item = Wr> + Clone + '_ {
         match self.all {
@@ -442,8 +463,8 @@ unsafe fn post_chain<T, const OWN: bool>(
         let l: &ChainList<T> = list;
         // SAFETY: the caller's guarantee, passed on.
         let r = match OWN {
-            true => unsafe { ex.post_list(l.iter(), |i| l.own_id(i)) },
-            false => unsafe { ex.post_list(l.iter(), wr_id) },
+            true => unsafe { ex.post_list(l, |i| l.own_id(i)) },
+            false => unsafe { ex.post_list(l, wr_id) },
         };
         return r.map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
     }
@@ -503,25 +524,26 @@ unsafe fn post_chain<T, const OWN: bool>(
 }
 
 impl QpEx<'_> {
-    /// Posts `wrs` as one `ibv_wr_start` ... `ibv_wr_complete` sequence,
-    /// request `i` with the work request ID `wr_id(i)`: all of them or,
+    /// Posts the requests of `list` as one `ibv_wr_start` ...
+    /// `ibv_wr_complete` sequence, request `i` with the work request ID
+    /// `wr_id(i)`: all of them or,
     /// when `ibv_wr_complete` fails, none on mlx5 and efa (which roll back),
     /// possibly all on rxe (a failed doorbell after the queue was written):
     /// [`PostError::maybe_queued`](crate::post::PostError::maybe_queued).
     ///
     /// # Safety
-    /// As [`Qp::post_send`], for every request in `wrs`.
+    /// As [`Qp::post_send`], for every request in `list`.
     ///
     /// # Errors
     /// `EOPNOTSUPP` (before anything is built) when a request is not
     /// [`carried`](Self::carries); the errno of `ibv_wr_complete`.
     #[inline]
-    pub(crate) unsafe fn post_list(
+    pub(crate) unsafe fn post_list<T>(
         &mut self,
-        wrs: impl Iterator<Item = Wr> + Clone,
+        list: &ChainList<T>,
         wr_id: impl Fn(usize) -> u64,
     ) -> Result<(), crate::post::PostError> {
-        if !wrs.clone().all(|w| self.carries(&w)) {
+        if list.first_not_carried(self).is_some() {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP).into());
         }
         let q = self.qpx;
@@ -531,10 +553,11 @@ impl QpEx<'_> {
         unsafe {
             ffi::ibv_wr_start(q);
             let mut b = Extended::started(q);
-            for (i, wr) in wrs.enumerate() {
+            list.position(|i, wr| {
                 b.id(wr_id(i));
-                encode(&wr, &mut b);
-            }
+                encode(wr, &mut b);
+                false
+            });
             crate::post::queued_outcome(ffi::ibv_wr_complete(q), "ibv_wr_complete")
         }
     }
@@ -781,5 +804,35 @@ mod tests {
         l.push(read(false), ()).unwrap();
         let want = [read(false), read(true), native, read(false)];
         assert_eq!(format!("{:?}", l.iter().collect::<Vec<_>>()), format!("{want:?}"));
+    }
+
+    /// `position` (the carried check's and the extended post's walk) sees
+    /// every request in order with its index, in both kinds of list, kept
+    /// in place or read back.
+    #[test]
+    fn position_walks_the_requests_in_order() {
+        let flags = WrFlags { wr_id: 0, signaled: true, fence: false };
+        let flush = Wr::Flush { flags, rkey: 2, remote_addr: 16, len: 8, ptype: 1 };
+        for mut l in [ChainList::new(), ChainList::keeping_all()] {
+            for w in [write(false), write(true), flush, write(false)] {
+                l.push(w, ()).unwrap();
+            }
+            let mut seen = Vec::new();
+            let first = |i, w: &Wr| {
+                seen.push((i, format!("{w:?}")));
+                true
+            };
+            assert_eq!(l.position(first), Some(0));
+            assert_eq!(l.position(|_, w| w.is_native()), Some(2));
+            assert_eq!(l.position(|_, w| matches!(w, Wr::Inline8 { .. })), None);
+            let mut all = Vec::new();
+            let none = |i, w: &Wr| {
+                all.push((i, format!("{w:?}")));
+                false
+            };
+            assert_eq!(l.position(none), None);
+            let want: Vec<_> = l.iter().map(|w| format!("{w:?}")).enumerate().collect();
+            assert_eq!((seen.len(), all), (1, want));
+        }
     }
 }

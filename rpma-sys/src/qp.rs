@@ -104,6 +104,78 @@ impl SendOps {
     }
 }
 
+/// What a QP's extended interface carries, one bit per builder and setter:
+/// an operation is carried when the QP was created with its
+/// `IBV_QP_EX_WITH_*` flag and the provider filled in its builder, and the
+/// setter its local memory needs. Read from the provider's members once,
+/// when the QP is created (where providers fill them in, never to change
+/// them), so asking about a request costs a few instructions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Carried(pub(crate) u16);
+
+impl Carried {
+    pub(crate) const SGE: u16 = 1 << 0;
+    pub(crate) const INLINE: u16 = 1 << 1;
+    pub(crate) const SGE_LIST: u16 = 1 << 2;
+    pub(crate) const WRITE: u16 = 1 << 3;
+    pub(crate) const WRITE_IMM: u16 = 1 << 4;
+    pub(crate) const READ: u16 = 1 << 5;
+    pub(crate) const SEND: u16 = 1 << 6;
+    pub(crate) const SEND_IMM: u16 = 1 << 7;
+    pub(crate) const SEND_INV: u16 = 1 << 8;
+    pub(crate) const CMP_SWP: u16 = 1 << 9;
+    pub(crate) const FETCH_ADD: u16 = 1 << 10;
+    pub(crate) const ATOMIC_WRITE: u16 = 1 << 11;
+    pub(crate) const FLUSH: u16 = 1 << 12;
+
+    /// What the extended interface `q`, of a QP created with the
+    /// `send_ops_flags` `ops`, carries.
+    ///
+    /// # Safety
+    /// `q` is the live `ibv_qp_ex` of a QP created with `ops` (the
+    /// library then has the members of those operations).
+    pub(crate) unsafe fn of(q: *const ffi::ibv_qp_ex, ops: u64) -> Carried {
+        let has = |flag: u64| ops & flag != 0;
+        // SAFETY: the caller's live qp_ex; a builder is read only for an
+        // operation the QP was created with.
+        let q = unsafe { &*q };
+        let bits = [
+            (q.wr_set_sge.is_some(), Self::SGE),
+            (q.wr_set_inline_data.is_some(), Self::INLINE),
+            (q.wr_set_sge_list.is_some(), Self::SGE_LIST),
+            (has(QP_EX_WITH_RDMA_WRITE) && q.wr_rdma_write.is_some(), Self::WRITE),
+            (has(WRITE_WITH_IMM) && q.wr_rdma_write_imm.is_some(), Self::WRITE_IMM),
+            (has(QP_EX_WITH_RDMA_READ) && q.wr_rdma_read.is_some(), Self::READ),
+            (has(QP_EX_WITH_SEND) && q.wr_send.is_some(), Self::SEND),
+            (has(SEND_WITH_IMM) && q.wr_send_imm.is_some(), Self::SEND_IMM),
+            (has(SEND_WITH_INV) && q.wr_send_inv.is_some(), Self::SEND_INV),
+            (has(ATOMIC_CMP_AND_SWP) && q.wr_atomic_cmp_swp.is_some(), Self::CMP_SWP),
+            (has(ATOMIC_FETCH_AND_ADD) && q.wr_atomic_fetch_add.is_some(), Self::FETCH_ADD),
+            (has(QP_EX_WITH_ATOMIC_WRITE) && q.wr_atomic_write.is_some(), Self::ATOMIC_WRITE),
+            (has(QP_EX_WITH_FLUSH) && q.wr_flush.is_some(), Self::FLUSH),
+        ];
+        Carried(bits.iter().filter(|(yes, _)| *yes).fold(0, |m, (_, bit)| m | bit))
+    }
+
+    /// Whether every bit of `need` is here.
+    #[inline]
+    pub(crate) fn covers(self, need: u16) -> bool {
+        need & !self.0 == 0
+    }
+
+    /// Whether the bit `bit` (one of the operations') is here.
+    #[inline]
+    pub(crate) fn has(self, bit: u16) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+const WRITE_WITH_IMM: u64 = send_ops::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0 as u64;
+const SEND_WITH_IMM: u64 = send_ops::IBV_QP_EX_WITH_SEND_WITH_IMM.0 as u64;
+const SEND_WITH_INV: u64 = send_ops::IBV_QP_EX_WITH_SEND_WITH_INV.0 as u64;
+const ATOMIC_CMP_AND_SWP: u64 = send_ops::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0 as u64;
+const ATOMIC_FETCH_AND_ADD: u64 = send_ops::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0 as u64;
+
 /// What a reliable-connected QP is created with.
 #[derive(Clone, Debug)]
 pub struct QpInit<'a> {
@@ -172,8 +244,11 @@ pub struct Qp {
     owner: QpOwner,
     /// Set once `ibv_destroy_qp` succeeded (Drop then has nothing to do).
     destroyed: bool,
-    /// The `send_ops_flags` the library accepted (0: no extended interface).
-    send_ops: u64,
+    /// The extended interface, when the QP was created with
+    /// `send_ops_flags` (null otherwise), and what it carries: both read
+    /// once, when the QP is created.
+    qpx: *mut ffi::ibv_qp_ex,
+    carried: Carried,
     _pd: Pd,
     _send_cq: Cq,
     _recv_cq: Cq,
@@ -239,6 +314,17 @@ impl Qp {
     fn wrap(qp: *mut ffi::ibv_qp, owner: QpOwner, pd: &Pd, init: &QpInit<'_>) -> Qp {
         // SAFETY: `qp` is live (just created).
         crate::fault::qp_created(unsafe { (*qp).qp_num });
+        let (qpx, carried) = match init.send_ops_flags {
+            0 => (std::ptr::null_mut(), Carried::default()),
+            ops => {
+                // SAFETY: live QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+                let qpx = unsafe { ffi::ibv_qp_to_qp_ex(qp) };
+                // SAFETY: a live qp_ex of a QP created with `ops`; its
+                // provider filled in its members while creating it.
+                let carried = if qpx.is_null() { Carried::default() } else { unsafe { Carried::of(qpx, ops) } };
+                (qpx, carried)
+            }
+        };
         Qp {
             qp,
             // SAFETY: `qp` is live (just created).
@@ -247,7 +333,8 @@ impl Qp {
             post_recv: unsafe { ffi::post_recv_fn(qp) },
             owner,
             destroyed: false,
-            send_ops: init.send_ops_flags,
+            qpx,
+            carried,
             _pd: pd.clone(),
             _send_cq: init.send_cq.clone(),
             _recv_cq: init.recv_cq.clone(),
@@ -364,12 +451,7 @@ impl Qp {
     /// `send_ops_flags`.
     #[inline]
     pub fn ex(&self) -> Option<QpEx<'_>> {
-        if self.send_ops == 0 {
-            return None;
-        }
-        // SAFETY: live QP created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
-        let qpx = unsafe { ffi::ibv_qp_to_qp_ex(self.qp) };
-        (!qpx.is_null()).then_some(QpEx { qpx, send_ops: self.send_ops, _qp: self })
+        (!self.qpx.is_null()).then_some(QpEx { qpx: self.qpx, carried: self.carried, _qp: self })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_qp {
@@ -429,7 +511,8 @@ impl Drop for Qp {
 #[derive(Debug)]
 pub struct QpEx<'a> {
     pub(crate) qpx: *mut ffi::ibv_qp_ex,
-    pub(crate) send_ops: u64,
+    /// What it carries (read when the QP was created).
+    pub(crate) carried: Carried,
     _qp: &'a Qp,
 }
 
@@ -438,15 +521,13 @@ impl QpEx<'_> {
     /// (it was created with [`QP_EX_WITH_ATOMIC_WRITE`] on a capable device).
     #[inline]
     pub fn has_atomic_write(&self) -> bool {
-        // SAFETY: live qp_ex, created with the op, so the library has the member.
-        self.send_ops & QP_EX_WITH_ATOMIC_WRITE != 0 && unsafe { (*self.qpx).wr_atomic_write.is_some() }
+        self.carried.has(Carried::ATOMIC_WRITE)
     }
 
     /// Whether the provider implements `ibv_wr_flush` for this QP.
     #[inline]
     pub fn has_flush(&self) -> bool {
-        // SAFETY: live qp_ex, created with the op, so the library has the member.
-        self.send_ops & QP_EX_WITH_FLUSH != 0 && unsafe { (*self.qpx).wr_flush.is_some() }
+        self.carried.has(Carried::FLUSH)
     }
 }
 

@@ -9,11 +9,9 @@ use crate::ffi;
 use crate::mr::Mr;
 use crate::mw::Mw;
 use crate::post::{post_outcome, queued_outcome, PostError};
-use crate::qp::{Qp, QpEx};
-use crate::qp::{FLUSH_RANGE, QP_EX_WITH_SEND};
-use crate::qp::{QP_EX_WITH_RDMA_READ, QP_EX_WITH_RDMA_WRITE};
+use crate::qp::FLUSH_RANGE;
+use crate::qp::{Carried, Qp, QpEx};
 use crate::srq::Srq;
-use ffi::ibv_qp_create_send_ops_flags as ops_flags;
 use std::io;
 
 /// One scatter/gather element: `length` bytes at `addr` of a region with `lkey`.
@@ -487,12 +485,6 @@ fn call<F>(f: Option<F>, go: impl FnOnce(F)) {
     }
 }
 
-const WRITE_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM.0 as u64;
-const SEND_WITH_IMM: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_IMM.0 as u64;
-const SEND_WITH_INV: u64 = ops_flags::IBV_QP_EX_WITH_SEND_WITH_INV.0 as u64;
-const ATOMIC_CMP_AND_SWP: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP.0 as u64;
-const ATOMIC_FETCH_AND_ADD: u64 = ops_flags::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD.0 as u64;
-
 impl QpEx<'_> {
     /// Posts a native request ([`Wr::is_native`]: an atomic write or a
     /// flush, which name no local memory) alone, as one `ibv_wr_start` ...
@@ -524,44 +516,48 @@ impl QpEx<'_> {
     /// it.
     #[inline]
     fn carries_native(&self, wr: &Wr) -> bool {
-        match wr {
-            Wr::AtomicWrite { .. } => self.has_atomic_write(),
-            Wr::Flush { .. } => self.has_flush(),
-            Wr::Plain(_) | Wr::Inline8 { .. } => false,
-        }
+        wr.is_native() && self.carries(wr)
     }
 
     /// Whether this QP's extended interface can post `wr`: the QP was
     /// created with the operation's `IBV_QP_EX_WITH_*` flag and the
     /// provider filled in its builder (and the setter its local memory
-    /// needs). A connection's QP carries RDMA write and read beside the
-    /// native operations, not sends nor writes with immediate data.
+    /// needs), as read once when the QP was created. A connection's QP
+    /// carries RDMA write and read beside the native operations, not sends
+    /// nor writes with immediate data.
+    #[inline]
     pub fn carries(&self, wr: &Wr) -> bool {
-        let (q, has) = (self.qpx, |flag: u64| self.send_ops & flag != 0);
-        // SAFETY: live qp_ex; members are read only for operations the QP
-        // was created with, which the library then has.
-        unsafe {
-            let Some(p) = wr.send_wr() else {
-                return self.carries_native(wr);
-            };
-            let setter = match p.sge {
-                Some(_) if p.inline => (*q).wr_set_inline_data.is_some(),
-                Some(_) => (*q).wr_set_sge.is_some(),
-                None => (*q).wr_set_sge_list.is_some(),
-            };
-            setter
-                && match p.op {
-                    SendOp::Write => has(QP_EX_WITH_RDMA_WRITE) && (*q).wr_rdma_write.is_some(),
-                    SendOp::WriteImm(_) => has(WRITE_WITH_IMM) && (*q).wr_rdma_write_imm.is_some(),
-                    SendOp::Read => has(QP_EX_WITH_RDMA_READ) && (*q).wr_rdma_read.is_some(),
-                    SendOp::Send => has(QP_EX_WITH_SEND) && (*q).wr_send.is_some(),
-                    SendOp::SendImm(_) => has(SEND_WITH_IMM) && (*q).wr_send_imm.is_some(),
-                    SendOp::SendInv(_) => has(SEND_WITH_INV) && (*q).wr_send_inv.is_some(),
-                    SendOp::CompareSwap { .. } => has(ATOMIC_CMP_AND_SWP) && (*q).wr_atomic_cmp_swp.is_some(),
-                    SendOp::FetchAdd(_) => has(ATOMIC_FETCH_AND_ADD) && (*q).wr_atomic_fetch_add.is_some(),
-                }
-        }
+        self.carried.covers(carried_need(wr))
     }
+}
+
+/// The bits of [`Carried`] `wr` needs: its builder's and, naming local
+/// memory, its setter's.
+#[inline]
+fn carried_need(wr: &Wr) -> u16 {
+    type C = Carried;
+    let p = match wr {
+        Wr::Plain(p) => p,
+        Wr::Inline8 { .. } => return C::INLINE | C::WRITE,
+        Wr::AtomicWrite { .. } => return C::ATOMIC_WRITE,
+        Wr::Flush { .. } => return C::FLUSH,
+    };
+    let setter = match p.sge {
+        Some(_) if p.inline => C::INLINE,
+        Some(_) => C::SGE,
+        None => C::SGE_LIST,
+    };
+    setter
+        | match p.op {
+            SendOp::Write => C::WRITE,
+            SendOp::WriteImm(_) => C::WRITE_IMM,
+            SendOp::Read => C::READ,
+            SendOp::Send => C::SEND,
+            SendOp::SendImm(_) => C::SEND_IMM,
+            SendOp::SendInv(_) => C::SEND_INV,
+            SendOp::CompareSwap { .. } => C::CMP_SWP,
+            SendOp::FetchAdd(_) => C::FETCH_ADD,
+        }
 }
 
 /// What a memory-window bind binds (`struct ibv_mw_bind_info`): `length`
@@ -948,6 +944,59 @@ pub fn next_rkey(rkey: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    /// A request needs its builder and, naming local memory, its setter;
+    /// a QP without the extended interface's members carries nothing.
+    #[test]
+    fn a_request_is_carried_when_its_builder_and_setter_are() {
+        use super::{carried_need, Carried, SendOp, SendWr, Sge, Wr, WrFlags};
+        let carries = |c: Carried, w: &Wr| c.covers(carried_need(w));
+        let plain = |op, sge: Option<Sge>, inline| {
+            Wr::Plain(SendWr { wr_id: 0, op, sge, remote_addr: 0, rkey: 0, signaled: true, fence: false, inline })
+        };
+        let sge = Some(Sge { addr: 1, length: 8, lkey: 2 });
+        let flags = WrFlags { wr_id: 0, signaled: true, fence: false };
+        let (write, read) = (plain(SendOp::Write, sge, false), plain(SendOp::Read, sge, false));
+        let native = [
+            Wr::AtomicWrite { flags, rkey: 1, remote_addr: 8, value: [0; 8] },
+            Wr::Flush { flags, rkey: 1, remote_addr: 8, len: 8, ptype: 0 },
+        ];
+        // A connection's QP: write and read beside the native operations.
+        let conn = Carried(
+            Carried::SGE
+                | Carried::INLINE
+                | Carried::SGE_LIST
+                | Carried::WRITE
+                | Carried::READ
+                | Carried::ATOMIC_WRITE
+                | Carried::FLUSH,
+        );
+        for w in [write, read, plain(SendOp::Write, None, false), plain(SendOp::Write, sge, true)] {
+            assert!(carries(conn, &w), "{w:?}");
+        }
+        assert!(carries(conn, &Wr::Inline8 { flags, rkey: 1, remote_addr: 8, value: [1; 8] }));
+        assert!(native.iter().all(|w| carries(conn, w)));
+        for op in [
+            SendOp::WriteImm(1),
+            SendOp::Send,
+            SendOp::SendImm(1),
+            SendOp::SendInv(1),
+            SendOp::CompareSwap { compare: 1, swap: 2 },
+            SendOp::FetchAdd(1),
+        ] {
+            assert!(!carries(conn, &plain(op, sge, false)), "{op:?}");
+        }
+        // A builder without the setter its memory needs is not enough.
+        let no_sge = Carried(conn.0 & !Carried::SGE);
+        assert!(!carries(no_sge, &write) && carries(no_sge, &plain(SendOp::Write, sge, true)));
+        assert!(!carries(Carried(conn.0 & !Carried::FLUSH), &native[1]));
+        // SAFETY: all-zero is a valid qp_ex: no member filled in.
+        let none: super::ffi::ibv_qp_ex = unsafe { std::mem::zeroed() };
+        // SAFETY: a qp_ex to read, every member None.
+        let empty = unsafe { Carried::of(&none, u64::MAX) };
+        assert_eq!(empty, Carried::default());
+        assert!(!carries(empty, &write) && !native.iter().any(|w| carries(empty, w)));
+    }
+
     #[test]
     fn sgl_longer_than_the_stack_array_is_refused() {
         let mut out = [std::mem::MaybeUninit::uninit(); super::MAX_SGL];

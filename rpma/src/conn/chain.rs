@@ -290,7 +290,7 @@ impl<'c> Chain<'c> {
 #[inline(never)]
 fn check_carried(qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
     let ex = qp.ex().ok_or_else(|| Error::Unknown("a native operation without extended interface".into()))?;
-    match ops.iter().position(|w| !ex.carries(&w)) {
+    match ops.first_not_carried(&ex) {
         Some(i) => Err(not_carried(i)),
         None => Ok(()),
     }

@@ -47,9 +47,11 @@ impl SendChain {
         self.ops.len()
     }
 
-    /// The operations, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = Wr> + '_ {
-        self.ops.iter()
+    /// The index of the first operation the extended interface `ex` does
+    /// not carry, if any.
+    #[inline]
+    pub(crate) fn first_not_carried(&self, ex: &rpma_sys::qp::QpEx<'_>) -> Option<usize> {
+        self.ops.first_not_carried(ex)
     }
 
     /// Whether one of the operations is native (posted through `ibv_wr_*`).
