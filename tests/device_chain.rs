@@ -394,6 +394,159 @@ device_tests!({
         close(c, s);
     }
 
+    /// A kept chain (`post_keep`): example 07's commit appended at a new
+    /// place each time by `set_remote` and `set_atomic_value`, every record
+    /// and the last pointer checked at the server; the chain moved between
+    /// posts (linked again where it lands); unheld (no record) and held
+    /// (posted through a copy of its records, each post holding the region
+    /// until its completion).
+    fn kept_chain_appends_at_a_new_place_each_post() {
+        let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, usage);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
+        let remote = remote_of(&c);
+        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        println!("  path: {}", paths(&c));
+        // Unheld, the source is written for each commit once the one before
+        // completed; held, the kept chain holds it (its bytes fixed).
+        let record = |n: u64| if n < 100 { 0xc0de_0000_0000_0000u64 | n } else { 0xc0de_0000_0000_0100 };
+        let at = |n: u64| 4096 + 8 * n;
+        for unheld in [true, false] {
+            src.write_at(0, &record(if unheld { 0 } else { 100 }).to_le_bytes()).unwrap();
+            let mut ch = Box::new(c.chain());
+            let ops = (
+                Write::new(&remote, at(0), &src, 0, 8).flags(QUIET).op_context(1),
+                Flush::new(&remote, at(0), 8, FlushType::Visibility).flags(QUIET).op_context(2),
+                AtomicWrite::new(&remote, 0, [0; 8]).flags(QUIET).op_context(3),
+                Flush::new(&remote, 0, 8, FlushType::Visibility).flags(LOUD).op_context(4),
+            );
+            if unheld {
+                // SAFETY: `src` is written only after each commit's
+                // completion is reaped, and outlives the connection.
+                unsafe { ch.push_unheld(ops.0).unwrap().push_unheld(ops.1).unwrap().push_unheld(ops.2).unwrap() };
+                unsafe { ch.push_unheld(ops.3).unwrap() };
+            } else {
+                ch.push(ops.0).unwrap().push(ops.1).unwrap().push(ops.2).unwrap().push(ops.3).unwrap();
+            }
+            let base = if unheld { 0 } else { 100 };
+            for n in base..base + 20 {
+                if unheld {
+                    src.write_at(0, &record(n).to_le_bytes()).unwrap();
+                }
+                ch.set_remote(0, &remote, at(n)).unwrap().set_remote(1, &remote, at(n)).unwrap();
+                ch.set_atomic_value(2, at(n).to_le_bytes()).unwrap();
+                if n == base + 10 {
+                    // Moved to a new place (a new box: the old one is freed):
+                    // its requests are linked again where they land.
+                    #[allow(clippy::replace_box)]
+                    {
+                        ch = Box::new(*ch);
+                    }
+                }
+                // SAFETY: as above.
+                unsafe { ch.post_keep().unwrap() };
+                assert_eq!(ch.len(), 4, "kept");
+                if !unheld {
+                    assert_eq!(c.pending_sends(), 4, "recorded through a copy");
+                }
+                let wc = c.cq().next_completion(T).unwrap();
+                assert_eq!((wc.op_context, wc.op, wc.status), (4, CompletionOp::Flush, WcStatus::SUCCESS));
+                assert_eq!(c.pending_sends(), 0);
+            }
+            for n in base..base + 20 {
+                let mut b = [0u8; 8];
+                smr.read_at(at(n) as usize, &mut b).unwrap();
+                assert_eq!(u64::from_le_bytes(b), record(n), "record {n}");
+            }
+            let mut ptr = [0u8; 8];
+            smr.read_at(0, &mut ptr).unwrap();
+            assert_eq!(u64::from_le_bytes(ptr), at(base + 19), "the pointer to the last record");
+            println!(
+                "  {}: 20 commits from one kept chain, every record and the pointer at the server",
+                if unheld { "unheld" } else { "held" }
+            );
+            if !unheld {
+                assert!(src.write_at(0, &[0]).is_err(), "the kept chain holds the region");
+            }
+            // Posted by `post`, it empties (and a held chain lets its regions go
+            // with the completion).
+            ch.post().unwrap();
+            assert!(ch.is_empty());
+            assert_eq!(c.cq().next_completion(T).unwrap().op_context, 4);
+            src.write_at(0, &[0]).unwrap();
+        }
+        close(c, s);
+    }
+
+    /// What a kept chain refuses, the chain unchanged each time: a remote
+    /// range moved out of its region, to another region, a misaligned atomic
+    /// write, a send's remote range, an atomic value for a write, an index
+    /// past the end, a replace in a chain with a held operation; a replace
+    /// of another kind, posted again.
+    fn kept_chain_refusals_and_replaces() {
+        let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::RECV;
+        let sp = peer();
+        let (smr, pdata) = server_region(&sp, usage);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
+        let remote = remote_of(&c);
+        let mut local =
+            MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::READ_DST | Usage::SEND)
+                .unwrap();
+        local.write_at(0, b"kept....").unwrap();
+        let mut ch = c.chain();
+        // SAFETY: `local` outlives the connection and is touched only after
+        // each completion is reaped.
+        unsafe {
+            ch.push_unheld(Write::new(&remote, 64, &local, 0, 8).flags(QUIET)).unwrap();
+            ch.push_unheld(AtomicWrite::new(&remote, 8, [1; 8]).flags(QUIET)).unwrap();
+            ch.push_unheld(Read::new(&local, 8, &remote, 64, 8).flags(LOUD).op_context(9)).unwrap();
+        }
+        let inval = |e: rpma::Error, detail: &str| {
+            assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
+            let d = format!("{:?}", e.detail());
+            assert!(d.contains(detail), "{d}: {e}");
+            println!("  refused: {e}");
+        };
+        inval(ch.set_remote(0, &remote, 8192 - 4).unwrap_err(), "OutOfRange");
+        inval(ch.set_remote(3, &remote, 0).unwrap_err(), "OutOfRange");
+        inval(ch.set_remote(0, &forged_rkey(&c), 0).unwrap_err(), "Foreign");
+        inval(ch.set_remote(1, &remote, 12).unwrap_err(), "Misaligned");
+        inval(ch.set_atomic_value(0, [2; 8]).unwrap_err(), "None");
+        // Nothing changed: posted as it was.
+        // SAFETY: as above.
+        unsafe { ch.post_keep().unwrap() };
+        assert_eq!(c.cq().next_completion(T).unwrap().op_context, 9);
+        let mut b = [0u8; 8];
+        local.read_at(8, &mut b).unwrap();
+        assert_eq!(&b, b"kept....", "the write, then the read of its bytes");
+        smr.read_at(8, &mut b).unwrap();
+        assert_eq!(b, [1; 8], "the atomic write");
+        // A replace of another kind: the write becomes a read.
+        // SAFETY: as above.
+        unsafe { ch.replace_unheld(0, Read::new(&local, 16, &remote, 8, 8).flags(QUIET)).unwrap() };
+        ch.set_atomic_value(1, [3; 8]).unwrap();
+        unsafe { ch.post_keep().unwrap() };
+        assert_eq!(c.cq().next_completion(T).unwrap().op_context, 9);
+        local.read_at(16, &mut b).unwrap();
+        assert_eq!(b, [1; 8], "the read before the atomic write saw its earlier value");
+        smr.read_at(8, &mut b).unwrap();
+        assert_eq!(b, [3; 8], "the new value");
+        // A send has no remote range; a replace needs every operation unheld.
+        let mut mixed = c.chain();
+        s.recv(&smr, 7000, 64, 81).unwrap();
+        mixed.push(rpma::ops::Send::new(&local, 0, 8).flags(LOUD).op_context(5)).unwrap();
+        inval(mixed.set_remote(0, &remote, 0).unwrap_err(), "None");
+        // SAFETY: as above (never posted).
+        let e = unsafe { mixed.replace_unheld(0, Read::new(&local, 0, &remote, 0, 8)) }.unwrap_err();
+        inval(e, "None");
+        mixed.post().unwrap();
+        assert_eq!(c.cq().next_completion(T).unwrap().op_context, 5);
+        assert_eq!(s.cq().next_completion(T).unwrap().op_context, 81);
+        drop((ch, mixed));
+        close(c, s);
+    }
+
     /// Chains against the send queue's size: one that can never fit is
     /// refused (Inval) and one that does not fit now is refused with Again,
     /// both before anything is posted.

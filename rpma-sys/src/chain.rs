@@ -11,7 +11,7 @@
 
 use crate::ffi;
 use crate::qp::{Qp, QpEx};
-use crate::wr::{classic_decode, encode, Classic, Extended, SendPosting, Token, Wr};
+use crate::wr::{classic_decode, encode, Classic, Extended, SendOp, SendPosting, Token, Wr};
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -49,6 +49,12 @@ pub struct ChainList<T> {
     /// The requests, each with its parts side by side (one address to
     /// compute a push).
     slots: [Slot<T>; MAX_CHAIN],
+    /// The address of `slots` and the number of requests when a post with
+    /// the list's own IDs last linked them (each to the next and to its
+    /// SGE, an inline write's SGE to its bytes): still linked while both
+    /// are the same (a list posted again where it was, as it was). Reset
+    /// when emptied and by a replace; a push changes the number.
+    linked: (usize, usize),
 }
 
 /// One request of a [`ChainList`].
@@ -92,7 +98,7 @@ impl<T> ChainList<T> {
     /// An empty list.
     #[inline]
     pub const fn new() -> Self {
-        ChainList { len: 0, native: false, all: false, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
+        Self::empty(false)
     }
 
     /// An empty list that keeps every request's [`Wr`] beside its encoding:
@@ -100,7 +106,13 @@ impl<T> ChainList<T> {
     /// extended interface without reading plain requests back.
     #[inline]
     pub const fn keeping_all() -> Self {
-        ChainList { len: 0, native: false, all: true, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN] }
+        Self::empty(true)
+    }
+
+    /// An empty list, keeping every request's [`Wr`] when `all`.
+    #[inline]
+    const fn empty(all: bool) -> Self {
+        ChainList { len: 0, native: false, all, inline8: 0, slots: [const { Slot::EMPTY }; MAX_CHAIN], linked: (0, 0) }
     }
 
     /// Requests in the list.
@@ -158,6 +170,182 @@ impl<T> ChainList<T> {
         Ok(())
     }
 
+    /// Puts `wr` with its record `rec` in place of request `i` (dropping the
+    /// record it replaces); `wr` and `rec` are handed back when there is no
+    /// request `i`. Encoded as a push encodes it: written over
+    /// the request it replaces when both have the same opcode (the same
+    /// fields, every other byte still the zero of the first push), else into
+    /// a zeroed request, so the slot holds exactly what a push of `wr` there
+    /// would (its ID aside, which [`set_wr_id`](Self::set_wr_id) sets).
+    #[inline(always)]
+    pub fn replace(&mut self, i: usize, wr: Wr, rec: T) -> Result<(), (Wr, T)> {
+        if i >= self.len {
+            return Err((wr, rec));
+        }
+        let (all, was_native) = (self.all, self.native);
+        let Some(slot) = self.slots.get_mut(i) else {
+            return Err((wr, rec));
+        };
+        // SAFETY: i < len: slots[i].raw is initialised (every push writes it).
+        let raw = unsafe { slot.raw.assume_init_mut() };
+        let before = raw.opcode;
+        let mut c = Classic::new(raw);
+        let native = !encode(&wr, &mut c);
+        if !native && c.w.opcode != before {
+            c = encode_zeroed(c.w, wr);
+        }
+        slot.sge.write(c.sge);
+        self.linked = (0, 0);
+        // SAFETY: i < len: the record is initialised; replaced in place.
+        unsafe { *slot.rec.assume_init_mut() = Some(rec) };
+        // A native list keeps every request's `wr` (`all`): initialised.
+        // SAFETY: as said.
+        let old_native = was_native && unsafe { slot.wr.assume_init_ref() }.is_native();
+        let inline8 = matches!(wr, Wr::Inline8 { .. });
+        if native | inline8 | all {
+            slot.wr.write(wr);
+            if native && !all {
+                self.keep_plain(i);
+                self.all = true;
+            }
+        }
+        self.inline8 = (self.inline8 & !(1 << i)) | (u16::from(inline8) << i);
+        if old_native && !native {
+            self.native = self.position(|_, w| w.is_native()).is_some();
+        } else {
+            self.native |= native;
+        }
+        Ok(())
+    }
+
+    /// Where request `i` reaches the remote side: its rkey and the bytes
+    /// it touches there (the length of its local element for an RDMA write
+    /// or read, 8 for an atomic, a flush's length); `None` past the end or
+    /// for a send.
+    #[inline]
+    pub fn remote(&self, i: usize) -> Option<(u32, u64)> {
+        if i >= self.len {
+            return None;
+        }
+        let s = self.slots.get(i)?;
+        if self.all || self.inline8 & (1 << i) != 0 {
+            // SAFETY: i < len and the list keeps the request: initialised.
+            return match unsafe { s.wr.assume_init_ref() } {
+                Wr::Plain(p) => match p.op {
+                    SendOp::Write | SendOp::WriteImm(_) | SendOp::Read => {
+                        Some((p.rkey, p.sge.map_or(0, |g| u64::from(g.length))))
+                    }
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd(_) => Some((p.rkey, 8)),
+                    SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => None,
+                },
+                Wr::Inline8 { rkey, .. } | Wr::AtomicWrite { rkey, .. } => Some((*rkey, 8)),
+                Wr::Flush { rkey, len, .. } => Some((*rkey, *len as u64)),
+            };
+        }
+        // SAFETY: i < len: `raw` and `sge` are initialised.
+        let (w, sge) = unsafe { (s.raw.assume_init_ref(), s.sge.assume_init_ref()) };
+        use ffi::ibv_wr_opcode as o;
+        // SAFETY (the union reads): the fields `Classic::op` writes for
+        // the opcode.
+        match w.opcode {
+            o::IBV_WR_RDMA_WRITE | o::IBV_WR_RDMA_WRITE_WITH_IMM | o::IBV_WR_RDMA_READ => {
+                Some((unsafe { w.wr.rdma.rkey }, u64::from(sge.length) * u64::from(w.num_sge != 0)))
+            }
+            o::IBV_WR_ATOMIC_CMP_AND_SWP | o::IBV_WR_ATOMIC_FETCH_AND_ADD => Some((unsafe { w.wr.atomic.rkey }, 8)),
+            _ => None,
+        }
+    }
+
+    /// Moves request `i`'s remote address to `addr` (the rkey and length
+    /// as they were); false, changing nothing, past the end or for a send.
+    #[inline]
+    pub fn set_remote_addr(&mut self, i: usize, addr: u64) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        let kept = self.all || self.inline8 & (1 << i) != 0;
+        let Some(s) = self.slots.get_mut(i) else {
+            return false;
+        };
+        if kept {
+            // SAFETY: i < len and the list keeps the request: initialised.
+            match unsafe { s.wr.assume_init_mut() } {
+                Wr::Plain(p) => match p.op {
+                    SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => return false,
+                    _ => p.remote_addr = addr,
+                },
+                Wr::Inline8 { remote_addr, .. } => *remote_addr = addr,
+                // Not encoded for the classic backend: nothing more.
+                Wr::AtomicWrite { remote_addr, .. } | Wr::Flush { remote_addr, .. } => {
+                    *remote_addr = addr;
+                    return true;
+                }
+            }
+        }
+        // SAFETY: i < len: `raw` is initialised.
+        let w = unsafe { s.raw.assume_init_mut() };
+        use ffi::ibv_wr_opcode as o;
+        match w.opcode {
+            o::IBV_WR_RDMA_WRITE | o::IBV_WR_RDMA_WRITE_WITH_IMM | o::IBV_WR_RDMA_READ => w.wr.rdma.remote_addr = addr,
+            o::IBV_WR_ATOMIC_CMP_AND_SWP | o::IBV_WR_ATOMIC_FETCH_AND_ADD => w.wr.atomic.remote_addr = addr,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Gives request `i`, an atomic write (inline 8-byte or native), the
+    /// bytes `value`; false, changing nothing, for another request or past
+    /// the end.
+    #[inline]
+    pub fn set_value(&mut self, i: usize, value: [u8; 8]) -> bool {
+        if i >= self.len || !(self.all || self.inline8 & (1 << i) != 0) {
+            return false;
+        }
+        let Some(s) = self.slots.get_mut(i) else {
+            return false;
+        };
+        // SAFETY: i < len and the list keeps the request: initialised.
+        match unsafe { s.wr.assume_init_mut() } {
+            Wr::Inline8 { value: v, .. } | Wr::AtomicWrite { value: v, .. } => {
+                *v = value;
+                true
+            }
+            Wr::Plain(_) | Wr::Flush { .. } => false,
+        }
+    }
+
+    /// Makes the empty `into` a copy of this list, each record copied by
+    /// `rec` (nothing when `into` is not empty).
+    pub fn copy_into(&self, into: &mut ChainList<T>, rec: impl Fn(&T) -> T) {
+        if !into.is_empty() {
+            return;
+        }
+        let n = self.len.min(MAX_CHAIN);
+        for (s, d) in self.slots.iter().zip(into.slots.iter_mut()).take(n) {
+            // SAFETY: a slot of the first `len`: its `raw`, `sge` and record
+            // are initialised (and `wr`, read only where kept, is copied as
+            // the bytes it is: a `Copy` value or uninitialised).
+            unsafe {
+                d.raw.write(s.raw.assume_init_read());
+                d.sge.write(s.sge.assume_init_read());
+                std::ptr::copy_nonoverlapping(s.wr.as_ptr(), d.wr.as_mut_ptr(), 1);
+                d.rec.write(s.rec.assume_init_ref().as_ref().map(&rec));
+            }
+        }
+        (into.native, into.all, into.inline8, into.linked) = (self.native, self.all, self.inline8, (0, 0));
+        into.len = n;
+    }
+
+    /// Request `i`'s record (`None` past the end).
+    #[inline]
+    pub fn record(&self, i: usize) -> Option<&T> {
+        if i >= self.len {
+            return None;
+        }
+        // SAFETY: i < len: the record is initialised (`Some`).
+        self.slots.get(i).and_then(|s| unsafe { s.rec.assume_init_ref() }.as_ref())
+    }
+
     /// Request `i` as it was added (`None` past the end). A plain request
     /// the list keeps only as its encoding (see [`ChainList`]) is read back
     /// from it: its ID is the one [`set_wr_id`](Self::set_wr_id) gave it (0
@@ -177,14 +365,15 @@ impl<T> ChainList<T> {
         Some(Wr::Plain(read_back(s)))
     }
 
-    /// Reads the plain requests of `slots[..n]` back from their encodings
-    /// into their `wr`s (the first native request's push, at `n`: the list
-    /// will go to the extended interface, which reads `Wr`s).
+    /// Reads the plain requests of the list but request `except` back
+    /// from their encodings into their `wr`s (the first native request's
+    /// push or replace, at `except`: the list will go to the extended
+    /// interface, which reads `Wr`s).
     #[cold]
     #[inline(never)]
-    fn keep_plain(&mut self, n: usize) {
-        for i in 0..n.min(self.len) {
-            if self.inline8 & (1 << i) == 0 {
+    fn keep_plain(&mut self, except: usize) {
+        for i in 0..self.len {
+            if i != except && self.inline8 & (1 << i) == 0 {
                 if let Some(s) = self.slots.get_mut(i) {
                     let p = read_back(s);
                     s.wr.write(Wr::Plain(p));
@@ -232,6 +421,7 @@ impl<T> ChainList<T> {
         self.len = 0;
         self.native = false;
         self.inline8 = 0;
+        self.linked = (0, 0);
         let posted = posted.min(n);
         let (out, rest) = self.slots.split_at_mut(posted.min(MAX_CHAIN));
         for (i, s) in out.iter().enumerate() {
@@ -263,6 +453,7 @@ impl<T> ChainList<T> {
         self.len = 0;
         self.native = false;
         self.inline8 = 0;
+        self.linked = (0, 0);
         let posted = posted.min(n).min(MAX_CHAIN);
         for (i, s) in self.slots.iter().enumerate().take(posted) {
             let slot = &mut slots[at(i)];
@@ -288,6 +479,7 @@ impl<T> ChainList<T> {
         self.len = 0;
         self.native = false;
         self.inline8 = 0;
+        self.linked = (0, 0);
     }
 
     /// Empties the list, dropping the records.
@@ -331,6 +523,60 @@ impl<T> Iterator for Iter<'_, T> {
             }
         }
     }
+}
+
+/// Links the first `n` requests of the slots at `base`: each to the next
+/// and to its SGE, the last to none, an inline 8-byte write's SGE (bit `i`
+/// of `inline8`) to its bytes in the slot; unless `OWN`, request `i` gets
+/// the ID `wr_id(i)` on the way.
+///
+/// # Safety
+/// `base` points to a list's slots, `0 < n <= MAX_CHAIN` of them with
+/// every part initialised (and `wr` for those of `inline8`).
+#[inline(always)]
+unsafe fn link<T, const OWN: bool>(base: *mut Slot<T>, n: usize, inline8: u16, wr_id: &impl Fn(usize) -> u64) {
+    let raw = |s: *mut Slot<T>| -> *mut ffi::ibv_send_wr {
+        // SAFETY: `s` points to one of the list's slots (`addr_of_mut!`
+        // makes no reference and reads nothing).
+        unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
+    };
+    // SAFETY: i < n: every part of slots[i] is initialised, reached
+    // through pointers to the list's elements; the next slot's request is
+    // this one's address one slot further (no dereference: past the last
+    // slot it is only an address, stored until the last request's `next`
+    // is set to null).
+    unsafe {
+        for i in 0..n {
+            let s = base.add(i);
+            let rw = raw(s);
+            if !OWN {
+                (*rw).wr_id = wr_id(i);
+            }
+            (*rw).next = rw.wrapping_byte_add(std::mem::size_of::<Slot<T>>());
+            (*rw).sg_list = std::ptr::addr_of_mut!((*s).sge).cast();
+        }
+        (*raw(base.add(n - 1))).next = std::ptr::null_mut();
+        let mut m = u32::from(inline8) & ((1u32 << n) - 1);
+        while m != 0 {
+            let s = base.add(m.trailing_zeros() as usize);
+            if let Wr::Inline8 { value, .. } = &*(*s).wr.as_ptr() {
+                (*(*s).sge.as_mut_ptr()).addr = value.as_ptr() as u64;
+            }
+            m &= m - 1;
+        }
+    }
+}
+
+/// `wr` encoded into the zeroed `w` (a replace over a request of another
+/// opcode, whose fields differ): out of line.
+#[cold]
+#[inline(never)]
+fn encode_zeroed(w: &mut ffi::ibv_send_wr, wr: Wr) -> Classic<'_> {
+    // SAFETY: plain data, all-zero is valid.
+    *w = unsafe { std::mem::zeroed() };
+    let mut c = Classic::new(w);
+    encode(&wr, &mut c);
+    c
 }
 
 /// The plain request of a slot of the list's first `len` (its `raw` and
@@ -432,7 +678,7 @@ impl<T> ChainList<T> {
     /// Request `i`'s ID given by [`set_wr_id`](Self::set_wr_id) (0 when
     /// none was, or past the end).
     #[inline(always)]
-    fn own_id(&self, i: usize) -> u64 {
+    pub fn wr_id(&self, i: usize) -> u64 {
         match self.slots.get(i).map(|s| &s.raw) {
             // SAFETY: i < len: slots[i].raw is initialised (`push` zeroes it).
             Some(rw) if i < self.len => unsafe { rw.assume_init_ref() }.wr_id,
@@ -463,7 +709,7 @@ unsafe fn post_chain<T, const OWN: bool>(
         let l: &ChainList<T> = list;
         // SAFETY: the caller's guarantee, passed on.
         let r = match OWN {
-            true => unsafe { ex.post_list(l, |i| l.own_id(i)) },
+            true => unsafe { ex.post_list(l, |i| l.wr_id(i)) },
             false => unsafe { ex.post_list(l, wr_id) },
         };
         return r.map_err(|e| (if e.maybe_queued { n } else { 0 }, e.error));
@@ -481,30 +727,16 @@ unsafe fn post_chain<T, const OWN: bool>(
         unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
     };
     let first = raw(base);
-    // SAFETY: i < n <= len: every part of slots[i] is initialised, reached
-    // through pointers to the list's elements; the next slot's request is
-    // this one's address one slot further (no dereference: past the last
-    // slot it is only an address, stored until the last request's `next`
-    // is set to null).
-    unsafe {
-        for i in 0..n {
-            let s = base.add(i);
-            let rw = raw(s);
-            if !OWN {
-                (*rw).wr_id = wr_id(i);
-            }
-            (*rw).next = rw.wrapping_byte_add(std::mem::size_of::<Slot<T>>());
-            (*rw).sg_list = std::ptr::addr_of_mut!((*s).sge).cast();
-        }
-        (*raw(base.add(n - 1))).next = std::ptr::null_mut();
-        let mut m = u32::from(list.inline8) & ((1u32 << n) - 1);
-        while m != 0 {
-            let s = base.add(m.trailing_zeros() as usize);
-            if let Wr::Inline8 { value, .. } = &*(*s).wr.as_ptr() {
-                (*(*s).sge.as_mut_ptr()).addr = value.as_ptr() as u64;
-            }
-            m &= m - 1;
-        }
+    // A list with its own IDs posted again where it was, as it was, is
+    // linked already; one given IDs here is linked with them (one pass).
+    let here = (base as usize, n);
+    if !OWN {
+        // SAFETY: n <= len slots at `base`, every part initialised.
+        unsafe { link::<T, OWN>(base, n, list.inline8, &wr_id) };
+    } else if list.linked != here {
+        // SAFETY: as above.
+        unsafe { link::<T, OWN>(base, n, list.inline8, &wr_id) };
+        list.linked = here;
     }
     let mut bad: *mut ffi::ibv_send_wr = std::ptr::null_mut();
     // SAFETY: live QP; the n requests are initialised and linked in
@@ -537,7 +769,7 @@ impl QpEx<'_> {
     /// # Errors
     /// `EOPNOTSUPP` (before anything is built) when a request is not
     /// [`carried`](Self::carries); the errno of `ibv_wr_complete`.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn post_list<T>(
         &mut self,
         list: &ChainList<T>,
@@ -747,7 +979,7 @@ mod tests {
                     assert_eq!(format!("{:?}", l.get(0).unwrap()), format!("{b:?}"), "{b:?} over {a:?}");
                     assert_eq!(format!("{:?}", l.get(1).unwrap()), format!("{a:?}"), "{a:?} over {a:?}");
                     assert_eq!(l.has_native(), a.is_native() || b.is_native());
-                    assert_eq!(l.own_id(0), 0, "an ID given to an earlier request is gone");
+                    assert_eq!(l.wr_id(0), 0, "an ID given to an earlier request is gone");
                     if let Some(p) = b.send_wr() {
                         // The header fields as a fresh encoding's.
                         // SAFETY: plain data, all-zero is valid.
@@ -804,6 +1036,158 @@ mod tests {
         l.push(read(false), ()).unwrap();
         let want = [read(false), read(true), native, read(false)];
         assert_eq!(format!("{:?}", l.iter().collect::<Vec<_>>()), format!("{want:?}"));
+    }
+
+    /// A request replaced by any other reads back as the new one, its
+    /// neighbours unchanged, the list's marks (native, inline) as if the
+    /// new one had been pushed there, in both kinds of list; the record
+    /// replaced comes back.
+    #[test]
+    fn a_replaced_request_reads_back_as_pushed() {
+        let kinds = every_kind();
+        let (first, last) = (write(false), write(true));
+        for keep_all in [false, true] {
+            let list = || if keep_all { ChainList::keeping_all() } else { ChainList::new() };
+            for old in &kinds {
+                for new in &kinds {
+                    let mut l = list();
+                    for (w, r) in [(first, 1), (*old, 2), (last, 3)] {
+                        l.push(w, r).unwrap();
+                    }
+                    assert_eq!(l.replace(1, *new, 4).ok(), Some(()), "{new:?} over {old:?}");
+                    let mut fresh = list();
+                    for (w, r) in [(first, 1), (*new, 4), (last, 3)] {
+                        fresh.push(w, r).unwrap();
+                    }
+                    let show = |l: &ChainList<i32>| format!("{:?}", l.iter().collect::<Vec<_>>());
+                    assert_eq!(show(&l), show(&fresh), "{new:?} over {old:?}");
+                    assert_eq!(
+                        (l.has_native(), l.inline8),
+                        (fresh.has_native(), fresh.inline8),
+                        "{new:?} over {old:?}"
+                    );
+                    for i in 0..3 {
+                        // SAFETY: i < len: `raw` and `sge` initialised.
+                        let (a, b) = unsafe {
+                            (
+                                classic_decode(l.slots[i].raw.assume_init_ref(), l.slots[i].sge.assume_init_ref()),
+                                classic_decode(
+                                    fresh.slots[i].raw.assume_init_ref(),
+                                    fresh.slots[i].sge.assume_init_ref(),
+                                ),
+                            )
+                        };
+                        // (An inline write's SGE names its bytes only once
+                        // posted; a native request is not encoded.)
+                        if !l.get(i).unwrap().is_native() && l.inline8 & (1 << i) == 0 {
+                            assert_eq!(format!("{a:?}"), format!("{b:?}"), "request {i}: {new:?} over {old:?}");
+                        }
+                    }
+                    let mut recs = Vec::new();
+                    l.take(3, |i, r| recs.push((i, r)));
+                    assert_eq!(recs, [(0, 1), (1, 4), (2, 3)]);
+                }
+            }
+        }
+        let mut l = ChainList::new();
+        l.push(first, ()).unwrap();
+        assert!(l.replace(1, last, ()).is_err(), "no request 1");
+    }
+
+    /// Every kind's remote side as pushed, moved by `set_remote_addr` (the
+    /// rest as it was), in both kinds of list; an atomic write's value
+    /// changed by `set_value`; sends have neither.
+    #[test]
+    fn remote_ranges_move_and_atomic_values_change_in_place() {
+        let kinds = every_kind();
+        for keep_all in [false, true] {
+            let mut l = if keep_all { ChainList::keeping_all() } else { ChainList::new() };
+            for w in &kinds {
+                l.push(*w, ()).unwrap();
+            }
+            for (i, w) in kinds.iter().enumerate() {
+                let want = match *w {
+                    Wr::Plain(p) => match p.op {
+                        SendOp::Write | SendOp::WriteImm(_) | SendOp::Read => {
+                            Some((p.rkey, p.sge.map_or(0, |g| u64::from(g.length))))
+                        }
+                        SendOp::CompareSwap { .. } | SendOp::FetchAdd(_) => Some((p.rkey, 8)),
+                        _ => None,
+                    },
+                    Wr::Inline8 { rkey, .. } | Wr::AtomicWrite { rkey, .. } => Some((rkey, 8)),
+                    Wr::Flush { rkey, len, .. } => Some((rkey, len as u64)),
+                };
+                assert_eq!(l.remote(i), want, "{w:?}");
+                let moved = l.set_remote_addr(i, 0x7700 + i as u64);
+                assert_eq!(moved, want.is_some(), "{w:?}");
+                let mut expect = *w;
+                match &mut expect {
+                    Wr::Plain(p) if moved => p.remote_addr = 0x7700 + i as u64,
+                    Wr::Inline8 { remote_addr, .. }
+                    | Wr::AtomicWrite { remote_addr, .. }
+                    | Wr::Flush { remote_addr, .. } => *remote_addr = 0x7700 + i as u64,
+                    _ => {}
+                }
+                let valued = l.set_value(i, *b"newvalue");
+                if let Wr::Inline8 { value, .. } | Wr::AtomicWrite { value, .. } = &mut expect {
+                    *value = *b"newvalue";
+                }
+                assert_eq!(valued, matches!(w, Wr::Inline8 { .. } | Wr::AtomicWrite { .. }), "{w:?}");
+                assert_eq!(format!("{:?}", l.get(i).unwrap()), format!("{expect:?}"), "{w:?}");
+                assert_eq!(l.remote(i), want, "the rkey and length as they were: {w:?}");
+            }
+            let n = kinds.len();
+            assert!(l.remote(n).is_none() && !l.set_remote_addr(n, 1) && !l.set_value(n, [0; 8]));
+        }
+    }
+
+    /// The link cache is dropped whenever the requests may have changed
+    /// their links: emptied, replaced (pushes change the count).
+    #[test]
+    fn the_link_cache_goes_with_the_requests() {
+        let mut l = ChainList::new();
+        l.push(write(true), ()).unwrap();
+        for reset in 0..3 {
+            l.linked = (1, 1);
+            match reset {
+                0 => l.replace(0, write(false), ()).map_err(|_| ()).unwrap(),
+                1 => l.forget_all(),
+                _ => l.take(1, |_, _| {}),
+            }
+            assert_eq!(l.linked, (0, 0), "reset {reset}");
+            if l.is_empty() {
+                l.push(write(true), ()).unwrap();
+            }
+        }
+        l.linked = (1, 1);
+        l.clear();
+        assert_eq!(l.linked, (0, 0), "clear");
+    }
+
+    /// Written over a request of another opcode, a replace leaves none of
+    /// its bytes: the swap value of a compare-and-swap (past the RDMA
+    /// fields) reads zero once a write took its place.
+    #[test]
+    fn a_replace_over_another_opcode_starts_from_zero() {
+        let sge = Some(Sge { addr: 0x1000, length: 8, lkey: 7 });
+        let cas = Wr::Plain(SendWr {
+            wr_id: 0,
+            op: SendOp::CompareSwap { compare: 1, swap: u64::MAX },
+            sge,
+            remote_addr: 0x3000,
+            rkey: 11,
+            signaled: true,
+            fence: false,
+            inline: false,
+        });
+        let mut l = ChainList::new();
+        l.push(cas, ()).unwrap();
+        l.replace(0, write(true), ()).unwrap();
+        // SAFETY: request 0 is initialised; `swap` lies past the RDMA
+        // variant's fields and padding, written only by the zeroing.
+        let swap = unsafe { l.slots[0].raw.assume_init_ref().wr.atomic.swap };
+        assert_eq!(swap, 0);
+        assert_eq!(format!("{:?}", l.get(0).unwrap()), format!("{:?}", write(true)));
     }
 
     /// `position` (the carried check's and the extended post's walk) sees

@@ -37,12 +37,21 @@ pub const CHAIN_MAX: usize = MAX_CHAIN;
 /// Dropping a chain without posting it posts nothing (and releases the
 /// regions its operations held).
 ///
+/// A chain can also be kept and posted again
+/// ([`post_keep`](Chain::post_keep)), changed in place between posts: an
+/// operation moved within its remote region ([`set_remote`](Chain::set_remote)),
+/// an atomic write's value ([`set_atomic_value`](Chain::set_atomic_value)),
+/// an operation replaced ([`replace_unheld`](Chain::replace_unheld)): for
+/// work of the same shape posted again and again (a log's commit), a kept
+/// chain of unheld operations skips describing, checking and encoding each
+/// operation anew.
+///
 /// See [`Conn::chain`] for an example.
 pub struct Chain<'c> {
-    conn: &'c Conn,
+    pub(super) conn: &'c Conn,
     /// The work requests, in posting order, each with what its completion
     /// reports and keeps alive: in the chain itself (no allocation).
-    ops: SendChain,
+    pub(super) ops: SendChain,
 }
 
 impl std::fmt::Debug for Chain<'_> {
@@ -108,7 +117,7 @@ impl<'c> Chain<'c> {
         }
         let conn = self.conn;
         let t = conn.target();
-        op.encode(&t, true, Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) })?;
+        op.encode(&t, true, Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append })?;
         Ok(self)
     }
 
@@ -185,7 +194,8 @@ impl<'c> Chain<'c> {
         }
         let conn = self.conn;
         // `hold` is never called on this path (a harmless one if it were).
-        let push = Push::<_, true> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold() };
+        let push =
+            Push::<_, true, Append> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold(), at: Append };
         op.encode(&conn.target(), checked, push)?;
         Ok(self)
     }
@@ -201,7 +211,7 @@ impl<'c> Chain<'c> {
         let conn = self.conn;
         let t = conn.target();
         let given = std::cell::Cell::new(0);
-        let push = Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) };
+        let push = Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append };
         op.encode(&t, true, super::post::Awaited { inner: push, ctx, given: &given })?;
         Ok(given.get())
     }
@@ -265,6 +275,14 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
+        self.post_as::<false>()
+    }
+
+    /// [`post`](Chain::post), and when `KEEP` [`post_keep`](Chain::post_keep)
+    /// (whose `unsafe` caller renews the unheld operations' contract for
+    /// this post: only it passes `KEEP`).
+    #[inline(always)]
+    pub(super) fn post_as<const KEEP: bool>(&mut self) -> Result<()> {
         let parts = &self.conn.parts;
         let qp = parts.qp()?;
         if self.ops.has_native() {
@@ -272,17 +290,37 @@ impl<'c> Chain<'c> {
         }
         if self.ops.has_unheld() {
             if self.ops.is_untracked() && !parts.unheld_recorded.load(Relaxed) {
-                // SAFETY: every operation was added by `push_unheld` or
-                // `push_unchecked`, whose callers keep its memory.
-                return unsafe { self.ops.post_untracked(qp) };
+                // SAFETY: every operation was added by an `unsafe` push or
+                // replace, whose callers keep its memory (for a kept chain
+                // renewed by `post_keep`'s caller for each post).
+                return unsafe {
+                    match KEEP {
+                        false => self.ops.post_untracked(qp),
+                        true => self.ops.post_untracked_kept(qp),
+                    }
+                };
             }
             // Recorded: so must the connection's later unheld posts be
             // (their completions could not retire this chain's entries).
             parts.unheld_recorded.store(true, Relaxed);
         }
-        // Refuses an empty chain (Error::Inval).
-        parts.send.post_chain(qp, &mut self.ops)
+        match KEEP {
+            // Refuses an empty chain (Error::Inval).
+            false => parts.send.post_chain(qp, &mut self.ops),
+            true => post_copy(parts, qp, &self.ops),
+        }
     }
+}
+
+/// [`Chain::post_keep`] of a chain with a record: a copy of its records
+/// (holds cloned) posted, the chain kept.
+#[cold]
+#[inline(never)]
+fn post_copy(parts: &super::parts::ConnParts, qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
+    let mut copy = SendChain::new(ops.has_native());
+    ops.copy_into(&mut copy);
+    // Refuses an empty chain (Error::Inval).
+    parts.send.post_chain(qp, &mut copy)
 }
 
 /// Whether the QP's extended interface carries every operation of a chain
@@ -308,24 +346,57 @@ fn not_carried(i: usize) -> Error {
 
 /// The sink of [`Chain::push`]: the request appended with what holds it;
 /// `UNHELD` ([`Chain::push_unheld`], [`Chain::push_unchecked`]): with
-/// nothing holding it.
-struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool> {
-    ops: &'a mut SendChain,
-    conn: &'c Conn,
-    hold: H,
+/// nothing holding it, where `at` puts it ([`Append`], or [`At`] for
+/// [`Chain::replace_unheld`] and [`Chain::replace_unchecked`]).
+pub(super) struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool, P: Place> {
+    pub(super) ops: &'a mut SendChain,
+    pub(super) conn: &'c Conn,
+    pub(super) hold: H,
+    pub(super) at: P,
 }
 
-impl<H: FnOnce() -> Hold, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
+/// Where [`Push`] puts a request nothing holds.
+pub(super) trait Place {
+    /// Puts `wr` into `ops`.
+    ///
+    /// # Safety
+    /// As [`SendChain::push_unheld`].
+    unsafe fn put(self, ops: &mut SendChain, wr: Wr, ctx: u64, kind: crate::wrid::CompletionOp) -> R<()>;
+}
+
+/// After the chain's operations (the pushes).
+struct Append;
+
+impl Place for Append {
+    #[inline(always)]
+    unsafe fn put(self, ops: &mut SendChain, wr: Wr, ctx: u64, kind: crate::wrid::CompletionOp) -> R<()> {
+        // SAFETY: the caller's contract.
+        unsafe { ops.push_unheld(wr, ctx, kind) }
+    }
+}
+
+/// In place of operation `.0` (the replaces).
+pub(super) struct At(pub(super) usize);
+
+impl Place for At {
+    #[inline(always)]
+    unsafe fn put(self, ops: &mut SendChain, wr: Wr, ctx: u64, kind: crate::wrid::CompletionOp) -> R<()> {
+        // SAFETY: the caller's contract.
+        unsafe { ops.replace_unheld(self.0, wr, ctx, kind) }
+    }
+}
+
+impl<H: FnOnce() -> Hold, const UNHELD: bool, P: Place> Push<'_, '_, H, UNHELD, P> {
     #[inline(always)]
     fn push(self, m: Meta, wr: Wr) -> R<()> {
         if UNHELD {
             return match m.hold {
-                // SAFETY: `push_unheld`'s and `push_unchecked`'s callers
-                // keep the operation's region (`HoldBy::Op`); the flush
+                // SAFETY: the callers of `push_unheld`, `push_unchecked`
+                // and the replaces keep the operation's region (`HoldBy::Op`); the flush
                 // region is the connection's own and outlives its QP;
                 // `Nothing` names no local memory.
                 HoldBy::Op | HoldBy::FlushRegion | HoldBy::Nothing => unsafe {
-                    self.ops.push_unheld(wr, m.ctx, m.kind)
+                    self.at.put(self.ops, wr, m.ctx, m.kind)
                 },
                 HoldBy::LentBytes | HoldBy::List => Err(not_chained(m.hold)),
             };
@@ -340,7 +411,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     }
 }
 
-impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
+impl<H: FnOnce() -> Hold, const UNHELD: bool, P: Place> Sink for Push<'_, '_, H, UNHELD, P> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> R<()> {
         self.push(m, Wr::Plain(wr))

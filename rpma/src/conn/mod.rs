@@ -6,6 +6,7 @@
 mod chain;
 mod data;
 mod events;
+mod kept;
 mod parts;
 mod post;
 mod sg;

@@ -5,7 +5,7 @@
 
 use super::send::needs_hold;
 use super::{Entry, Hold};
-use crate::error::{Error, Result};
+use crate::error::{Detail, Error, Msg, Result};
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::chain::{ChainList, OwnIds, MAX_CHAIN};
 use rpma_sys::wr::Wr;
@@ -118,6 +118,60 @@ impl SendChain {
         Ok(())
     }
 
+    /// Puts `wr`, whose completion reports `ctx` and `kind`, in place of
+    /// operation `i`, with nothing holding its local memory (as
+    /// [`push_unheld`](Self::push_unheld)): in a chain whose every
+    /// operation was added so.
+    ///
+    /// # Safety
+    /// As [`push_unheld`](Self::push_unheld).
+    ///
+    /// # Errors
+    /// [`Error::Inval`]: there is no operation `i`, or one of the chain's
+    /// operations was added by [`push`](Self::push).
+    #[inline(always)]
+    pub(crate) unsafe fn replace_unheld(&mut self, i: usize, wr: Wr, ctx: u64, kind: CompletionOp) -> Result<()> {
+        let n = self.ops.len();
+        if usize::from(self.unheld) != n || i >= n {
+            return Err(not_replaced(i, n, self.unheld));
+        }
+        let signaled = wr.signaled();
+        // Only an operation whose op context fits has an ID here (every
+        // one was added unheld: its push or replace set it).
+        let old_fit = self.ops.wr_id(i) != 0;
+        self.ops.replace(i, wr, Entry::plain(ctx, kind, signaled, None)).map_err(|_| not_replaced(i, n, 0))?;
+        let id = wrid::untracked_id(kind, ctx);
+        self.ops.set_wr_id(i, id.unwrap_or(0));
+        // At most MAX_CHAIN, and at least 1 when `old_fit`: no wrap.
+        self.fit = self.fit.wrapping_sub(u8::from(old_fit)).wrapping_add(u8::from(id.is_some()));
+        if i + 1 == n {
+            self.last_signaled = signaled;
+        }
+        Ok(())
+    }
+
+    /// Operation `i`'s kind, rkey and the bytes it touches on the remote
+    /// side; `None` past the end or for a send.
+    #[inline]
+    pub(crate) fn remote(&self, i: usize) -> Option<(CompletionOp, u32, u64)> {
+        let (rkey, len) = self.ops.remote(i)?;
+        Some((self.ops.record(i)?.kind, rkey, len))
+    }
+
+    /// Moves operation `i`'s remote address to `addr` (found by
+    /// [`remote`](Self::remote)).
+    #[inline]
+    pub(crate) fn set_remote_addr(&mut self, i: usize, addr: u64) -> bool {
+        self.ops.set_remote_addr(i, addr)
+    }
+
+    /// Gives operation `i`, an atomic write, the bytes `value`; false for
+    /// another operation.
+    #[inline]
+    pub(crate) fn set_value(&mut self, i: usize, value: [u8; 8]) -> bool {
+        self.ops.set_value(i, value)
+    }
+
     /// Whether an operation was added by [`push_unheld`](Self::push_unheld).
     #[inline]
     pub(crate) fn has_unheld(&self) -> bool {
@@ -161,6 +215,54 @@ impl SendChain {
         (self.unheld, self.fit) = (0, 0);
         res.map_err(|(k, e)| chain_failed(n, native, k, e))
     }
+
+    /// Posts the chain as [`post_untracked`](Self::post_untracked) does,
+    /// and keeps it: to be posted again, its operations replaced or not.
+    ///
+    /// # Safety
+    /// As [`post_untracked`](Self::post_untracked), for this posting.
+    ///
+    /// # Errors
+    /// As [`post_untracked`](Self::post_untracked).
+    #[inline]
+    pub(crate) unsafe fn post_untracked_kept(&mut self, qp: &rpma_sys::qp::Qp) -> Result<()> {
+        let n = self.ops.len();
+        let native = self.ops.has_native();
+        // SAFETY: as in `post_untracked` (this function's contract).
+        let res = unsafe { qp.post_send(&mut self.ops, OwnIds) };
+        res.map_err(|(k, e)| chain_failed(n, native, k, e))
+    }
+
+    /// Makes the empty `into` a copy of the chain, each operation with a
+    /// copy of its entry (its hold cloned): posted, recorded, in place of
+    /// a chain kept.
+    #[inline]
+    pub(crate) fn copy_into(&self, into: &mut SendChain) {
+        self.ops.copy_into(&mut into.ops, |e| Entry::plain(e.ctx, e.kind, e.signaled, e.hold.clone()));
+        (into.last_signaled, into.unheld, into.fit) = (self.last_signaled, self.unheld, self.fit);
+    }
+}
+
+/// Why an operation was not replaced.
+#[cold]
+#[inline(never)]
+fn not_replaced(i: usize, n: usize, unheld: u8) -> Error {
+    if i >= n {
+        return no_such_op(i, n);
+    }
+    Error::inval(format!(
+        "chain operation {i}: only {unheld} of the chain's {n} operations were added by push_unheld or push_unchecked; \
+         replacing works on a chain whose every operation was (the others hold their regions until their completions)"
+    ))
+}
+
+/// A chain of `n` has no operation `i`.
+#[cold]
+#[inline(never)]
+pub(crate) fn no_such_op(i: usize, n: usize) -> Error {
+    let text = format!("chain operation {i}: the chain holds {n} operations (0..{n})");
+    let what = "chain operation".to_string();
+    Error::Inval(Msg::detailed(Detail::OutOfRange { what, offset: i as u64, len: 1, size: n as u64 }, text))
 }
 
 /// A full chain's error.

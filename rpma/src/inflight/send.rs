@@ -251,7 +251,7 @@ impl SendTracker {
     /// [`Error::Inval`] when the chain can never fit `depth`; [`Error::Again`]
     /// when it does not fit now; [`Error::Provider`] naming the refused
     /// operation; [`Error::Unknown`] (a bug in rpma) for an empty chain.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn post_chain(&self, qp: &rpma_sys::qp::Qp, chain: &mut SendChain) -> Result<()> {
         let n = chain.ops.len();
         if n == 0 {

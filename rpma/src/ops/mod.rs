@@ -752,6 +752,29 @@ fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
     })
 }
 
+/// The remote address of a chained operation of kind `kind`, touching
+/// `len` bytes, moved to `offset` of `remote`
+/// ([`Chain::set_remote`](crate::Chain::set_remote)): the checks its push
+/// makes of a remote range, the range and an atomic's alignment.
+///
+/// # Errors
+/// [`Error::Inval`]: the range leaves the region; a misaligned atomic.
+#[inline(always)]
+pub(crate) fn moved_remote(kind: CompletionOp, remote: &MrRemote, offset: u64, len: u64) -> Result<u64> {
+    const WHAT: &str = "set_remote: offset";
+    remote.check_range(WHAT, offset, len)?;
+    let addr = remote.addr().wrapping_add(offset);
+    match kind {
+        CompletionOp::AtomicWrite if !offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) => {
+            Err(misaligned_atomic_write(offset))
+        }
+        CompletionOp::CompareSwap | CompletionOp::FetchAdd if !addr.is_multiple_of(ATOMIC_ALIGNMENT) => {
+            Err(misaligned(WHAT, remote.addr(), offset))
+        }
+        _ => Ok(addr),
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn misaligned_atomic_write(dst_offset: u64) -> Error {
