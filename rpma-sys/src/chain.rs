@@ -218,79 +218,47 @@ impl<T> ChainList<T> {
         Ok(())
     }
 
-    /// Where request `i` reaches the remote side: its rkey and the bytes
-    /// it touches there (the length of its local element for an RDMA write
-    /// or read, 8 for an atomic, a flush's length); `None` past the end or
-    /// for a send.
+    /// Request `i`'s remote side, to read and move ([`RemoteMut`]): its
+    /// rkey, the bytes it touches there (the length of its local element
+    /// for an RDMA write or read, 8 for an atomic, a flush's length), its
+    /// record, and where its address is kept; `None` past the end or for a
+    /// send.
     #[inline]
-    pub fn remote(&self, i: usize) -> Option<(u32, u64)> {
+    pub fn remote_mut(&mut self, i: usize) -> Option<RemoteMut<'_, T>> {
         if i >= self.len {
             return None;
         }
-        let s = self.slots.get(i)?;
-        if self.all || self.inline8 & (1 << i) != 0 {
-            // SAFETY: i < len and the list keeps the request: initialised.
-            return match unsafe { s.wr.assume_init_ref() } {
+        let kept = self.all || self.inline8 & (1 << i) != 0;
+        let Slot { raw, sge, wr, rec } = self.slots.get_mut(i)?;
+        // SAFETY: i < len: `raw`, `sge` and the record are initialised (and
+        // `wr` when the list keeps the request).
+        let (raw, sge, rec) = unsafe { (raw.assume_init_mut(), sge.assume_init_ref(), rec.assume_init_ref()) };
+        let rec = rec.as_ref()?;
+        if kept {
+            // SAFETY: kept: initialised.
+            let wr = unsafe { wr.assume_init_mut() };
+            let (rkey, len, addr) = match wr {
                 Wr::Plain(p) => match p.op {
                     SendOp::Write | SendOp::WriteImm(_) | SendOp::Read => {
-                        Some((p.rkey, p.sge.map_or(0, |g| u64::from(g.length))))
+                        (p.rkey, p.sge.map_or(0, |g| u64::from(g.length)), &mut p.remote_addr)
                     }
-                    SendOp::CompareSwap { .. } | SendOp::FetchAdd(_) => Some((p.rkey, 8)),
-                    SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => None,
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd(_) => (p.rkey, 8, &mut p.remote_addr),
+                    SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => return None,
                 },
-                Wr::Inline8 { rkey, .. } | Wr::AtomicWrite { rkey, .. } => Some((*rkey, 8)),
-                Wr::Flush { rkey, len, .. } => Some((*rkey, *len as u64)),
-            };
-        }
-        // SAFETY: i < len: `raw` and `sge` are initialised.
-        let (w, sge) = unsafe { (s.raw.assume_init_ref(), s.sge.assume_init_ref()) };
-        use ffi::ibv_wr_opcode as o;
-        // SAFETY (the union reads): the fields `Classic::op` writes for
-        // the opcode.
-        match w.opcode {
-            o::IBV_WR_RDMA_WRITE | o::IBV_WR_RDMA_WRITE_WITH_IMM | o::IBV_WR_RDMA_READ => {
-                Some((unsafe { w.wr.rdma.rkey }, u64::from(sge.length) * u64::from(w.num_sge != 0)))
-            }
-            o::IBV_WR_ATOMIC_CMP_AND_SWP | o::IBV_WR_ATOMIC_FETCH_AND_ADD => Some((unsafe { w.wr.atomic.rkey }, 8)),
-            _ => None,
-        }
-    }
-
-    /// Moves request `i`'s remote address to `addr` (the rkey and length
-    /// as they were); false, changing nothing, past the end or for a send.
-    #[inline]
-    pub fn set_remote_addr(&mut self, i: usize, addr: u64) -> bool {
-        if i >= self.len {
-            return false;
-        }
-        let kept = self.all || self.inline8 & (1 << i) != 0;
-        let Some(s) = self.slots.get_mut(i) else {
-            return false;
-        };
-        if kept {
-            // SAFETY: i < len and the list keeps the request: initialised.
-            match unsafe { s.wr.assume_init_mut() } {
-                Wr::Plain(p) => match p.op {
-                    SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => return false,
-                    _ => p.remote_addr = addr,
-                },
-                Wr::Inline8 { remote_addr, .. } => *remote_addr = addr,
-                // Not encoded for the classic backend: nothing more.
-                Wr::AtomicWrite { remote_addr, .. } | Wr::Flush { remote_addr, .. } => {
-                    *remote_addr = addr;
-                    return true;
+                Wr::Inline8 { rkey, remote_addr, .. } => (*rkey, 8, remote_addr),
+                // Native: no classic encoding (its `raw` is zeroed).
+                Wr::AtomicWrite { rkey, remote_addr, .. } => {
+                    return Some(RemoteMut { rkey: *rkey, len: 8, rec, addr: remote_addr, also: None })
                 }
-            }
+                Wr::Flush { rkey, len, remote_addr, .. } => {
+                    return Some(RemoteMut { rkey: *rkey, len: *len as u64, rec, addr: remote_addr, also: None })
+                }
+            };
+            let also = encoded_addr(raw, sge).map(|(_, _, a)| a);
+            return Some(RemoteMut { rkey, len, rec, addr, also });
         }
-        // SAFETY: i < len: `raw` is initialised.
-        let w = unsafe { s.raw.assume_init_mut() };
-        use ffi::ibv_wr_opcode as o;
-        match w.opcode {
-            o::IBV_WR_RDMA_WRITE | o::IBV_WR_RDMA_WRITE_WITH_IMM | o::IBV_WR_RDMA_READ => w.wr.rdma.remote_addr = addr,
-            o::IBV_WR_ATOMIC_CMP_AND_SWP | o::IBV_WR_ATOMIC_FETCH_AND_ADD => w.wr.atomic.remote_addr = addr,
-            _ => return false,
-        }
-        true
+        let (rkey, len, addr) = encoded_addr(raw, sge)?;
+        Some(RemoteMut { rkey, len, rec, addr, also: None })
     }
 
     /// Gives request `i`, an atomic write (inline 8-byte or native), the
@@ -587,6 +555,53 @@ fn read_back<T>(s: &Slot<T>) -> crate::wr::SendWr {
     // SAFETY: the caller's slot is one of the list's first `len`, whose
     // `raw` and `sge` every push initialises.
     unsafe { classic_decode(s.raw.assume_init_ref(), s.sge.assume_init_ref()) }
+}
+
+/// The rkey, remote length and address of a classic encoding, for the
+/// opcodes that have them.
+#[inline(always)]
+fn encoded_addr<'a>(raw: &'a mut ffi::ibv_send_wr, sge: &ffi::ibv_sge) -> Option<(u32, u64, &'a mut u64)> {
+    use ffi::ibv_wr_opcode as o;
+    // SAFETY (the union places): the fields `Classic::op` writes for the
+    // opcode.
+    match raw.opcode {
+        o::IBV_WR_RDMA_WRITE | o::IBV_WR_RDMA_WRITE_WITH_IMM | o::IBV_WR_RDMA_READ => unsafe {
+            let len = u64::from(sge.length) * u64::from(raw.num_sge != 0);
+            Some((raw.wr.rdma.rkey, len, &mut raw.wr.rdma.remote_addr))
+        },
+        o::IBV_WR_ATOMIC_CMP_AND_SWP | o::IBV_WR_ATOMIC_FETCH_AND_ADD => unsafe {
+            Some((raw.wr.atomic.rkey, 8, &mut raw.wr.atomic.remote_addr))
+        },
+        _ => None,
+    }
+}
+
+/// A request's remote side ([`ChainList::remote_mut`]): read its rkey and
+/// length, then [`set`](Self::set) its address.
+#[derive(Debug)]
+pub struct RemoteMut<'a, T> {
+    /// The rkey it names.
+    pub rkey: u32,
+    /// The bytes it touches on the remote side.
+    pub len: u64,
+    /// Its record.
+    pub rec: &'a T,
+    /// Where its address is kept: its `Wr`'s, or its encoding's.
+    addr: &'a mut u64,
+    /// Its encoding's too, when both are kept.
+    also: Option<&'a mut u64>,
+}
+
+impl<T> RemoteMut<'_, T> {
+    /// Moves the request's remote address to `addr` (the rkey and length
+    /// as they were).
+    #[inline]
+    pub fn set(self, addr: u64) {
+        *self.addr = addr;
+        if let Some(a) = self.also {
+            *a = addr;
+        }
+    }
 }
 
 /// Empties a slot `ChainList::take_into` fills.
@@ -1094,7 +1109,7 @@ mod tests {
         assert!(l.replace(1, last, ()).is_err(), "no request 1");
     }
 
-    /// Every kind's remote side as pushed, moved by `set_remote_addr` (the
+    /// Every kind's remote side as pushed, moved through `remote_mut` (the
     /// rest as it was), in both kinds of list; an atomic write's value
     /// changed by `set_value`; sends have neither.
     #[test]
@@ -1102,8 +1117,8 @@ mod tests {
         let kinds = every_kind();
         for keep_all in [false, true] {
             let mut l = if keep_all { ChainList::keeping_all() } else { ChainList::new() };
-            for w in &kinds {
-                l.push(*w, ()).unwrap();
+            for (i, w) in kinds.iter().enumerate() {
+                l.push(*w, i).unwrap();
             }
             for (i, w) in kinds.iter().enumerate() {
                 let want = match *w {
@@ -1117,9 +1132,9 @@ mod tests {
                     Wr::Inline8 { rkey, .. } | Wr::AtomicWrite { rkey, .. } => Some((rkey, 8)),
                     Wr::Flush { rkey, len, .. } => Some((rkey, len as u64)),
                 };
-                assert_eq!(l.remote(i), want, "{w:?}");
-                let moved = l.set_remote_addr(i, 0x7700 + i as u64);
-                assert_eq!(moved, want.is_some(), "{w:?}");
+                let seen = l.remote_mut(i).map(|r| (r.rkey, r.len, *r.rec));
+                assert_eq!(seen, want.map(|(k, n)| (k, n, i)), "{w:?}");
+                let moved = l.remote_mut(i).map(|r| r.set(0x7700 + i as u64)).is_some();
                 let mut expect = *w;
                 match &mut expect {
                     Wr::Plain(p) if moved => p.remote_addr = 0x7700 + i as u64,
@@ -1134,10 +1149,18 @@ mod tests {
                 }
                 assert_eq!(valued, matches!(w, Wr::Inline8 { .. } | Wr::AtomicWrite { .. }), "{w:?}");
                 assert_eq!(format!("{:?}", l.get(i).unwrap()), format!("{expect:?}"), "{w:?}");
-                assert_eq!(l.remote(i), want, "the rkey and length as they were: {w:?}");
+                let seen = l.remote_mut(i).map(|r| (r.rkey, r.len));
+                assert_eq!(seen, want, "the rkey and length as they were: {w:?}");
+                if moved && !w.is_native() {
+                    // What the classic post sends (also when the `Wr` is kept).
+                    // SAFETY: i < len: `raw` and `sge` initialised.
+                    let back =
+                        unsafe { classic_decode(l.slots[i].raw.assume_init_ref(), l.slots[i].sge.assume_init_ref()) };
+                    assert_eq!(back.remote_addr, 0x7700 + i as u64, "encoded: {w:?}");
+                }
             }
             let n = kinds.len();
-            assert!(l.remote(n).is_none() && !l.set_remote_addr(n, 1) && !l.set_value(n, [0; 8]));
+            assert!(l.remote_mut(n).is_none() && !l.set_value(n, [0; 8]));
         }
     }
 

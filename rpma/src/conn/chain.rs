@@ -275,14 +275,18 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
-        self.post_as::<false>()
+        // SAFETY: not kept: each unheld operation's push or replace made
+        // the contract for this post.
+        unsafe { self.post_as::<false>() }
     }
 
-    /// [`post`](Chain::post), and when `KEEP` [`post_keep`](Chain::post_keep)
-    /// (whose `unsafe` caller renews the unheld operations' contract for
-    /// this post: only it passes `KEEP`).
+    /// [`post`](Chain::post), and when `KEEP` [`post_keep`](Chain::post_keep).
+    ///
+    /// # Safety
+    /// When `KEEP`, as [`post_keep`](Chain::post_keep): the unheld
+    /// operations' memory is kept for this post too.
     #[inline(always)]
-    pub(super) fn post_as<const KEEP: bool>(&mut self) -> Result<()> {
+    pub(super) unsafe fn post_as<const KEEP: bool>(&mut self) -> Result<()> {
         let parts = &self.conn.parts;
         let qp = parts.qp()?;
         if self.ops.has_native() {
@@ -292,7 +296,7 @@ impl<'c> Chain<'c> {
             if self.ops.is_untracked() && !parts.unheld_recorded.load(Relaxed) {
                 // SAFETY: every operation was added by an `unsafe` push or
                 // replace, whose callers keep its memory (for a kept chain
-                // renewed by `post_keep`'s caller for each post).
+                // renewed for each post: this function's contract).
                 return unsafe {
                     match KEEP {
                         false => self.ops.post_untracked(qp),

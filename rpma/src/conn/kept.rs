@@ -142,14 +142,15 @@ impl Chain<'_> {
     /// The chain is unchanged then.
     #[inline(always)]
     pub fn set_remote(&mut self, i: usize, remote: &MrRemote, offset: u64) -> Result<&mut Self> {
-        let Some((kind, rkey, len)) = self.ops.remote(i) else {
-            return Err(no_remote(i, self.ops.len()));
+        let n = self.ops.len();
+        let Some(r) = self.ops.remote_mut(i) else {
+            return Err(no_remote(i, n));
         };
-        if rkey != remote.rkey() {
+        if r.rkey != remote.rkey() {
             return Err(other_region(i));
         }
-        let addr = crate::ops::moved_remote(kind, remote, offset, len)?;
-        self.ops.set_remote_addr(i, addr);
+        let addr = crate::ops::moved_remote(r.rec.kind, remote, offset, r.len)?;
+        r.set(addr);
         Ok(self)
     }
 
@@ -203,7 +204,8 @@ impl Chain<'_> {
     /// As [`post`](Chain::post); the chain stays as it was whatever the
     /// outcome.
     pub unsafe fn post_keep(&mut self) -> Result<()> {
-        self.post_as::<true>()
+        // SAFETY: this function's contract, passed on.
+        unsafe { self.post_as::<true>() }
     }
 }
 

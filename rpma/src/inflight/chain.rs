@@ -150,19 +150,11 @@ impl SendChain {
         Ok(())
     }
 
-    /// Operation `i`'s kind, rkey and the bytes it touches on the remote
-    /// side; `None` past the end or for a send.
+    /// Operation `i`'s remote side, to read (its rkey, length and entry,
+    /// whose kind it is) and move; `None` past the end or for a send.
     #[inline]
-    pub(crate) fn remote(&self, i: usize) -> Option<(CompletionOp, u32, u64)> {
-        let (rkey, len) = self.ops.remote(i)?;
-        Some((self.ops.record(i)?.kind, rkey, len))
-    }
-
-    /// Moves operation `i`'s remote address to `addr` (found by
-    /// [`remote`](Self::remote)).
-    #[inline]
-    pub(crate) fn set_remote_addr(&mut self, i: usize, addr: u64) -> bool {
-        self.ops.set_remote_addr(i, addr)
+    pub(crate) fn remote_mut(&mut self, i: usize) -> Option<rpma_sys::chain::RemoteMut<'_, Entry>> {
+        self.ops.remote_mut(i)
     }
 
     /// Gives operation `i`, an atomic write, the bytes `value`; false for
