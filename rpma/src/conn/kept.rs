@@ -20,7 +20,10 @@ impl Chain<'_> {
     /// every operation was added by [`push_unheld`](Chain::push_unheld) or
     /// [`push_unchecked`](Chain::push_unchecked). An operation of the same
     /// kind as the one it replaces (the same verb) is written over it,
-    /// which costs less than a push; another is encoded afresh.
+    /// another is encoded afresh; either costs about what a push does (the
+    /// operation described, checked and encoded): to move an operation
+    /// within its remote region, [`set_remote`](Chain::set_remote) costs
+    /// less.
     ///
     /// ```
     /// use rpma::ops::{AtomicWrite, Flush, Write};
@@ -180,17 +183,21 @@ impl Chain<'_> {
     }
 
     /// Posts the operations as [`post`](Chain::post) does, and keeps them:
-    /// the chain can be posted again as it is, or with some operations
-    /// replaced ([`replace_unheld`](Chain::replace_unheld),
-    /// [`replace_unchecked`](Chain::replace_unchecked)), which costs less
-    /// than filling it again. A chain of unheld operations only is posted
-    /// without a record, as by `post`; another is posted through a copy of
-    /// its records (each [`push`](Chain::push)ed operation's region then
-    /// held for this posting too). Each posting completes as a chain
-    /// posted by `post` does; posting again before the earlier posting's
-    /// completions are reaped needs room in the send queue for both.
+    /// the chain can be posted again as it is, with operations moved
+    /// ([`set_remote`](Chain::set_remote)), given a new value
+    /// ([`set_atomic_value`](Chain::set_atomic_value)) or replaced
+    /// ([`replace_unheld`](Chain::replace_unheld),
+    /// [`replace_unchecked`](Chain::replace_unchecked)). A chain of unheld
+    /// operations only is posted without a record, as by `post`, and costs
+    /// less than filling it again; another is posted through a copy of its
+    /// records (each [`push`](Chain::push)ed operation's region then held
+    /// for this posting too), which costs more. Each posting completes as
+    /// a chain posted by `post` does; posting again before the earlier
+    /// posting's completions are reaped needs room in the send queue for
+    /// both.
     ///
-    /// See [`replace_unheld`](Chain::replace_unheld) for an example.
+    /// See [`set_remote`](Chain::set_remote) and
+    /// [`replace_unheld`](Chain::replace_unheld) for examples.
     ///
     /// # Safety
     /// As [`push_unheld`](Chain::push_unheld) for this posting, for each
