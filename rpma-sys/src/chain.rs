@@ -228,7 +228,7 @@ impl<T> ChainList<T> {
         if i >= self.len {
             return None;
         }
-        let kept = self.all || self.inline8 & (1 << i) != 0;
+        let kept = self.keeps(i);
         let Slot { raw, sge, wr, rec } = self.slots.get_mut(i)?;
         // SAFETY: i < len: `raw`, `sge` and the record are initialised (and
         // `wr` when the list keeps the request).
@@ -266,7 +266,7 @@ impl<T> ChainList<T> {
     /// the end.
     #[inline]
     pub fn set_value(&mut self, i: usize, value: [u8; 8]) -> bool {
-        if i >= self.len || !(self.all || self.inline8 & (1 << i) != 0) {
+        if i >= self.len || !self.keeps(i) {
             return false;
         }
         let Some(s) = self.slots.get_mut(i) else {
@@ -304,14 +304,12 @@ impl<T> ChainList<T> {
         into.len = n;
     }
 
-    /// Request `i`'s record (`None` past the end).
-    #[inline]
-    pub fn record(&self, i: usize) -> Option<&T> {
-        if i >= self.len {
-            return None;
-        }
-        // SAFETY: i < len: the record is initialised (`Some`).
-        self.slots.get(i).and_then(|s| unsafe { s.rec.assume_init_ref() }.as_ref())
+    /// Whether the list keeps request `i`'s [`Wr`] (its `wr` written, for
+    /// a request of the list): every request's when `all`, else an inline
+    /// 8-byte write's.
+    #[inline(always)]
+    fn keeps(&self, i: usize) -> bool {
+        self.all || self.inline8 & (1 << i) != 0
     }
 
     /// Request `i` as it was added (`None` past the end). A plain request
@@ -325,7 +323,7 @@ impl<T> ChainList<T> {
             return None;
         }
         let s = self.slots.get(i)?;
-        if self.all || self.inline8 & (1 << i) != 0 {
+        if self.keeps(i) {
             // SAFETY: i < len, and the list keeps the request: its `wr` is
             // initialised (a `Copy` value).
             return Some(unsafe { s.wr.assume_init() });
@@ -373,10 +371,7 @@ impl<T> ChainList<T> {
 
     /// The requests, in order, as they were added.
     pub fn iter(&self) -> impl Iterator<Item = Wr> + Clone + '_ {
-        match self.all {
-            true => Iter::Kept(self.slots.get(..self.len).unwrap_or_default().iter()),
-            false => Iter::Each { list: self, next: 0 },
-        }
+        (0..self.len).filter_map(|i| self.get(i))
     }
 
     /// Empties the list, handing the records of the first `posted` requests
@@ -457,40 +452,16 @@ impl<T> ChainList<T> {
     }
 }
 
-/// [`ChainList::iter`]: the kept `Wr`s copied, or each request as
-/// [`ChainList::get`] gives it.
-enum Iter<'a, T> {
-    /// The first `len` slots of a list that keeps every request's `wr`.
-    Kept(std::slice::Iter<'a, Slot<T>>),
-    /// Requests `next..len` of `list`.
-    Each { list: &'a ChainList<T>, next: usize },
-}
-
-impl<T> Clone for Iter<'_, T> {
-    fn clone(&self) -> Self {
-        match self {
-            Iter::Kept(it) => Iter::Kept(it.clone()),
-            Iter::Each { list, next } => Iter::Each { list, next: *next },
-        }
-    }
-}
-
-impl<T> Iterator for Iter<'_, T> {
-    type Item = Wr;
-
-    #[inline]
-    fn next(&mut self) -> Option<Wr> {
-        match self {
-            // SAFETY: a slot of the first `len` of a list that keeps every
-            // request's `wr` (`all`): initialised, a `Copy` value.
-            Iter::Kept(it) => it.next().map(|s| unsafe { s.wr.assume_init() }),
-            Iter::Each { list, next } => {
-                let w = list.get(*next)?;
-                *next += 1;
-                Some(w)
-            }
-        }
-    }
+/// The request of the slot `s`.
+///
+/// # Safety
+/// `s` points to one of a list's slots (never one past the last: the place
+/// `*s` must be in the list); `addr_of_mut!` makes no reference and reads
+/// nothing.
+#[inline(always)]
+unsafe fn raw<T>(s: *mut Slot<T>) -> *mut ffi::ibv_send_wr {
+    // SAFETY: the caller's.
+    unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
 }
 
 /// Links the first `n` requests of the slots at `base`: each to the next
@@ -503,11 +474,6 @@ impl<T> Iterator for Iter<'_, T> {
 /// every part initialised (and `wr` for those of `inline8`).
 #[inline(always)]
 unsafe fn link<T, const OWN: bool>(base: *mut Slot<T>, n: usize, inline8: u16, wr_id: &impl Fn(usize) -> u64) {
-    let raw = |s: *mut Slot<T>| -> *mut ffi::ibv_send_wr {
-        // SAFETY: `s` points to one of the list's slots (`addr_of_mut!`
-        // makes no reference and reads nothing).
-        unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
-    };
     // SAFETY: i < n: every part of slots[i] is initialised, reached
     // through pointers to the list's elements; the next slot's request is
     // this one's address one slot further (no dereference: past the last
@@ -734,14 +700,8 @@ unsafe fn post_chain<T, const OWN: bool>(
     // the list (borrowed, neither moved nor changed, across the call).
     let n = n.min(MAX_CHAIN);
     let base: *mut Slot<T> = list.slots.as_mut_ptr();
-    // The request of slot `s`, an element of the list (never one past
-    // the last: the place `*s` must be in the list).
-    let raw = |s: *mut Slot<T>| -> *mut ffi::ibv_send_wr {
-        // SAFETY: `s` points to one of the list's slots (`addr_of_mut!`
-        // makes no reference and reads nothing).
-        unsafe { std::ptr::addr_of_mut!((*s).raw).cast() }
-    };
-    let first = raw(base);
+    // SAFETY: `base` points to the list's first slot.
+    let first = unsafe { raw(base) };
     // A list with its own IDs posted again where it was, as it was, is
     // linked already; one given IDs here is linked with them (one pass).
     let here = (base as usize, n);

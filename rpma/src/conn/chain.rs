@@ -192,12 +192,19 @@ impl<'c> Chain<'c> {
         if self.ops.is_full() {
             return Err(chain_is_full());
         }
+        self.put_unheld(op, checked, Append)?;
+        Ok(self)
+    }
+
+    /// Checks `op` (all its checks when `checked`) and puts it where `at`
+    /// says, nothing holding its region: the pushes and replaces whose
+    /// callers keep the memory (their contract).
+    #[inline(always)]
+    pub(super) fn put_unheld<O: UncheckedOperation, P: Place>(&mut self, op: O, checked: bool, at: P) -> Result<()> {
         let conn = self.conn;
         // `hold` is never called on this path (a harmless one if it were).
-        let push =
-            Push::<_, true, Append> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold(), at: Append };
-        op.encode(&conn.target(), checked, push)?;
-        Ok(self)
+        let push = Push::<_, true, P> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold(), at };
+        op.encode(&conn.target(), checked, push)
     }
 
     /// Appends `op` as the chain's last operation, awaited: signaled, with
@@ -352,11 +359,11 @@ fn not_carried(i: usize) -> Error {
 /// `UNHELD` ([`Chain::push_unheld`], [`Chain::push_unchecked`]): with
 /// nothing holding it, where `at` puts it ([`Append`], or [`At`] for
 /// [`Chain::replace_unheld`] and [`Chain::replace_unchecked`]).
-pub(super) struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool, P: Place> {
-    pub(super) ops: &'a mut SendChain,
-    pub(super) conn: &'c Conn,
-    pub(super) hold: H,
-    pub(super) at: P,
+struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool, P: Place> {
+    ops: &'a mut SendChain,
+    conn: &'c Conn,
+    hold: H,
+    at: P,
 }
 
 /// Where [`Push`] puts a request nothing holds.

@@ -2,13 +2,11 @@
 //! operations changed in place between posts (moved within their remote
 //! regions, an atomic write's value, an operation replaced).
 
-use super::chain::{At, Push};
+use super::chain::At;
 use super::Chain;
 use crate::error::{Error, Result};
 use crate::inflight::no_such_op;
 use crate::mr::MrRemote;
-#[allow(unused_imports)] // the sealed trait's method
-use crate::ops::sealed::Encode;
 use crate::ops::UncheckedOperation;
 
 impl Chain<'_> {
@@ -147,7 +145,7 @@ impl Chain<'_> {
     pub fn set_remote(&mut self, i: usize, remote: &MrRemote, offset: u64) -> Result<&mut Self> {
         let n = self.ops.len();
         let Some(r) = self.ops.remote_mut(i) else {
-            return Err(no_remote(i, n));
+            return Err(not_that_op(i, n, "set_remote", "is a send: it has no remote range"));
         };
         if r.rkey != remote.rkey() {
             return Err(other_region(i));
@@ -167,7 +165,7 @@ impl Chain<'_> {
     #[inline(always)]
     pub fn set_atomic_value(&mut self, i: usize, value: [u8; 8]) -> Result<&mut Self> {
         if !self.ops.set_value(i, value) {
-            return Err(not_an_atomic_write(i, self.ops.len()));
+            return Err(not_that_op(i, self.ops.len(), "set_atomic_value", "is not an atomic write"));
         }
         Ok(self)
     }
@@ -176,9 +174,7 @@ impl Chain<'_> {
     /// [`replace_unchecked`](Chain::replace_unchecked).
     #[inline(always)]
     fn replace_untracked<O: UncheckedOperation>(&mut self, i: usize, op: O, checked: bool) -> Result<&mut Self> {
-        let conn = self.conn;
-        let push = Push::<_, true, At> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold(), at: At(i) };
-        op.encode(&conn.target(), checked, push)?;
+        self.put_unheld(op, checked, At(i))?;
         Ok(self)
     }
 
@@ -216,24 +212,15 @@ impl Chain<'_> {
     }
 }
 
-/// Why operation `i` of a chain of `n` has no remote range to move.
+/// Why `call` refused operation `i` of a chain of `n`: there is none, or
+/// it `is` not of the kind `call` changes.
 #[cold]
 #[inline(never)]
-fn no_remote(i: usize, n: usize) -> Error {
+fn not_that_op(i: usize, n: usize, call: &str, is: &str) -> Error {
     if i >= n {
         return no_such_op(i, n);
     }
-    Error::inval(format!("set_remote: chain operation {i} is a send: it has no remote range"))
-}
-
-/// Why operation `i` of a chain of `n` takes no atomic value.
-#[cold]
-#[inline(never)]
-fn not_an_atomic_write(i: usize, n: usize) -> Error {
-    if i >= n {
-        return no_such_op(i, n);
-    }
-    Error::inval(format!("set_atomic_value: chain operation {i} is not an atomic write"))
+    Error::inval(format!("{call}: chain operation {i} {is}"))
 }
 
 /// `set_remote` with a region other than the one the operation names.

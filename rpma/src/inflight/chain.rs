@@ -194,18 +194,14 @@ impl SendChain {
     /// [`SendTracker::post_chain`].
     #[inline]
     pub(crate) unsafe fn post_untracked(&mut self, qp: &rpma_sys::qp::Qp) -> Result<()> {
-        let n = self.ops.len();
-        let native = self.ops.has_native();
-        // SAFETY: every operation was pushed by `push_unheld` (whose
-        // callers keep its memory: this function's contract), which gave
-        // it its ID (`is_untracked`: each op context fit).
-        let res = unsafe { qp.post_send(&mut self.ops, OwnIds) };
+        // SAFETY: this function's contract, passed on.
+        let res = unsafe { self.post_untracked_kept(qp) };
         // No record holds anything (`push_unheld` gives none): forgotten
         // rather than dropped one by one.
         self.ops.forget_all();
         self.last_signaled = false;
         (self.unheld, self.fit) = (0, 0);
-        res.map_err(|(k, e)| chain_failed(n, native, k, e))
+        res
     }
 
     /// Posts the chain as [`post_untracked`](Self::post_untracked) does,
@@ -216,11 +212,14 @@ impl SendChain {
     ///
     /// # Errors
     /// As [`post_untracked`](Self::post_untracked).
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn post_untracked_kept(&mut self, qp: &rpma_sys::qp::Qp) -> Result<()> {
         let n = self.ops.len();
         let native = self.ops.has_native();
-        // SAFETY: as in `post_untracked` (this function's contract).
+        // SAFETY: every operation was added by `push_unheld` or
+        // `replace_unheld` (whose callers keep its memory: this function's
+        // contract), which gave it its ID (`is_untracked`: each op context
+        // fit).
         let res = unsafe { qp.post_send(&mut self.ops, OwnIds) };
         res.map_err(|(k, e)| chain_failed(n, native, k, e))
     }

@@ -348,8 +348,8 @@ impl<'a, M: RegMemory> Core<'a, M> {
                 if checked {
                     r.mr.check_range(remote_what, r.offset, len as u64)?;
                     validate::remote(r.mr, remote_need, remote_what, peer)?;
-                    if atomic && !addr.is_multiple_of(ATOMIC_ALIGNMENT) {
-                        return Err(misaligned(remote_what, r.mr.addr(), r.offset));
+                    if atomic {
+                        check_atomic_addr(remote_what, r.mr.addr(), r.offset)?;
                     }
                 }
                 (addr, r.mr.rkey())
@@ -624,9 +624,7 @@ impl sealed::Encode for AtomicWrite<'_> {
     fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
         let signaled = self.s.flags.signaled()?;
         let (dst, dst_offset) = (self.dst, self.dst_offset);
-        if !dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
-            return Err(misaligned_atomic_write(dst_offset));
-        }
+        check_atomic_write_offset(dst_offset)?;
         dst.check_range("atomic_write: dst", dst_offset, 8)?;
         validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst", t.peer)?;
         let (rkey, remote_addr, value) = (dst.rkey(), dst.addr().wrapping_add(dst_offset), self.value);
@@ -763,15 +761,37 @@ fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
 pub(crate) fn moved_remote(kind: CompletionOp, remote: &MrRemote, offset: u64, len: u64) -> Result<u64> {
     const WHAT: &str = "set_remote: offset";
     remote.check_range(WHAT, offset, len)?;
-    let addr = remote.addr().wrapping_add(offset);
     match kind {
-        CompletionOp::AtomicWrite if !offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) => {
-            Err(misaligned_atomic_write(offset))
-        }
-        CompletionOp::CompareSwap | CompletionOp::FetchAdd if !addr.is_multiple_of(ATOMIC_ALIGNMENT) => {
-            Err(misaligned(WHAT, remote.addr(), offset))
-        }
-        _ => Ok(addr),
+        CompletionOp::AtomicWrite => check_atomic_write_offset(offset)?,
+        CompletionOp::CompareSwap | CompletionOp::FetchAdd => check_atomic_addr(WHAT, remote.addr(), offset)?,
+        _ => {}
+    }
+    Ok(remote.addr().wrapping_add(offset))
+}
+
+/// An atomic write's destination offset: a multiple of
+/// [`ATOMIC_WRITE_ALIGNMENT`] (librpma's check).
+///
+/// # Errors
+/// [`Error::Inval`] with [`Detail::Misaligned`](crate::error::Detail::Misaligned).
+#[inline(always)]
+fn check_atomic_write_offset(dst_offset: u64) -> Result<()> {
+    match dst_offset.is_multiple_of(ATOMIC_WRITE_ALIGNMENT) {
+        true => Ok(()),
+        false => Err(misaligned_atomic_write(dst_offset)),
+    }
+}
+
+/// A remote atomic's address, `offset` into a region at `region`: a
+/// multiple of [`ATOMIC_ALIGNMENT`].
+///
+/// # Errors
+/// [`Error::Inval`] with [`Detail::Misaligned`](crate::error::Detail::Misaligned) naming `what`.
+#[inline(always)]
+fn check_atomic_addr(what: &str, region: u64, offset: u64) -> Result<()> {
+    match region.wrapping_add(offset).is_multiple_of(ATOMIC_ALIGNMENT) {
+        true => Ok(()),
+        false => Err(misaligned(what, region, offset)),
     }
 }
 
