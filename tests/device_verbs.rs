@@ -5,6 +5,7 @@ use rpma_harness::{addr, device_tests, in_vm, next_port};
 use rpma_sys::cm::{AddrInfo, CmId, EventChannel};
 use rpma_sys::cq::{CompChannel, Cq, Wc};
 use rpma_sys::device::{Context, DeviceList};
+use rpma_sys::gate::Bound;
 use rpma_sys::mr::Mr;
 use rpma_sys::mw::{Mw, MwType};
 use rpma_sys::pd::Pd;
@@ -108,7 +109,11 @@ device_tests!({
             let fl = libc::fcntl(ch.fd(), libc::F_GETFL);
             libc::fcntl(ch.fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
         }
-        assert_eq!(ch.get_event().unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+        assert_eq!(ch.get_event(Bound::Never).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+        // A bounded read of a quiet channel: nothing, in time.
+        let t0 = std::time::Instant::now();
+        assert!(ch.get_event(Bound::after(std::time::Duration::from_millis(50))).unwrap().is_none());
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
         let e = Cq::new(&ctx, u32::MAX, None).unwrap_err();
         assert!(e.raw_os_error().is_some(), "{e}");
     }

@@ -1,6 +1,7 @@
 //! librdmacm: event channel, address info and communication identifier.
 
 use crate::ffi;
+use crate::gate::{Bound, Gate};
 use crate::pd::Pd;
 use crate::qp::{Qp, QpInit};
 use crate::{from_minus1_ret, last_error};
@@ -14,6 +15,7 @@ pub const RAI_PASSIVE: i32 = 0x0000_0001;
 
 struct EventChannelInner {
     ch: *mut ffi::rdma_event_channel,
+    gate: Gate,
 }
 
 // SAFETY: an rdma_event_channel is an fd; usable from any thread.
@@ -45,7 +47,7 @@ impl EventChannel {
         if ch.is_null() {
             return Err(last_error("rdma_create_event_channel"));
         }
-        Ok(EventChannel { inner: Arc::new(EventChannelInner { ch }) })
+        Ok(EventChannel { inner: Arc::new(EventChannelInner { ch, gate: Gate::new() }) })
     }
 
     /// The channel's file descriptor.
@@ -65,14 +67,31 @@ impl EventChannel {
         self.inner.ch
     }
 
-    /// Gets the next event (`rdma_get_cm_event`), copies what it carries and
-    /// acknowledges it at once. For `CONNECT_REQUEST` the new ID is handed
-    /// over, owned, in [`CmEvent::new_id`].
+    /// Takes the next event (`rdma_get_cm_event`) within `bound`, through
+    /// the channel's [`Gate`] (one reader at a time), copies what it carries
+    /// and acknowledges it at once; `None` when none came in time. For
+    /// `CONNECT_REQUEST` the new ID is handed over, owned, in
+    /// [`CmEvent::new_id`].
     ///
     /// # Errors
-    /// The errno of `rdma_get_cm_event` (`EAGAIN` on a non-blocking channel
-    /// with nothing pending; librdmacm reports it as `ENODATA` too).
-    pub fn get_event(&self) -> io::Result<CmEvent> {
+    /// The errno of `poll` or `rdma_get_cm_event` (`EAGAIN` on a
+    /// non-blocking channel with nothing pending, [`Bound::Never`];
+    /// librdmacm reports it as `ENODATA` too).
+    pub fn get_event(&self, bound: Bound) -> io::Result<Option<CmEvent>> {
+        self.inner.gate.read(self.as_fd(), bound, || self.next_event())
+    }
+
+    /// [`get_event`](Self::get_event) for an async reader: `Pending` while
+    /// another reader holds the channel (`cx` is woken when it lets go),
+    /// else the event if one is there now.
+    ///
+    /// # Errors
+    /// As [`get_event`](Self::get_event).
+    pub fn poll_get_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<Option<CmEvent>>> {
+        self.inner.gate.poll_read(self.as_fd(), cx, || self.next_event())
+    }
+
+    fn next_event(&self) -> io::Result<CmEvent> {
         let mut ev = std::ptr::null_mut();
         // SAFETY: live channel, valid out-pointer.
         let rc = unsafe { ffi::rdma_get_cm_event(self.inner.ch, &mut ev) };

@@ -2,16 +2,18 @@
 
 use crate::device::Context;
 use crate::ffi;
+use crate::gate::{Bound, Gate};
 use crate::{from_errno_ret, from_minus1_ret, last_error};
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 struct ChannelInner {
     ch: *mut ffi::ibv_comp_channel,
     _ctx: Context,
+    gate: Gate,
 }
 
 // SAFETY: a completion channel is an fd plus a context pointer; usable from any thread.
@@ -46,7 +48,7 @@ impl CompChannel {
         if ch.is_null() {
             return Err(last_error("ibv_create_comp_channel"));
         }
-        Ok(CompChannel { inner: Arc::new(ChannelInner { ch, _ctx: ctx.clone() }) })
+        Ok(CompChannel { inner: Arc::new(ChannelInner { ch, _ctx: ctx.clone(), gate: Gate::new() }) })
     }
 
     /// The channel's file descriptor (readable when an event is pending).
@@ -65,15 +67,30 @@ impl std::os::fd::AsFd for CompChannel {
 }
 
 impl CompChannel {
-    /// Waits for the next completion event (`ibv_get_cq_event`), acknowledges
-    /// it at once, and returns the [`Cq::id`] of the CQ it was for. The CQ is
-    /// not re-armed.
+    /// Takes the next completion event (`ibv_get_cq_event`) within `bound`
+    /// (through the channel's [`Gate`]: one reader at a time), acknowledges
+    /// it at once, and returns the [`Cq::id`] of the CQ it was for; `None`
+    /// when none came in time. The CQ is not re-armed.
     ///
     /// # Errors
-    /// The errno of `ibv_get_cq_event` (`EAGAIN` on a non-blocking fd with no
-    /// event pending).
+    /// The errno of `poll` or `ibv_get_cq_event` (`EAGAIN` on a
+    /// non-blocking fd with no event pending, [`Bound::Never`]).
     #[inline]
-    pub fn get_event(&self) -> io::Result<usize> {
+    pub fn get_event(&self, bound: Bound) -> io::Result<Option<usize>> {
+        self.inner.gate.read(self.as_fd(), bound, || self.next_event_acked())
+    }
+
+    /// [`get_event`](Self::get_event) for an async reader: `Pending` while
+    /// another reader holds the channel (`cx` is woken when it lets go),
+    /// else the event if one is there now.
+    ///
+    /// # Errors
+    /// As [`get_event`](Self::get_event).
+    pub fn poll_get_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<Option<usize>>> {
+        self.inner.gate.poll_read(self.as_fd(), cx, || self.next_event_acked())
+    }
+
+    fn next_event_acked(&self) -> io::Result<usize> {
         let cq = self.next_event()?;
         // SAFETY: a CQ cannot finish ibv_destroy_cq while it has an unacked
         // event, so `cq` is live here; acking once matches the one event.
@@ -452,24 +469,44 @@ impl Cq {
         unsafe { (*self.inner.cq).cqe.max(0) as u32 }
     }
 
-    /// Waits for the next completion event on the CQ's own channel
-    /// (`ibv_get_cq_event`), for a channel this CQ alone reports on. Unlike
-    /// [`CompChannel::get_event`] it acknowledges events in batches of
-    /// [`ACK_BATCH`] (the rest when the CQ is destroyed). The CQ is not
-    /// re-armed.
+    /// Takes the next completion event on the CQ's own channel
+    /// (`ibv_get_cq_event`) within `bound`, through the channel's [`Gate`]
+    /// (one reader at a time), for a channel this CQ alone reports on:
+    /// `false` when none came in time. Unlike [`CompChannel::get_event`] it
+    /// acknowledges events in batches of [`ACK_BATCH`] (the rest when the
+    /// CQ is destroyed). The CQ is not re-armed.
     ///
     /// # Errors
-    /// `EINVAL` for a CQ without a channel; the errno of `ibv_get_cq_event`
-    /// (`EAGAIN` on a non-blocking fd with no event pending).
+    /// `EINVAL` for a CQ without a channel; the errno of `poll` or
+    /// `ibv_get_cq_event` (`EAGAIN` on a non-blocking fd with no event
+    /// pending, [`Bound::Never`]).
     #[inline]
-    pub fn get_event(&self) -> io::Result<()> {
+    pub fn get_event(&self, bound: Bound) -> io::Result<bool> {
         let Some(ch) = &self.inner.channel else {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         };
+        Ok(ch.inner.gate.read(ch.as_fd(), bound, || self.next_event_batched(ch))?.is_some())
+    }
+
+    /// [`get_event`](Self::get_event) for an async reader: `Pending` while
+    /// another reader holds the channel (`cx` is woken when it lets go),
+    /// else whether an event was there now.
+    ///
+    /// # Errors
+    /// As [`get_event`](Self::get_event).
+    pub fn poll_get_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<bool>> {
+        let Some(ch) = &self.inner.channel else {
+            return std::task::Poll::Ready(Err(io::Error::from_raw_os_error(libc::EINVAL)));
+        };
+        ch.inner.gate.poll_read(ch.as_fd(), cx, || self.next_event_batched(ch)).map(|r| r.map(|e| e.is_some()))
+    }
+
+    #[inline]
+    fn next_event_batched(&self, ch: &CompChannel) -> io::Result<()> {
         let cq = ch.next_event()?;
         if cq != self.inner.cq {
             // Another CQ on the same channel: acknowledge at once. SAFETY:
-            // as in CompChannel::get_event.
+            // as in CompChannel::next_event_acked.
             unsafe { ffi::ibv_ack_cq_events(cq, 1) };
             return Ok(());
         }

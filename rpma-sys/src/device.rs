@@ -79,7 +79,7 @@ impl DeviceList {
         if ctx.is_null() {
             return Err(last_error("ibv_open_device"));
         }
-        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Opened }) })
+        Ok(Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Opened, gate: Default::default() }) })
     }
 }
 
@@ -168,6 +168,8 @@ enum Owner {
 struct ContextInner {
     ctx: *mut ffi::ibv_context,
     owner: Owner,
+    /// One reader at a time for the async-event fd.
+    gate: crate::gate::Gate,
 }
 
 // SAFETY: ibv_context is safe to use from any thread (libibverbs serialises
@@ -234,7 +236,7 @@ impl Context {
     /// `ctx` must be a valid `ibv_context` that stays open at least as long
     /// as `keeper` is alive, and must not be closed by anyone else meanwhile.
     pub(crate) unsafe fn kept_by(ctx: *mut ffi::ibv_context, keeper: Box<dyn std::any::Any + Send + Sync>) -> Self {
-        Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Kept(keeper) }) }
+        Context { inner: Arc::new(ContextInner { ctx, owner: Owner::Kept(keeper), gate: Default::default() }) }
     }
 
     /// A context a C caller lends (`struct ibv_context *` given to the C
@@ -245,7 +247,7 @@ impl Context {
     /// the returned context or any handle created from it (a PD, a CQ, ...)
     /// is alive: librpma's own contract for the context it is given.
     pub unsafe fn borrowed(ctx: *mut std::ffi::c_void) -> Self {
-        Context { inner: Arc::new(ContextInner { ctx: ctx.cast(), owner: Owner::Borrowed }) }
+        Context { inner: Arc::new(ContextInner { ctx: ctx.cast(), owner: Owner::Borrowed, gate: Default::default() }) }
     }
 
     /// The context's address (what C code knows as `struct ibv_context *`).
@@ -266,14 +268,30 @@ impl Context {
         unsafe { std::os::fd::BorrowedFd::borrow_raw((*self.inner.ctx).async_fd) }
     }
 
-    /// The next asynchronous event of the device (`ibv_get_async_event`),
-    /// acknowledged at once (`ibv_ack_async_event`) after what it names is
-    /// read: blocks unless [`async_fd`](Self::async_fd) is non-blocking.
+    /// Takes the next asynchronous event of the device
+    /// (`ibv_get_async_event`) within `bound`, through the fd's
+    /// [`Gate`](crate::gate::Gate) (one reader at a time), acknowledged at
+    /// once (`ibv_ack_async_event`) after what it names is read; `None` when
+    /// none came in time.
     ///
     /// # Errors
-    /// `EAGAIN` when nothing is pending on a non-blocking fd; the errno of
-    /// `ibv_get_async_event` otherwise.
-    pub fn get_async_event(&self) -> io::Result<AsyncEvent> {
+    /// The errno of `poll` or `ibv_get_async_event` (`EAGAIN` when nothing
+    /// is pending on a non-blocking fd, [`Bound::Never`](crate::gate::Bound)).
+    pub fn get_async_event(&self, bound: crate::gate::Bound) -> io::Result<Option<AsyncEvent>> {
+        self.inner.gate.read(self.async_fd(), bound, || self.next_async_event())
+    }
+
+    /// [`get_async_event`](Self::get_async_event) for an async reader:
+    /// `Pending` while another reader holds the fd (`cx` is woken when it
+    /// lets go), else the event if one is there now.
+    ///
+    /// # Errors
+    /// As [`get_async_event`](Self::get_async_event).
+    pub fn poll_async_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<Option<AsyncEvent>>> {
+        self.inner.gate.poll_read(self.async_fd(), cx, || self.next_async_event())
+    }
+
+    fn next_async_event(&self) -> io::Result<AsyncEvent> {
         use ffi::ibv_event_type as t;
         let mut ev = std::mem::MaybeUninit::<ffi::ibv_async_event>::uninit();
         // SAFETY: live context; `ev` is written on success.

@@ -20,6 +20,7 @@ pub mod cq;
 pub mod device;
 pub mod fault;
 mod ffi;
+pub mod gate;
 pub mod mmap;
 pub mod mr;
 pub mod mw;

@@ -282,22 +282,38 @@ impl IbvContext {
     /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
     /// [`Error::Provider`] when `ibv_get_async_event` fails.
     pub fn next_event(&self) -> Result<DeviceEvent> {
-        self.0.get_async_event().map(DeviceEvent::from_sys).map_err(|e| match e.raw_os_error() {
-            Some(libc::EAGAIN) => Error::NoEvent,
-            _ => Error::provider_raw("ibv_get_async_event", e),
-        })
+        device_event(self.0.get_async_event(rpma_sys::gate::Bound::Never))
     }
 
-    /// [`next_event`](Self::next_event), giving up after `timeout`.
+    /// [`next_event`](Self::next_event), giving up after `timeout`
+    /// (`Duration::MAX`: no limit), however many threads wait on the
+    /// device: its fd is read by one waiter at a time, each within its own
+    /// bound.
     ///
     /// # Errors
     /// As [`next_event`](Self::next_event); [`Error::NoEvent`] when
     /// `timeout` passes first.
     pub fn next_event_timeout(&self, timeout: std::time::Duration) -> Result<DeviceEvent> {
-        if !rpma_sys::poll_readable(self.0.async_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
-            return Err(Error::NoEvent);
-        }
-        self.next_event()
+        device_event(self.0.get_async_event(rpma_sys::gate::Bound::after(timeout)))
+    }
+
+    /// The next event for an async waiter: never sleeps; `Pending` while
+    /// another thread reads the fd (`cx` is woken when it lets go),
+    /// [`Error::NoEvent`] when none is there now.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<DeviceEvent>> {
+        self.0.poll_async_event(cx).map(device_event)
+    }
+}
+
+/// A device's async-event read as an event: none within the bound, or none
+/// on a non-blocking fd, is [`Error::NoEvent`].
+fn device_event(got: std::io::Result<Option<rpma_sys::device::AsyncEvent>>) -> Result<DeviceEvent> {
+    match got {
+        Ok(Some(e)) => Ok(DeviceEvent::from_sys(e)),
+        Ok(None) => Err(Error::NoEvent),
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Err(Error::NoEvent),
+        Err(e) => Err(Error::provider_raw("ibv_get_async_event", e)),
     }
 }
 

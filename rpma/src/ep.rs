@@ -5,6 +5,7 @@ use crate::conn_req::ConnReq;
 use crate::error::{Error, Result};
 use crate::peer::Peer;
 use rpma_sys::cm::{event, AddrInfo, CmId, EventChannel};
+use rpma_sys::gate::Bound;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -69,10 +70,38 @@ impl Ep {
     /// consumed); [`Error::Provider`] when getting the event or setting up the
     /// request's queues fails.
     pub fn next_conn_req(&self, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
-        let ev = self.channel.get_event().map_err(|e| match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
-            _ => Error::provider_raw("rdma_get_cm_event", e),
-        })?;
+        self.conn_req_within(cfg, Bound::Never)
+    }
+
+    /// [`next_conn_req`](Ep::next_conn_req), giving up after `timeout`
+    /// (`Duration::MAX`: no limit), however many threads wait on the
+    /// endpoint: its channel is read by one waiter at a time, each within
+    /// its own bound.
+    ///
+    /// # Errors
+    /// As [`next_conn_req`](Ep::next_conn_req); [`Error::NoEvent`] when
+    /// `timeout` passes first.
+    pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg>, timeout: Duration) -> Result<ConnReq> {
+        self.conn_req_within(cfg, Bound::after(timeout))
+    }
+
+    fn conn_req_within(&self, cfg: Option<&ConnCfg>, bound: Bound) -> Result<ConnReq> {
+        self.conn_req_of(cfg, crate::conn::cm_event(self.channel.get_event(bound))?)
+    }
+
+    /// The next connection request for an async waiter: never sleeps;
+    /// `Pending` while another thread reads the channel (`cx` is woken when
+    /// it lets go), [`Error::NoEvent`] when none is there now.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_conn_req(
+        &self,
+        cfg: Option<&ConnCfg>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<ConnReq>> {
+        self.channel.poll_get_event(cx).map(|got| self.conn_req_of(cfg, crate::conn::cm_event(got)?))
+    }
+
+    fn conn_req_of(&self, cfg: Option<&ConnCfg>, ev: rpma_sys::cm::CmEvent) -> Result<ConnReq> {
         match ev.new_id {
             Some(id) if ev.kind == event::CONNECT_REQUEST => {
                 let default = ConnCfg::default();
@@ -83,18 +112,6 @@ impl Ep {
                 rpma_sys::cm::event_str(ev.kind)
             ))),
         }
-    }
-
-    /// [`next_conn_req`](Ep::next_conn_req), giving up after `timeout`.
-    ///
-    /// # Errors
-    /// As [`next_conn_req`](Ep::next_conn_req); [`Error::NoEvent`] when
-    /// `timeout` passes first.
-    pub fn next_conn_req_timeout(&self, cfg: Option<&ConnCfg>, timeout: Duration) -> Result<ConnReq> {
-        if !rpma_sys::poll_readable(self.channel.as_fd(), Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
-            return Err(Error::NoEvent);
-        }
-        self.next_conn_req(cfg)
     }
 
     /// Stops listening (`rpma_ep_shutdown`); dropping the endpoint does the same.

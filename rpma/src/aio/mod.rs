@@ -102,17 +102,18 @@ unsafe fn register_as<T: std::os::fd::AsRawFd>(fd: BorrowedFd<'_>, inner: T, wha
     })
 }
 
-/// Runs `take` (which must not block); when it reports `empty`, polls
-/// `fd`'s readiness and, once readable, takes again (`empty` then means the
-/// readiness was stale: it is cleared and waited for again).
+/// Runs `take` (which never sleeps: `Pending` while another thread reads
+/// the channel, its waker woken when that thread lets go); when it reports
+/// `empty`, polls `fd`'s readiness and, once readable, takes again (`empty`
+/// then means the readiness was stale: it is cleared and waited for again).
 fn poll_take<T>(
     fd: &AsyncFd<impl std::os::fd::AsRawFd>,
     cx: &mut Context<'_>,
-    mut take: impl FnMut() -> Result<T>,
+    mut take: impl FnMut(&mut Context<'_>) -> Poll<Result<T>>,
     empty: fn(&Error) -> bool,
 ) -> Poll<Result<T>> {
     loop {
-        match take() {
+        match std::task::ready!(take(cx)) {
             Err(e) if empty(&e) => {}
             other => return Poll::Ready(other),
         }
@@ -121,7 +122,7 @@ fn poll_take<T>(
             Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::provider_raw("tokio readiness", e))),
             Poll::Pending => return Poll::Pending,
         };
-        match take() {
+        match std::task::ready!(take(cx)) {
             Err(e) if empty(&e) => guard.clear_ready(),
             other => return Poll::Ready(other),
         }
@@ -131,7 +132,7 @@ fn poll_take<T>(
 /// [`poll_take`], awaited.
 async fn when_readable<T>(
     fd: &AsyncFd<impl std::os::fd::AsRawFd>,
-    mut take: impl FnMut() -> Result<T>,
+    mut take: impl FnMut(&mut Context<'_>) -> Poll<Result<T>>,
     empty: fn(&Error) -> bool,
 ) -> Result<T> {
     std::future::poll_fn(|cx| poll_take(fd, cx, &mut take, empty)).await
@@ -168,7 +169,7 @@ impl<'a> AsyncEp<'a> {
     /// # Errors
     /// As [`Ep::next_conn_req`], never [`Error::NoEvent`].
     pub async fn next_conn_req(&self, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
-        when_readable(&self.fd, || self.ep.next_conn_req(cfg), no_event).await
+        when_readable(&self.fd, |cx| self.ep.poll_conn_req(cfg, cx), no_event).await
     }
 }
 
@@ -180,7 +181,7 @@ impl Stream for AsyncEp<'_> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let ep = self.ep;
-        poll_take(&self.fd, cx, || ep.next_conn_req(None), no_event).map(Some)
+        poll_take(&self.fd, cx, |cx| ep.poll_conn_req(None, cx), no_event).map(Some)
     }
 }
 
@@ -205,7 +206,7 @@ impl<'a> AsyncConnEvents<'a> {
     /// # Errors
     /// As [`Conn::next_event`], never [`Error::NoEvent`].
     pub async fn next_event(&self) -> Result<ConnEvent> {
-        when_readable(&self.fd, || self.conn.next_event(), no_event).await
+        when_readable(&self.fd, |cx| self.conn.poll_event(cx), no_event).await
     }
 }
 
@@ -216,7 +217,7 @@ impl Stream for AsyncConnEvents<'_> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let conn = self.conn;
-        poll_take(&self.fd, cx, || conn.next_event(), no_event).map(Some)
+        poll_take(&self.fd, cx, |cx| conn.poll_event(cx), no_event).map(Some)
     }
 }
 
@@ -248,7 +249,7 @@ impl<'a> AsyncChannel<'a> {
     /// As [`Conn::wait`], never [`Error::NoCompletion`].
     pub async fn wait(&self) -> Result<(&'a Cq, bool)> {
         let conn = self.conn;
-        when_readable(&self.fd, || conn.wait(), no_completion).await
+        when_readable(&self.fd, |cx| conn.poll_wait(cx), no_completion).await
     }
 }
 
@@ -305,7 +306,7 @@ impl<'a> AsyncCq<'a> {
                 Err(Error::NoCompletion) => {}
                 other => return Poll::Ready(other),
             }
-            match poll_take(&self.fd, cx, || self.cq.wait(), no_completion) {
+            match poll_take(&self.fd, cx, |cx| self.cq.poll_wait(cx), no_completion) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
@@ -347,7 +348,7 @@ impl<'a> AsyncDevice<'a> {
     /// # Errors
     /// As [`IbvContext::next_event`], never [`Error::NoEvent`].
     pub async fn next_event(&self) -> Result<DeviceEvent> {
-        when_readable(&self.fd, || self.ctx.next_event(), no_event).await
+        when_readable(&self.fd, |cx| self.ctx.poll_event(cx), no_event).await
     }
 }
 
@@ -357,7 +358,7 @@ impl Stream for AsyncDevice<'_> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let ctx = self.ctx;
-        poll_take(&self.fd, cx, || ctx.next_event(), no_event).map(Some)
+        poll_take(&self.fd, cx, |cx| ctx.poll_event(cx), no_event).map(Some)
     }
 }
 

@@ -219,7 +219,7 @@ impl Shared {
     }
 
     pub(super) fn poll_event(&self, cx: &mut Context<'_>) -> Poll<Result<ConnEvent>> {
-        let ev = super::poll_take(&self.events, cx, || self.conn.next_event(), super::no_event);
+        let ev = super::poll_take(&self.events, cx, |cx| self.conn.poll_event(cx), super::no_event);
         if let Poll::Ready(Ok(e)) = &ev {
             if *e != ConnEvent::Established {
                 self.closing_seen.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -238,7 +238,7 @@ impl Shared {
     /// coming, for a bounded number of events, its readiness then kept).
     fn take_events(&self, i: usize) -> Result<(std::ops::Range<usize>, u8, bool)> {
         if !self.one_channel {
-            return match self.cq(i).take_event_unarmed() {
+            return match self.cq(i).take_event_unarmed(rpma_sys::gate::Bound::Now) {
                 Ok(()) => Ok((i..i + 1, 1 << i, true)),
                 Err(Error::NoCompletion) => Ok((i..i + 1, 0, true)),
                 Err(e) => Err(e),
@@ -246,7 +246,7 @@ impl Shared {
         }
         let mut taken = 0;
         for _ in 0..64 {
-            match self.conn.take_shared_event_unarmed() {
+            match self.conn.take_shared_event_unarmed(rpma_sys::gate::Bound::Now) {
                 Ok((_, is_rcq)) => taken |= 1 << u8::from(is_rcq && self.cqs > 1),
                 Err(Error::NoCompletion) => return Ok((0..self.cqs, taken, true)),
                 Err(e) => return Err(e),

@@ -189,7 +189,7 @@ async fn reap(h: Arc<Hub>) {
         }
         match poll_fn(|cx| h.poll_woken(cx)).await {
             Woken::Nudged => {}
-            Woken::Readable(Ok(mut guard)) => match h.scq.cq().take_event() {
+            Woken::Readable(Ok(mut guard)) => match h.scq.cq().take_event(rpma_sys::gate::Bound::Now) {
                 // One event per arming: the channel is read empty either
                 // way. (A later event ticks the reactor, which this clear
                 // does not undo: tokio clears only the readiness it reported.)

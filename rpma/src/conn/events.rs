@@ -7,6 +7,7 @@ use crate::cq::Cq;
 use crate::error::{Error, Result};
 use crate::log::{rpma_log, LogLevel};
 use rpma_sys::cm::event;
+use rpma_sys::gate::Bound;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
@@ -30,12 +31,56 @@ impl Conn {
     /// # Errors
     /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
     /// [`Error::Unknown`] for an event librpma does not map (named in the
-    /// message); [`Error::Provider`] when getting the event fails.
+    /// message); [`Error::Provider`] when getting the event fails;
+    /// [`Error::Inval`] when an [`AsyncConn`](crate::aio::AsyncConn) owns
+    /// the connection (await its `next_event`).
     pub fn next_event(&self) -> Result<ConnEvent> {
-        let ev = self.channel.get_event().map_err(|e| match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENODATA) => Error::NoEvent,
-            _ => Error::provider_raw("rdma_get_cm_event", e),
-        })?;
+        self.refuse_events_if_reaped()?;
+        self.event_within(Bound::Never)
+    }
+
+    /// [`next_event`](Conn::next_event), giving up after `timeout`
+    /// (`Duration::MAX`: no limit), however many threads wait for the
+    /// connection's events: the channel is read by one waiter at a time,
+    /// each within its own bound.
+    ///
+    /// # Errors
+    /// As [`next_event`](Conn::next_event); [`Error::NoEvent`] when `timeout`
+    /// passes first.
+    pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
+        self.refuse_events_if_reaped()?;
+        self.event_within(Bound::after(timeout))
+    }
+
+    /// [`Error::Inval`] when an [`AsyncConn`](crate::aio::AsyncConn) owns
+    /// the connection: its events are awaited there, where
+    /// [`disconnect`](crate::aio::AsyncConn::disconnect) waits for the
+    /// closing one.
+    fn refuse_events_if_reaped(&self) -> Result<()> {
+        if self.events_reaped {
+            return Err(Error::inval(
+                "this connection belongs to an rpma::aio::AsyncConn, which takes its events: await \
+                 AsyncConn::next_event instead",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The next event within `bound`, mapped as [`next_event`](Conn::next_event).
+    pub(crate) fn event_within(&self, bound: Bound) -> Result<ConnEvent> {
+        self.on_event(cm_event(self.channel.get_event(bound))?)
+    }
+
+    /// The next event for an async waiter: never sleeps; `Pending` while
+    /// another thread reads the channel (`cx` is woken when it lets go),
+    /// [`Error::NoEvent`] when none is there now.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<ConnEvent>> {
+        self.channel.poll_get_event(cx).map(|got| self.on_event(cm_event(got)?))
+    }
+
+    /// librpma's mapping of a CM event; a closing one closes the connection.
+    fn on_event(&self, ev: rpma_sys::cm::CmEvent) -> Result<ConnEvent> {
         let ev = Ok(match ev.kind {
             event::ESTABLISHED => {
                 let _ = self.private_data.set(ev.private_data);
@@ -66,20 +111,6 @@ impl Conn {
             self.parts.closed.store(true, Ordering::Relaxed);
         }
         ev
-    }
-
-    /// [`next_event`](Conn::next_event), giving up after `timeout`.
-    ///
-    /// # Errors
-    /// As [`next_event`](Conn::next_event); [`Error::NoEvent`] when `timeout`
-    /// passes first.
-    pub fn next_event_timeout(&self, timeout: Duration) -> Result<ConnEvent> {
-        if !rpma_sys::poll_readable(std::os::fd::AsFd::as_fd(self), Some(timeout))
-            .map_err(|e| Error::provider_raw("poll", e))?
-        {
-            return Err(Error::NoEvent);
-        }
-        self.next_event()
     }
 
     /// The fd of the shared completion channel (`rpma_conn_get_compl_fd`).
@@ -117,50 +148,72 @@ impl Conn {
     /// an event of another CQ; [`Error::Inval`] when an async reaper
     /// (`rpma::aio::AsyncConn`, feature `tokio`) serves the connection.
     pub fn wait(&self) -> Result<(&Cq, bool)> {
-        self.compl_as_fd()?;
-        self.parts.cq.refuse_if_reaped()?;
-        self.take_shared_event()
+        self.wait_within(Bound::Never)
     }
 
-    /// [`wait`](Conn::wait) after its checks: the event taken, its CQ
-    /// re-armed.
-    pub(crate) fn take_shared_event(&self) -> Result<(&Cq, bool)> {
-        let (cq, is_rcq) = self.take_shared_event_unarmed()?;
-        cq.rearm()?;
-        Ok((cq, is_rcq))
-    }
-
-    /// The shared channel's next event taken (acknowledged) without
-    /// re-arming its CQ, for the connection's async reaper, which arms it
-    /// again only while a future waits: the CQ, and whether it is the RCQ.
-    pub(crate) fn take_shared_event_unarmed(&self) -> Result<(&Cq, bool)> {
-        let Some(ch) = &self.parts.shared else {
-            return Err(Error::NotSharedChnl(
-                "the connection was configured without a shared completion channel".into(),
-            ));
-        };
-        let id = ch.get_event().map_err(|_| Error::NoCompletion)?;
-        let (cq, is_rcq) = if id == self.parts.cq.sys().id() {
-            (&*self.parts.cq, false)
-        } else if let Some(r) = self.parts.rcq.as_ref().filter(|r| r.sys().id() == id) {
-            (r, true)
-        } else {
-            return Err(Error::Unknown("a completion event for a CQ of no connection".into()));
-        };
-        Ok((cq, is_rcq))
-    }
-
-    /// [`wait`](Conn::wait), giving up after `timeout`.
+    /// [`wait`](Conn::wait), giving up after `timeout` (`Duration::MAX`: no
+    /// limit), however many threads wait on the channel.
     ///
     /// # Errors
     /// As [`wait`](Conn::wait); [`Error::NoCompletion`] when `timeout` passes.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<(&Cq, bool)> {
-        let fd = self.compl_as_fd()?;
+        self.wait_within(Bound::after(timeout))
+    }
+
+    fn wait_within(&self, bound: Bound) -> Result<(&Cq, bool)> {
+        self.compl_as_fd()?;
         self.parts.cq.refuse_if_reaped()?;
-        if !rpma_sys::poll_readable(fd, Some(timeout)).map_err(|e| Error::provider_raw("poll", e))? {
-            return Err(Error::NoCompletion);
+        self.take_shared_event(bound)
+    }
+
+    /// [`wait`](Conn::wait) for an async waiter: never sleeps; `Pending`
+    /// while another thread reads the channel (`cx` is woken when it lets
+    /// go), [`Error::NoCompletion`] when no event is there now.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_wait(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(&Cq, bool)>> {
+        if let Err(e) = self.compl_as_fd().and_then(|_| self.parts.cq.refuse_if_reaped()) {
+            return std::task::Poll::Ready(Err(e));
         }
-        self.wait()
+        let Some(ch) = &self.parts.shared else { return std::task::Poll::Ready(Err(not_shared())) };
+        ch.poll_get_event(cx).map(|got| {
+            let (cq, is_rcq) = self.cq_of_event(got)?;
+            cq.rearm()?;
+            Ok((cq, is_rcq))
+        })
+    }
+
+    /// [`wait`](Conn::wait) after its checks: the event taken within
+    /// `bound`, its CQ re-armed.
+    pub(crate) fn take_shared_event(&self, bound: Bound) -> Result<(&Cq, bool)> {
+        let (cq, is_rcq) = self.take_shared_event_unarmed(bound)?;
+        cq.rearm()?;
+        Ok((cq, is_rcq))
+    }
+
+    /// The shared channel's next event taken (acknowledged) within `bound`
+    /// without re-arming its CQ, for the connection's async reaper
+    /// ([`Bound::Now`]), which arms it again only while a future waits:
+    /// the CQ, and whether it is the RCQ.
+    pub(crate) fn take_shared_event_unarmed(&self, bound: Bound) -> Result<(&Cq, bool)> {
+        let Some(ch) = &self.parts.shared else { return Err(not_shared()) };
+        self.cq_of_event(ch.get_event(bound))
+    }
+
+    /// The CQ a shared channel's event was for, and whether it is the RCQ.
+    fn cq_of_event(&self, got: std::io::Result<Option<usize>>) -> Result<(&Cq, bool)> {
+        let id = match got {
+            Ok(Some(id)) => id,
+            Ok(None) => return Err(Error::NoCompletion),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Err(Error::NoCompletion),
+            Err(e) => return Err(Error::provider_raw("ibv_get_cq_event", e)),
+        };
+        if id == self.parts.cq.sys().id() {
+            Ok((&*self.parts.cq, false))
+        } else if let Some(r) = self.parts.rcq.as_ref().filter(|r| r.sys().id() == id) {
+            Ok((r, true))
+        } else {
+            Err(Error::Unknown("a completion event for a CQ of no connection".into()))
+        }
     }
 
     /// Starts closing the connection (`rpma_conn_disconnect`). From then on
@@ -173,6 +226,22 @@ impl Conn {
         self.parts.closed.store(true, Ordering::Relaxed);
         self.parts.id.disconnect().map_err(|e| Error::provider_raw("rdma_disconnect", e))
     }
+}
+
+/// A CM channel read as an event: none within the bound, or none on a
+/// non-blocking fd, is [`Error::NoEvent`].
+pub(crate) fn cm_event(got: std::io::Result<Option<rpma_sys::cm::CmEvent>>) -> Result<rpma_sys::cm::CmEvent> {
+    match got {
+        Ok(Some(ev)) => Ok(ev),
+        Ok(None) => Err(Error::NoEvent),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENODATA)) => Err(Error::NoEvent),
+        Err(e) => Err(Error::provider_raw("rdma_get_cm_event", e)),
+    }
+}
+
+#[cold]
+fn not_shared() -> Error {
+    Error::NotSharedChnl("the connection was configured without a shared completion channel".into())
 }
 
 /// The connection's CM event fd, as [`Conn::event_fd`]: readable when a

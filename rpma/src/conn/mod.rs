@@ -14,6 +14,7 @@ mod sg;
 pub use crate::ops::Sg;
 pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
+pub(crate) use events::cm_event;
 pub use events::{conn_event_2str, conn_event_value_2str, ConnEvent};
 pub(crate) use parts::{ConnParts, EndWithConn, NativeOps, QpLimits};
 
@@ -65,6 +66,9 @@ pub struct Conn {
     channel: EventChannel,
     private_data: OnceLock<Vec<u8>>,
     direct_write_to_pmem: AtomicBool,
+    /// An [`AsyncConn`](crate::aio::AsyncConn) owns the connection and
+    /// takes its events: [`Conn::next_event`] refuses.
+    events_reaped: bool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -83,7 +87,7 @@ impl Conn {
         if parts.id.is_passive() {
             let _ = private_data.set(incoming);
         }
-        Conn { parts, channel, private_data, direct_write_to_pmem: AtomicBool::new(false) }
+        Conn { parts, channel, private_data, direct_write_to_pmem: AtomicBool::new(false), events_reaped: false }
     }
 
     /// The private data the other side sent (`rpma_conn_get_private_data`):

@@ -132,6 +132,7 @@ impl Conn {
     /// receive CQ stays its owner's.
     #[cfg(feature = "tokio")]
     pub(crate) fn hand_to_reaper(&mut self, shared: Option<&crate::SharedCq>) -> Result<()> {
+        self.events_reaped = true;
         let p = &mut self.parts;
         match (&mut p.cq, shared) {
             (crate::cq::ConnCq::Own(cq), None) => {

@@ -17,6 +17,7 @@ use crate::windows::Windows;
 pub use crate::wrid::CompletionOp;
 use crate::wrid::{self, WrId};
 use rpma_sys::cq::{CompChannel, PolledWc, WC_WITH_IMM, WC_WITH_INV};
+use rpma_sys::gate::Bound;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,6 +195,21 @@ impl Cq {
     /// re-arming fails.
     #[inline]
     pub fn wait(&self) -> Result<()> {
+        self.wait_within(Bound::Never)
+    }
+
+    /// [`wait`](Cq::wait), giving up after `timeout` (`Duration::MAX`: no
+    /// limit), however many threads wait on the CQ: the channel is read by
+    /// one waiter at a time, each within its own bound.
+    ///
+    /// # Errors
+    /// As [`wait`](Cq::wait); [`Error::NoCompletion`] when `timeout` passes.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
+        self.wait_within(Bound::after(timeout))
+    }
+
+    #[inline]
+    fn wait_within(&self, bound: Bound) -> Result<()> {
         if !self.plain {
             if self.is_reaped() {
                 return Err(reaped());
@@ -205,23 +221,27 @@ impl Cq {
                 return Ok(()); // completions set aside by a dropped connection's drain
             }
         }
-        self.take_event()
+        self.take_event(bound)
     }
 
-    /// [`wait`](Cq::wait), giving up after `timeout`.
-    ///
-    /// # Errors
-    /// As [`wait`](Cq::wait); [`Error::NoCompletion`] when `timeout` passes.
-    pub fn wait_timeout(&self, timeout: Duration) -> Result<()> {
-        if self.is_reaped() || self.shared || self.routes.as_ref().is_some_and(|r| r.stashed()) {
-            return self.wait();
+    /// [`wait`](Cq::wait) for an async waiter ([`crate::aio::AsyncCq`]):
+    /// never sleeps; `Pending` while another thread reads the channel (`cx`
+    /// is woken when it lets go), [`Error::NoCompletion`] when no event is
+    /// there now.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_wait(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<()>> {
+        if !self.plain {
+            if self.is_reaped() {
+                return std::task::Poll::Ready(Err(reaped()));
+            }
+            if self.shared {
+                return std::task::Poll::Ready(Err(shared_channel()));
+            }
+            if self.routes.as_ref().is_some_and(|r| r.stashed()) {
+                return std::task::Poll::Ready(Ok(()));
+            }
         }
-        let ready = rpma_sys::poll_readable(std::os::fd::AsFd::as_fd(self), Some(timeout))
-            .map_err(|e| Error::provider_raw("poll", e))?;
-        if !ready {
-            return Err(Error::NoCompletion);
-        }
-        self.wait()
+        self.cq.poll_get_event(cx).map(|got| event_taken(got)?.then(|| self.rearm()).unwrap_or(Err(Error::NoCompletion)))
     }
 
     /// Re-arms the CQ (after an event was taken, or for an async reaper
@@ -324,19 +344,28 @@ impl Cq {
         self.reaped.load(Ordering::Acquire)
     }
 
-    /// Takes the channel's event and re-arms the CQ: [`wait`](Cq::wait)
-    /// after its checks.
+    /// Takes the channel's event within `bound` and re-arms the CQ:
+    /// [`wait`](Cq::wait) after its checks.
     #[inline]
-    pub(crate) fn take_event(&self) -> Result<()> {
-        self.take_event_unarmed()?;
+    pub(crate) fn take_event(&self, bound: Bound) -> Result<()> {
+        self.take_event_unarmed(bound)?;
         self.rearm()
     }
 
-    /// Takes the channel's event (acknowledged), leaving the CQ unarmed:
-    /// an async reaper arms it again only while a future waits.
+    /// Takes the channel's event (acknowledged) within `bound`, leaving the
+    /// CQ unarmed: an async reaper ([`Bound::Now`]) arms it again only
+    /// while a future waits.
+    ///
+    /// # Errors
+    /// [`Error::NoCompletion`] when no event came within `bound` (or the fd
+    /// is non-blocking and has none); [`Error::Provider`] when reading the
+    /// channel fails.
     #[inline]
-    pub(crate) fn take_event_unarmed(&self) -> Result<()> {
-        self.cq.get_event().map(|_| ()).map_err(|_| Error::NoCompletion)
+    pub(crate) fn take_event_unarmed(&self, bound: Bound) -> Result<()> {
+        match event_taken(self.cq.get_event(bound))? {
+            true => Ok(()),
+            false => Err(Error::NoCompletion),
+        }
     }
 
     /// One completion, if any (a convenience over [`get_wc`](Cq::get_wc)).
@@ -432,24 +461,27 @@ impl Cq {
     /// [`Error::NoCompletion`] when `timeout` passes first; as
     /// [`wait`](Cq::wait) and [`get_wc`](Cq::get_wc) otherwise.
     pub fn next_completion(&self, timeout: Duration) -> Result<Completion> {
-        // A timeout too long to represent as an instant (Duration::MAX) is
-        // no limit.
-        let deadline = std::time::Instant::now().checked_add(timeout);
+        let bound = Bound::after(timeout);
         loop {
             match self.get_completion() {
                 Err(Error::NoCompletion) => {}
                 other => return other,
             }
-            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(std::time::Instant::now()));
-            if left.is_zero() {
-                return Err(Error::NoCompletion);
+            if let Bound::Until(d) = bound {
+                if d <= std::time::Instant::now() {
+                    return Err(Error::NoCompletion);
+                }
             }
             if self.shared {
                 // The shared channel belongs to the connection; poll instead.
+                let left = match bound {
+                    Bound::Until(d) => d.saturating_duration_since(std::time::Instant::now()),
+                    _ => Duration::MAX,
+                };
                 std::thread::sleep(left.min(Duration::from_micros(200)));
                 continue;
             }
-            match self.wait_timeout(left) {
+            match self.wait_within(bound) {
                 Ok(()) | Err(Error::NoCompletion) => {}
                 Err(e) => return Err(e),
             }
@@ -460,6 +492,17 @@ impl Cq {
     fn translate(&self, w: &PolledWc) -> Completion {
         let found = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
         completion(w, found, &self.windows)
+    }
+}
+
+/// Whether a channel read took an event: `false` for none within the
+/// bound or none on a non-blocking fd (`EAGAIN`).
+#[inline]
+fn event_taken(got: std::io::Result<bool>) -> Result<bool> {
+    match got {
+        Ok(taken) => Ok(taken),
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(false),
+        Err(e) => Err(Error::provider_raw("ibv_get_cq_event", e)),
     }
 }
 
