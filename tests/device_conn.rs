@@ -432,6 +432,103 @@ device_tests!({
         rx.recv_timeout(T).expect("closing and dropping the connection hung (unacknowledged CQ events?)");
     }
 
+    /// Many threads wait with a bound on one CQ, one endpoint and one
+    /// connection; one event wakes them all and one takes it. Every other
+    /// waiter is back within its bound (a waiter that polled the fd and then
+    /// read with a blocking call stayed blocked past it, for ever).
+    fn bounded_waits_hold_with_many_waiters() {
+        use std::sync::Arc;
+        const WAITERS: usize = 6;
+        const BOUND: Duration = Duration::from_millis(1500);
+        // The bound plus scheduling slack on the VM's two vCPUs; a waiter
+        // blocked in a read never comes back at all.
+        const LATE: Duration = Duration::from_secs(6);
+        /// Runs `wait` on `WAITERS` threads, `fire` once they wait; returns
+        /// how many took the event; panics if one is late or hangs.
+        fn race<T: Send + 'static>(
+            what: &str,
+            wait: impl Fn() -> Result<T, rpma::Error> + Send + Sync + 'static,
+            fire: impl FnOnce(),
+        ) -> usize {
+            let wait = Arc::new(wait);
+            let (tx, rx) = std::sync::mpsc::channel();
+            for _ in 0..WAITERS {
+                let (wait, tx) = (wait.clone(), tx.clone());
+                thread::spawn(move || {
+                    let t0 = std::time::Instant::now();
+                    let got = wait();
+                    let _ = tx.send((got.map(|_| ()), t0.elapsed()));
+                });
+            }
+            thread::sleep(Duration::from_millis(200));
+            fire();
+            let mut took = 0;
+            for _ in 0..WAITERS {
+                let (got, waited) = rx.recv_timeout(LATE + BOUND).unwrap_or_else(|_| panic!("{what}: a waiter hung"));
+                match got {
+                    Ok(()) => took += 1,
+                    Err(e) => assert!(matches!(e, rpma::Error::NoCompletion | rpma::Error::NoEvent), "{what}: {e}"),
+                }
+                assert!(waited < LATE, "{what}: a waiter came back after {waited:?} for a bound of {BOUND:?}");
+            }
+            took
+        }
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::READ_SRC);
+        for round in 0..3u64 {
+            let port = next_port();
+            let ep = Arc::new(Ep::listen(&sp, &addr(), port).unwrap());
+            // The endpoint: one connection request, many waiters.
+            let e2 = ep.clone();
+            let cp = peer();
+            let accepted = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (a2, pd) = (accepted.clone(), Arc::new(pdata.clone()));
+            let mut client = None;
+            // The waiter that takes the request accepts it at once.
+            let took = race(
+                "Ep::next_conn_req_timeout",
+                move || {
+                    let req = e2.next_conn_req_timeout(None, BOUND)?;
+                    a2.lock().unwrap().push(req.connect(&pd)?);
+                    Ok(())
+                },
+                || client = Some(ConnReq::new(&cp, &addr(), port, None).unwrap().connect(&[]).unwrap()),
+            );
+            assert_eq!(took, 1, "round {round}: the one request, taken once");
+            let s = accepted.lock().unwrap().pop().unwrap();
+            let c = client.unwrap();
+            // The active side's event first: librdmacm sends the RTU that
+            // establishes the passive side when it reads it.
+            assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Established);
+            assert_eq!(s.next_event_timeout(T).unwrap(), ConnEvent::Established);
+            let (c, s) = (Arc::new(c), Arc::new(s));
+            // The CQ: one signaled read, one completion event.
+            let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+            let local = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
+            let c2 = c.clone();
+            let took = race("Cq::wait_timeout", move || c2.cq().wait_timeout(BOUND), || {
+                c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, round).unwrap();
+            });
+            assert!(took <= 1, "round {round}: one event, taken at most once");
+            assert_eq!(c.cq().next_completion(T).unwrap().op_context, round);
+            // Cq::next_completion with a bound, many threads, one read.
+            let c2 = c.clone();
+            let took = race("Cq::next_completion", move || c2.cq().next_completion(BOUND), || {
+                c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 100 + round).unwrap();
+            });
+            assert_eq!(took, 1, "round {round}: the one completion, taken once");
+            // The connection: the peer disconnects, one closing event.
+            let c2 = c.clone();
+            let took = race("Conn::next_event_timeout", move || c2.next_event_timeout(BOUND), || {
+                s.disconnect().unwrap();
+            });
+            assert_eq!(took, 1, "round {round}: the closing event, taken once");
+            c.disconnect().unwrap();
+            assert_eq!(s.next_event_timeout(T).unwrap(), ConnEvent::Closed);
+            drop(local);
+        }
+    }
+
     /// A busy-polling loop on `try_get_completion`: `None` while nothing
     /// completed, then the read's completion once, with its bytes landed,
     /// then `None` again.
