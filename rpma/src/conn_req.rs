@@ -122,7 +122,7 @@ impl ConnReq {
             return Err(Error::inval("the connection request was already consumed"));
         };
         op.post_checked(&p.peer, (p.limits.max_recv_sge, "the connection's max_recv_sge"), |ctx, sgl, hold| {
-            p.post_recv(ctx, sgl, hold)
+            p.post_recv(crate::CompletionOp::Recv, ctx, sgl, hold)
         })
     }
 

@@ -149,7 +149,9 @@ static AUX: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
 /// written only under `SETTING`, after `MAIN` or `AUX` changed.
 static EITHER: AtomicI32 = AtomicI32::new(LogLevel::Disabled as i32);
 static SETTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-static FUNCTION: RwLock<Option<Box<LogFunction>>> = RwLock::new(None);
+/// The log function: cloned out of the lock before it is called, so a
+/// function may set another (or log) without deadlocking.
+static FUNCTION: RwLock<Option<std::sync::Arc<LogFunction>>> = RwLock::new(None);
 
 /// Sets a threshold (`rpma_log_set_threshold`). Thread-safe. A main
 /// threshold set here filters before the log function, whatever `log`'s
@@ -223,8 +225,11 @@ fn main_admits(level: LogLevel) -> bool {
 /// function receives every message the main threshold admits (while it is
 /// not set: those `log`'s max level admits).
 pub fn set_function(f: Option<Box<LogFunction>>) {
-    let mut slot = FUNCTION.write().unwrap_or_else(|p| p.into_inner());
-    *slot = f;
+    let old = {
+        let mut slot = FUNCTION.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *slot, f.map(std::sync::Arc::from))
+    };
+    drop(old); // the user's closure is dropped outside the lock
 }
 
 /// Whether a message at `level` would be emitted (either threshold admits
@@ -248,7 +253,12 @@ pub fn enabled_by_thresholds(level: LogLevel) -> bool {
     level != LogLevel::Disabled && level as i32 <= EITHER.load(Ordering::Relaxed)
 }
 
-/// Emits one message; used through the crate's `rpma_log!` macro.
+/// Emits one message; used through the crate's `rpma_log!` macro. A
+/// message logged while this thread holds one of rpma's locks (a
+/// [`Deferred`] guard lives) is kept, formatted, until the last guard is
+/// dropped after the lock, and emitted then: the log function is the
+/// caller's code and may call into rpma. A log function that panics is
+/// stopped there: its panic never unwinds through rpma.
 #[doc(hidden)]
 pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, args: fmt::Arguments<'_>) {
     if level == LogLevel::Disabled {
@@ -259,15 +269,81 @@ pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, 
     if !main && !aux {
         return;
     }
-    let rec = LogRecord { level, file, line, func, args };
-    let slot = FUNCTION.read().unwrap_or_else(|p| p.into_inner());
-    match slot.as_deref() {
+    if DEFER.with(|d| d.get()) > 0 {
+        let kept = Kept { level, file, line, func, text: args.to_string() };
+        KEPT.with(|k| k.borrow_mut().push(kept));
+        return;
+    }
+    deliver(&LogRecord { level, file, line, func, args }, main, aux);
+}
+
+/// Hands `rec` to the log function, outside every lock, stopping a panic.
+fn deliver(rec: &LogRecord<'_>, main: bool, aux: bool) {
+    let f = FUNCTION.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let call = std::panic::AssertUnwindSafe(|| match f.as_deref() {
         Some(f) => {
             if main {
-                f(&rec)
+                f(rec)
             }
         }
-        None => default_function(&rec, main, aux),
+        None => default_function(rec, main, aux),
+    });
+    // The panic's own message has been printed by the panic hook.
+    let _ = std::panic::catch_unwind(call);
+}
+
+/// A message logged under a lock, formatted, for [`Deferred`]'s drop.
+struct Kept {
+    level: LogLevel,
+    file: &'static str,
+    line: u32,
+    func: &'static str,
+    text: String,
+}
+
+thread_local! {
+    /// How many [`Deferred`] guards this thread holds.
+    static DEFER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The messages kept meanwhile, in order.
+    static KEPT: std::cell::RefCell<Vec<Kept>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Held around a lock under which rpma may log (made before the lock is
+/// taken, dropped after it is let go): messages logged meanwhile on this
+/// thread are emitted when the last such guard is dropped.
+#[derive(Debug)]
+pub(crate) struct Deferred(std::marker::PhantomData<*const ()>);
+
+/// A [`Deferred`] guard for this thread.
+#[inline]
+pub(crate) fn defer() -> Deferred {
+    DEFER.with(|d| d.set(d.get() + 1));
+    Deferred(std::marker::PhantomData)
+}
+
+impl Drop for Deferred {
+    #[inline]
+    fn drop(&mut self) {
+        let left = DEFER.with(|d| {
+            let n = d.get() - 1;
+            d.set(n);
+            n
+        });
+        if left == 0 && KEPT.with(|k| !k.borrow().is_empty()) {
+            flush_kept();
+        }
+    }
+}
+
+#[cold]
+fn flush_kept() {
+    for k in KEPT.with(|k| std::mem::take(&mut *k.borrow_mut())) {
+        // The thresholds are read again: they may have changed meanwhile.
+        let main = main_admits(k.level);
+        let aux = k.level as i32 <= AUX.load(Ordering::Relaxed);
+        if main || aux {
+            deliver(&LogRecord { level: k.level, file: k.file, line: k.line, func: k.func, args: format_args!("{}", k.text) }, main, aux);
+        }
     }
 }
 

@@ -188,7 +188,7 @@ impl Srq {
     /// # Errors
     /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
     pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
-        self.post_with(op, |srq, tracker, ctx, sgl, hold| tracker.post(srq, ctx, hold, sgl))
+        self.post_with(op, |srq, tracker, ctx, sgl, hold| tracker.post(srq, crate::CompletionOp::Recv, ctx, hold, sgl))
     }
 
     /// Checks `op` and hands the verbs SRQ, its tracker, the receive's op

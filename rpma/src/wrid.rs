@@ -208,6 +208,46 @@ pub(crate) fn recv_kind(wc_opcode: u32) -> CompletionOp {
     }
 }
 
+/// The kind an awaited operation (`rpma::aio`) is recorded with:
+/// [`CompletionOp::Other`] with this bit over its real kind's index. Only
+/// the async router's own posts record it (a verb's kind comes from the
+/// verb, and the opcodes [`CompletionOp::Other`] carries otherwise are the
+/// device's, all below it), so a completion reporting it is an awaited
+/// operation's, whatever op context or immediate data a user passes.
+const AWAITED: u32 = 1 << 31;
+
+/// `op` recorded as an awaited operation's kind.
+#[cfg(feature = "tokio")]
+#[inline(always)]
+pub(crate) const fn awaited(op: CompletionOp) -> CompletionOp {
+    CompletionOp::Other(AWAITED | kind_index(op) as u32)
+}
+
+/// The real kind of an awaited operation's completion (a receive's from
+/// the device's opcode), `None` for any other completion.
+#[cfg(feature = "tokio")]
+#[inline]
+pub(crate) fn awaited_kind(op: CompletionOp, wc_opcode: u32) -> Option<CompletionOp> {
+    match op {
+        CompletionOp::Other(x) if x & AWAITED != 0 => match KINDS.get((x & !AWAITED) as usize).copied()? {
+            CompletionOp::Recv => Some(recv_kind(wc_opcode)),
+            kind => Some(kind),
+        },
+        _ => None,
+    }
+}
+
+/// The kind of a retired receive recorded as `recorded`: from the device's
+/// opcode, unless it was recorded as an awaited operation's (kept for the
+/// async router, which reads it back with [`awaited_kind`]).
+#[inline(always)]
+pub(crate) fn received_kind(recorded: CompletionOp, wc_opcode: u32) -> CompletionOp {
+    match recorded {
+        CompletionOp::Other(_) => recorded,
+        _ => recv_kind(wc_opcode),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +301,21 @@ mod tests {
     fn recv_opcode() {
         assert_eq!(recv_kind(128), CompletionOp::Recv);
         assert_eq!(recv_kind(129), CompletionOp::RecvRdmaWithImm);
+    }
+
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn awaited_kinds_round_trip_and_no_other_kind_reads_as_one() {
+        for &k in KINDS.iter() {
+            let rec = awaited(k);
+            let want = if k == CompletionOp::Recv { recv_kind(rpma_sys::cq::WC_RECV_RDMA_WITH_IMM) } else { k };
+            assert_eq!(awaited_kind(rec, rpma_sys::cq::WC_RECV_RDMA_WITH_IMM), Some(want));
+            assert_eq!(awaited_kind(k, 0), None, "{k:?}");
+            assert_eq!(received_kind(rec, 0), rec, "kept for the router");
+        }
+        for opcode in [0, 1, 2, 8, 9, 128, 129, 255, u32::MAX >> 1] {
+            assert_eq!(awaited_kind(CompletionOp::Other(opcode), 0), None, "the device's opcode {opcode}");
+        }
+        assert_eq!(received_kind(CompletionOp::Recv, rpma_sys::cq::WC_RECV_RDMA_WITH_IMM), CompletionOp::RecvRdmaWithImm);
     }
 }

@@ -36,6 +36,46 @@ impl AsRawFd for ChannelFd {
     }
 }
 
+/// The routing table, locked. Dropped, it lets the lock go, then wakes the
+/// wakers routing collected and drops the ones it replaced: a waker is the
+/// runtime's or the user's code, which may poll or drop a future of this
+/// connection (taking the lock). No user code runs under the lock.
+pub(super) struct RouterGuard<'a> {
+    g: Option<SpinGuard<'a, Router>>,
+    // Dropped after `Drop::drop`: messages logged under the lock are
+    // emitted after the wakes.
+    _logs: crate::log::Deferred,
+}
+
+impl std::ops::Deref for RouterGuard<'_> {
+    type Target = Router;
+    #[inline(always)]
+    fn deref(&self) -> &Router {
+        self.g.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for RouterGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Router {
+        self.g.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for RouterGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let Some(mut g) = self.g.take() else { return };
+        if g.wake.is_empty() && g.dropped.is_empty() {
+            return;
+        }
+        let (wake, dropped) = (std::mem::take(&mut g.wake), std::mem::take(&mut g.dropped));
+        drop(g);
+        wake.into_iter().for_each(std::task::Waker::wake);
+        drop(dropped);
+    }
+}
+
 /// What the handle and its reaper share. Field order: the registrations
 /// go before the connection whose fds they name.
 #[derive(Debug)]
@@ -79,9 +119,12 @@ impl Shared {
         Ok(Arc::new(Shared { fds, cqs, one_channel, events, router, closing_seen: Default::default(), conn }))
     }
 
+    /// The routing table, locked; the wakers it collected run (and the
+    /// messages logged under it are emitted) once the lock is let go.
     #[inline]
-    pub(super) fn router(&self) -> SpinGuard<'_, Router> {
-        self.router.lock()
+    pub(super) fn router(&self) -> RouterGuard<'_> {
+        let logs = crate::log::defer();
+        RouterGuard { g: Some(self.router.lock()), _logs: logs }
     }
 
     /// The CQs: the connection's CQ, then its receive CQ.
@@ -100,7 +143,7 @@ impl Shared {
             if let Some(why) = &r.failed {
                 return Poll::Ready(Err(reaper_stopped(why)));
             }
-            r.user_waker = Some(cx.waker().clone());
+            r.wait_user(cx);
             Poll::Pending
         })
     }
@@ -198,8 +241,10 @@ impl Shared {
         for i in 0..self.cqs {
             loop {
                 match self.cq(i).poll_one() {
-                    Ok(wc) => {
-                        if Some(wc.op_context) == mine {
+                    Ok(mut wc) => {
+                        // Its own completion: its context, recorded as an
+                        // awaited operation's (never a user's).
+                        if mine.is_some() && Some(wc.op_context) == mine && super::router::awaited(&mut wc) {
                             return Some(wc);
                         }
                         r.route(wc);

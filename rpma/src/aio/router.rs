@@ -7,9 +7,10 @@ use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
 /// The op contexts of awaited operations: this bit, a generation and a
-/// slot. Operations posted on [`AsyncConn::conn`] with such a context go
-/// to [`AsyncConn::next_completion`] unless they match a slot in use
-/// exactly (slot and generation).
+/// slot. They are recorded with an awaited kind ([`wrid::awaited`]), which
+/// no operation posted the librpma way on [`AsyncConn::conn`] can have, so
+/// only their completions reach the slots, whatever op context a user
+/// gives (every other completion goes to [`AsyncConn::next_completion`]).
 const MARK: u64 = 1 << 63;
 const SLOT_BITS: u32 = 20;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
@@ -59,6 +60,13 @@ pub(super) struct Router {
     /// under the lock once it took the CQ's event. False when unknown (an
     /// arming too many costs a call, one too few a lost wake-up).
     pub(super) armed: [bool; 2],
+    /// Wakers to wake, and wakers to drop, once the routing lock is let go
+    /// (a waker is the runtime's or the user's code: it may poll or drop
+    /// a future of this connection, which takes the lock).
+    pub(super) wake: Vec<Waker>,
+    pub(super) dropped: Vec<Waker>,
+    /// Awaited completions that matched no slot (none should).
+    pub(super) stray: u64,
 }
 
 impl Router {
@@ -117,22 +125,37 @@ impl Router {
 
     #[inline]
     pub(super) fn release(&mut self, k: usize) {
-        self.slots[k] = Slot::Free;
+        self.set(k, Slot::Free);
         self.free.push(k);
     }
 
-    /// Hands `wc` to its future, discards it (its future is gone), or
-    /// queues it for [`AsyncConn::next_completion`].
+    /// Puts `slot` in place `k`; a waker it held is dropped once the lock
+    /// is let go.
     #[inline]
-    pub(super) fn route(&mut self, wc: Completion) {
+    fn set(&mut self, k: usize, slot: Slot) {
+        if let Slot::Waiting { waker: Some(w), .. } = std::mem::replace(&mut self.slots[k], slot) {
+            self.dropped.push(w);
+        }
+    }
+
+    /// Hands `wc` to its future, discards it (its future is gone), or
+    /// queues it for [`AsyncConn::next_completion`] (an operation posted
+    /// the librpma way).
+    #[inline]
+    pub(super) fn route(&mut self, mut wc: Completion) {
+        if !awaited(&mut wc) {
+            self.user.push_back(wc);
+            if let Some(w) = self.user_waker.take() {
+                self.wake.push(w);
+            }
+            return;
+        }
         if let Some((k, gen)) = slot_of(wc.op_context) {
             match self.slots.get_mut(k) {
                 Some(Slot::Waiting { gen: g, waker }) if *g == gen => {
                     let waker = waker.take();
                     self.slots[k] = Slot::Done { gen, wc };
-                    if let Some(w) = waker {
-                        w.wake();
-                    }
+                    self.wake.extend(waker);
                     return;
                 }
                 Some(Slot::Abandoned { gen: g }) if *g == gen => {
@@ -142,10 +165,9 @@ impl Router {
                 _ => {}
             }
         }
-        self.user.push_back(wc);
-        if let Some(w) = self.user_waker.take() {
-            w.wake();
-        }
+        // An awaited operation's slot stays taken until its completion
+        // comes: no other slot can match. Never handed to the user.
+        self.stray += 1;
     }
 
     /// The future of slot `k` (generation `gen`) is dropped before it took
@@ -153,23 +175,31 @@ impl Router {
     /// the completion comes), a done one freed.
     pub(super) fn abandon(&mut self, k: usize, gen: u64) {
         match self.slots[k] {
-            Slot::Waiting { gen: g, .. } if g == gen => self.slots[k] = Slot::Abandoned { gen },
+            Slot::Waiting { gen: g, .. } if g == gen => self.set(k, Slot::Abandoned { gen }),
             Slot::Done { gen: g, .. } if g == gen => self.release(k),
             _ => {}
         }
     }
 
-    /// The reaper stopped: wakes every waiter, which then fails.
+    /// Keeps `cx`'s waker for [`AsyncConn::next_completion`]'s waiter (an
+    /// old one is dropped once the lock is let go).
+    pub(super) fn wait_user(&mut self, cx: &Context<'_>) {
+        match &self.user_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => self.dropped.extend(self.user_waker.replace(cx.waker().clone())),
+        }
+    }
+
+    /// The reaper stopped: wakes every waiter (once the lock is let go),
+    /// which then fails.
     pub(super) fn fail(&mut self, why: String) {
         self.failed = Some(why);
         for s in &mut self.slots {
             if let Slot::Waiting { waker: Some(w), .. } = s {
-                w.wake_by_ref();
+                self.wake.push(w.clone());
             }
         }
-        if let Some(w) = self.user_waker.take() {
-            w.wake();
-        }
+        self.wake.extend(self.user_waker.take());
     }
 
     /// Whether anything waits for a completion from the CQs: a slot in
@@ -199,17 +229,35 @@ impl Router {
                 if let Some(why) = &self.failed {
                     // Its completion may never be routed: the slot stays
                     // taken, so no later operation reuses its context.
-                    self.slots[k] = Slot::Abandoned { gen };
-                    return Poll::Ready(Err(reaper_stopped(why)));
+                    let why = reaper_stopped(why);
+                    self.set(k, Slot::Abandoned { gen });
+                    return Poll::Ready(Err(why));
                 }
                 match waker {
                     Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *waker = Some(cx.waker().clone()),
+                    _ => {
+                        if let Some(old) = waker.replace(cx.waker().clone()) {
+                            self.dropped.push(old);
+                        }
+                    }
                 }
                 Poll::Pending
             }
             other => Poll::Ready(Err(Error::Unknown(format!("rpma::aio: awaited slot {k} is {other:?}").into()))),
         }
+    }
+}
+
+/// Whether `wc` is an awaited operation's completion (recorded with an
+/// awaited kind); if so its real kind is put back.
+#[inline]
+pub(super) fn awaited(wc: &mut Completion) -> bool {
+    match crate::wrid::awaited_kind(wc.op, wc.wc_opcode) {
+        Some(kind) => {
+            wc.op = kind;
+            true
+        }
+        None => false,
     }
 }
 
@@ -222,8 +270,14 @@ mod tests {
     use super::*;
     use crate::cq::Cq;
 
+    /// A completion of an operation posted the librpma way, with `ctx`.
     fn wc(ctx: u64) -> Completion {
         Completion { op_context: ctx, ..Cq::EMPTY }
+    }
+
+    /// A completion of an awaited operation (recorded with an awaited kind).
+    fn aw(ctx: u64) -> Completion {
+        Completion { op_context: ctx, op: crate::wrid::awaited(crate::CompletionOp::Read), ..Cq::EMPTY }
     }
 
     #[test]
@@ -233,8 +287,51 @@ mod tests {
         assert_eq!(slot_of(42), None);
         let mut r = Router::default();
         r.route(wc(42));
-        r.route(wc(ctx_of(3, 1))); // no such slot: the user's
-        assert_eq!(r.user.len(), 2);
+        assert_eq!(r.user.len(), 1);
+    }
+
+    /// A user's completion whose op context is exactly an awaited slot's
+    /// (as the first awaited operation's is predictable) goes to the user,
+    /// never to the slot; the slot still gets its own, with its real kind.
+    #[test]
+    fn a_user_context_shaped_as_a_slot_never_reaches_it() {
+        let mut r = Router::default();
+        let (k, gen) = r.alloc().unwrap();
+        r.route(wc(ctx_of(k, gen)));
+        assert!(r.waits(k), "the slot still waits");
+        assert_eq!(r.user.len(), 1, "the user's completion is the user's");
+        r.abandon(k, gen);
+        r.route(wc(ctx_of(k, gen)));
+        assert_eq!(r.user.len(), 2, "an abandoned slot eats no user completion");
+        assert!(matches!(r.slots[k], Slot::Abandoned { .. }));
+        r.route(aw(ctx_of(k, gen)));
+        assert!(matches!(r.slots[k], Slot::Free), "its own completion frees it");
+        let (k, gen) = r.alloc().unwrap();
+        r.route(aw(ctx_of(k, gen)));
+        match r.slots[k] {
+            Slot::Done { wc, .. } => assert_eq!(wc.op, crate::CompletionOp::Read, "the real kind back"),
+            ref other => panic!("{other:?}"),
+        }
+    }
+
+    /// Routing never wakes or drops a waker itself: the guard does, after
+    /// the lock (they are the caller's code).
+    #[test]
+    fn routing_collects_wakers_for_after_the_lock() {
+        let mut r = Router::default();
+        let (k, gen) = r.alloc().unwrap();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(r.poll_slot(k, gen, &mut cx).is_pending());
+        r.route(aw(ctx_of(k, gen)));
+        assert_eq!(r.wake.len(), 1, "woken after the lock");
+        r.wait_user(&cx);
+        r.route(wc(1));
+        assert_eq!(r.wake.len(), 2);
+        let (k2, gen2) = r.alloc().unwrap();
+        assert!(r.poll_slot(k2, gen2, &mut cx).is_pending());
+        r.abandon(k2, gen2);
+        assert_eq!(r.dropped.len(), 1, "the abandoned slot's waker dropped after the lock");
     }
 
     #[test]
@@ -242,18 +339,19 @@ mod tests {
         let mut r = Router::default();
         let (a, ga) = r.alloc().unwrap();
         let (b, gb) = r.alloc().unwrap();
-        r.route(wc(ctx_of(a, ga)));
+        r.route(aw(ctx_of(a, ga)));
         assert!(matches!(r.slots[a], Slot::Done { .. }));
         // b's future was dropped: its completion is discarded, the slot freed.
         r.slots[b] = Slot::Abandoned { gen: gb };
-        r.route(wc(ctx_of(b, gb)));
+        r.route(aw(ctx_of(b, gb)));
         assert!(matches!(r.slots[b], Slot::Free) && r.free == vec![b] && r.user.is_empty());
-        // A stale generation is not the slot's: the user's.
+        // A stale generation is not the slot's, nor the user's.
         let (b2, gb2) = r.alloc().unwrap();
         assert_eq!(b2, b);
-        r.route(wc(ctx_of(b, gb)));
+        r.route(aw(ctx_of(b, gb)));
         assert!(matches!(r.slots[b], Slot::Waiting { gen, .. } if gen == gb2));
-        assert_eq!(r.user.len(), 1);
+        assert!(r.user.is_empty());
+        assert_eq!(r.stray, 1);
     }
 
     #[test]
@@ -262,18 +360,18 @@ mod tests {
             let mut r = Router::default();
             let (k, gen) = r.alloc().unwrap();
             if completion_first {
-                r.route(wc(ctx_of(k, gen)));
+                r.route(aw(ctx_of(k, gen)));
                 r.abandon(k, gen);
             } else {
                 r.abandon(k, gen);
-                r.route(wc(ctx_of(k, gen)));
+                r.route(aw(ctx_of(k, gen)));
             }
             assert!(matches!(r.slots[k], Slot::Free), "{:?}", r.slots[k]);
             assert_eq!(r.free, vec![k], "freed once");
             assert!(r.user.is_empty(), "the completion went nowhere else");
             // A late duplicate of that context is not the next user's.
             let (k2, gen2) = r.alloc().unwrap();
-            r.route(wc(ctx_of(k, gen)));
+            r.route(aw(ctx_of(k, gen)));
             assert!(matches!(r.slots[k2], Slot::Waiting { gen: g, .. } if g == gen2));
         }
     }
@@ -290,7 +388,7 @@ mod tests {
         let (k, gen) = r.next().unwrap();
         assert_eq!(k, a);
         assert_ne!(gen, ga, "a new generation");
-        r.route(wc(ctx_of(b, gb)));
+        r.route(aw(ctx_of(b, gb)));
         assert_eq!(r.free, vec![a, b]);
         r.take(k, gen);
         assert_eq!(r.free, vec![b], "a taken, b still free");

@@ -143,30 +143,30 @@ impl Hub {
         }
     }
 
-    /// Hands each completion to its connection's router.
+    /// Hands each completion to its connection's router. The table's lock
+    /// is let go first: routing wakes futures (the caller's code), and a
+    /// message is logged.
     fn route(&self, wcs: &[Completion]) {
-        // The connections are kept alive until the table is unlocked: the
-        // last reference dropped here drops a connection, whose drain
-        // polls this CQ.
-        let mut alive = Vec::new();
+        let mut to = Vec::with_capacity(wcs.len());
         {
             let conns = lock(&self.conns);
-            for wc in wcs {
-                match conns.get(&wc.qp_num).and_then(Weak::upgrade) {
-                    Some(s) => {
-                        s.router().route(*wc);
-                        alive.push(s);
-                    }
-                    None => rpma_log!(
-                        LogLevel::Info,
-                        "AsyncSharedCq: a completion of QP {}, which no attached connection has: {:?}",
-                        wc.qp_num,
-                        wc.op
-                    ),
-                }
+            to.extend(wcs.iter().map(|wc| (conns.get(&wc.qp_num).and_then(Weak::upgrade), wc)));
+        }
+        // The connections are kept alive until every completion is routed:
+        // the last reference dropped drops a connection, whose drain polls
+        // this CQ.
+        for (s, wc) in &to {
+            match s {
+                Some(s) => s.router().route(**wc),
+                None => rpma_log!(
+                    LogLevel::Info,
+                    "AsyncSharedCq: a completion of QP {}, which no attached connection has: {:?}",
+                    wc.qp_num,
+                    wc.op
+                ),
             }
         }
-        drop(alive);
+        drop(to);
     }
 
     /// The reaper stopped: every attached connection's waits fail.

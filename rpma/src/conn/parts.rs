@@ -209,9 +209,9 @@ impl ConnParts {
 
     /// Posts a checked receive into `sgl`, tracked: `hold` (`None`: `sgl`
     /// names no memory) is kept until its completion.
-    pub(crate) fn post_recv(&self, ctx: u64, sgl: &[Sge], hold: Option<Hold>) -> Result<()> {
+    pub(crate) fn post_recv(&self, kind: CompletionOp, ctx: u64, sgl: &[Sge], hold: Option<Hold>) -> Result<()> {
         let qp = self.recv_qp()?;
-        self.recv.post(qp, ctx, hold, sgl)
+        self.recv.post(qp, kind, ctx, hold, sgl)
     }
 
     /// [`post_recv`](Self::post_recv) untracked: nothing is recorded and

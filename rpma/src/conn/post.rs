@@ -298,7 +298,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, sgl) };
         }
         match self.hold {
-            Some(h) => parts.post_recv(m.ctx, sgl, Some(h())),
+            Some(h) => parts.post_recv(m.kind, m.ctx, sgl, Some(h())),
             // SAFETY: as in `plain`: only `Conn::post_unchecked` makes a
             // `Single` without a hold.
             None => unsafe { parts.post_recv_untracked(m.ctx, sgl) },
@@ -314,7 +314,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, g.list()) };
         }
         let hold = g.hold.take();
-        self.conn.parts.post_recv(m.ctx, g.list(), hold)
+        self.conn.parts.post_recv(m.kind, m.ctx, g.list(), hold)
     }
 }
 
@@ -334,6 +334,9 @@ impl<S: Sink> Awaited<'_, S> {
     fn meta(&self, mut m: Meta) -> Meta {
         self.given.set(m.ctx);
         m.ctx = self.ctx;
+        // Recorded as an awaited kind, which no post of the user's records:
+        // the router takes only such completions for its futures.
+        m.kind = crate::wrid::awaited(m.kind);
         m
     }
 }

@@ -567,7 +567,7 @@ fn retire(
 ) -> (u64, CompletionOp) {
     // A receive's kind comes from the device's opcode.
     let received = |t: Option<&RecvTracker>, slot| match t.and_then(|t| t.complete(slot)) {
-        Some((ctx, _)) => (ctx, wrid::recv_kind(w.opcode())),
+        Some((ctx, kind)) => (ctx, wrid::received_kind(kind, w.opcode())),
         None => unknown(w),
     };
     match WrId::decode(w.wr_id()) {

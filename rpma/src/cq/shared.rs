@@ -269,6 +269,8 @@ impl Routes {
     /// retiring that QP's completions and stashing the others' for their
     /// owners, then removes the route.
     pub(crate) fn remove<S: Source>(&self, cq: &S, qp_num: u32) {
+        // Messages logged under the locks below are emitted after them.
+        let _logs = crate::log::defer();
         {
             let map = self.read();
             // Bounded: the CQ holds at most `size` entries plus what
@@ -334,6 +336,7 @@ impl Routes {
 
     /// One completion: a stashed one first, else polled.
     pub(crate) fn get_completion<S: Source>(&self, cq: &S) -> Result<Completion> {
+        let _logs = crate::log::defer(); // emitted after the locks
         let map = self.read();
         if let Some(w) = lock(&self.stash).pop_front() {
             return Ok(translate(&map, &w, cq));
@@ -347,6 +350,7 @@ impl Routes {
 
     /// Up to `wc.len()` completions, stashed ones first; how many.
     pub(crate) fn get_wc<S: Source>(&self, cq: &S, wc: &mut [Completion]) -> Result<usize> {
+        let _logs = crate::log::defer(); // emitted after the locks
         let map = self.read();
         let mut got = 0;
         {

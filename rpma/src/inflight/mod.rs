@@ -78,8 +78,10 @@ impl Entry {
         Entry { ctx, kind, signaled, done: false, confirms: false, hold }
     }
 
-    pub(crate) fn recv(ctx: u64, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind: CompletionOp::Recv, signaled: true, done: false, confirms: false, hold }
+    /// The entry of a posted receive, recorded as `kind` (a receive's, or
+    /// an awaited one's: [`wrid::awaited`](crate::wrid)).
+    pub(crate) fn recv(ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Entry {
+        Entry { ctx, kind, signaled: true, done: false, confirms: false, hold }
     }
 }
 
@@ -226,9 +228,9 @@ mod tests {
         assert_eq!(Arc::strong_count(&hold), 1);
 
         let r = RecvTracker::new(false, 4).unwrap();
-        r.post_with(7, Some(hold.clone()), queued).unwrap_err();
+        r.post_with(CompletionOp::Recv, 7, Some(hold.clone()), queued).unwrap_err();
         assert_eq!((r.pending(), Arc::strong_count(&hold)), (1, 2));
-        r.post_with(8, Some(hold.clone()), refused).unwrap_err();
+        r.post_with(CompletionOp::Recv, 8, Some(hold.clone()), refused).unwrap_err();
         assert_eq!((r.pending(), Arc::strong_count(&hold)), (1, 2));
         assert_eq!(r.complete(0).map(|c| c.0), Some(7));
         assert_eq!(Arc::strong_count(&hold), 1);
@@ -465,7 +467,7 @@ mod tests {
         let t = RecvTracker::new(true, 4).unwrap();
         let mut ids = Vec::new();
         for ctx in [1, 2] {
-            t.post_with(ctx, None, |id| {
+            t.post_with(CompletionOp::Recv, ctx, None, |id| {
                 ids.push(id);
                 Ok(())
             })
@@ -480,12 +482,12 @@ mod tests {
         assert_eq!(t.complete(slot(ids[0])), Some((1, CompletionOp::Recv)));
         assert_eq!(t.complete(slot(ids[0])), None);
         assert_eq!(t.pending(), 0, "a repeated completion retires nothing twice");
-        let e = t.post_with(4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM).into())).unwrap_err();
+        let e = t.post_with(CompletionOp::Recv, 4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM).into())).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
         assert_eq!(t.pending(), 0, "a failed post leaves no entry");
         let q = RecvTracker::new(false, 4).unwrap();
         let mut id = 0;
-        q.post_with(3, None, |i| {
+        q.post_with(CompletionOp::Recv, 3, None, |i| {
             id = i;
             Ok(())
         })

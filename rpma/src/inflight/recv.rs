@@ -41,6 +41,7 @@ impl RecvTracker {
     /// returned.
     pub(super) fn post_with(
         &self,
+        kind: CompletionOp,
         ctx: u64,
         hold: Option<Hold>,
         post: impl FnOnce(u64) -> std::result::Result<(), rpma_sys::post::PostError>,
@@ -56,7 +57,7 @@ impl RecvTracker {
             }
             // Posted, or maybe queued: recorded with its hold either way.
             _ => {
-                let entry = Some(Entry::recv(ctx, hold));
+                let entry = Some(Entry::recv(ctx, kind, hold));
                 match g.entries.get_mut(idx) {
                     Some(slot) => *slot = entry,
                     None => g.entries.push(entry),
@@ -68,13 +69,22 @@ impl RecvTracker {
 
     /// Posts a receive scattering into `sgl` on `queue` (a connection's QP
     /// or a shared receive queue) and records it: the regions `hold` keeps
-    /// alive hold `sgl` (`None`: `sgl` names no memory).
+    /// alive hold `sgl` (`None`: `sgl` names no memory). `kind` is what its
+    /// completion reports: [`CompletionOp::Recv`] (the device's opcode
+    /// decides), or an awaited receive's kind.
     ///
     /// # Errors
     /// [`Error::Provider`](crate::Error::Provider) when posting fails
     /// (`ENOMEM`: the queue is full).
-    pub(crate) fn post<Q: RecvQueue>(&self, queue: &Q, ctx: u64, hold: Option<Hold>, sgl: &[Sge]) -> Result<()> {
-        self.post_with(ctx, hold, |wr_id| {
+    pub(crate) fn post<Q: RecvQueue>(
+        &self,
+        queue: &Q,
+        kind: CompletionOp,
+        ctx: u64,
+        hold: Option<Hold>,
+        sgl: &[Sge],
+    ) -> Result<()> {
+        self.post_with(kind, ctx, hold, |wr_id| {
             // SAFETY: `sgl` lies in the regions the entry's hold keeps alive
             // until the receive completes or the queue is destroyed (a
             // failed destroy leaks the tracker, see `ConnParts::drop` and
@@ -103,7 +113,7 @@ impl RecvTracker {
             return unsafe { super::untracked::post_recv(queue, wr_id, sgl) };
         }
         // SAFETY: this function's contract.
-        self.post_with(ctx, None, |wr_id| unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) })
+        self.post_with(CompletionOp::Recv, ctx, None, |wr_id| unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) })
     }
 
     /// The receive in `slot` (from its decoded wr_id) completed: retire it.
