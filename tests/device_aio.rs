@@ -216,6 +216,72 @@ device_tests!({
         server.join().unwrap();
     }
 
+    /// Operations posted the librpma way with op contexts shaped as the
+    /// awaited operations' tags (a marker bit, a generation, a slot: the
+    /// first ones predictable) never complete an awaited future, and an
+    /// abandoned slot never eats their completions: each awaited operation
+    /// gets its own completion (a large read its bytes landed, a
+    /// compare-and-swap the value it found), each user operation's
+    /// completion comes through `next_completion` with its context.
+    fn user_op_contexts_never_reach_an_awaited_future() {
+        const BIG: usize = 4 << 20;
+        let (sp, cp) = (peer(), peer());
+        let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::REMOTE_ATOMIC;
+        let mut region = MrLocal::reg(&sp, AlignedBuf::new(BIG + 64).unwrap(), usage).unwrap();
+        let pattern: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
+        region.write_at(0, &pattern).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor_ext());
+        run(async move {
+            let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+            let remote = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+            let big = MrLocal::reg(&cp, AlignedBuf::new(BIG).unwrap(), Usage::READ_DST).unwrap();
+            let small = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+            // Tags of every shape the router has used: marker bit 63, a
+            // 43-bit generation above a 20-bit slot; the n-th awaited
+            // operation (one at a time) is slot 0, generation n.
+            let tag = |gen: u64| 1u64 << 63 | gen << 20;
+            let user_write = |ctx: u64| {
+                conn.conn().write(&remote, (BIG + 32) as u64, &small, 0, 8, Flags::COMPLETION_ALWAYS, ctx).unwrap();
+            };
+            let mut users = Vec::new();
+            // 1. A large awaited read after a user's write tagged as it.
+            user_write(tag(0));
+            users.push(tag(0));
+            let wc = conn.read(&big, 0, &remote, 0, BIG).await.unwrap();
+            assert_eq!(wc.op, rpma::CompletionOp::Read, "the read's own completion: {wc:?}");
+            let mut got = vec![0u8; BIG];
+            big.read_at(0, &mut got).expect("nothing holds the region: the read is done");
+            assert!(got == pattern, "the read's bytes landed before its future returned");
+            // 2. A compare-and-swap after a user's write tagged as it.
+            let cas_at = (BIG + 48) as u64;
+            for (gen, (compare, swap)) in [(1u64, (0u64, 5u64)), (2, (5, 9)), (3, (1, 2))] {
+                user_write(tag(gen));
+                users.push(tag(gen));
+                let old = conn.compare_and_swap(&small, 16, &remote, cas_at, compare, swap).await.unwrap();
+                assert_eq!(old, if gen == 3 { 9 } else { compare }, "generation {gen}: the value the swap found");
+            }
+            // 3. A user's completion tagged as an abandoned slot's: the
+            // user's write first, then the awaited read, dropped after its
+            // post (its slot abandoned until its completion comes).
+            user_write(tag(4));
+            users.push(tag(4));
+            assert!(posted_and_pending(conn.read(&big, 0, &remote, 0, BIG)).await);
+            // The later awaited operations still get their own.
+            let wc = conn.read(&small, 32, &remote, 0, 8).await.unwrap();
+            assert_eq!(wc.op, rpma::CompletionOp::Read);
+            // Every user completion, once, with its context and kind.
+            for want in users {
+                let wc = tokio::time::timeout(T, conn.next_completion()).await.expect("a user completion is lost").unwrap();
+                assert_eq!((wc.op_context, wc.op), (want, rpma::CompletionOp::Write));
+            }
+            let extra = tokio::time::timeout(Duration::from_millis(300), conn.next_completion()).await;
+            assert!(extra.is_err(), "no awaited completion reaches the user: {extra:?}");
+            conn.disconnect().await.unwrap();
+        });
+        server.join().unwrap();
+    }
+
     fn an_operation_waiting_for_the_peer_outlives_its_dropped_future() {
         // A send that finds no receive posted at the other side waits (RNR
         // retries without end) until one comes: its future is pending with

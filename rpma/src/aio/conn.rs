@@ -264,28 +264,36 @@ impl AsyncConn {
     /// it took).
     async fn awaited(&self, post: impl FnOnce(u64) -> Result<u64>) -> Result<Completion> {
         let s = &*self.shared;
-        let mut r = s.router();
-        let (k, gen) = r.next()?;
-        let ctx = ctx_of(k, gen);
-        let given = match post(ctx) {
-            Ok(c) => c,
-            Err(e) => {
-                // Refused before posting: the slot stays free. A provider's
-                // refusal may have queued it: then its slot waits for the
-                // completion, abandoned.
-                if matches!(e, Error::Provider { .. }) {
-                    r.take(k, gen);
-                    r.abandon(k, gen);
+        // The post and the first look, under one hold of the routing lock
+        // (in a block: the guard is not kept across an await).
+        let (k, gen, given, found) = {
+            let mut r = s.router();
+            let (k, gen) = r.next()?;
+            let ctx = ctx_of(k, gen);
+            let given = match post(ctx) {
+                Ok(c) => c,
+                Err(e) => {
+                    // Refused before posting: the slot stays free. A
+                    // provider's refusal may have queued it: then its slot
+                    // waits for the completion, abandoned.
+                    if matches!(e, Error::Provider { .. }) {
+                        r.take(k, gen);
+                        r.abandon(k, gen);
+                    }
+                    return Err(e);
                 }
-                return Err(e);
+            };
+            // Every poll of the CQs holds the routing lock, held since the
+            // post: the completion, when in the CQ already, is found here,
+            // and the operation never takes its slot.
+            let found = s.poll_cqs(&mut r, Some(ctx), |_| true);
+            if found.is_none() {
+                r.take(k, gen);
             }
+            (k, gen, given, found)
         };
-        // Every poll of the CQs holds the routing lock, held since the
-        // post: the completion, when in the CQ already, is found here, and
-        // the operation never takes its slot.
-        let mut wc = match s.poll_cqs(&mut r, Some(ctx), |_| true) {
+        let mut wc = match found {
             Some(wc) => {
-                drop(r);
                 // A unit of the task's budget, so that a task whose
                 // operations complete at once still yields (keeping the
                 // completion it took).
@@ -293,8 +301,6 @@ impl AsyncConn {
                 Ok(wc)
             }
             None => {
-                r.take(k, gen);
-                drop(r);
                 let slot = Awaiting { shared: s, k, gen };
                 let wc = poll_fn(|cx| s.poll_routed(cx, Some((k, gen)), |r, cx| r.poll_slot(k, gen, cx))).await;
                 // Taken: nothing to abandon (forgotten, not dropped: no
