@@ -282,6 +282,86 @@ device_tests!({
         server.join().unwrap();
     }
 
+    /// A waker that polls, then drops, another future of the same
+    /// connection when it is woken (the runtime's or the user's code may
+    /// do either): the reaper wakes it after letting the routing lock go,
+    /// so nothing spins on that lock. (Woken under the lock, the reaper's
+    /// thread spun for ever and no timeout could fire.)
+    fn a_waker_that_polls_the_same_connection_runs_outside_its_lock() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        use std::future::Future;
+        use std::task::{Context, Poll, Wake, Waker};
+        type Fut = std::pin::Pin<Box<dyn Future<Output = rpma::Result<rpma::Completion>> + Send>>;
+        struct Reentrant {
+            other: Mutex<Option<Fut>>,
+            woken: AtomicUsize,
+        }
+        impl Wake for Reentrant {
+            fn wake(self: Arc<Self>) {
+                self.wake_by_ref()
+            }
+            fn wake_by_ref(self: &Arc<Self>) {
+                // Poll another awaited operation of the same connection
+                // (it posts and looks into the CQs: the routing lock), then
+                // drop it (abandoning its slot: the lock again).
+                if let Some(mut f) = self.other.lock().unwrap().take() {
+                    let _ = f.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+                    drop(f);
+                }
+                self.woken.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (sp, cp) = (peer(), peer());
+        let region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC | Usage::SEND).unwrap();
+        let port = next_port();
+        let ep = Ep::listen(&sp, &addr(), port).unwrap();
+        let (go, went) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let c = ep.next_conn_req(None).unwrap().connect(&region.descriptor()).unwrap();
+            assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Established);
+            went.recv_timeout(Duration::from_secs(120)).unwrap();
+            c.send(&region, 0, 8, Flags::COMPLETION_ALWAYS, 1).unwrap();
+            c.cq().next_completion(T).unwrap();
+            while c.next_event().unwrap() == ConnEvent::Established {}
+            let _ = c.disconnect();
+        });
+        // The runtime on a thread of its own: a spin there must fail the
+        // test, not hang it.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            run(async move {
+                let conn = Arc::new(AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap());
+                let remote = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+                let inbox = Arc::new(MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap());
+                let dst = Arc::new(MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap());
+                let (c2, d2) = (conn.clone(), dst.clone());
+                let other: Fut = Box::pin(async move { c2.read(&d2, 0, &remote, 0, 8).await });
+                let waker = Arc::new(Reentrant { other: Mutex::new(Some(other)), woken: AtomicUsize::new(0) });
+                // The receive waits for the peer's send, with that waker.
+                let (c3, i3) = (conn.clone(), inbox.clone());
+                let mut recv = Box::pin(async move { c3.recv(&i3, 0, 64).await });
+                let w = Waker::from(waker.clone());
+                assert!(recv.as_mut().poll(&mut Context::from_waker(&w)).is_pending());
+                go.send(()).unwrap();
+                while waker.woken.load(Ordering::SeqCst) == 0 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let wc = match recv.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(wc) => wc.unwrap(),
+                    Poll::Pending => panic!("woken before its completion was routed"),
+                };
+                assert_eq!(wc.byte_len, 8);
+                drop(recv);
+                let conn = Arc::into_inner(conn).expect("the futures are gone");
+                conn.disconnect().await.unwrap();
+            });
+            done.send(()).unwrap();
+        });
+        finished.recv_timeout(Duration::from_secs(60)).expect("the runtime's thread hung: a waker ran under the routing lock");
+        server.join().unwrap();
+    }
+
     fn an_operation_waiting_for_the_peer_outlives_its_dropped_future() {
         // A send that finds no receive posted at the other side waits (RNR
         // retries without end) until one comes: its future is pending with
