@@ -54,6 +54,8 @@ pub mod peer_cfg;
 pub mod srq;
 pub mod utils;
 mod validate;
+#[cfg(any(feature = "tokio", all(test, loom)))]
+mod wake_after;
 mod windows;
 mod wire;
 mod wrid;

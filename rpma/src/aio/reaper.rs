@@ -7,7 +7,8 @@ use super::router::{ctx_of, reaper_stopped, Router};
 use crate::conn::ConnEvent;
 use crate::cq::{Completion, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::lock::{SpinGuard, SpinLock};
+use crate::inflight::lock::SpinLock;
+use crate::wake_after::WakeAfter;
 use crate::Conn;
 use std::future::poll_fn;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -36,45 +37,9 @@ impl AsRawFd for ChannelFd {
     }
 }
 
-/// The routing table, locked. Dropped, it lets the lock go, then wakes the
-/// wakers routing collected and drops the ones it replaced: a waker is the
-/// runtime's or the user's code, which may poll or drop a future of this
-/// connection (taking the lock). No user code runs under the lock.
-pub(super) struct RouterGuard<'a> {
-    g: Option<SpinGuard<'a, Router>>,
-    // Dropped after `Drop::drop`: messages logged under the lock are
-    // emitted after the wakes.
-    _logs: crate::log::Deferred,
-}
-
-impl std::ops::Deref for RouterGuard<'_> {
-    type Target = Router;
-    #[inline(always)]
-    fn deref(&self) -> &Router {
-        self.g.as_ref().expect("held until dropped")
-    }
-}
-
-impl std::ops::DerefMut for RouterGuard<'_> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Router {
-        self.g.as_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for RouterGuard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        let Some(mut g) = self.g.take() else { return };
-        if g.wake.is_empty() && g.dropped.is_empty() {
-            return;
-        }
-        let (wake, dropped) = (std::mem::take(&mut g.wake), std::mem::take(&mut g.dropped));
-        drop(g);
-        wake.into_iter().for_each(std::task::Waker::wake);
-        drop(dropped);
-    }
-}
+/// The routing table, locked: the wakers routing collected run once the
+/// lock is let go ([`WakeAfter`]).
+pub(super) type RouterGuard<'a> = WakeAfter<'a, Router>;
 
 /// What the handle and its reaper share. Field order: the registrations
 /// go before the connection whose fds they name.
@@ -123,8 +88,7 @@ impl Shared {
     /// messages logged under it are emitted) once the lock is let go.
     #[inline]
     pub(super) fn router(&self) -> RouterGuard<'_> {
-        let logs = crate::log::defer();
-        RouterGuard { g: Some(self.router.lock()), _logs: logs }
+        WakeAfter::lock(&self.router)
     }
 
     /// The CQs: the connection's CQ, then its receive CQ.

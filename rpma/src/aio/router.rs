@@ -248,6 +248,16 @@ impl Router {
     }
 }
 
+impl crate::wake_after::Pending for Router {
+    #[inline]
+    fn take_pending(&mut self) -> Option<(Vec<Waker>, Vec<Waker>)> {
+        if self.wake.is_empty() && self.dropped.is_empty() {
+            return None;
+        }
+        Some((std::mem::take(&mut self.wake), std::mem::take(&mut self.dropped)))
+    }
+}
+
 /// Whether `wc` is an awaited operation's completion (recorded with an
 /// awaited kind); if so its real kind is put back.
 #[inline]
