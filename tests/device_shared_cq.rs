@@ -7,6 +7,7 @@ use rpma::error::{Detail, RPMA_E_INVAL};
 use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, Flags, MrLocal, MrRemote, SharedCq, Usage};
 use rpma_harness::{device_tests, next_port};
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// `n` connections from `cp` (on `scq` when given) to a server region on
 /// `sp`; returns (client, server, the server region as the client sees it).
@@ -19,6 +20,19 @@ fn conns(cp: &rpma::Peer, sp: &rpma::Peer, n: usize, ccfg: &ConnCfg, desc: &[u8]
             (c, s, r)
         })
         .collect()
+}
+
+/// What one connection configured by `cfg` (its shared CQ set here)
+/// reserves on a shared CQ: its queues as the provider granted them (rxe
+/// rounds a queue of n up to a power of two less one).
+fn reservation(cp: &rpma::Peer, sp: &rpma::Peer, cfg: impl Fn(&mut ConnCfg)) -> u64 {
+    let probe = SharedCq::new(cp, 4096).unwrap();
+    let mut c = shared_cfg(&probe);
+    cfg(&mut c);
+    let (cl, sv, _) = conns(cp, sp, 1, &c, &[]).pop().unwrap();
+    let per = probe.reserved();
+    close(cl, sv);
+    per
 }
 
 /// The server's region, when it gave one.
@@ -45,7 +59,9 @@ device_tests!({
         let scq = SharedCq::new(&cp, 256).unwrap();
         let pairs = conns(&cp, &sp, n, &shared_cfg(&scq), &desc);
         assert_eq!(scq.connections(), n);
-        assert_eq!(scq.reserved(), n as u64 * 20);
+        let per = scq.reserved() / n as u64;
+        assert_eq!(scq.reserved(), n as u64 * per);
+        assert!(per >= 20, "at least sq_size + rq_size (10 + 10): {per}");
         let by_qp: HashMap<u32, usize> = pairs.iter().enumerate().map(|(i, (c, _, _))| (c.qp_num(), i)).collect();
         assert_eq!(by_qp.len(), n, "distinct QP numbers");
         // every connection writes its own 64 bytes and reads 64 others
@@ -192,7 +208,7 @@ device_tests!({
 
     fn receives_of_many_connections_arrive_on_the_shared_cq() {
         let (sp, cp) = (peer(), peer());
-        let scq = SharedCq::new(&cp, 64).unwrap();
+        let scq = SharedCq::new(&cp, 128).unwrap();
         let pairs = conns(&cp, &sp, 3, &shared_cfg(&scq), &[]);
         let rbuf = MrLocal::reg(&cp, AlignedBuf::new(3 * 8).unwrap(), Usage::RECV).unwrap();
         let mut msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
@@ -222,23 +238,95 @@ device_tests!({
 
     fn the_cq_is_never_overcommitted() {
         let (sp, cp) = (peer(), peer());
-        let scq = SharedCq::new(&cp, 30).unwrap(); // room for one default connection (10 + 10)
+        let small = |c: &mut ConnCfg| {
+            c.set_sq_size(5);
+            c.set_rq_size(5);
+        };
+        let (d, sm) = (reservation(&cp, &sp, |_| {}), reservation(&cp, &sp, small));
+        assert!(d >= 20 && sm >= 10 && d > sm, "default {d}, small {sm}");
+        // Room for one default connection and a small one.
+        let size = (d + sm) as u32;
+        let scq = SharedCq::new(&cp, size).unwrap();
         let mut first = conns(&cp, &sp, 1, &shared_cfg(&scq), &[]);
         let mut cfg = shared_cfg(&scq);
         let e = rpma::ConnReq::new(&cp, &rpma_harness::addr(), next_port(), Some(&cfg)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-        assert!(matches!(e.detail(), Some(Detail::CqFull { reserved: 20, size: 30, .. })), "{e}");
+        assert!(
+            matches!(e.detail(), Some(&Detail::CqFull { reserved, size: sz, need }) if reserved == d && sz == u64::from(size) && need == d),
+            "{e}"
+        );
         // smaller queues fit
-        cfg.set_sq_size(5);
-        cfg.set_rq_size(5);
+        small(&mut cfg);
         let second = conns(&cp, &sp, 1, &cfg, &[]);
-        assert_eq!(scq.reserved(), 30);
+        assert_eq!(scq.reserved(), d + sm);
         let (c, s, _) = first.pop().unwrap();
         close(c, s);
-        assert_eq!(scq.reserved(), 10);
+        assert_eq!(scq.reserved(), sm);
         for (c, s, _) in second {
             close(c, s);
         }
+    }
+
+    /// Receives fill what the provider granted the receive queue, which
+    /// can be more than `rq_size` (rxe: 15 for 8): the CQ reserves that,
+    /// so a connection whose reservation fits the CQ exactly posts every
+    /// receive its queue holds, and a signaled write's completion is still
+    /// there after them (a reservation of rq_size overflowed the CQ and
+    /// lost it). The same with an SRQ's receives.
+    fn receives_up_to_the_granted_queue_never_overflow_the_cq() {
+        let (sp, cp) = (peer(), peer());
+        let (region, desc) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        for with_srq in [false, true] {
+            let mut scfg = rpma::SrqCfg::new();
+            scfg.set_rq_size(8);
+            scfg.set_rcq_size(0);
+            let srq = rpma::Srq::new(&cp, Some(&scfg)).unwrap();
+            let setup = |c: &mut ConnCfg| {
+                c.set_sq_size(2);
+                c.set_rq_size(8);
+                if with_srq {
+                    c.set_srq(Some(&srq));
+                }
+            };
+            let per = reservation(&cp, &sp, setup);
+            let scq = SharedCq::new(&cp, per as u32).unwrap();
+            let mut cfg = shared_cfg(&scq);
+            setup(&mut cfg);
+            let (c, s, r) = conns(&cp, &sp, 1, &cfg, &desc).pop().unwrap();
+            assert_eq!(scq.reserved(), per, "the CQ is reserved exactly");
+            let rbuf = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
+            // As many receives as the queue takes.
+            let mut posted = 0u64;
+            loop {
+                let got = if with_srq { srq.recv(&rbuf, 0, 8, posted) } else { c.recv(&rbuf, 0, 8, posted) };
+                match got {
+                    Ok(()) => posted += 1,
+                    Err(_) => break,
+                }
+                assert!(posted <= per, "more receives posted ({posted}) than the CQ reserved ({per})");
+            }
+            assert!(posted >= 8, "rq_size receives fit: {posted}");
+            // The peer sends one per receive; each completes here.
+            let mut msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+            msg.write_at(0, &[7u8; 8]).unwrap();
+            for _ in 0..posted {
+                s.send(&msg, 0, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
+                s.cq().next_completion(T).unwrap();
+            }
+            // And a signaled write on top: its completion is not lost.
+            let src = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
+            c.write(&r, 64, &src, 0, 8, Flags::COMPLETION_ALWAYS, 4242).unwrap();
+            let mut seen = Vec::new();
+            while let Ok(wc) = scq.next_completion(Duration::from_secs(3)) {
+                assert!(wc.status.is_success(), "srq {with_srq}: {wc:?}");
+                seen.push((wc.op, wc.op_context));
+            }
+            assert_eq!(seen.iter().filter(|w| w.0 == CompletionOp::Recv).count() as u64, posted, "srq {with_srq}");
+            assert!(seen.contains(&(CompletionOp::Write, 4242)), "srq {with_srq}: the write's completion: {seen:?}");
+            assert_eq!(src.in_flight(), 0, "the write's source is not held");
+            close(c, s);
+        }
+        drop(region);
     }
 
     fn configurations_that_cannot_share_are_refused() {
@@ -353,25 +441,38 @@ device_tests!({
     /// rq_size, which the SRQ's receives do not use, and the SRQ nothing.
     fn an_srq_on_the_shared_cq_is_reserved_once() {
         let (sp, cp) = (peer(), peer());
-        let scq = SharedCq::new(&cp, 40).unwrap();
         let mut scfg = rpma::SrqCfg::new();
         scfg.set_rq_size(32);
         scfg.set_rcq_size(0);
         let srq = rpma::Srq::new(&cp, Some(&scfg)).unwrap();
+        let setup = |cfg: &mut ConnCfg| {
+            cfg.set_srq(Some(&srq));
+            cfg.set_sq_size(4);
+            cfg.set_rq_size(4);
+        };
+        // The send queue and the SRQ as granted: one connection alone
+        // reserves both, its own receive queue nothing.
+        let first_alone = reservation(&cp, &sp, setup);
+        let sq = reservation(&cp, &sp, |c| {
+            c.set_sq_size(4);
+            c.set_rq_size(0);
+        });
+        let srq_entries = first_alone - sq;
+        assert!(sq >= 4 && srq_entries >= 32, "sq {sq}, SRQ {srq_entries}");
+        let size = first_alone + sq;
+        let scq = SharedCq::new(&cp, size as u32).unwrap();
         let mut cfg = shared_cfg(&scq);
-        cfg.set_srq(Some(&srq));
-        cfg.set_sq_size(4);
-        cfg.set_rq_size(4);
+        setup(&mut cfg);
         let mut pairs = conns(&cp, &sp, 1, &cfg, &[]);
-        assert_eq!(scq.reserved(), 4 + 32, "the first connection reserves its send queue and the SRQ");
+        assert_eq!(scq.reserved(), sq + srq_entries, "the first connection reserves its send queue and the SRQ");
         pairs.extend(conns(&cp, &sp, 1, &cfg, &[]));
-        assert_eq!(scq.reserved(), 4 + 4 + 32, "the second only its send queue");
+        assert_eq!(scq.reserved(), sq + sq + srq_entries, "the second only its send queue");
         let e = rpma::ConnReq::new(&cp, &rpma_harness::addr(), next_port(), Some(&cfg)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-        assert!(matches!(e.detail(), Some(Detail::CqFull { reserved: 40, size: 40, .. })), "{e}");
+        assert!(matches!(e.detail(), Some(&Detail::CqFull { reserved, size: sz, .. }) if reserved == size && sz == size), "{e}");
         let (c, s, _) = pairs.pop().unwrap();
         close(c, s);
-        assert_eq!(scq.reserved(), 4 + 32, "the SRQ stays reserved while a connection uses it");
+        assert_eq!(scq.reserved(), sq + srq_entries, "the SRQ stays reserved while a connection uses it");
         let (c, s, _) = pairs.pop().unwrap();
         close(c, s);
         assert_eq!((scq.connections(), scq.reserved()), (0, 0));
@@ -461,7 +562,11 @@ device_tests!({
         let mut ccfg = ConnCfg::new();
         ccfg.set_sq_size(4);
         ccfg.set_rq_size(1);
-        let per = ccfg.sq_size() + ccfg.rq_size();
+        // Each connection's queues as granted (at least 4 + 1).
+        let per = reservation(&cp, &sp, |c| {
+            c.set_sq_size(4);
+            c.set_rq_size(1);
+        }) as u32;
         let (cq_c, cq_s) = (SharedCq::new(&cp, per * n as u32).unwrap(), SharedCq::new(&sp, per * n as u32).unwrap());
         ccfg.set_shared_cq(Some(&cq_c));
         let mut scfg = ConnCfg::new();

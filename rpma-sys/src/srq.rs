@@ -10,6 +10,8 @@ struct SrqInner {
     srq: *mut ffi::ibv_srq,
     /// The provider's `post_srq_recv`, resolved once.
     post_recv: ffi::PostSrqRecvFn,
+    /// The receives the provider granted (at least those asked for).
+    max_wr: u32,
     _pd: Pd,
 }
 
@@ -49,14 +51,28 @@ impl Srq {
         if srq.is_null() {
             return Err(last_error("ibv_create_srq"));
         }
+        // What the queue holds: rxe writes back the size asked for, and
+        // reports the size it made (rounded up) only when queried.
+        // SAFETY: plain data, all-zero is valid.
+        let mut now: ffi::ibv_srq_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: live SRQ (just created), valid out-pointer.
+        let queried = unsafe { ffi::ibv_query_srq(srq, &mut now) } == 0;
+        let held = attr.attr.max_wr.max(if queried { now.max_wr } else { 0 });
         Ok(Srq {
             inner: Arc::new(SrqInner {
                 srq,
                 // SAFETY: `srq` is live (just created).
                 post_recv: unsafe { ffi::post_srq_recv_fn(srq) },
+                max_wr: held.max(max_wr),
                 _pd: pd.clone(),
             }),
         })
+    }
+
+    /// How many receives the SRQ holds: what the provider granted, at
+    /// least what was asked for (rxe rounds a queue up).
+    pub fn max_wr(&self) -> u32 {
+        self.inner.max_wr
     }
 
     /// Destroys the SRQ now (`ibv_destroy_srq`), reporting failure. It must

@@ -325,13 +325,23 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         let qp_num = id.qp().map_or(0, |q| q.qp_num());
         // Receives land here unless a receive CQ takes them; an SRQ's are
         // reserved once for all its connections on this CQ (`srq_entries`).
+        // Reserved as the provider granted the queues, which may hold more
+        // than asked for (rxe rounds them up): every request they can hold
+        // can complete here, so the CQ cannot overflow.
+        let Some(caps) = granted else {
+            return Err(Error::NoSupp(
+                "a connection on a SharedCq needs its QP's granted queue sizes (ibv_query_qp failed, see the log)"
+                    .into(),
+            ));
+        };
         let lands_here = cfg.rcq_size() == 0;
+        let sq = caps.max_send_wr.max(cfg.sq_size());
         let (rq, srq_entries) = match &srq {
-            None => (if lands_here { cfg.rq_size() } else { 0 }, 0),
-            Some(s) if lands_here && s.rcq().is_none() => (0, u64::from(s.rq_size())),
+            None => (if lands_here { caps.max_recv_wr.max(cfg.rq_size()) } else { 0 }, 0),
+            Some(s) if lands_here && s.rcq().is_none() => (0, u64::from(s.granted_wr()?)),
             Some(_) => (0, 0),
         };
-        let entries = u64::from(cfg.sq_size()) + u64::from(rq);
+        let entries = u64::from(sq) + u64::from(rq);
         scq.routes()
             .add(qp_num, Trackers { send: send.clone(), recv: recv.clone(), srq_recv, entries, srq_entries })?;
     }

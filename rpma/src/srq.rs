@@ -158,6 +158,12 @@ impl Srq {
         self.inner.rq_size
     }
 
+    /// How many receives the SRQ can hold: the provider may grant more
+    /// than [`rq_size`](Srq::rq_size) (what a shared CQ reserves for them).
+    pub(crate) fn granted_wr(&self) -> Result<u32> {
+        Ok(self.sys()?.max_wr().max(self.inner.rq_size))
+    }
+
     /// The SRQ's receive CQ, if it has one (`rpma_srq_get_rcq`).
     pub fn rcq(&self) -> Option<&Cq> {
         self.inner.rcq.as_ref()

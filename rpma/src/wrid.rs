@@ -214,6 +214,7 @@ pub(crate) fn recv_kind(wc_opcode: u32) -> CompletionOp {
 /// verb, and the opcodes [`CompletionOp::Other`] carries otherwise are the
 /// device's, all below it), so a completion reporting it is an awaited
 /// operation's, whatever op context or immediate data a user passes.
+#[cfg(feature = "tokio")]
 const AWAITED: u32 = 1 << 31;
 
 /// `op` recorded as an awaited operation's kind.

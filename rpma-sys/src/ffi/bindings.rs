@@ -1867,6 +1867,9 @@ unsafe extern "C" {
     pub fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
 }
 unsafe extern "C" {
+    pub fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn ibv_destroy_srq(srq: *mut ibv_srq) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {

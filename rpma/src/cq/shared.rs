@@ -247,9 +247,9 @@ impl Routes {
                 self.size.into(),
                 need,
                 format!(
-                    "the shared CQ has {} of its {} entries reserved; this connection needs {need} more (sq_size + \
-                     rq_size, or its SRQ's rq_size once per SRQ): create the SharedCq larger or give the connection \
-                     smaller queues",
+                    "the shared CQ has {} of its {} entries reserved; this connection needs {need} more (its send \
+                     and receive queues as the provider granted them, which may round sq_size and rq_size up, or \
+                     its SRQ's once per SRQ): create the SharedCq larger or give the connection smaller queues",
                     *reserved, self.size
                 ),
             ));
