@@ -262,6 +262,87 @@ device_tests!({
         println!("  an anonymous and a file mapping written and read over RDMA; the write is in the file");
     }
 
+    /// A hugetlbfs memfd sealed only against shrinking, as another process
+    /// would hand it over: `MappedFile::from_sealed_file` seals it against
+    /// hole punching and allocates every huge page, so another handle's
+    /// punch fails (before, it succeeded, and the next `read_at` died of
+    /// SIGBUS), the region takes an RDMA write and reads it back, and a
+    /// file the pool cannot fill is an error, never a SIGBUS later.
+    fn a_hugetlbfs_mapping_loses_no_page_to_another_handle() {
+        use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+        const HUGE: usize = 2 << 20;
+        let free = || -> usize {
+            let m = std::fs::read_to_string("/proc/meminfo").unwrap();
+            let line = m.lines().find(|l| l.starts_with("HugePages_Free:")).expect("HugePages_Free in /proc/meminfo");
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        // The VM is the test's own: reserve pages there (and give them back).
+        struct Reserved(Option<String>);
+        impl Drop for Reserved {
+            fn drop(&mut self) {
+                if let Some(old) = &self.0 {
+                    let _ = std::fs::write("/proc/sys/vm/nr_hugepages", old);
+                }
+            }
+        }
+        let _reserved = if in_vm() {
+            let old = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap();
+            std::fs::write("/proc/sys/vm/nr_hugepages", "4").unwrap();
+            Reserved(Some(old))
+        } else {
+            Reserved(None)
+        };
+        if free() < 2 {
+            assert!(!in_vm(), "the VM reserved 4 huge pages");
+            println!("  not run: this host has fewer than 2 free 2 MiB huge pages (sysctl vm.nr_hugepages)");
+            return;
+        }
+        let memfd = |len: u64| {
+            // SAFETY: a NUL-terminated name; a new fd, owned from here.
+            let fd = unsafe {
+                libc::memfd_create(c"rpma-huge".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | libc::MFD_HUGETLB)
+            };
+            assert!(fd >= 0, "memfd_create(MFD_HUGETLB): {}", std::io::Error::last_os_error());
+            // SAFETY: as above.
+            let f = unsafe { std::fs::File::from_raw_fd(fd) };
+            f.set_len(len).unwrap();
+            // SAFETY: fcntl on a live fd, integer arguments.
+            assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) }, 0);
+            f
+        };
+        let f = memfd(HUGE as u64);
+        let other = std::fs::File::from(f.as_fd().try_clone_to_owned().unwrap());
+        let m = rpma::MappedFile::from_sealed_file(f, HUGE).unwrap();
+        // SAFETY: fallocate on a live fd, integer arguments.
+        let rc = unsafe {
+            libc::fallocate(other.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 0, HUGE as i64)
+        };
+        assert_eq!((rc, std::io::Error::last_os_error().raw_os_error()), (-1, Some(libc::EPERM)), "the punch is refused");
+        let p = peer();
+        let mut mr = MrLocal::reg(&p, m, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
+        mr.write_at(HUGE - 8, b"last8byt").unwrap();
+        let (c, s) = common::Pair::new().server_peer(&p).server_pdata(mr.descriptor().to_vec()).connect();
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
+        src.write_at(0, b"rdma-hug").unwrap();
+        c.write(&remote, (HUGE / 2) as u64, &src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 1).unwrap();
+        assert!(c.cq().next_completion(common::T).unwrap().status.is_success());
+        let back = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
+        c.read(&back, 0, &remote, (HUGE - 8) as u64, 8, rpma::Flags::COMPLETION_ALWAYS, 2).unwrap();
+        assert!(c.cq().next_completion(common::T).unwrap().status.is_success());
+        let mut got = [0u8; 8];
+        back.read_at(0, &mut got).unwrap();
+        assert_eq!(&got, b"last8byt");
+        mr.read_at(HUGE / 2, &mut got).unwrap();
+        assert_eq!(&got, b"rdma-hug");
+        common::close(c, s);
+        drop(mr);
+        // More pages than the pool has free: refused now.
+        let too_big = (free() + 1) * HUGE;
+        let e = rpma::MappedFile::from_sealed_file(memfd(too_big as u64), too_big).unwrap_err();
+        assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
+    }
+
     fn local_copies_are_bounds_checked() {
         let p = peer();
         let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();

@@ -59,6 +59,20 @@ impl FileMapping {
         Ok(p.cast())
     }
 
+    /// Faults every page of the mapping in, writable
+    /// (`madvise(MADV_POPULATE_WRITE)`), without changing a byte: a page
+    /// that cannot be allocated (an empty huge-page pool) is this error,
+    /// where a touch would raise `SIGBUS`.
+    ///
+    /// # Errors
+    /// The errno of `madvise`: `ENOMEM` or `EFAULT` when a page cannot be
+    /// allocated, `EINVAL` before Linux 5.14.
+    pub fn populate(&self) -> io::Result<()> {
+        // SAFETY: our own mapping, whole; populating changes no byte.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, libc::MADV_POPULATE_WRITE) };
+        crate::from_minus1_ret(rc, "madvise(MADV_POPULATE_WRITE)")
+    }
+
     /// Whether the kernel accepted `MAP_SYNC`: the file is on DAX (its
     /// pages are the persistent memory itself), and a CPU cache flush
     /// ([`flush_cpu`]) makes a store durable, metadata included.
@@ -176,9 +190,10 @@ impl Drop for FileMapping {
 }
 
 /// A new anonymous file of `len` bytes (`memfd_create`), sealed against
-/// shrinking and growing (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`): no
-/// handle, in this process or another, can ever change its size, so a
-/// mapping of it can never lose pages.
+/// shrinking and growing (`F_SEAL_SHRINK | F_SEAL_GROW`): no handle, in
+/// this process or another, can ever change its size. Its creator maps it,
+/// then seals it against hole punching ([`seal_pages`]) before anyone else
+/// can have it.
 ///
 /// # Errors
 /// `EINVAL` for `len == 0` or a `name` with a NUL byte; the errno of
@@ -197,25 +212,64 @@ pub fn sealed_memfd(name: &str, len: usize) -> io::Result<std::fs::File> {
     // SAFETY: a fresh fd that nothing else owns.
     let file = unsafe { std::fs::File::from_raw_fd(fd) };
     file.set_len(len as u64)?;
-    // SAFETY: fcntl on our own fd with integer arguments.
-    let rc = unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL) };
-    crate::from_minus1_ret(rc, "fcntl(F_ADD_SEALS)")?;
+    add_seals(&file, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW)?;
     Ok(file)
 }
 
-/// Whether `file` is sealed against shrinking (`F_SEAL_SHRINK`, which can
-/// never be removed): `false` for files that take no seals (`EINVAL`).
+/// The seals of `file` (`F_GET_SEALS`), `None` for a file that takes none
+/// (`EINVAL`: not a memfd, tmpfs or hugetlbfs file).
 ///
 /// # Errors
 /// The errno of `fcntl(F_GET_SEALS)` other than `EINVAL`.
-pub fn shrink_sealed(file: &std::fs::File) -> io::Result<bool> {
+pub fn seals(file: &std::fs::File) -> io::Result<Option<u32>> {
     // SAFETY: fcntl on a live fd with no pointer arguments.
     let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
     if seals < 0 {
         let e = io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::EINVAL) { Ok(false) } else { Err(e) };
+        return if e.raw_os_error() == Some(libc::EINVAL) { Ok(None) } else { Err(e) };
     }
-    Ok(seals & libc::F_SEAL_SHRINK != 0)
+    Ok(Some(seals as u32))
+}
+
+/// Adds `seals` to `file` (`F_ADD_SEALS`).
+///
+/// # Errors
+/// The errno of `fcntl(F_ADD_SEALS)`: `EPERM` when the file is sealed
+/// with `F_SEAL_SEAL`, `EBUSY` for `F_SEAL_WRITE` while it is mapped
+/// writable.
+pub fn add_seals(file: &std::fs::File, seals: libc::c_int) -> io::Result<()> {
+    // SAFETY: fcntl on a live fd with integer arguments.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) };
+    crate::from_minus1_ret(rc, "fcntl(F_ADD_SEALS)")
+}
+
+/// Seals `file`, already mapped writable by its caller, so that no handle
+/// can remove or replace its pages: `F_SEAL_FUTURE_WRITE`, which refuses
+/// `fallocate(FALLOC_FL_PUNCH_HOLE)` (and `madvise(MADV_REMOVE)`, which
+/// punches through it) on shmem and hugetlbfs files, as well as `write(2)`
+/// and new writable mappings; mappings made before keep writing. Add
+/// `F_SEAL_SEAL` with `final_` (the caller's own new file).
+///
+/// # Errors
+/// As [`add_seals`].
+pub fn seal_pages(file: &std::fs::File, final_: bool) -> io::Result<()> {
+    add_seals(file, libc::F_SEAL_FUTURE_WRITE | if final_ { libc::F_SEAL_SEAL } else { 0 })
+}
+
+/// Whether `file` lives on hugetlbfs (`fstatfs`): its pages are allocated
+/// from the huge-page pool when first touched, and a touch the pool
+/// cannot serve raises `SIGBUS`.
+///
+/// # Errors
+/// The errno of `fstatfs`.
+pub fn on_hugetlbfs(file: &std::fs::File) -> io::Result<bool> {
+    const HUGETLBFS_MAGIC: libc::c_long = 0x9584_58f6;
+    // SAFETY: plain data, all-zero is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a live fd and a valid out-pointer.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
+    crate::from_minus1_ret(rc, "fstatfs")?;
+    Ok(st.f_type as libc::c_long == HUGETLBFS_MAGIC)
 }
 
 /// A device DAX character device's size and mapping alignment, from sysfs

@@ -150,6 +150,16 @@ pub enum Detail {
         /// The soft limit, in bytes.
         limit: u64,
     },
+    /// A file handed to [`MappedFile::from_sealed_file`](crate::MappedFile::from_sealed_file)
+    /// cannot be sealed so that no handle can remove its pages: it must
+    /// carry `F_SEAL_SHRINK` and still take `F_SEAL_FUTURE_WRITE` (no
+    /// `F_SEAL_SEAL`), and must not be sealed against writes already (it
+    /// could not be mapped writable). `seals` is what `F_GET_SEALS`
+    /// reported (0 for a file that takes no seals).
+    Unsealable {
+        /// The file's seals (`F_SEAL_*` bits).
+        seals: u32,
+    },
     /// An awaited operation (`rpma::aio::AsyncConn`) completed with an
     /// error status ([`Error::Provider`]).
     Completed {

@@ -395,10 +395,13 @@ impl MappedFile {
         Ok(MappedFile { map, path: path.to_path_buf(), file })
     }
 
-    /// A new anonymous file of `len` zeroed bytes (`memfd_create`), sealed
-    /// so that nothing can ever shrink or grow it, mapped whole. Its
-    /// [`path`](Self::path) is `memfd:NAME` (`name` is only a label, as in
-    /// `/proc/self/fd`).
+    /// A new anonymous file of `len` zeroed bytes (`memfd_create`), mapped
+    /// whole, then sealed so that no handle can ever shrink or grow it or
+    /// remove its pages (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE
+    /// | F_SEAL_SEAL`). Its fd ([`AsFd`](std::os::fd::AsFd)) can be handed
+    /// to another process, which can read it and map it read-only, never
+    /// write, truncate or punch it. Its [`path`](Self::path) is
+    /// `memfd:NAME` (`name` is only a label, as in `/proc/self/fd`).
     ///
     /// # Errors
     /// [`Error::Inval`] for `len == 0`, a length over `i64::MAX`, or a name
@@ -414,18 +417,35 @@ impl MappedFile {
         let io = |op: &str, e| Error::provider_raw(format!("{op}({})", path.display()), e);
         let file = rpma_sys::mmap::sealed_memfd(name, len).map_err(|e| io("memfd_create", e))?;
         let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
+        // Mapped writable first: the seal refuses new writable mappings.
+        rpma_sys::mmap::seal_pages(&file, true).map_err(|e| io("fcntl(F_ADD_SEALS)", e))?;
         Ok(MappedFile { map, path, file })
     }
 
-    /// Maps the first `len` bytes of `file`, which must be sealed against
-    /// shrinking (`F_SEAL_SHRINK`: a `memfd` sealed by its creator, e.g.
-    /// one received from another process) and at least `len` bytes long.
+    /// Maps the first `len` bytes of `file` (a `memfd`, tmpfs or hugetlbfs
+    /// file, e.g. one received from another process), which must be sealed
+    /// against shrinking (`F_SEAL_SHRINK`, which cannot be removed) and at
+    /// least `len` bytes long, then **seals it against hole punching and
+    /// writes through other handles** (`F_SEAL_FUTURE_WRITE`: from then on
+    /// no handle anywhere can write it with `write(2)`, map it writable, or
+    /// punch holes in it with `fallocate` or `madvise(MADV_REMOVE)`;
+    /// mappings made before keep writing, and the accessors copy). A hole
+    /// punched under a registered mapping would detach the device's pinned
+    /// pages from the CPU's view, and on hugetlbfs make the next access
+    /// raise `SIGBUS`. A hugetlbfs file's pages are all allocated here, so
+    /// an empty huge-page pool is an error now, never a `SIGBUS` later.
     ///
     /// # Errors
-    /// [`Error::Inval`] for `len == 0`, a file without `F_SEAL_SHRINK`
-    /// (ordinary files take no seals: use the `unsafe`
-    /// [`open`](Self::open)), or a file shorter than `len`;
-    /// [`Error::Provider`] with the errno of `fcntl`, `fstat` or `mmap`.
+    /// [`Error::Inval`] for `len == 0` or a file shorter than `len`;
+    /// [`Error::Inval`] with [`Detail::Unsealable`](crate::error::Detail::Unsealable)
+    /// for a file without `F_SEAL_SHRINK` (ordinary files take no seals:
+    /// use the `unsafe` [`open`](Self::open)), one sealed with `F_SEAL_SEAL`
+    /// (it cannot take the seal above), or one already sealed against
+    /// writes (it cannot be mapped writable: a [`sealed`](Self::sealed)
+    /// file is); [`Error::Provider`] with the errno of `fcntl`, `fstat`,
+    /// `fstatfs`, `mmap` or `madvise` (`ENOMEM`/`EFAULT`: the huge-page
+    /// pool has too few free pages; reserve more with
+    /// `sysctl vm.nr_hugepages`).
     pub fn from_sealed_file(file: std::fs::File, len: usize) -> Result<MappedFile> {
         use std::os::fd::AsRawFd;
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
@@ -434,12 +454,30 @@ impl MappedFile {
         if len == 0 {
             return Err(Error::inval(format!("mapping length for {} is 0", path.display())));
         }
-        if !rpma_sys::mmap::shrink_sealed(&file).map_err(|e| io("fcntl(F_GET_SEALS)", e))? {
-            return Err(Error::inval(format!(
-                "{} is not sealed against shrinking (F_SEAL_SHRINK), so another handle could truncate it under \
-                 the mapping; seal it, use MappedFile::sealed, or the unsafe MappedFile::open",
-                path.display()
-            )));
+        let seals = rpma_sys::mmap::seals(&file).map_err(|e| io("fcntl(F_GET_SEALS)", e))?.unwrap_or(0);
+        let unsealable = |seals: u32, why: &str| {
+            Error::Inval(crate::error::Msg::detailed(
+                crate::error::Detail::Unsealable { seals },
+                format!(
+                    "{} {why}, so another handle could remove pages under the mapping; use MappedFile::sealed, a \
+                     memfd sealed only with F_SEAL_SHRINK (and F_SEAL_GROW), or the unsafe MappedFile::open",
+                    path.display()
+                ),
+            ))
+        };
+        let (shrink, sealed, writes) = (
+            libc::F_SEAL_SHRINK as u32,
+            libc::F_SEAL_SEAL as u32,
+            (libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE) as u32,
+        );
+        if seals & shrink == 0 {
+            return Err(unsealable(seals, "is not sealed against shrinking (F_SEAL_SHRINK)"));
+        }
+        if seals & writes != 0 {
+            return Err(unsealable(seals, "is sealed against writes, so it cannot be mapped writable"));
+        }
+        if seals & sealed != 0 {
+            return Err(unsealable(seals, "is sealed with F_SEAL_SEAL, so it cannot be sealed against hole punching"));
         }
         let size = file.metadata().map_err(|e| io("fstat", e))?.len();
         if size < len as u64 {
@@ -449,6 +487,21 @@ impl MappedFile {
             )));
         }
         let map = rpma_sys::mmap::FileMapping::map(&file, len).map_err(|e| io("mmap", e))?;
+        match rpma_sys::mmap::seal_pages(&file, false) {
+            Ok(()) => {}
+            // Sealed meanwhile by another handle.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                let now = rpma_sys::mmap::seals(&file).ok().flatten().unwrap_or(seals);
+                return Err(unsealable(now, "was sealed with F_SEAL_SEAL meanwhile"));
+            }
+            Err(e) => return Err(io("fcntl(F_ADD_SEALS)", e)),
+        }
+        // A hole punched before the seal left no page there; on hugetlbfs a
+        // later touch would need a page from the pool. Every page now, or
+        // an error now.
+        if rpma_sys::mmap::on_hugetlbfs(&file).map_err(|e| io("fstatfs", e))? {
+            map.populate().map_err(|e| io("madvise(MADV_POPULATE_WRITE) (too few free huge pages?)", e))?;
+        }
         Ok(MappedFile { map, path, file })
     }
 
@@ -634,10 +687,70 @@ mod tests {
         let mut got = [0u8; 3];
         m.read_at(8000, &mut got).unwrap();
         assert_eq!(&got, b"end", "the pages are still there");
-        // And that handle can be mapped safely again.
-        let again = MappedFile::from_sealed_file(other, 8192).unwrap();
-        again.read_at(8000, &mut got).unwrap();
+        // Nor can it punch a hole (which would drop the pages from under a
+        // registered mapping) or write.
+        assert_eq!(punch(&other, 0, 4096), Some(libc::EPERM), "punching a hole");
+        use std::io::Write;
+        assert_eq!((&other).write(b"x").unwrap_err().raw_os_error(), Some(libc::EPERM), "writing");
+        m.read_at(8000, &mut got).unwrap();
         assert_eq!(&got, b"end");
+        // Mapping it again takes a writable mapping, which it refuses.
+        let e = MappedFile::from_sealed_file(other, 8192).unwrap_err();
+        assert!(matches!(e.detail(), Some(crate::error::Detail::Unsealable { .. })), "{e}");
+    }
+
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE)` of `len` bytes at `at` through
+    /// `f`: the errno, `None` when it punched.
+    fn punch(f: &std::fs::File, at: i64, len: i64) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fallocate on a live fd, integer arguments.
+        let rc = unsafe {
+            libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, at, len)
+        };
+        (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+
+    /// A memfd made by someone else, with `seals`.
+    fn memfd_with(seals: i32, len: u64) -> std::fs::File {
+        use std::os::fd::FromRawFd;
+        // SAFETY: a NUL-terminated name; a new fd.
+        let fd = unsafe { libc::memfd_create(c"rpma-test".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: the fresh fd, owned from here.
+        let f = unsafe { std::fs::File::from_raw_fd(fd) };
+        f.set_len(len).unwrap();
+        rpma_sys::mmap::add_seals(&f, seals).unwrap();
+        f
+    }
+
+    /// A file sealed only against shrinking is sealed against hole
+    /// punching when mapped: another handle's punch fails, the mapping
+    /// keeps its bytes. Files that cannot take that seal are refused, typed.
+    #[test]
+    fn a_mapped_file_loses_no_page_to_another_handle() {
+        use std::os::fd::AsFd;
+        let f = memfd_with(libc::F_SEAL_SHRINK | libc::F_SEAL_GROW, 8192);
+        let other = std::fs::File::from(f.as_fd().try_clone_to_owned().unwrap());
+        // Before the mapping, a punch works (nothing is mapped yet).
+        assert_eq!(punch(&other, 0, 4096), None);
+        let mut m = MappedFile::from_sealed_file(f, 8192).unwrap();
+        m.write_at(100, b"kept").unwrap();
+        assert_eq!(punch(&other, 0, 8192), Some(libc::EPERM), "the mapping's pages cannot be punched");
+        let mut got = [0u8; 4];
+        m.read_at(100, &mut got).unwrap();
+        assert_eq!(&got, b"kept");
+        let seals = rpma_sys::mmap::seals(&other).unwrap().unwrap();
+        assert_ne!(seals & libc::F_SEAL_FUTURE_WRITE as u32, 0);
+        // Refused: no F_SEAL_SHRINK; F_SEAL_SEAL (cannot take the seal);
+        // sealed against writes (cannot be mapped writable).
+        for seals in [0, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL, libc::F_SEAL_SHRINK | libc::F_SEAL_FUTURE_WRITE] {
+            let e = MappedFile::from_sealed_file(memfd_with(seals, 4096), 4096).unwrap_err();
+            assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
+            assert!(
+                matches!(e.detail(), Some(&crate::error::Detail::Unsealable { seals: s }) if s == seals as u32),
+                "{seals:#x}: {e}"
+            );
+        }
     }
 
     #[test]
@@ -647,7 +760,7 @@ mod tests {
         f.set_len(4096).unwrap();
         let e = MappedFile::from_sealed_file(f, 4096).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
-        assert!(e.to_string().contains("F_SEAL_SHRINK"), "{e}");
+        assert!(matches!(e.detail(), Some(crate::error::Detail::Unsealable { seals: 0 })), "{e}");
         std::fs::remove_file(&path).unwrap();
         assert_eq!(MappedFile::sealed("x", 0).unwrap_err().code(), crate::error::RPMA_E_INVAL);
         assert_eq!(MappedFile::sealed("x", usize::MAX).unwrap_err().code(), crate::error::RPMA_E_INVAL);
