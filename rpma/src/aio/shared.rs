@@ -74,9 +74,10 @@ impl Drop for Handle {
 struct Hub {
     fd: AsyncFd<ChannelFd>,
     conns: Mutex<HashMap<u32, Weak<Shared>>>,
-    /// A connection left: its drain may have set completions aside, which
-    /// raise no event; the reaper drains once more.
-    nudge: Nudge,
+    /// A connection left (attached or not: the CQ's routes nudge it when
+    /// a drain sets completions aside, which raise no event); the reaper
+    /// drains once more.
+    nudge: Arc<Nudge>,
     /// Why the reaper stopped, when it did.
     failed: Mutex<Option<String>>,
     scq: SharedCq,
@@ -85,6 +86,7 @@ struct Hub {
 impl Drop for Hub {
     fn drop(&mut self) {
         // The CQ is the blocking calls' again.
+        self.scq.routes().on_stash(std::sync::Weak::new());
         self.scq.cq().set_reaped(false);
         let _ = crate::utils::set_nonblocking(self.scq.as_fd(), false);
     }
@@ -227,10 +229,11 @@ impl AsyncSharedCq {
         let hub = Arc::new(Hub {
             fd,
             conns: Mutex::new(HashMap::new()),
-            nudge: Nudge::default(),
+            nudge: Arc::new(Nudge::default()),
             failed: Mutex::new(None),
             scq: scq.clone(),
         });
+        scq.routes().on_stash(Arc::downgrade(&hub.nudge));
         let reaper = rt.spawn(reap(hub.clone())).abort_handle();
         Ok(AsyncSharedCq { handle: Arc::new(Handle { hub, reaper }) })
     }

@@ -193,6 +193,11 @@ pub(crate) struct Routes {
     /// the entries reserved for it.
     srqs: Mutex<HashMap<usize, (usize, u64)>>,
     size: u32,
+    /// The async reaper of the CQ ([`AsyncSharedCq`](crate::aio::AsyncSharedCq)),
+    /// nudged when a drain sets completions aside: any connection's drop
+    /// drains, attached to the reaper or not, and a stash raises no event.
+    #[cfg(any(feature = "tokio", all(test, loom)))]
+    on_stash: Mutex<std::sync::Weak<crate::nudge::Nudge>>,
 }
 
 type Map = HashMap<u32, Trackers, BuildHasherDefault<QpHasher>>;
@@ -217,6 +222,8 @@ impl Routes {
             reserved: Mutex::new(0),
             srqs: Default::default(),
             size,
+            #[cfg(any(feature = "tokio", all(test, loom)))]
+            on_stash: Mutex::new(std::sync::Weak::new()),
         })
     }
 
@@ -271,6 +278,7 @@ impl Routes {
     pub(crate) fn remove<S: Source>(&self, cq: &S, qp_num: u32) {
         // Messages logged under the locks below are emitted after them.
         let _logs = crate::log::defer();
+        let mut stashed = false;
         {
             let map = self.read();
             // Bounded: the CQ holds at most `size` entries plus what
@@ -292,6 +300,7 @@ impl Routes {
                 let mut stash = lock(&self.stash);
                 if stash.try_reserve(1).is_ok() {
                     stash.push_back(w);
+                    stashed = true;
                 } else {
                     // Its tracker entry is retired, so its region is not
                     // held for ever; only the report is lost.
@@ -327,6 +336,24 @@ impl Routes {
                 }
             }
         }
+        drop(map);
+        #[cfg(not(any(feature = "tokio", all(test, loom))))]
+        let _ = stashed;
+        #[cfg(any(feature = "tokio", all(test, loom)))]
+        if stashed {
+            // After the locks: the reaper's waker is the runtime's code.
+            let nudge = lock(&self.on_stash).upgrade();
+            if let Some(n) = nudge {
+                n.nudge();
+            }
+        }
+    }
+
+    /// Whom to nudge when a drain sets completions aside (an async
+    /// reaper's, or nobody).
+    #[cfg(any(feature = "tokio", all(test, loom)))]
+    pub(crate) fn on_stash(&self, reaper: std::sync::Weak<crate::nudge::Nudge>) {
+        *lock(&self.on_stash) = reaper;
     }
 
     /// Whether completions are stashed (a wait must not block then).
@@ -539,6 +566,49 @@ mod loom_models {
             assert_eq!(of(Y).iter().map(|c| (c.op, c.op_context)).collect::<Vec<_>>(), [(CompletionOp::Write, 20)]);
             assert!(lock(&routes.stash).is_empty(), "nothing of X left set aside");
             assert_eq!(routes.read().len(), 1);
+        });
+    }
+
+    /// An async reaper drains the CQ and sleeps while a connection it does
+    /// not route (never attached to it) is dropped, whose drain sets the
+    /// reaper's connection's completion aside: the reaper gets it, or is
+    /// nudged to drain again. Without the nudge it slept with the
+    /// completion set aside and nothing to wake it.
+    #[test]
+    fn loom_a_drain_that_sets_aside_wakes_the_reaper() {
+        use std::task::{Context, Poll, Waker};
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            const X: u32 = 1;
+            const Y: u32 = 2;
+            let routes = Arc::new(Routes::new(8).unwrap());
+            let nudge = std::sync::Arc::new(crate::nudge::Nudge::default());
+            routes.on_stash(std::sync::Arc::downgrade(&nudge));
+            routes.add(X, posted(10)).unwrap();
+            routes.add(Y, posted(20)).unwrap();
+            let wc = |qp| PolledWc::new(crate::wrid::send(0), qp, 0, 1);
+            // X's completion is in the CQ, and Y (not the reaper's) leaves.
+            let cq = Arc::new(Fake { q: loom::sync::Mutex::new(VecDeque::from([wc(X)])), windows: Windows::default() });
+            let (r2, cq2) = (routes.clone(), cq.clone());
+            let dropper = loom::thread::spawn(move || r2.remove(&*cq2, Y));
+            // The reaper: drain, then sleep unless nudged.
+            let mut got = 0;
+            let mut cx = Context::from_waker(Waker::noop());
+            loop {
+                while routes.get_completion(&*cq).is_ok() {
+                    got += 1;
+                }
+                if nudge.poll(&mut cx) == Poll::Pending {
+                    break; // asleep
+                }
+            }
+            dropper.join().unwrap();
+            // Asleep with X's completion set aside: only a nudge wakes it.
+            if got == 0 {
+                assert!(nudge.poll(&mut cx).is_ready(), "the reaper sleeps with a completion set aside");
+                assert!(routes.get_completion(&*cq).is_ok());
+            }
         });
     }
 }
