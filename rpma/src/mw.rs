@@ -111,9 +111,9 @@ impl Confirm for MwShared {
 /// The device's report that a window's rkey was invalidated ends that
 /// window's binding (see [`Windows`]).
 impl Invalidate for MwShared {
-    fn invalidated(&self, rkey: u32) -> bool {
+    fn invalidated(&self, qp_num: u32, rkey: u32) -> bool {
         let mut st = self.lock();
-        if st.binding.as_ref().is_some_and(|b| b.rkey == rkey) {
+        if st.binding.as_ref().is_some_and(|b| b.rkey == rkey && b.qp_num == qp_num) {
             st.binding = None;
             st.invalidating = None;
             return true;
@@ -328,8 +328,16 @@ impl Drop for Mw {
     fn drop(&mut self) {
         let Some(mw) = self.mw.take() else { return };
         let binding = self.shared.lock().binding.take();
+        let ty = self.ty;
         match mw.dealloc() {
-            Ok(()) => drop(binding), // the window is gone: the region is free
+            Ok(()) => {
+                // A report of the binding may still be polled: its QP and
+                // rkey are kept stale, so it never ends a newer binding.
+                if let (Some(b), MwType::Type2) = (&binding, ty) {
+                    self.peer.windows().keep_stale(b.qp_num, b.rkey);
+                }
+                drop(binding) // the window is gone: the region is free
+            }
             Err((mw, e)) => {
                 rpma_log!(
                     LogLevel::Error,
@@ -340,6 +348,17 @@ impl Drop for Mw {
             }
         }
     }
+}
+
+/// The next rkey of a type 2 window after `rkey` that no report still
+/// unpolled on QP `qp_num` can name (the stale pairs of
+/// [`Windows`](crate::windows::Windows)); `None` when all 255 others are.
+fn fresh_rkey(peer: &crate::Peer, qp_num: u32, rkey: u32) -> Option<u32> {
+    let mut k = rkey;
+    (0..255).find_map(|_| {
+        k = rpma_sys::wr::next_rkey(k);
+        (!peer.windows().is_stale(qp_num, k)).then_some(k)
+    })
 }
 
 /// Window operations on a connection (they post on its send queue; they
@@ -400,6 +419,16 @@ impl Conn {
         let sys_mw = mw.sys()?;
         let addr = mr.sys().device_addr() + offset as u64;
         let mut new_rkey = mw.rkey();
+        let type2_rkey = match mw.mw_type() {
+            MwType::Type1 => 0,
+            MwType::Type2 => fresh_rkey(&parts.peer, qp.qp_num(), new_rkey).ok_or_else(|| {
+                Error::Again(
+                    "bind_mw: every rkey of this window may still be named by an unpolled invalidation report of \
+                     a deallocated window on this connection: poll its receive CQ"
+                        .into(),
+                )
+            })?,
+        };
         let rec =
             SendOpRec { ctx: op_context, kind: CompletionOp::BindMw, signaled, hold: Some(mr.hold()), confirm: None };
         // Set when the provider refused the bind but may have queued it: the
@@ -414,7 +443,7 @@ impl Conn {
                 let r = match mw.mw_type() {
                     MwType::Type1 => qp.bind_mw_type1(sys_mw, info, wr).map(|k| new_rkey = k),
                     MwType::Type2 => {
-                        new_rkey = rpma_sys::wr::next_rkey(mw.rkey());
+                        new_rkey = type2_rkey;
                         qp.post_bind_mw(sys_mw, new_rkey, info, wr)
                     }
                 };
@@ -554,12 +583,12 @@ mod loom_models {
             let windows = Arc::new(Windows::default());
             windows.add(shared.clone()).unwrap();
             let w2 = windows.clone();
-            let poller = loom::thread::spawn(move || w2.invalidated(7));
+            let poller = loom::thread::spawn(move || w2.invalidated(1, 7));
             shared.completed(true);
             poller.join().unwrap();
             assert!(shared.lock().binding.is_none());
             assert_eq!(region.0.load(Ordering::SeqCst), 0, "the hold ended once");
-            windows.invalidated(7); // a late report of the same rkey changes nothing
+            windows.invalidated(1, 7); // a late report of the same rkey changes nothing
             assert_eq!(region.0.load(Ordering::SeqCst), 0);
         });
     }

@@ -144,7 +144,15 @@ impl Drop for ConnParts {
             scq.routes().remove(scq.cq(), n);
         }
         match destroyed {
-            Ok(()) => self.drain_cqs(),
+            Ok(()) => {
+                self.drain_cqs();
+                // Its invalidation reports were all polled above, unless
+                // an SRQ's own receive CQ holds some: stale window keys of
+                // this QP can go (see `Windows`).
+                if let (Some(n), true) = (qp_num, self.srq.as_ref().is_none_or(|s| s.rcq().is_none())) {
+                    self.peer.windows().forget_qp(n);
+                }
+            }
             Err(e) => {
                 // The device may still process the posted work requests:
                 // keep what they use (the trackers' holds) for ever.

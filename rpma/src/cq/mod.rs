@@ -541,7 +541,7 @@ fn completion(w: &PolledWc, (op_context, op): (u64, CompletionOp), windows: &Win
 #[inline]
 fn note_invalidation(w: &PolledWc, windows: &Windows) {
     if w.wc_flags() & WC_WITH_INV != 0 && w.status() == 0 {
-        windows.invalidated(w.imm_data());
+        windows.invalidated(w.qp_num(), w.imm_data());
     }
 }
 
