@@ -362,6 +362,41 @@ device_tests!({
         server.join().unwrap();
     }
 
+    /// Fds made blocking again behind the async handle's back (any safe
+    /// code can: `utils::set_nonblocking`, or a duplicate's flags) never
+    /// block the runtime: every async read polls its fd first. And the
+    /// connection's events are the handle's: `conn().next_event()`
+    /// refuses, so `disconnect` always sees the closing event.
+    fn blocking_fds_never_block_the_runtime() {
+        let (sp, cp) = (peer(), peer());
+        let region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        let port = next_port();
+        let server = serve(&sp, port, 1, region.descriptor().to_vec());
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            run(async move {
+                let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+                let remote = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+                let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+                rpma::utils::set_nonblocking(conn.conn(), false).unwrap();
+                rpma::utils::set_nonblocking(conn.conn().cq(), false).unwrap();
+                for _ in 0..16 {
+                    conn.read(&dst, 0, &remote, 0, 8).await.unwrap();
+                }
+                let quiet = tokio::time::timeout(Duration::from_millis(200), conn.next_event()).await;
+                assert!(quiet.is_err(), "no event yet: the wait times out, the runtime runs: {quiet:?}");
+                let quiet = tokio::time::timeout(Duration::from_millis(200), conn.next_completion()).await;
+                assert!(quiet.is_err(), "no completion: {quiet:?}");
+                let e = conn.conn().next_event().unwrap_err();
+                assert!(matches!(e, rpma::Error::Inval(_)), "{e}");
+                conn.disconnect().await.unwrap();
+            });
+            done.send(()).unwrap();
+        });
+        finished.recv_timeout(Duration::from_secs(60)).expect("the runtime blocked on a blocking fd");
+        server.join().unwrap();
+    }
+
     fn an_operation_waiting_for_the_peer_outlives_its_dropped_future() {
         // A send that finds no receive posted at the other side waits (RNR
         // retries without end) until one comes: its future is pending with
