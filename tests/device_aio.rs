@@ -272,7 +272,8 @@ device_tests!({
             assert_eq!(wc.op, rpma::CompletionOp::Read);
             // Every user completion, once, with its context and kind.
             for want in users {
-                let wc = tokio::time::timeout(T, conn.next_completion()).await.expect("a user completion is lost").unwrap();
+                let wc =
+                    tokio::time::timeout(T, conn.next_completion()).await.expect("a user completion is lost").unwrap();
                 assert_eq!((wc.op_context, wc.op), (want, rpma::CompletionOp::Write));
             }
             let extra = tokio::time::timeout(Duration::from_millis(300), conn.next_completion()).await;
@@ -288,9 +289,9 @@ device_tests!({
     /// so nothing spins on that lock. (Woken under the lock, the reaper's
     /// thread spun for ever and no timeout could fire.)
     fn a_waker_that_polls_the_same_connection_runs_outside_its_lock() {
+        use std::future::Future;
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Mutex;
-        use std::future::Future;
         use std::task::{Context, Poll, Wake, Waker};
         type Fut = std::pin::Pin<Box<dyn Future<Output = rpma::Result<rpma::Completion>> + Send>>;
         struct Reentrant {
@@ -358,7 +359,9 @@ device_tests!({
             });
             done.send(()).unwrap();
         });
-        finished.recv_timeout(Duration::from_secs(60)).expect("the runtime's thread hung: a waker ran under the routing lock");
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the runtime's thread hung: a waker ran under the routing lock");
         server.join().unwrap();
     }
 

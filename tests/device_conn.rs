@@ -506,22 +506,34 @@ device_tests!({
             let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
             let local = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST).unwrap();
             let c2 = c.clone();
-            let took = race("Cq::wait_timeout", move || c2.cq().wait_timeout(BOUND), || {
-                c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, round).unwrap();
-            });
+            let took = race(
+                "Cq::wait_timeout",
+                move || c2.cq().wait_timeout(BOUND),
+                || {
+                    c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, round).unwrap();
+                },
+            );
             assert!(took <= 1, "round {round}: one event, taken at most once");
             assert_eq!(c.cq().next_completion(T).unwrap().op_context, round);
             // Cq::next_completion with a bound, many threads, one read.
             let c2 = c.clone();
-            let took = race("Cq::next_completion", move || c2.cq().next_completion(BOUND), || {
-                c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 100 + round).unwrap();
-            });
+            let took = race(
+                "Cq::next_completion",
+                move || c2.cq().next_completion(BOUND),
+                || {
+                    c.read(&local, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 100 + round).unwrap();
+                },
+            );
             assert_eq!(took, 1, "round {round}: the one completion, taken once");
             // The connection: the peer disconnects, one closing event.
             let c2 = c.clone();
-            let took = race("Conn::next_event_timeout", move || c2.next_event_timeout(BOUND), || {
-                s.disconnect().unwrap();
-            });
+            let took = race(
+                "Conn::next_event_timeout",
+                move || c2.next_event_timeout(BOUND),
+                || {
+                    s.disconnect().unwrap();
+                },
+            );
             assert_eq!(took, 1, "round {round}: the closing event, taken once");
             c.disconnect().unwrap();
             assert_eq!(s.next_event_timeout(T).unwrap(), ConnEvent::Closed);

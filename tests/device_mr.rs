@@ -300,7 +300,10 @@ device_tests!({
         let memfd = |len: u64| {
             // SAFETY: a NUL-terminated name; a new fd, owned from here.
             let fd = unsafe {
-                libc::memfd_create(c"rpma-huge".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | libc::MFD_HUGETLB)
+                libc::memfd_create(
+                    c"rpma-huge".as_ptr(),
+                    libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | libc::MFD_HUGETLB,
+                )
             };
             assert!(fd >= 0, "memfd_create(MFD_HUGETLB): {}", std::io::Error::last_os_error());
             // SAFETY: as above.
@@ -317,7 +320,11 @@ device_tests!({
         let rc = unsafe {
             libc::fallocate(other.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 0, HUGE as i64)
         };
-        assert_eq!((rc, std::io::Error::last_os_error().raw_os_error()), (-1, Some(libc::EPERM)), "the punch is refused");
+        assert_eq!(
+            (rc, std::io::Error::last_os_error().raw_os_error()),
+            (-1, Some(libc::EPERM)),
+            "the punch is refused"
+        );
         let p = peer();
         let mut mr = MrLocal::reg(&p, m, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
         mr.write_at(HUGE - 8, b"last8byt").unwrap();

@@ -469,7 +469,10 @@ device_tests!({
         assert_eq!(scq.reserved(), sq + sq + srq_entries, "the second only its send queue");
         let e = rpma::ConnReq::new(&cp, &rpma_harness::addr(), next_port(), Some(&cfg)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-        assert!(matches!(e.detail(), Some(&Detail::CqFull { reserved, size: sz, .. }) if reserved == size && sz == size), "{e}");
+        assert!(
+            matches!(e.detail(), Some(&Detail::CqFull { reserved, size: sz, .. }) if reserved == size && sz == size),
+            "{e}"
+        );
         let (c, s, _) = pairs.pop().unwrap();
         close(c, s);
         assert_eq!(scq.reserved(), sq + srq_entries, "the SRQ stays reserved while a connection uses it");

@@ -116,7 +116,12 @@ impl Gate {
     ///
     /// # Errors
     /// The errno of `poll`, or `read`'s error.
-    pub fn read<R>(&self, fd: BorrowedFd<'_>, bound: Bound, read: impl FnOnce() -> io::Result<R>) -> io::Result<Option<R>> {
+    pub fn read<R>(
+        &self,
+        fd: BorrowedFd<'_>,
+        bound: Bound,
+        read: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<Option<R>> {
         let Some(_reader) = self.enter(bound) else { return Ok(None) };
         read_within(fd, bound, read)
     }

@@ -26,6 +26,11 @@
 //! it starts, and installs its own function (syslog), so C callers get
 //! librpma's behaviour and `log`'s filter plays no part there.
 //!
+//! A log function (or the `log` logger) never runs while rpma holds one of
+//! its locks: a message logged under one is kept and emitted once the lock
+//! is let go, on the same thread. It may call into rpma, set another log
+//! function, or panic: the panic stops in rpma.
+//!
 //! ```
 //! use rpma::log::{self, LogLevel, LogThreshold};
 //! // Rust callers: the logger's filter decides.
@@ -342,7 +347,17 @@ fn flush_kept() {
         let main = main_admits(k.level);
         let aux = k.level as i32 <= AUX.load(Ordering::Relaxed);
         if main || aux {
-            deliver(&LogRecord { level: k.level, file: k.file, line: k.line, func: k.func, args: format_args!("{}", k.text) }, main, aux);
+            deliver(
+                &LogRecord {
+                    level: k.level,
+                    file: k.file,
+                    line: k.line,
+                    func: k.func,
+                    args: format_args!("{}", k.text),
+                },
+                main,
+                aux,
+            );
         }
     }
 }

@@ -35,6 +35,11 @@ use std::ptr::NonNull;
 /// To register memory the region does not own, use the `unsafe`
 /// [`RawMemory::new`] and keep its contract.
 ///
+/// The value is dropped where the region's last hold ends: when the
+/// [`MrLocal`](crate::MrLocal) was dropped with operations in flight, that
+/// is inside the poll that retires the last one, possibly under that CQ's
+/// lock. A `Drop` of the value must not call into that CQ or connection.
+///
 /// # Safety
 /// An implementation must return the same pointer and length every time while
 /// the value is not used otherwise; the range must be one allocation of
@@ -704,9 +709,8 @@ mod tests {
     fn punch(f: &std::fs::File, at: i64, len: i64) -> Option<i32> {
         use std::os::fd::AsRawFd;
         // SAFETY: fallocate on a live fd, integer arguments.
-        let rc = unsafe {
-            libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, at, len)
-        };
+        let rc =
+            unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, at, len) };
         (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
     }
 

@@ -317,6 +317,9 @@ mod tests {
         for opcode in [0, 1, 2, 8, 9, 128, 129, 255, u32::MAX >> 1] {
             assert_eq!(awaited_kind(CompletionOp::Other(opcode), 0), None, "the device's opcode {opcode}");
         }
-        assert_eq!(received_kind(CompletionOp::Recv, rpma_sys::cq::WC_RECV_RDMA_WITH_IMM), CompletionOp::RecvRdmaWithImm);
+        assert_eq!(
+            received_kind(CompletionOp::Recv, rpma_sys::cq::WC_RECV_RDMA_WITH_IMM),
+            CompletionOp::RecvRdmaWithImm
+        );
     }
 }

@@ -59,6 +59,16 @@ use tokio::task::AbortHandle;
 /// region stays held and its send queue slot taken. Await
 /// `next_completion` to have each taken as it comes.
 ///
+/// Op contexts stay the caller's: an operation posted on
+/// [`conn`](AsyncConn::conn) completes through `next_completion` with the
+/// op context it was given, whatever its value (even one equal to an
+/// awaited operation's), since awaited operations are known by how rpma
+/// recorded them, never by their context or immediate data. The
+/// connection's events are the handle's too: [`Conn::next_event`] on
+/// `conn()` refuses ([`Error::Inval`]); await
+/// [`next_event`](AsyncConn::next_event). Wakers run after the routing
+/// lock is let go, so a waker may poll or drop this connection's futures.
+///
 /// The connection's CQs may each have a channel or share one
 /// ([`ConnCfg::set_compl_channel`]). A connection receiving through an
 /// [`Srq`](crate::Srq) posts its receives there ([`Srq::recv`](crate::Srq::recv));

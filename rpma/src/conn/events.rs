@@ -32,7 +32,7 @@ impl Conn {
     /// [`Error::NoEvent`] when nothing is pending on a non-blocking fd;
     /// [`Error::Unknown`] for an event librpma does not map (named in the
     /// message); [`Error::Provider`] when getting the event fails;
-    /// [`Error::Inval`] when an [`AsyncConn`](crate::aio::AsyncConn) owns
+    /// [`Error::Inval`] when an `rpma::aio::AsyncConn` (feature `tokio`) owns
     /// the connection (await its `next_event`).
     pub fn next_event(&self) -> Result<ConnEvent> {
         self.refuse_events_if_reaped()?;
@@ -52,7 +52,7 @@ impl Conn {
         self.event_within(Bound::after(timeout))
     }
 
-    /// [`Error::Inval`] when an [`AsyncConn`](crate::aio::AsyncConn) owns
+    /// [`Error::Inval`] when an `rpma::aio::AsyncConn` (feature `tokio`) owns
     /// the connection: its events are awaited there, where
     /// [`disconnect`](crate::aio::AsyncConn::disconnect) waits for the
     /// closing one.

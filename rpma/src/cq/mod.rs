@@ -241,7 +241,7 @@ impl Cq {
                 return std::task::Poll::Ready(Ok(()));
             }
         }
-        self.cq.poll_get_event(cx).map(|got| event_taken(got)?.then(|| self.rearm()).unwrap_or(Err(Error::NoCompletion)))
+        self.cq.poll_get_event(cx).map(|got| if event_taken(got)? { self.rearm() } else { Err(Error::NoCompletion) })
     }
 
     /// Re-arms the CQ (after an event was taken, or for an async reaper

@@ -482,7 +482,9 @@ mod tests {
         assert_eq!(t.complete(slot(ids[0])), Some((1, CompletionOp::Recv)));
         assert_eq!(t.complete(slot(ids[0])), None);
         assert_eq!(t.pending(), 0, "a repeated completion retires nothing twice");
-        let e = t.post_with(CompletionOp::Recv, 4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM).into())).unwrap_err();
+        let e = t
+            .post_with(CompletionOp::Recv, 4, None, |_| Err(std::io::Error::from_raw_os_error(libc::ENOMEM).into()))
+            .unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOMEM));
         assert_eq!(t.pending(), 0, "a failed post leaves no entry");
         let q = RecvTracker::new(false, 4).unwrap();

@@ -405,7 +405,10 @@ impl Drop for SendTracker {
     fn drop(&mut self) {
         let n = LEAKED_SLOTS.swap(0, std::sync::atomic::Ordering::Relaxed);
         if n > 0 {
-            rpma_log!(LogLevel::Error, "rpma bug: {n} send-queue slot(s) were still taken when posting; their entries were leaked");
+            rpma_log!(
+                LogLevel::Error,
+                "rpma bug: {n} send-queue slot(s) were still taken when posting; their entries were leaked"
+            );
         }
     }
 }
