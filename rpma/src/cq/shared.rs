@@ -536,17 +536,30 @@ mod loom_models {
         }
     }
 
-    #[test]
-    fn loom_route_removed_while_another_thread_reaps() {
+    const X: u32 = 1;
+    const Y: u32 = 2;
+
+    /// Runs `model` under loom, up to 3 preemptions, with the routes of
+    /// QPs X (context 10) and Y (context 20), one write posted on each.
+    fn check(model: impl Fn(Arc<Routes>) + Sync + Send + 'static) {
         let mut b = loom::model::Builder::new();
         b.preemption_bound = Some(3);
-        b.check(|| {
-            const X: u32 = 1;
-            const Y: u32 = 2;
+        b.check(move || {
             let routes = Arc::new(Routes::new(8).unwrap());
             routes.add(X, posted(10)).unwrap();
             routes.add(Y, posted(20)).unwrap();
-            let wc = |qp| PolledWc::new(crate::wrid::send(0), qp, 0, 1);
+            model(routes)
+        });
+    }
+
+    /// A write's completion on QP `qp`.
+    fn wc(qp: u32) -> PolledWc {
+        PolledWc::new(crate::wrid::send(0), qp, 0, 1)
+    }
+
+    #[test]
+    fn loom_route_removed_while_another_thread_reaps() {
+        check(|routes| {
             // X's completion was set aside by an earlier drain; Y's is in
             // the CQ.
             lock(&routes.stash).push_back(wc(X));
@@ -577,17 +590,9 @@ mod loom_models {
     #[test]
     fn loom_a_drain_that_sets_aside_wakes_the_reaper() {
         use std::task::{Context, Poll, Waker};
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
-        b.check(|| {
-            const X: u32 = 1;
-            const Y: u32 = 2;
-            let routes = Arc::new(Routes::new(8).unwrap());
+        check(|routes| {
             let nudge = std::sync::Arc::new(crate::nudge::Nudge::default());
             routes.on_stash(std::sync::Arc::downgrade(&nudge));
-            routes.add(X, posted(10)).unwrap();
-            routes.add(Y, posted(20)).unwrap();
-            let wc = |qp| PolledWc::new(crate::wrid::send(0), qp, 0, 1);
             // X's completion is in the CQ, and Y (not the reaper's) leaves.
             let cq = Arc::new(Fake { q: loom::sync::Mutex::new(VecDeque::from([wc(X)])), windows: Windows::default() });
             let (r2, cq2) = (routes.clone(), cq.clone());
