@@ -68,6 +68,38 @@ const MULTI: &[&str] = &[
 ];
 
 device_tests!({
+    /// The standalone pair the README points to first: the server, then the
+    /// client once the server listens; each checks what it must and prints
+    /// what the other wrote.
+    fn ex_server_and_client() {
+        let (addr, port) = (rpma_harness::addr(), rpma_harness::next_port().to_string());
+        let side = |name: &str| {
+            Command::new(example(name))
+                .args([addr.as_str(), port.as_str()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run example")
+        };
+        let mut server = side("server");
+        rpma_harness::wait_listening(&port, &mut server, std::time::Duration::from_secs(30));
+        let client = side("client").wait_with_output().unwrap();
+        let server = server.wait_with_output().unwrap();
+        let mut all = String::new();
+        for (name, out) in [("server", &server), ("client", &client)] {
+            let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            print!("{}", so.lines().map(|l| format!("  {name} | {l}\n")).collect::<String>());
+            assert!(out.status.success(), "{name} failed ({}):\n{so}\n{se}", out.status);
+            all.push_str(&so);
+        }
+        for e in [
+            "client: the server says \"Hello from the rpma server!\"",
+            "server: the client wrote \"Hello back from the rpma client!\"",
+        ] {
+            assert!(all.contains(e), "the pair's output lacks {e:?}:\n{all}");
+        }
+    }
+
     fn ex_demo() {
         // The server checks what the client wrote and fails otherwise.
         run("demo", &["demo: ok", "counter = 42", "client: RDMA read: \"Hello from the rpma demo server!\""]);

@@ -294,7 +294,7 @@ device_tests!({
         };
         if free() < 2 {
             assert!(!in_vm(), "the VM reserved 4 huge pages");
-            println!("  not run: this host has fewer than 2 free 2 MiB huge pages (sysctl vm.nr_hugepages)");
+            println!("  not run here: this host has fewer than 2 free 2 MiB huge pages (sysctl vm.nr_hugepages)");
             return;
         }
         let memfd = |len: u64| {
@@ -498,11 +498,26 @@ device_tests!({
             println!("  {e}");
             return;
         }
-        let exe = std::env::current_exe().unwrap();
+        // nobody runs a copy of this binary: the checkout may sit under a
+        // directory only its owner can enter (a home directory of mode
+        // 0700). The copy's directory goes on every exit path.
+        struct Copy(std::path::PathBuf);
+        impl Drop for Copy {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let dir = Copy(std::env::temp_dir().join(format!("rpma-memlock-{}", std::process::id())));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.0.join("device_mr");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let st = std::process::Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"])
             .args(["prlimit", "--memlock=65536:65536", "--"])
-            .arg(exe)
+            .arg(&exe)
             .args(["--exact", "memlock_limit_says_what_to_do"])
             .env("RPMA_MEMLOCK_CHILD", "1")
             .status()

@@ -1,7 +1,8 @@
 //! A lossy network between two hosts, for as long as it takes: writes,
 //! flushes, atomic writes, reads and sends over a link that loses,
 //! reorders and duplicates packets (`tc ... netem` on both guests of
-//! `harness/rdma-run --two-hosts`), then over a link that goes down for 1-3
+//! `harness/rdma-run --two-hosts`, on the interface `RPMA_LINK_DEV` names,
+//! restored on every exit), then over a link that goes down for 1-3
 //! s every 5 s, every byte verified.
 //!
 //! Host a serves a log (a commit pointer at 0, record slots after it) and
@@ -23,7 +24,6 @@ mod common;
 use common::{peer, Rng, T};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
 use std::os::fd::AsFd;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -53,7 +53,7 @@ const PHASES: [(&str, &[&str]); 5] = [
 ];
 
 fn main() {
-    rpma_harness::on_two_hosts("lossy_link", NAME, server, client);
+    rpma_harness::on_two_hosts(NAME, server, client);
 }
 
 fn record(i: u64) -> [u8; REC] {
@@ -69,18 +69,6 @@ fn slot(i: u64) -> usize {
     REC * (i as usize % RECORDS + 1)
 }
 
-/// Both hosts' link shaping: `netem` with `args`, or none.
-fn shape(args: &[&str]) {
-    let dev = std::env::var("RPMA_LINK_DEV").unwrap_or_else(|_| "eth0".into());
-    let mut c = Command::new("tc");
-    if args.is_empty() {
-        // nothing to delete on a clean link: not an error
-        let _ = c.args(["qdisc", "del", "dev", &dev, "root"]).stderr(std::process::Stdio::null()).status();
-        return;
-    }
-    let st = c.args(["qdisc", "replace", "dev", &dev, "root", "netem"]).args(args).status().expect("tc (iproute2)");
-    assert!(st.success(), "tc netem {args:?} failed: {st}");
-}
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
@@ -90,6 +78,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// replaces a connection the client gave up), checks every message, and
 /// at the client's goodbye checks the whole log.
 fn server() {
+    let link = rpma_harness::Link::named();
     let port = rpma_harness::next_port();
     let p = peer();
     let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY;
@@ -131,7 +120,7 @@ fn server() {
             }
             if kind == PHASE {
                 let (name, args) = PHASES[value as usize];
-                shape(args);
+                link.shape(args);
                 println!("a: phase {name}");
             } else {
                 assert_eq!(kind, CHECK, "a: message kind");
@@ -146,7 +135,7 @@ fn server() {
         let _ = conn.disconnect();
         drop(conn);
         if let Some(acked) = bye {
-            shape(&[]);
+            link.shape(&[]);
             let mut c = [0u8; 8];
             log.read_at(0, &mut c).unwrap();
             let c = u64::from_le_bytes(c);
@@ -244,6 +233,7 @@ impl Client {
 }
 
 fn client() {
+    let link = Arc::new(rpma_harness::Link::named());
     let secs: u64 = std::env::var("RPMA_LOSSY_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
     let port = rpma_harness::next_port();
     let p = peer();
@@ -254,17 +244,17 @@ fn client() {
     let (mut i, mut acked, mut clean_rate) = (0u64, 0u64, 0.0f64);
     for (n, (name, args)) in PHASES.iter().enumerate() {
         c.message(PHASE, n as u64).expect("b: the phase message on a clean link");
-        shape(args);
+        link.shape(args);
         let stop = Arc::new(AtomicBool::new(false));
         let flaps = name.starts_with("flaps").then(|| {
-            let (stop, mut rng) = (stop.clone(), Rng(rng.next()));
+            let (stop, mut rng, link) = (stop.clone(), Rng(rng.next()), link.clone());
             thread::spawn(move || {
                 let mut cuts = 0;
                 while !stop.load(Ordering::Relaxed) {
                     thread::sleep(Duration::from_secs(5));
-                    shape(&["loss", "100%"]);
+                    link.shape(&["loss", "100%"]);
                     thread::sleep(Duration::from_millis(1000 + rng.next() % 2000));
-                    shape(&[]);
+                    link.shape(&[]);
                     cuts += 1;
                 }
                 cuts
@@ -296,7 +286,7 @@ fn client() {
         }
         stop.store(true, Ordering::Relaxed);
         let cuts = flaps.map(|h| h.join().unwrap());
-        shape(&[]);
+        link.shape(&[]);
         let rate = (acked - first) as f64 / t0.elapsed().as_secs_f64();
         if n == 0 {
             clean_rate = rate;

@@ -58,7 +58,7 @@ fn slot(i: usize) -> usize {
 }
 
 fn main() {
-    rpma_harness::one_test_args("pmem_crash", NAME);
+    rpma_harness::one_test_args(NAME);
     match (std::env::var("RPMA_PMEM_PHASE").as_deref(), std::env::var("RPMA_HOST").as_deref()) {
         (Ok("write"), _) => write_phase(),
         (Ok("verify"), _) => verify_phase(),

@@ -4,8 +4,8 @@
 //! Started on a host, the binary re-executes itself on both guests of
 //! `harness/rdma-run --two-hosts`: host `a` is the server (a region that
 //! outlives its connections), host `b` the client, which cuts its own link
-//! with `tc qdisc ... netem loss 100%` (the interface is `RPMA_LINK_DEV`,
-//! default `eth0`). It checks:
+//! with `tc qdisc ... netem loss 100%` (the interface `RPMA_LINK_DEV` names:
+//! required, and restored on every exit, a panic included). It checks:
 //!
 //! * a short cut (3 s) is absorbed by the transport's retries: the operation
 //!   posted during the cut completes successfully after the link returns;
@@ -21,7 +21,6 @@ use common::{peer, T};
 use rpma::{AlignedBuf, CommonData, Conn, ConnEvent, ConnReq, Ep, Error, Flags, FlushType, MrLocal, MrRemote, Usage};
 use rpma_harness::{addr, next_port};
 use std::os::fd::AsFd;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,7 +40,7 @@ fn link_port() -> u16 {
 }
 
 fn main() {
-    rpma_harness::on_two_hosts("two_hosts", NAME, server, client);
+    rpma_harness::on_two_hosts(NAME, server, client);
 }
 
 fn record(i: usize) -> [u8; REC] {
@@ -118,15 +117,8 @@ fn server() {
     assert_eq!(torn, 0);
 }
 
-fn link(cut: bool) {
-    let dev = std::env::var("RPMA_LINK_DEV").unwrap_or_else(|_| "eth0".into());
-    let args: &[&str] = if cut {
-        &["qdisc", "add", "dev", &dev, "root", "netem", "loss", "100%"]
-    } else {
-        &["qdisc", "del", "dev", &dev, "root"]
-    };
-    let st = Command::new("tc").args(args).status().expect("tc (iproute2)");
-    assert!(st.success(), "tc {args:?} failed: {st}");
+fn link(link: &rpma_harness::Link, cut: bool) {
+    link.shape(if cut { &["loss", "100%"] } else { &[] });
     println!("b: link {}", if cut { "cut" } else { "restored" });
 }
 
@@ -217,6 +209,7 @@ impl Client {
 }
 
 fn client() {
+    let shaper = rpma_harness::Link::named();
     let p = peer();
     let mut c = Client::new(&p);
     let budget = c.conn.retry_budget().unwrap();
@@ -224,11 +217,11 @@ fn client() {
     c.stream(0..50);
 
     // A short cut: the transport retransmits until the link returns.
-    link(true);
+    link(&shaper, true);
     c.post(50);
     // the fault itself: the link stays cut for 3 s (not a synchronization)
     thread::sleep(Duration::from_secs(3));
-    link(false);
+    link(&shaper, false);
     let t0 = Instant::now();
     let r = c.wait(50, Duration::from_secs(60));
     println!("b: record 50, posted during a 3 s cut: {r:?} {:.1?} after the link returned", t0.elapsed());
@@ -240,7 +233,7 @@ fn client() {
     let min_cut = std::env::var("RPMA_CUT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
     let cut =
         budget.transport_timeout().map_or(Duration::from_secs(min_cut), |t| (t * 2).max(Duration::from_secs(min_cut)));
-    link(true);
+    link(&shaper, true);
     let cut_at = Instant::now();
     c.post(100);
     let r = c.wait(100, BOUND);
@@ -264,7 +257,7 @@ fn client() {
             Err(e) => panic!("waiting during the cut: {e}"),
         }
     }
-    link(false);
+    link(&shaper, false);
     match (failed, budget.transport_timeout()) {
         (Some((st, at)), Some(t)) => {
             println!("b: the transport failed record 100 ({st}) after {at:.1?}, budget {t:.1?}");
@@ -308,7 +301,7 @@ fn client() {
     // The client gives up during a cut: bounded detection, bounded teardown,
     // a reconnect attempt that fails in bounded time while the link is down,
     // and one that works once it is back.
-    link(true);
+    link(&shaper, true);
     let cut_at = Instant::now();
     c.post(200);
     let r = c.wait(200, BOUND);
@@ -330,7 +323,7 @@ fn client() {
         }
     }
     assert!(t3.elapsed() < Duration::from_secs(60), "the failed attempt took {:?}", t3.elapsed());
-    link(false);
+    link(&shaper, false);
     let t4 = Instant::now();
     let mut c = Client::new(&p);
     println!("b: reconnected {:.1?} after the link returned", t4.elapsed());

@@ -55,6 +55,12 @@ enum Cmd {
 fn main() {
     env_logger::init();
     let cli = Cli::parse();
+    if cfg!(debug_assertions) && matches!(cli.cmd, Cmd::Ping(_) | Cmd::Bench(_)) {
+        eprintln!(
+            "rpma: warning: this rpma was built without optimisations; its figures are not what a release build \
+             measures (install one: cargo install --path rpma-tools)"
+        );
+    }
     let r = match cli.cmd {
         Cmd::Devices { json } => devices::run(json),
         Cmd::Serve(a) => serve::run(&a),
