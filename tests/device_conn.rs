@@ -541,6 +541,56 @@ device_tests!({
         }
     }
 
+    /// RoCE v2 over an IPv6 GID: listen, connect, read, write and flush,
+    /// and the teardown, on an IPv6 address of the device (the VM's
+    /// fd00:2::1, or `RPMA_TEST_ADDR6`).
+    fn ipv6_connection_reads_writes_flushes_and_closes() {
+        let addr6 = match std::env::var("RPMA_TEST_ADDR6") {
+            Ok(a) => a,
+            Err(_) if rpma_harness::in_vm() => "fd00:2::1".to_string(),
+            Err(_) => {
+                println!("  not run here: no IPv6 address of the device is named (RPMA_TEST_ADDR6)");
+                return;
+            }
+        };
+        let ctx = rpma::device::get_ibv_context(&addr6, rpma::device::ContextType::Local).unwrap();
+        let sp = rpma::Peer::new(&ctx).unwrap();
+        let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
+        let port = next_port();
+        let ep = Ep::listen(&sp, &addr6, port).unwrap();
+        let server = thread::spawn(move || {
+            let s = ep.next_conn_req_timeout(None, T).unwrap().connect(&pdata).unwrap();
+            assert_eq!(s.next_event_timeout(T).unwrap(), ConnEvent::Established);
+            assert_eq!(s.next_event_timeout(T).unwrap(), ConnEvent::Closed);
+            s.disconnect().unwrap();
+        });
+        let cctx = rpma::device::get_ibv_context(&addr6, rpma::device::ContextType::Remote).unwrap();
+        let cp = rpma::Peer::new(&cctx).unwrap();
+        let c = ConnReq::new(&cp, &addr6, port, None).unwrap().connect(&[]).unwrap();
+        assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Established);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+        c.read(&dst, 0, &remote, 0, 64, Flags::COMPLETION_ALWAYS, 1).unwrap();
+        assert!(c.cq().next_completion(T).unwrap().status.is_success());
+        let mut got = [0u8; 64];
+        dst.read_at(0, &mut got).unwrap();
+        let want: Vec<u8> = (0..64u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(got[..], want[..], "the server's pattern, over IPv6");
+        let mut src = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
+        src.write_at(0, b"over v6!").unwrap();
+        c.write(&remote, 4096, &src, 0, 8, Flags::COMPLETION_ON_ERROR, 2).unwrap();
+        c.flush(&remote, 4096, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 3).unwrap();
+        let wc = c.cq().next_completion(T).unwrap();
+        assert!(wc.status.is_success() && wc.op_context == 3, "{wc:?}");
+        c.disconnect().unwrap();
+        assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Closed);
+        server.join().unwrap();
+        let mut landed = [0u8; 8];
+        smr.read_at(4096, &mut landed).unwrap();
+        assert_eq!(&landed, b"over v6!");
+        println!("  connected, read, wrote and flushed, closed over [{addr6}]:{port}");
+    }
+
     /// A busy-polling loop on `try_get_completion`: `None` while nothing
     /// completed, then the read's completion once, with its bytes landed,
     /// then `None` again.

@@ -69,7 +69,6 @@ fn slot(i: u64) -> usize {
     REC * (i as usize % RECORDS + 1)
 }
 
-
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }

@@ -43,7 +43,9 @@ fn no_locked_package_needs_a_newer_rust_than_declared() {
     let (mut checked, mut newer) = (0, Vec::new());
     for block in lock.split("[[package]]").skip(1) {
         let field = |k: &str| {
-            block.lines().find_map(|l| l.strip_prefix(&format!("{k} = \"")).map(|v| v.trim_end_matches('"').to_string()))
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k} = \"")).map(|v| v.trim_end_matches('"').to_string()))
         };
         let (Some(name), Some(ver)) = (field("name"), field("version")) else { continue };
         if !field("source").is_some_and(|s| s.starts_with("registry+")) {
@@ -53,8 +55,7 @@ fn no_locked_package_needs_a_newer_rust_than_declared() {
             continue;
         }
         // A package the build never unpacked was never compiled here.
-        let Some(manifest) =
-            registries.iter().map(|r| r.join(format!("{name}-{ver}/Cargo.toml"))).find(|p| p.exists())
+        let Some(manifest) = registries.iter().map(|r| r.join(format!("{name}-{ver}/Cargo.toml"))).find(|p| p.exists())
         else {
             continue;
         };

@@ -307,7 +307,10 @@ pub fn run_jobs(tests: &[Test], jobs: usize) -> ! {
         // nothing and passes, so `cargo test NAME` works across the
         // workspace. A world whose whole run executed no test fails instead
         // (harness/results), so a typo in a CI script cannot turn green.
-        println!("\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n", tests.len());
+        println!(
+            "\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; {} filtered out\n",
+            tests.len()
+        );
         exit(0);
     }
     ensure_device();
@@ -508,4 +511,3 @@ impl Drop for Link {
         self.restore();
     }
 }
-
