@@ -131,6 +131,64 @@ device_tests!({
         assert!(!freed.load(Ordering::SeqCst), "a failed deregistration must leak, not free");
     }
 
+    /// A region dropped while its operations are in flight is dropped, with
+    /// the caller's memory value, by the completion that retires its last
+    /// operation: after the tracker's lock. Here the value's `Drop` posts
+    /// on the same connection (taking that lock); under the lock it would
+    /// spin for ever.
+    fn a_regions_last_drop_runs_after_the_trackers_lock() {
+        struct Calls(AlignedBuf, Arc<Mutex<Option<Arc<Conn>>>>, Arc<AtomicBool>);
+        // SAFETY: delegates to AlignedBuf, whose allocation never moves.
+        #[allow(unsafe_code)]
+        unsafe impl RegMemory for Calls {
+            fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
+                self.0.as_mut_ptr_len()
+            }
+        }
+        impl Drop for Calls {
+            fn drop(&mut self) {
+                if let Some(c) = self.1.lock().unwrap().take() {
+                    // Takes the send tracker's lock: a post and a poll.
+                    let _ = c.cq().get_completion();
+                    let _ = c.pending_sends();
+                }
+                self.2.store(true, Ordering::SeqCst);
+            }
+        }
+        let sp = peer();
+        let (_smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
+        let c = Arc::new(c);
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let slot = Arc::new(Mutex::new(Some(c.clone())));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let src = MrLocal::reg(
+            c.peer(),
+            Calls(AlignedBuf::new(64).unwrap(), slot.clone(), dropped.clone()),
+            Usage::WRITE_SRC,
+        )
+        .unwrap();
+        let dst = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || {
+            // Two unsignaled writes from the region, then a signaled read:
+            // its completion retires the writes (the region's last holds).
+            c2.write(&remote, 0, &src, 0, 8, Flags::COMPLETION_ON_ERROR, 1).unwrap();
+            c2.write(&remote, 8, &src, 8, 8, Flags::COMPLETION_ON_ERROR, 2).unwrap();
+            c2.read(&dst, 0, &remote, 0, 8, Flags::COMPLETION_ALWAYS, 3).unwrap();
+            drop(src);
+            let wc = c2.cq().next_completion(T).unwrap();
+            done.send(wc.op_context).unwrap();
+        });
+        assert_eq!(finished.recv_timeout(T).expect("the poll hung: the region was dropped under a lock"), 3);
+        assert!(dropped.load(Ordering::SeqCst), "the region and its memory were dropped with the last hold");
+        t.join().unwrap();
+        drop(slot);
+        let c = Arc::into_inner(c).expect("the thread is done");
+        close(c, s);
+    }
+
     /// A failed `ibv_dealloc_mw`: the window stays bound, so its region stays
     /// held (never freed), and the remote side can still write through it.
     fn failed_mw_dealloc_keeps_the_region() {

@@ -52,6 +52,7 @@ pub mod ops;
 pub mod peer;
 pub mod peer_cfg;
 pub mod srq;
+mod unlocked;
 pub mod utils;
 mod validate;
 #[cfg(any(feature = "tokio", all(test, loom)))]

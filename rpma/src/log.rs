@@ -259,9 +259,9 @@ pub fn enabled_by_thresholds(level: LogLevel) -> bool {
 }
 
 /// Emits one message; used through the crate's `rpma_log!` macro. A
-/// message logged while this thread holds one of rpma's locks (a
-/// [`Deferred`] guard lives) is kept, formatted, until the last guard is
-/// dropped after the lock, and emitted then: the log function is the
+/// message logged while this thread holds one of rpma's locks (an
+/// [`unlocked::Guard`](crate::unlocked::Guard) lives) is kept, formatted,
+/// until the lock is let go, and emitted then: the log function is the
 /// caller's code and may call into rpma. A log function that panics is
 /// stopped there: its panic never unwinds through rpma.
 #[doc(hidden)]
@@ -274,9 +274,8 @@ pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, 
     if !main && !aux {
         return;
     }
-    if DEFER.with(|d| d.get()) > 0 {
-        let kept = Kept { level, file, line, func, text: args.to_string() };
-        KEPT.with(|k| k.borrow_mut().push(kept));
+    if crate::unlocked::locked() {
+        crate::unlocked::later(Kept { level, file, line, func, text: args.to_string() });
         return;
     }
     deliver(&LogRecord { level, file, line, func, args }, main, aux);
@@ -297,7 +296,8 @@ fn deliver(rec: &LogRecord<'_>, main: bool, aux: bool) {
     let _ = std::panic::catch_unwind(call);
 }
 
-/// A message logged under a lock, formatted, for [`Deferred`]'s drop.
+/// A message logged under a lock, formatted: emitted when dropped (after
+/// the lock, by [`crate::unlocked`]).
 struct Kept {
     level: LogLevel,
     file: &'static str,
@@ -306,58 +306,14 @@ struct Kept {
     text: String,
 }
 
-thread_local! {
-    /// How many [`Deferred`] guards this thread holds.
-    static DEFER: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    /// The messages kept meanwhile, in order.
-    static KEPT: std::cell::RefCell<Vec<Kept>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Held around a lock under which rpma may log (made before the lock is
-/// taken, dropped after it is let go): messages logged meanwhile on this
-/// thread are emitted when the last such guard is dropped.
-#[derive(Debug)]
-pub(crate) struct Deferred(std::marker::PhantomData<*const ()>);
-
-/// A [`Deferred`] guard for this thread.
-#[inline]
-pub(crate) fn defer() -> Deferred {
-    DEFER.with(|d| d.set(d.get() + 1));
-    Deferred(std::marker::PhantomData)
-}
-
-impl Drop for Deferred {
-    #[inline]
+impl Drop for Kept {
     fn drop(&mut self) {
-        let left = DEFER.with(|d| {
-            let n = d.get() - 1;
-            d.set(n);
-            n
-        });
-        if left == 0 && KEPT.with(|k| !k.borrow().is_empty()) {
-            flush_kept();
-        }
-    }
-}
-
-#[cold]
-fn flush_kept() {
-    for k in KEPT.with(|k| std::mem::take(&mut *k.borrow_mut())) {
         // The thresholds are read again: they may have changed meanwhile.
-        let main = main_admits(k.level);
-        let aux = k.level as i32 <= AUX.load(Ordering::Relaxed);
+        let main = main_admits(self.level);
+        let aux = self.level as i32 <= AUX.load(Ordering::Relaxed);
         if main || aux {
-            deliver(
-                &LogRecord {
-                    level: k.level,
-                    file: k.file,
-                    line: k.line,
-                    func: k.func,
-                    args: format_args!("{}", k.text),
-                },
-                main,
-                aux,
-            );
+            let (level, file, line, func) = (self.level, self.file, self.line, self.func);
+            deliver(&LogRecord { level, file, line, func, args: format_args!("{}", self.text) }, main, aux);
         }
     }
 }

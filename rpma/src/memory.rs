@@ -36,9 +36,9 @@ use std::ptr::NonNull;
 /// [`RawMemory::new`] and keep its contract.
 ///
 /// The value is dropped where the region's last hold ends: when the
-/// [`MrLocal`](crate::MrLocal) was dropped with operations in flight, that
-/// is inside the poll that retires the last one, possibly under that CQ's
-/// lock. A `Drop` of the value must not call into that CQ or connection.
+/// [`MrLocal`](crate::MrLocal) was dropped with operations in flight, in
+/// the poll that retires the last one, after rpma has let its locks go (so
+/// its `Drop` may call into rpma).
 ///
 /// # Safety
 /// An implementation must return the same pointer and length every time while

@@ -100,25 +100,29 @@ impl Confirm for MwShared {
     /// binding (and its hold on the region), and only the binding it named.
     fn completed(&self, success: bool) {
         let mut st = self.lock();
+        let mut ended = None;
         if let Some(rkey) = st.invalidating.take() {
             if success && st.binding.as_ref().is_some_and(|b| b.rkey == rkey) {
-                st.binding = None;
+                ended = st.binding.take();
             }
         }
+        drop(st);
+        // After the lock: the last hold of the region drops it (and the
+        // caller's memory value).
+        drop(ended);
     }
 }
 
 /// The device's report that a window's rkey was invalidated ends that
 /// window's binding (see [`Windows`]).
 impl Invalidate for MwShared {
-    fn invalidated(&self, qp_num: u32, rkey: u32) -> bool {
+    fn invalidated(&self, qp_num: u32, rkey: u32) -> Option<Box<dyn Send>> {
         let mut st = self.lock();
         if st.binding.as_ref().is_some_and(|b| b.rkey == rkey && b.qp_num == qp_num) {
-            st.binding = None;
             st.invalidating = None;
-            return true;
+            return st.binding.take().map(|b| Box::new(b) as Box<dyn Send>);
         }
-        false
+        None
     }
 }
 

@@ -7,7 +7,7 @@
 //! that lock: a spin for ever on the waking thread. So whatever is locked
 //! through [`WakeAfter`] collects its wakers ([`Pending`]) and the guard's
 //! drop lets the lock go first, then wakes and drops them; messages
-//! logged under the lock are emitted after that ([`crate::log::defer`]).
+//! logged under the lock are emitted after that ([`crate::unlocked`]).
 //! The loom model below checks that a waker that takes the lock when
 //! woken is woken, and never under the lock.
 
@@ -27,14 +27,14 @@ pub(crate) struct WakeAfter<'a, T: Pending> {
     g: Option<SpinGuard<'a, T>>,
     // Dropped after `Drop::drop`: messages logged under the lock are
     // emitted after the wakes.
-    _logs: crate::log::Deferred,
+    _logs: crate::unlocked::Guard,
 }
 
 impl<'a, T: Pending> WakeAfter<'a, T> {
     /// Takes `lock`.
     #[inline]
     pub(crate) fn lock(lock: &'a SpinLock<T>) -> WakeAfter<'a, T> {
-        let logs = crate::log::defer();
+        let logs = crate::unlocked::guard();
         WakeAfter { g: Some(lock.lock()), _logs: logs }
     }
 }

@@ -18,8 +18,10 @@ use std::sync::Mutex;
 /// A window that may hold the binding an invalidation names.
 pub(crate) trait Invalidate: Send + Sync {
     /// The device invalidated `rkey`, reported on QP `qp_num`: ends the
-    /// binding if it is this window's, made on that QP; whether it was.
-    fn invalidated(&self, qp_num: u32, rkey: u32) -> bool;
+    /// binding if it is this window's, made on that QP, and hands it back
+    /// (the caller drops it after its locks: it may hold a region's last
+    /// reference).
+    fn invalidated(&self, qp_num: u32, rkey: u32) -> Option<Box<dyn Send>>;
 }
 
 /// The windows of one protection domain (a [`Peer`](crate::Peer)).
@@ -74,19 +76,19 @@ impl Windows {
     #[cold]
     #[inline(never)]
     pub(crate) fn invalidated(&self, qp_num: u32, rkey: u32) {
-        let mut s = self.lock();
-        if let Some(i) = s.stale.iter().position(|&k| k == (qp_num, rkey)) {
-            s.stale.swap_remove(i);
-            return;
-        }
-        if s.lost {
-            return;
-        }
-        for w in s.live.iter().filter_map(Weak::upgrade) {
-            if w.invalidated(qp_num, rkey) {
+        let ended = {
+            let mut s = self.lock();
+            if let Some(i) = s.stale.iter().position(|&k| k == (qp_num, rkey)) {
+                s.stale.swap_remove(i);
                 return;
             }
-        }
+            if s.lost {
+                return;
+            }
+            s.live.iter().filter_map(Weak::upgrade).find_map(|w| w.invalidated(qp_num, rkey))
+        };
+        // After the lock: the binding may hold a region's last reference.
+        drop(ended);
     }
 
     /// A type 2 window bound on QP `qp_num` with `rkey` was deallocated
@@ -120,12 +122,12 @@ mod tests {
     /// A window bound on QP 1 with rkey 7, counting the reports that ended it.
     struct Bound(AtomicUsize);
     impl Invalidate for Bound {
-        fn invalidated(&self, qp_num: u32, rkey: u32) -> bool {
+        fn invalidated(&self, qp_num: u32, rkey: u32) -> Option<Box<dyn Send>> {
             let mine = (qp_num, rkey) == (1, 7);
             if mine {
                 self.0.fetch_add(1, Ordering::SeqCst);
             }
-            mine
+            mine.then(|| Box::new(()) as Box<dyn Send>)
         }
     }
 

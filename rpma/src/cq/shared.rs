@@ -277,7 +277,7 @@ impl Routes {
     /// owners, then removes the route.
     pub(crate) fn remove<S: Source>(&self, cq: &S, qp_num: u32) {
         // Messages logged under the locks below are emitted after them.
-        let _logs = crate::log::defer();
+        let _logs = crate::unlocked::guard();
         let mut stashed = false;
         {
             let map = self.read();
@@ -363,7 +363,7 @@ impl Routes {
 
     /// One completion: a stashed one first, else polled.
     pub(crate) fn get_completion<S: Source>(&self, cq: &S) -> Result<Completion> {
-        let _logs = crate::log::defer(); // emitted after the locks
+        let _logs = crate::unlocked::guard(); // emitted after the locks
         let map = self.read();
         if let Some(w) = lock(&self.stash).pop_front() {
             return Ok(translate(&map, &w, cq));
@@ -377,7 +377,7 @@ impl Routes {
 
     /// Up to `wc.len()` completions, stashed ones first; how many.
     pub(crate) fn get_wc<S: Source>(&self, cq: &S, wc: &mut [Completion]) -> Result<usize> {
-        let _logs = crate::log::defer(); // emitted after the locks
+        let _logs = crate::unlocked::guard(); // emitted after the locks
         let map = self.read();
         let mut got = 0;
         {

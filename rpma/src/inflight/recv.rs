@@ -122,6 +122,7 @@ impl RecvTracker {
         let idx = usize::try_from(slot).ok()?;
         let e = g.entries.get_mut(idx)?.take()?;
         g.free.push(idx);
+        drop(g); // `e`'s hold is released after the lock
         Some((e.ctx, e.kind))
     }
 

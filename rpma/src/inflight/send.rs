@@ -105,23 +105,30 @@ impl Ring {
     /// released, signaled ones (their own completions still to be
     /// translated) marked done and their holds released. Whether none of
     /// them is left (no signaled one).
+    /// The last hold of a region is moved to `last`, for the caller to
+    /// drop after the lock (it drops the region and the caller's memory).
     #[inline(always)]
-    fn retire_before(&mut self, head: u64, ahead: usize) -> bool {
+    fn retire_before(&mut self, head: u64, ahead: usize, last: &mut Vec<Hold>) -> bool {
         // The slots apart from the confirms, so the loop keeps them in
         // registers while dropping holds.
         let Ring { slots, confirms, .. } = self;
         let slots = &mut slots[..];
         let mask = slots.len() - 1;
         let mut all_gone = true;
+        let mut release = |h: Option<Hold>| match h {
+            Some(h) if Arc::strong_count(&h) == 1 => last.push(h),
+            _ => {}
+        };
         for k in 0..ahead {
             let i = (head as usize + k) & mask;
             let Some(p) = &mut slots[i] else { continue };
             if p.signaled {
                 p.done = true;
-                p.hold = None;
+                release(p.hold.take());
                 all_gone = false;
             } else {
                 let had_confirm = p.confirms;
+                release(p.hold.take());
                 slots[i] = None;
                 if had_confirm {
                     take_confirm(confirms, head.wrapping_add(k as u64) & SEND_SEQ_MASK);
@@ -356,10 +363,11 @@ impl SendTracker {
     fn complete_slow(mut g: SpinGuard<'_, Ring>, ahead: usize, success: bool) -> Option<(u64, CompletionOp)> {
         let head = g.head;
         let e = g.slot(head.wrapping_add(ahead as u64)).take()?;
+        let mut last = Vec::new();
         if ahead == 0 {
             g.head = (head + 1) & SEND_SEQ_MASK;
             g.len -= 1;
-        } else if g.retire_before(head, ahead) {
+        } else if g.retire_before(head, ahead, &mut last) {
             // Every predecessor is gone: so is the whole front up to here.
             g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
             g.len -= ahead + 1;
@@ -371,6 +379,7 @@ impl SendTracker {
             None
         };
         drop(g);
+        drop(last);
         if let Some(c) = confirm {
             c.completed(success);
         }
