@@ -1,9 +1,9 @@
 //! A minimal rpma client, with nothing but rpma and std (copy it into your
-//! crate): it connects to `examples/server.rs` (or any server that sends
-//! librpma's descriptor in the private data: `rpma serve --shared`, C
-//! librpma's examples), reads the server's greeting with an RDMA read,
-//! writes a reply with an RDMA write, makes it visible with a flush, and
-//! closes the connection in librpma's order.
+//! crate): it connects to `examples/server.rs`, which sends its region's
+//! descriptor in the private data as librpma's examples do, reads the
+//! server's greeting with an RDMA read, writes a reply with an RDMA write,
+//! makes it visible with a flush, and closes the connection in librpma's
+//! order.
 //!
 //! ```text
 //! cargo run --example client -- 192.0.2.1 7204    # the server's address
