@@ -74,6 +74,7 @@ impl Gate {
 
     /// Takes the gate, waiting for it within `bound`; `None` when the bound
     /// passed first ([`Bound::Now`]: when another reader holds it).
+    #[inline]
     pub fn enter(&self, bound: Bound) -> Option<Reader<'_>> {
         let mut s = self.lock();
         while s.reading {
@@ -157,12 +158,17 @@ fn read_within<R>(fd: BorrowedFd<'_>, bound: Bound, read: impl FnOnce() -> io::R
 }
 
 impl Drop for Reader<'_> {
+    #[inline]
     fn drop(&mut self) {
-        let (wake, sleepers) = {
-            let mut s = self.0.lock();
-            s.reading = false;
-            (std::mem::take(&mut s.wakers), s.sleepers > 0)
-        };
+        let mut s = self.0.lock();
+        s.reading = false;
+        // Nobody waits (the common case): nothing more to do.
+        if s.sleepers == 0 && s.wakers.is_empty() {
+            return;
+        }
+        let wake = std::mem::take(&mut s.wakers);
+        let sleepers = s.sleepers > 0;
+        drop(s);
         if sleepers {
             self.0.open.notify_all();
         }
