@@ -161,9 +161,18 @@ impl Conn {
     }
 
     fn wait_within(&self, bound: Bound) -> Result<(&Cq, bool)> {
-        self.compl_as_fd()?;
+        let ch = self.waitable_channel()?;
+        let (cq, is_rcq) = self.cq_of_event(ch.get_event(bound))?;
+        cq.rearm()?;
+        Ok((cq, is_rcq))
+    }
+
+    /// The shared completion channel, for a wait's own reading: refused
+    /// without one, or when an async reaper serves the connection.
+    fn waitable_channel(&self) -> Result<&rpma_sys::cq::CompChannel> {
+        let Some(ch) = &self.parts.shared else { return Err(not_shared()) };
         self.parts.cq.refuse_if_reaped()?;
-        self.take_shared_event(bound)
+        Ok(ch)
     }
 
     /// [`wait`](Conn::wait) for an async waiter: never sleeps; `Pending`
@@ -171,23 +180,15 @@ impl Conn {
     /// go), [`Error::NoCompletion`] when no event is there now.
     #[cfg(feature = "tokio")]
     pub(crate) fn poll_wait(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(&Cq, bool)>> {
-        if let Err(e) = self.compl_as_fd().and_then(|_| self.parts.cq.refuse_if_reaped()) {
-            return std::task::Poll::Ready(Err(e));
-        }
-        let Some(ch) = &self.parts.shared else { return std::task::Poll::Ready(Err(not_shared())) };
+        let ch = match self.waitable_channel() {
+            Ok(ch) => ch,
+            Err(e) => return std::task::Poll::Ready(Err(e)),
+        };
         ch.poll_get_event(cx).map(|got| {
             let (cq, is_rcq) = self.cq_of_event(got)?;
             cq.rearm()?;
             Ok((cq, is_rcq))
         })
-    }
-
-    /// [`wait`](Conn::wait) after its checks: the event taken within
-    /// `bound`, its CQ re-armed.
-    pub(crate) fn take_shared_event(&self, bound: Bound) -> Result<(&Cq, bool)> {
-        let (cq, is_rcq) = self.take_shared_event_unarmed(bound)?;
-        cq.rearm()?;
-        Ok((cq, is_rcq))
     }
 
     /// The shared channel's next event taken (acknowledged) within `bound`

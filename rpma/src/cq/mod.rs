@@ -210,18 +210,28 @@ impl Cq {
 
     #[inline]
     fn wait_within(&self, bound: Bound) -> Result<()> {
-        if !self.plain {
-            if self.is_reaped() {
-                return Err(reaped());
-            }
-            if self.shared {
-                return Err(shared_channel());
-            }
-            if self.routes.as_ref().is_some_and(|r| r.stashed()) {
-                return Ok(()); // completions set aside by a dropped connection's drain
-            }
+        if self.ready_without_event()? {
+            return Ok(());
         }
         self.take_event(bound)
+    }
+
+    /// A wait's checks, the same for a blocking and an async waiter:
+    /// refused when an async reaper owns the CQ or its channel is a
+    /// connection's shared one; `true` when completions set aside by a
+    /// dropped connection's drain are there to take (no event to wait for).
+    #[inline]
+    fn ready_without_event(&self) -> Result<bool> {
+        if self.plain {
+            return Ok(false);
+        }
+        if self.is_reaped() {
+            return Err(reaped());
+        }
+        if self.shared {
+            return Err(shared_channel());
+        }
+        Ok(self.routes.as_ref().is_some_and(|r| r.stashed()))
     }
 
     /// [`wait`](Cq::wait) for an async waiter ([`crate::aio::AsyncCq`]):
@@ -230,16 +240,9 @@ impl Cq {
     /// there now.
     #[cfg(feature = "tokio")]
     pub(crate) fn poll_wait(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<()>> {
-        if !self.plain {
-            if self.is_reaped() {
-                return std::task::Poll::Ready(Err(reaped()));
-            }
-            if self.shared {
-                return std::task::Poll::Ready(Err(shared_channel()));
-            }
-            if self.routes.as_ref().is_some_and(|r| r.stashed()) {
-                return std::task::Poll::Ready(Ok(()));
-            }
+        match self.ready_without_event() {
+            Ok(false) => {}
+            done => return std::task::Poll::Ready(done.map(|_| ())),
         }
         self.cq.poll_get_event(cx).map(|got| if event_taken(got)? { self.rearm() } else { Err(Error::NoCompletion) })
     }
