@@ -195,6 +195,7 @@ impl Conn {
     /// without re-arming its CQ, for the connection's async reaper
     /// ([`Bound::Now`]), which arms it again only while a future waits:
     /// the CQ, and whether it is the RCQ.
+    #[cfg(feature = "tokio")]
     pub(crate) fn take_shared_event_unarmed(&self, bound: Bound) -> Result<(&Cq, bool)> {
         let Some(ch) = &self.parts.shared else { return Err(not_shared()) };
         self.cq_of_event(ch.get_event(bound))
