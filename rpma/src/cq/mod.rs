@@ -1,9 +1,12 @@
 //! Completion queues and completions; a CQ shared by many connections
 //! ([`SharedCq`], in `shared.rs`).
 
+mod completion;
 mod raw;
 mod shared;
 mod status;
+pub use completion::Completion;
+use completion::{completion, note_invalidation, retire};
 pub use raw::IbvWc;
 pub use shared::SharedCq;
 pub(crate) use shared::{ConnCq, Routes, Trackers};
@@ -11,46 +14,16 @@ pub use status::WcStatus;
 
 use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
-use crate::log::{rpma_log, LogLevel};
 use crate::peer::Peer;
 use crate::windows::Windows;
 pub use crate::wrid::CompletionOp;
-use crate::wrid::{self, WrId};
-use rpma_sys::cq::{CompChannel, PolledWc, WC_WITH_IMM, WC_WITH_INV};
+use rpma_sys::cq::{CompChannel, PolledWc};
 use rpma_sys::gate::Bound;
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One work completion (librpma exposes `struct ibv_wc`).
-// `repr(C)`, with `status` and `wc_opcode` next to each other as in
-// `ibv_wc`: the translation copies them as one 8-byte word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C)]
-pub struct Completion {
-    /// The `op_context` given when the operation was posted.
-    pub op_context: u64,
-    /// The operation.
-    pub op: CompletionOp,
-    /// Success or the error.
-    pub status: WcStatus,
-    /// The device's own `ibv_wc_opcode`, which tells how an operation was
-    /// carried out: a `flush` completes as `IBV_WC_FLUSH` (8) when native
-    /// and as `IBV_WC_RDMA_READ` (2) when emulated (APM); an `atomic_write`
-    /// as `IBV_WC_ATOMIC_WRITE` (9) or `IBV_WC_RDMA_WRITE` (1). Meaningful
-    /// only when `status` is a success.
-    pub wc_opcode: u32,
-    /// Bytes received (receives).
-    pub byte_len: u32,
-    /// The local QP number.
-    pub qp_num: u32,
-    /// Immediate data in host order, when the completion carries it.
-    pub imm: Option<u32>,
-    /// The rkey a received send-with-invalidate invalidated.
-    pub invalidated_rkey: Option<u32>,
-}
 
 /// A completion queue (librpma's `rpma_cq`): the main CQ or the receive CQ
 /// of a connection, or the receive CQ of a shared receive queue.
@@ -513,78 +486,6 @@ fn event_taken(got: std::io::Result<bool>) -> Result<bool> {
 #[inline(never)]
 fn shared_channel() -> Error {
     Error::SharedChannel("this CQ's completion channel is shared; wait on the connection with Conn::wait".into())
-}
-
-/// The completion of `w`, given what its tracker recorded (`found`); a
-/// successful receive that invalidated a window of the peer's (`windows`)
-/// ends that window's binding.
-#[inline]
-fn completion(w: &PolledWc, (op_context, op): (u64, CompletionOp), windows: &Windows) -> Completion {
-    let mut c = Completion {
-        op_context,
-        op,
-        status: WcStatus(w.status()),
-        byte_len: w.byte_len(),
-        imm: None,
-        invalidated_rkey: None,
-        qp_num: w.qp_num(),
-        wc_opcode: w.opcode(),
-    };
-    // Most completions carry neither: one test for both.
-    if w.wc_flags() & (WC_WITH_IMM | WC_WITH_INV) != 0 {
-        c.imm = (w.wc_flags() & WC_WITH_IMM != 0).then_some(w.imm_data());
-        c.invalidated_rkey = (w.wc_flags() & WC_WITH_INV != 0).then_some(w.imm_data());
-        note_invalidation(w, windows);
-    }
-    c
-}
-
-/// A successful receive that invalidated a window of the peer's ends that
-/// window's binding here.
-#[inline]
-fn note_invalidation(w: &PolledWc, windows: &Windows) {
-    if w.wc_flags() & WC_WITH_INV != 0 && w.status() == 0 {
-        windows.invalidated(w.qp_num(), w.imm_data());
-    }
-}
-
-/// What a completion for an ID nothing posted here reports (logged).
-#[cold]
-#[inline(never)]
-fn unknown(w: &PolledWc) -> (u64, CompletionOp) {
-    rpma_log!(LogLevel::Error, "completion for an unknown work request {:#x}", w.wr_id());
-    (w.wr_id(), CompletionOp::Other(w.opcode()))
-}
-
-/// Retires the entry a completion names in the tracker its ID points to;
-/// returns the operation's context and kind, a receive's from the device's
-/// opcode ([`unknown`]'s for an ID nothing posted here has). Every arm
-/// ends in its own value, so the common ones reach the completion in
-/// registers, not through an `Option` in memory.
-#[inline]
-fn retire(
-    w: &PolledWc,
-    send: Option<&SendTracker>,
-    recv: Option<&RecvTracker>,
-    srq_recv: Option<&RecvTracker>,
-) -> (u64, CompletionOp) {
-    // A receive's kind comes from the device's opcode.
-    let received = |t: Option<&RecvTracker>, slot| match t.and_then(|t| t.complete(slot)) {
-        Some((ctx, kind)) => (ctx, wrid::received_kind(kind, w.opcode())),
-        None => unknown(w),
-    };
-    match WrId::decode(w.wr_id()) {
-        WrId::Send(seq) => match send.and_then(|t| t.complete(seq, w.status() == 0)) {
-            Some(found) => found,
-            None => unknown(w),
-        },
-        WrId::Recv(slot) => received(recv, slot),
-        WrId::SrqRecv(slot) => received(srq_recv, slot),
-        // An untracked receive's kind too comes from the device's opcode.
-        WrId::Untracked(Some((ctx, CompletionOp::Recv))) => (ctx, wrid::recv_kind(w.opcode())),
-        WrId::Untracked(Some(found)) => found,
-        WrId::Untracked(None) => unknown(w),
-    }
 }
 
 /// The completion channel's fd, as [`Cq::fd`]: readable when a completion
