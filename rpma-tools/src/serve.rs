@@ -4,11 +4,13 @@
 //! fio's librpma_gpspm engine): it persists the range (a `--pmem` mapping)
 //! and sends the response.
 //!
-//! By default the region is exported to each connection alone
-//! (`Conn::export`, a type 2 memory window on its queue pair) and has no
-//! remote access of its own; the descriptor goes as the connection's first
-//! message, to clients that ask for it ([`EXPORT`]). `--shared` serves it
-//! librpma's way: remote access, the descriptor in the private data.
+//! By default the region is served librpma's way: registered with remote
+//! access, its descriptor in every connection's private data (and as the
+//! first message to clients that ask for it, [`EXPORT`]). With `--isolate`
+//! it is exported to each connection alone (`Conn::export`, a type 2 memory
+//! window on its queue pair) and has no remote access of its own; the
+//! descriptor goes as the first message, and clients that do not ask for
+//! it (librpma's) are refused.
 
 use crate::{Res, BOUND, MAX_QD};
 use rpma::device::{get_ibv_context, ContextType};
@@ -60,12 +62,16 @@ pub struct ServeArgs {
     /// until killed); the exit status says whether every one went well.
     #[arg(long)]
     count: Option<u64>,
-    /// Serve the region librpma's way: registered with remote access, its
-    /// descriptor in every connection's private data, so any connection
-    /// that holds or guesses its rkey reaches it. librpma's clients need
-    /// it; by default each connection gets an export of its own.
+    /// Export the region to each connection alone (a type 2 memory window
+    /// on its queue pair; the region itself has no remote access), its
+    /// descriptor sent as the connection's first message: no connection
+    /// reaches the region with another's rkey. `rpma ping` and `rpma bench`
+    /// take it; librpma's clients, which expect the descriptor in the
+    /// private data, are refused. By default the region is served
+    /// librpma's way: one registration with remote access, which any
+    /// connection holding or guessing its rkey reaches.
     #[arg(long)]
-    shared: bool,
+    isolate: bool,
 }
 
 /// The served region.
@@ -114,9 +120,13 @@ impl Region {
 /// closed: then fails if any of them did.
 pub fn run(a: &ServeArgs) -> Res<()> {
     let peer = Peer::new(&get_ibv_context(&a.addr, ContextType::Local)?)?;
-    let exports = !a.shared && peer.capabilities().mw_type2;
-    if !a.shared && !exports {
-        eprintln!("{} has no type 2 memory windows: the region is shared by every connection", peer.device_name());
+    let exports = a.isolate;
+    if exports && !peer.capabilities().mw_type2 {
+        return Err(format!(
+            "--isolate: {} has no type 2 memory windows, which tie a window to one connection",
+            peer.device_name()
+        )
+        .into());
     }
     // Exported, the region has no remote access of its own (MW_BIND lets
     // windows be bound over it, WRITE_SRC gives the local write access a
@@ -227,7 +237,7 @@ fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: 
     if how.exports && !message {
         drop(req);
         return Err("refused: the client does not take the region's descriptor as a message (a librpma client?); \
-                    serve with --shared for it"
+                    serve without --isolate for it"
             .into());
     }
     let qd = requested_qd(req.private_data()) as usize;

@@ -1,12 +1,18 @@
 //! The `rpma` tool on a real RDMA device (Soft-RoCE in the harness VM when
 //! the host has none): `devices` finds the test's device and address,
-//! `serve` answers `ping` and a short `bench` of every workload (GPSPM
+//! `serve` answers the README's quick start, `ping` and a short `bench` of every workload (GPSPM
 //! included), several connections at once driven by several threads, and
 //! bad input is refused with a message, never a hang.
 
 use rpma_harness::{addr, device_tests, next_port, wait_listening};
 use std::process::{Command, Output};
 use std::time::Duration;
+
+/// The README's quick start (`examples/client.rs`), built into this test to
+/// run against the tool.
+#[allow(dead_code)]
+#[path = "../../examples/client.rs"]
+mod client;
 
 const RPMA: &str = env!("CARGO_BIN_EXE_rpma");
 
@@ -85,12 +91,33 @@ device_tests!({
         assert!(st.success(), "the target served its 9 connections and exited: {st}");
     }
 
+    /// The README's quick start, as written, against `rpma serve` in its
+    /// default mode.
+    fn quick_start_against_serve() {
+        let port = next_port().to_string();
+        let a = addr();
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "1"]).spawn().unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        if let Err(e) = client::run(&a, port.parse().unwrap()) {
+            let _ = srv.kill();
+            panic!("the quick start against rpma serve: {e}");
+        }
+        let st = srv.wait().unwrap();
+        assert!(st.success(), "the target served the quick start and exited: {st}");
+        println!("  the README's quick start against rpma serve {a} {port}: ok");
+    }
+
+    /// With `--isolate`: each connection reads, writes and flushes through
+    /// an export of its own.
     fn bench_several_connections_from_several_threads() {
         let port = next_port().to_string();
         let a = addr();
-        // Three runs of 4 connections, each run's served at once.
-        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "12"]).spawn().unwrap();
+        // A ping, then three runs of 4 connections, each run's served at
+        // once.
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "13", "--isolate"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let o = rpma(&["ping", &a, &port, "-c", "2"]);
+        assert!(o.status.success() && text(&o).contains("2 reads"), "{}", text(&o));
         for w in ["read", "write", "gpspm"] {
             let mut args = vec!["bench", &a, &port, "--workload", w, "--json"];
             args.extend("--bs 512 --qd 4 --conns 4 --threads 2 --time 1".split(' '));
@@ -109,7 +136,7 @@ device_tests!({
             );
         }
         let st = srv.wait().unwrap();
-        assert!(st.success(), "the target served its 12 connections and exited: {st}");
+        assert!(st.success(), "the target served its 13 connections and exited: {st}");
     }
 
     /// C librpma's example clients where they overlap with `serve`: 04
@@ -129,21 +156,22 @@ device_tests!({
         assert!(st.success(), "building {src} against C librpma");
         let port = next_port().to_string();
         let a = addr();
-        // librpma's clients find the region in the private data: --shared.
-        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "3", "--shared"]).spawn().unwrap();
+        // librpma's clients find the region in the private data: the
+        // default.
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "3"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
         for (ex, says) in [("04", "Translation:"), ("05", "Translation:"), ("09", "Translation:")] {
             let o = Command::new(&peer).args([ex, "client", &a, &port]).output().unwrap();
             assert!(o.status.success() && text(&o).contains(says), "C librpma's example {ex}: {}", text(&o));
-            println!("  C librpma's example {ex} client against rpma serve --shared: ok");
+            println!("  C librpma's example {ex} client against rpma serve: ok");
         }
         let st = srv.wait().unwrap();
         assert!(st.success(), "the target served the 3 example clients: {st}");
-        // By default each connection gets an export of its own, its
+        // With --isolate each connection gets an export of its own, its
         // descriptor as a message: a librpma client is refused, and told.
         let port = next_port().to_string();
         let mut srv = Command::new(RPMA)
-            .args(["serve", &a, &port, "--count", "1"])
+            .args(["serve", &a, &port, "--count", "1", "--isolate"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -153,11 +181,9 @@ device_tests!({
         assert!(!o.status.success(), "a librpma client of an exporting target: {}", text(&o));
         let so = srv.wait_with_output().unwrap();
         assert!(!so.status.success(), "the refused connection counts as failed");
-        assert!(text(&so).contains("serve with --shared"), "{}", text(&so));
+        assert!(text(&so).contains("serve without --isolate"), "{}", text(&so));
         assert!(text(&so).contains("exported to each connection alone"), "{}", text(&so));
-        println!(
-            "  C librpma's example 04 client against rpma serve (exports): refused, the target says to use --shared"
-        );
+        println!("  C librpma's example 04 client against rpma serve --isolate: refused, the target says why");
         let _ = std::fs::remove_file(&peer);
     }
 
