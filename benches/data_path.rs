@@ -1,6 +1,7 @@
-//! What the safe data path costs: `Conn::read` / `Conn::write` (each keeps
-//! its local region alive until completion) against their `unsafe`
-//! `*_unchecked` forms (no hold), side by side in one run on a real RDMA
+//! What holding costs: `Conn::read` / `Conn::write` (each keeps its local
+//! region alive until completion) against the same operations posted by
+//! `unsafe` `Conn::post_unheld` (librpma's contract, no hold), side by
+//! side in one run on a real RDMA
 //! device (Soft-RoCE in the harness VM when the host has none).
 //!
 //! Two measures, interleaved over rounds:
@@ -11,6 +12,7 @@
 //! `cargo bench --bench data_path` (RPMA_BENCH_ITERS, RPMA_BENCH_ROUNDS).
 
 use rpma::utils::{get_ibv_context, ContextType};
+use rpma::ops::{Read, Write};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, Peer, Usage};
 use rpma_harness::stats::median;
 use std::time::{Duration, Instant};
@@ -35,9 +37,9 @@ fn post(conn: &Conn, local: &MrLocal<AlignedBuf>, remote: &MrRemote, op: Op, saf
         // SAFETY: `local` outlives every operation: each batch is reaped
         // before the next and the region is dropped after the connection.
         #[allow(unsafe_code)]
-        (Op::Read, false) => unsafe { conn.read_unchecked(local, 0, remote, 0, 8, flags, 0) },
+        (Op::Read, false) => unsafe { conn.post_unheld(Read::new(local, 0, remote, 0, 8).flags(flags)) },
         #[allow(unsafe_code)]
-        (Op::Write, false) => unsafe { conn.write_unchecked(remote, 64, local, 64, 8, flags, 0) },
+        (Op::Write, false) => unsafe { conn.post_unheld(Write::new(remote, 64, local, 64, 8).flags(flags)) },
     };
     r.expect("post");
 }
@@ -107,7 +109,7 @@ fn main() {
         std::env::var("RPMA_TEST_DEVICE").unwrap_or_default(),
         std::env::var("RPMA_TEST_ENV").unwrap_or_default()
     );
-    println!("| op | measure | safe (holds region) | unsafe *_unchecked | safe / unchecked |");
+    println!("| op | measure | safe (holds region) | unsafe post_unheld | safe / unheld |");
     println!("|---|---|---|---|---|");
     for (op, name) in [(Op::Read, "read 8 B"), (Op::Write, "write 8 B")] {
         let (mut ps, mut pu, mut ls, mut lu) = (vec![], vec![], vec![], vec![]);

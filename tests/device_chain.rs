@@ -283,13 +283,13 @@ device_tests!({
         }
     }
 
-    /// The unsafe pushes: a chain of unheld or unchecked operations only is
+    /// The unsafe push: a chain of unheld operations only is
     /// posted without a record (nothing pending, each op context in its
     /// work request ID), every byte checked at the other side; example
     /// 07's commit so (native `ibv_wr_*` where the world has it); then a
     /// chain with a 64-bit op context is recorded, and so are the
     /// connection's later unheld chains.
-    fn unheld_and_unchecked_chains() {
+    fn unheld_chains() {
         let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
         let sp = peer();
         let (smr, pdata) = server_region(&sp, usage);
@@ -324,14 +324,14 @@ device_tests!({
             assert_eq!(&b[..], &pattern(100 + 16 * i, 16)[..], "read {i}");
         }
         println!("  16 unheld reads, one completion, nothing recorded, every byte as at the server");
-        // 8 writes, all signaled, unchecked; the same chain filled again.
+        // 8 writes, all signaled; the same chain filled again.
         for i in 0..8u8 {
             local.write_at(2048 + 32 * i as usize, &[0xa0 + i; 32]).unwrap();
         }
         for i in 0..8u64 {
             // SAFETY: as above.
             unsafe {
-                ch.push_unchecked(
+                ch.push_unheld(
                     Write::new(&remote, 4096 + 32 * i, &local, 2048 + 32 * i as usize, 32)
                         .flags(LOUD)
                         .op_context(200 + i),
@@ -347,7 +347,7 @@ device_tests!({
             smr.read_at(4096 + 32 * i as usize, &mut b).unwrap();
             assert_eq!(b, [0xa0 + i; 32], "write {i} at the server");
         }
-        println!("  8 unchecked writes, 8 completions in order, every byte at the server");
+        println!("  8 unheld writes, 8 completions in order, every byte at the server");
         // Example 07's commit, unheld.
         println!("  path: {}", paths(&c));
         local.write_at(0, &0x5151_0000_0000_0007u64.to_le_bytes()).unwrap();

@@ -67,10 +67,9 @@ fn run(u: Usage, op: Op) -> bool {
         Op::AtomicWrite => c.atomic_write(&remote, 64, [0xee; 8], f, 1).unwrap(),
         Op::Flush => c.flush(&remote, 64, 8, FlushType::Visibility, f, 1).unwrap(),
         Op::SendToRecv => {
-            // SAFETY: `target` outlives the receive: the connection is
-            // dropped (and the QP destroyed) before it.
-            #[allow(unsafe_code)]
-            unsafe { s.recv_unchecked(&target, 64, 64, 2) }.unwrap();
+            // Usage checks off (librpma's behaviour): the device decides.
+            sp.set_usage_checks(false);
+            s.recv(&target, 64, 64, 2).unwrap();
             c.send(&local, 0, 64, f, 1).unwrap()
         }
     }
@@ -197,10 +196,12 @@ device_tests!({
         let e = c.read(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 1).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(matches!(e.detail(), Some(Detail::OutOfRange { size: 4096, .. })), "{e}");
-        // Forced through the unsafe path: the device refuses.
-        // SAFETY: `local` outlives the read; its completion is reaped below.
-        #[allow(unsafe_code)]
-        unsafe { c.read_unchecked(&local, 0, &remote, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 2) }.unwrap();
+        // Through a descriptor forged to claim twice the length: the
+        // device refuses.
+        let mut forged = target.descriptor().to_vec();
+        forged[8..16].copy_from_slice(&(2 * SIZE as u64).to_le_bytes());
+        let forged = MrRemote::from_descriptor(&forged).unwrap();
+        c.read(&local, 0, &forged, SIZE as u64 - 8, 16, Flags::COMPLETION_ALWAYS, 2).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::REM_ACCESS_ERR);
         drop((c, s));
     }

@@ -196,7 +196,7 @@ device_tests!({
         close(c, s);
     }
 
-    /// Receives are operations: one range or a list, checked or unchecked,
+    /// Receives are operations: one range or a list, held or unheld,
     /// on an accepted connection or on a request not yet connected; a chain
     /// refuses them.
     fn receives_are_operations() {
@@ -223,9 +223,9 @@ device_tests!({
         let c = client.join().unwrap();
         s.post(Recv::new(&one, 0, 16).op_context(61)).unwrap();
         // SAFETY: `one` outlives the receive's completion, reaped below.
-        unsafe { s.post_unchecked(Recv::new(&one, 16, 16).op_context(62)) }.unwrap();
+        unsafe { s.post_unheld(Recv::new(&one, 16, 16).op_context(62)) }.unwrap();
         s.post(RecvSg::new(&[Sg::new(&two, 0, 4), Sg::new(&two, 32, 8)]).op_context(63)).unwrap();
-        assert_eq!((early.in_flight(), one.in_flight(), two.in_flight()), (1, 1, 1), "the unchecked one holds nothing");
+        assert_eq!((early.in_flight(), one.in_flight(), two.in_flight()), (1, 1, 1), "the unheld one holds nothing");
         let e = s.chain().push(Recv::new(&one, 0, 8)).map(|_| ()).unwrap_err();
         assert_eq!(e.detail(), Some(&rpma::error::Detail::Unsupported), "{e}");
         let e = s.post(Recv::new(&one, 60, 8)).unwrap_err();

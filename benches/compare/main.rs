@@ -281,12 +281,12 @@ fn measure() -> Res<()> {
     }
 
     eprintln!("compare: instructions per operation (callgrind)");
-    // read and write: rpma, rpma's unchecked variant and librpma; flush and
+    // read and write: rpma, rpma's unheld posts and librpma; flush and
     // atomic write: rpma (native where the device and libibverbs have them),
     // rpma with the native operations off, and librpma.
     for (case, variant, suffix) in [
-        ("read", "rpma-unchecked", "unchecked"),
-        ("write", "rpma-unchecked", "unchecked"),
+        ("read", "rpma-unheld", "unheld"),
+        ("write", "rpma-unheld", "unheld"),
         ("write_flush", "rpma-emulated", "emulated"),
         ("atomic_write", "rpma-emulated", "emulated"),
         // librpma example 07's commit: rpma's four posts, rpma's chain, librpma's four calls

@@ -28,17 +28,17 @@ fn ratio(a: f64, b: f64) -> String {
 
 /// The columns the latency, bandwidth and instruction tables share: the four
 /// implementations' cells, then rpma/verbs, rpma/librpma and
-/// unchecked/librpma of `value` (per round: see [`round_ratio`]).
+/// unheld/librpma of `value` (per round: see [`round_ratio`]).
 fn imp_columns(cell: impl Fn(&str) -> String, value: impl Fn(&str) -> Vec<f64>) -> String {
     format!(
         "{} | {} | {} | {} | {} | {} | {}",
         cell("verbs"),
         cell("librpma"),
         cell("rpma"),
-        cell("rpma-unchecked"),
+        cell("rpma-unheld"),
         round_ratio(&value("rpma"), &value("verbs")),
         round_ratio(&value("rpma"), &value("librpma")),
-        round_ratio(&value("rpma-unchecked"), &value("librpma"))
+        round_ratio(&value("rpma-unheld"), &value("librpma"))
     )
 }
 
@@ -159,7 +159,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     writeln!(md, "{rounds_note}")?;
     writeln!(
         md,
-        "| operation | size | verbs (perftest) | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
+        "| operation | size | verbs (perftest) | C librpma | rpma | rpma `post_unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
     for (case, label) in LAT_CASES {
@@ -192,7 +192,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     writeln!(md, "{rounds_note}")?;
     writeln!(
         md,
-        "| operation | size | queue depth | verbs | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
+        "| operation | size | queue depth | verbs | C librpma | rpma | rpma `post_unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
     for (case, size, qd) in bw.keys().map(|k| (k.0.clone(), k.1, k.2)).collect::<std::collections::BTreeSet<_>>() {
@@ -217,7 +217,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     )?;
     writeln!(
         md,
-        "| operation | verbs (perftest -e) | C librpma | rpma | rpma `*_unchecked` | rpma/verbs | rpma/librpma | unchecked/librpma |"
+        "| operation | verbs (perftest -e) | C librpma | rpma | rpma `post_unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|")?;
     for case in ["read", "write"] {
@@ -233,8 +233,8 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
         writeln!(md, "| operation | variant | baseline | this build | this/baseline |")?;
         writeln!(md, "|---|---|---|---|---|")?;
         for (case, suffix, variant) in [
-            ("read", "unchecked", "rpma-unchecked"),
-            ("write", "unchecked", "rpma-unchecked"),
+            ("read", "unheld", "rpma-unheld"),
+            ("write", "unheld", "rpma-unheld"),
             ("write_flush", "emulated", "rpma-emulated"),
             ("atomic_write", "emulated", "rpma-emulated"),
         ] {

@@ -12,7 +12,7 @@
 //! connection's private data.
 
 use crate::stats::{self, Lat};
-use rpma::ops::{AtomicWrite, Flush, Write};
+use rpma::ops::{AtomicWrite, Flush, Read, Write};
 use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{
     AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
@@ -581,8 +581,8 @@ impl Client {
             Op::Send => c.send(&self.msg, 0, 8, f, 0)?,
             // SAFETY: `local` lives as long as the client, and every
             // operation is waited for before the next one is posted.
-            Op::ReadUnchecked => unsafe { c.read_unchecked(&self.local, 0, &self.remote, 0, size, f, 0)? },
-            Op::WriteUnchecked => unsafe { c.write_unchecked(&self.remote, 0, &self.local, 0, size, f, 0)? },
+            Op::ReadUnheld => unsafe { c.post_unheld(Read::new(&self.local, 0, &self.remote, 0, size).flags(f))? },
+            Op::WriteUnheld => unsafe { c.post_unheld(Write::new(&self.remote, 0, &self.local, 0, size).flags(f))? },
             Op::WriteInline => {
                 let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
                 c.write_inline(&self.remote, 0, data, f, 0)?
@@ -745,8 +745,8 @@ enum Op {
     WriteFlush,
     AtomicWrite,
     PingPong,
-    ReadUnchecked,
-    WriteUnchecked,
+    ReadUnheld,
+    WriteUnheld,
     WriteInline,
     Commit,
     CommitChain,
@@ -768,8 +768,8 @@ impl Op {
             "write_flush" => Op::WriteFlush,
             "atomic_write" => Op::AtomicWrite,
             "pingpong" => Op::PingPong,
-            "read_unchecked" => Op::ReadUnchecked,
-            "write_unchecked" => Op::WriteUnchecked,
+            "read_unheld" => Op::ReadUnheld,
+            "write_unheld" => Op::WriteUnheld,
             "write_inline" => Op::WriteInline,
             "commit" => Op::Commit,
             "commit_chain" => Op::CommitChain,
@@ -831,8 +831,8 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
     for case in ["read", "write"] {
         for size in LAT_SIZES {
             stats::print_lat("rpma", case, size, iters, &c.latency(case, size, iters)?);
-            let fast = format!("{case}_unchecked");
-            stats::print_lat("rpma-unchecked", case, size, iters, &c.latency(&fast, size, iters)?);
+            let unheld = format!("{case}_unheld");
+            stats::print_lat("rpma-unheld", case, size, iters, &c.latency(&unheld, size, iters)?);
         }
     }
     for case in ["write_flush", "atomic_write", "pingpong"] {
@@ -847,9 +847,9 @@ pub fn client(addr: &str, port: u16, iters: usize) -> Res<()> {
                 c.stream(case, size, qd, iters / 10)?;
                 let secs = c.stream(case, size, qd, iters)?;
                 stats::print_bw("rpma", case, size, qd, iters, secs);
-                let fast = format!("{case}_unchecked");
-                let secs = c.stream(&fast, size, qd, iters)?;
-                stats::print_bw("rpma-unchecked", case, size, qd, iters, secs);
+                let unheld = format!("{case}_unheld");
+                let secs = c.stream(&unheld, size, qd, iters)?;
+                stats::print_bw("rpma-unheld", case, size, qd, iters, secs);
             }
         }
     }
@@ -927,12 +927,8 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     if case == "read_async" {
         return client_ir_async(c, iters);
     }
-    if let Some(unchecked) = match case {
-        "commit_unheld_chain" => Some(false),
-        "commit_unchecked_chain" => Some(true),
-        _ => None,
-    } {
-        return client_ir_commit_unheld(c, unchecked, iters);
+    if case == "commit_unheld_chain" {
+        return client_ir_commit_unheld(c, iters);
     }
     if let Some(unheld) = match case {
         "commit_kept_chain" => Some(false),
@@ -945,11 +941,10 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     // a blocking wait whenever the CQ is empty (as the C program).
     // `read_chain@QD`, `write_chain@QD`: the QD operations as one chain.
     // `_last` after either: only the last operation signaled (one
-    // completion for the QD). `read_unheld_chain@QD`,
-    // `read_unchecked_chain@QD` (and `write_`, and `_last`): the unsafe
-    // pushes, in `client_ir_unheld`.
+    // completion for the QD). `read_unheld_chain@QD` (and `write_`, and
+    // `_last`): the unsafe push, in `client_ir_unheld`.
     if let Some((base, qd)) = case.split_once('@') {
-        if base.contains("_unheld_chain") || base.contains("_unchecked_chain") {
+        if base.contains("_unheld_chain") {
             return client_ir_unheld(c, base, qd.parse::<usize>()?.max(1), iters);
         }
         let (last, base) = match base.strip_suffix("_last") {
@@ -1045,9 +1040,8 @@ fn reap(cq: &Cq, wc: &mut [Completion; 64], want: usize) -> Res<()> {
     Ok(())
 }
 
-/// The `ir` cases of the unsafe chain pushes (`BASE@QD`):
-/// `read_unheld_chain` (`Chain::push_unheld`), `read_unchecked_chain`
-/// (`push_unchecked`), `write_` for writes, `_last` for only the last
+/// The `ir` cases of the unsafe chain push (`BASE@QD`):
+/// `read_unheld_chain` (`Chain::push_unheld`), `write_` for writes, `_last` for only the last
 /// operation signaled. One chain, filled and posted again each round (as a
 /// loop at depth would), out of `client_ir` so that its inlining stays as
 /// it was.
@@ -1057,11 +1051,9 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
         Some(b) => (true, b),
         None => (false, base),
     };
-    let (read, unchecked) = match base {
-        "read_unheld_chain" => (true, false),
-        "write_unheld_chain" => (false, false),
-        "read_unchecked_chain" => (true, true),
-        "write_unchecked_chain" => (false, true),
+    let read = match base {
+        "read_unheld_chain" => true,
+        "write_unheld_chain" => false,
         other => return Err(format!("unknown case {other}").into()),
     };
     let mut wc = [Cq::EMPTY; 64];
@@ -1086,22 +1078,20 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
     }
     let rd = || rpma::ops::Read::new(&c.local, 0, &c.remote, 0, 8);
     let wr = || rpma::ops::Write::new(&c.remote, 0, &c.local, 0, 8);
-    match (read, unchecked) {
-        (true, false) => rounds!(push_unheld, rd()),
-        (false, false) => rounds!(push_unheld, wr()),
-        (true, true) => rounds!(push_unchecked, rd()),
-        (false, true) => rounds!(push_unchecked, wr()),
+    match read {
+        true => rounds!(push_unheld, rd()),
+        false => rounds!(push_unheld, wr()),
     }
     drop(chain);
     c.close()
 }
 
-/// The `ir` cases `commit_unheld_chain` and `commit_unchecked_chain`:
-/// example 07's commit (as `commit_chain`) through `Chain::push_unheld`
-/// or `push_unchecked`, one chain filled and posted again per commit, the
+/// The `ir` case `commit_unheld_chain`: example 07's commit (as
+/// `commit_chain`) through `Chain::push_unheld`, one chain filled and
+/// posted again per commit, the
 /// last flush's completion awaited as `commit_chain`'s.
 #[inline(never)]
-fn client_ir_commit_unheld(c: Client, unchecked: bool, iters: usize) -> Res<()> {
+fn client_ir_commit_unheld(c: Client, iters: usize) -> Res<()> {
     let mut ch = c.conn.chain();
     macro_rules! rounds {
         ($push:ident) => {
@@ -1120,10 +1110,7 @@ fn client_ir_commit_unheld(c: Client, unchecked: bool, iters: usize) -> Res<()> 
             }
         };
     }
-    match unchecked {
-        false => rounds!(push_unheld),
-        true => rounds!(push_unchecked),
-    }
+    rounds!(push_unheld);
     drop(ch);
     c.close()
 }

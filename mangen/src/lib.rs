@@ -79,7 +79,7 @@ pub fn page_name(module: &str, ty: Option<&str>, name: &str) -> String {
             Some("Conn"),
             "read" | "write" | "write_with_imm" | "atomic_write" | "flush" | "send" | "send_with_imm" | "recv",
         ) => Some(format!("rpma_{name}")),
-        (Some("Conn"), "read_unchecked" | "write_unchecked" | "send_with_inv") => Some(format!("rpma_{name}")),
+        (Some("Conn"), "send_with_inv") => Some(format!("rpma_{name}")),
         (Some("Conn"), "bind_mw") => Some("rpma_mw_bind".into()),
         (Some("Conn"), "invalidate_mw") => Some("rpma_mw_invalidate".into()),
         (Some("Conn"), "cq" | "rcq" | "event_fd" | "compl_fd" | "private_data" | "qp_num" | "peer") => {

@@ -14,8 +14,8 @@ mod access;
 #[allow(unsafe_code)]
 pub mod aio;
 pub mod common_data;
-// - `conn`: the unchecked fast paths (`unsafe fn`s whose callers keep the
-//   memory alive, and the calls that pass that contract on);
+// - `conn`: the unheld posts (`unsafe fn`s whose callers keep the memory
+//   alive, and the calls that pass that contract on);
 #[allow(unsafe_code)]
 pub mod conn;
 pub mod conn_cfg;
@@ -29,7 +29,7 @@ pub mod error;
 pub mod export;
 pub mod gpspm;
 // - `inflight`: every post of a work request (the trackers' holds, or the
-//   unchecked caller's contract, keep its memory alive) and the send
+//   unheld caller's contract, keep its memory alive) and the send
 //   tracker's lock;
 #[allow(unsafe_code)]
 mod inflight;

@@ -9,7 +9,7 @@
 //! | 1  1  x       | a receive of an SRQ     | tracker slot                 |
 //!
 //! Tracked operations find their op_context and kind in their tracker
-//! (`inflight`); untracked ones (the `*_unchecked` fast paths) carry both in
+//! (`inflight`); untracked ones (unheld posts) carry both in
 //! the ID, which limits their op_context to 56 bits.
 
 use crate::error::{Error, Result};
@@ -193,7 +193,7 @@ const fn kind_index(op: CompletionOp) -> u64 {
 #[inline(never)]
 fn ctx_too_big(op_context: u64) -> Error {
     Error::inval(format!(
-        "op_context {op_context:#x} of an unchecked operation exceeds {UNTRACKED_CTX_MAX:#x} (56 bits): \
+        "op_context {op_context:#x} of an unrecorded operation exceeds {UNTRACKED_CTX_MAX:#x} (56 bits): \
          the fast path carries it in the work request ID"
     ))
 }

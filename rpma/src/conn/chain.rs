@@ -11,7 +11,7 @@ use crate::inflight::{chain_is_full, SendChain};
 use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
 use crate::ops::Flags;
-use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink, UncheckedOperation};
+use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink};
 use rpma_sys::chain::MAX_CHAIN;
 use rpma_sys::wr::SendWr;
 use rpma_sys::wr::Wr;
@@ -117,14 +117,14 @@ impl<'c> Chain<'c> {
         }
         let conn = self.conn;
         let t = conn.target();
-        op.encode(&t, true, Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append })?;
+        op.encode(&t, Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append })?;
         Ok(self)
     }
 
     /// Checks `op` (as [`push`](Chain::push) does) and appends it without
     /// holding its local region: librpma's memory contract, as
     /// [`Conn::post_unheld`]. A chain whose every operation was added this
-    /// way (or by [`push_unchecked`](Chain::push_unchecked)) with op
+    /// way with op
     /// contexts of at most 56 bits is posted without a record: each
     /// operation's op context travels in its work request ID, the chain
     /// is not counted in [`Conn::pending_sends`], and a send queue without
@@ -164,47 +164,22 @@ impl<'c> Chain<'c> {
     /// # Errors
     /// As [`push`](Chain::push).
     #[inline(always)]
-    pub unsafe fn push_unheld<O: UncheckedOperation>(&mut self, op: O) -> Result<&mut Self> {
-        self.push_untracked(op, true)
-    }
-
-    /// Appends `op` with only the local range (and an atomic's device
-    /// support) checked, nothing holding its local region: as
-    /// [`push_unheld`](Chain::push_unheld) with the checks of
-    /// [`Conn::post_unchecked`].
-    ///
-    /// # Safety
-    /// As [`push_unheld`](Chain::push_unheld).
-    ///
-    /// # Errors
-    /// As [`Conn::post_unchecked`]; [`Error::Inval`] when the chain
-    /// already holds [`CHAIN_MAX`] operations.
-    #[inline(always)]
-    pub unsafe fn push_unchecked<O: UncheckedOperation>(&mut self, op: O) -> Result<&mut Self> {
-        self.push_untracked(op, false)
-    }
-
-    /// [`push_unheld`](Chain::push_unheld) (`checked`) and
-    /// [`push_unchecked`](Chain::push_unchecked): the caller keeps the
-    /// memory (their contract).
-    #[inline(always)]
-    fn push_untracked<O: UncheckedOperation>(&mut self, op: O, checked: bool) -> Result<&mut Self> {
+    pub unsafe fn push_unheld<O: Operation>(&mut self, op: O) -> Result<&mut Self> {
         if self.ops.is_full() {
             return Err(chain_is_full());
         }
-        self.put_unheld(op, checked, Append)?;
+        self.put_unheld(op, Append)?;
         Ok(self)
     }
 
-    /// Checks `op` (all its checks when `checked`) and puts it where `at`
-    /// says, nothing holding its region: the pushes and replaces whose
-    /// callers keep the memory (their contract).
+    /// Checks `op` and puts it where `at` says, nothing holding its region:
+    /// the push and replace whose callers keep the memory (their contract).
     #[inline(always)]
-    pub(super) fn put_unheld<O: UncheckedOperation, P: Place>(&mut self, op: O, checked: bool, at: P) -> Result<()> {
+    pub(super) fn put_unheld<O: Operation, P: Place>(&mut self, op: O, at: P) -> Result<()> {
         let conn = self.conn;
         // `hold` is never called on this path (a harmless one if it were).
         let push = Push::<_, true, P> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold(), at };
-        op.encode(&conn.target(), checked, push)
+        op.encode(&conn.target(), push)
     }
 
     /// Appends `op` as the chain's last operation, awaited: signaled, with
@@ -219,7 +194,7 @@ impl<'c> Chain<'c> {
         let t = conn.target();
         let given = std::cell::Cell::new(0);
         let push = Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append };
-        op.encode(&t, true, super::post::Awaited { inner: push, ctx, given: &given })?;
+        op.encode(&t, super::post::Awaited { inner: push, ctx, given: &given })?;
         Ok(given.get())
     }
 
@@ -356,9 +331,9 @@ fn not_carried(i: usize) -> Error {
 }
 
 /// The sink of [`Chain::push`]: the request appended with what holds it;
-/// `UNHELD` ([`Chain::push_unheld`], [`Chain::push_unchecked`]): with
+/// `UNHELD` ([`Chain::push_unheld`]): with
 /// nothing holding it, where `at` puts it ([`Append`], or [`At`] for
-/// [`Chain::replace_unheld`] and [`Chain::replace_unchecked`]).
+/// [`Chain::replace_unheld`]).
 struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool, P: Place> {
     ops: &'a mut SendChain,
     conn: &'c Conn,
@@ -402,7 +377,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool, P: Place> Push<'_, '_, H, UNHELD, 
     fn push(self, m: Meta, wr: Wr) -> R<()> {
         if UNHELD {
             return match m.hold {
-                // SAFETY: the callers of `push_unheld`, `push_unchecked`
+                // SAFETY: the callers of `push_unheld`
                 // and the replaces keep the operation's region (`HoldBy::Op`); the flush
                 // region is the connection's own and outlives its QP;
                 // `Nothing` names no local memory.

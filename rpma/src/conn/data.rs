@@ -1,5 +1,5 @@
 //! librpma's operations on a connection, each a one-line wrapper over
-//! [`Conn::post`] or [`Conn::post_unchecked`] (`post.rs`) with its
+//! [`Conn::post`] (`post.rs`) with its
 //! operation of [`crate::ops`].
 
 use super::Conn;
@@ -35,56 +35,6 @@ impl Conn {
         self.post(Read::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
     }
 
-    /// [`read`](Conn::read) without keeping `dst` alive: the fast path for
-    /// callers that track their buffers themselves (it also accepts memory
-    /// types that are not `'static`). Only the local range is checked: the
-    /// usages and the remote range are left to the devices, which refuse
-    /// what the registrations do not allow.
-    ///
-    /// Nothing is recorded, as in librpma: `op_context` travels in the work
-    /// request ID and comes back in the completion. The operation is not
-    /// counted in [`pending_sends`](Conn::pending_sends), so posting beyond
-    /// the send queue's size fails with the provider's `ENOMEM`
-    /// ([`Error::Provider`]) rather than [`Error::Again`]. Measured cost: see
-    /// "Instructions per operation" in BENCHMARKS.md.
-    ///
-    /// ```
-    /// # #[allow(dead_code)]
-    /// fn fetch(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
-    ///     // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
-    ///     unsafe { conn.read_unchecked(dst, 0, src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 7)? };
-    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
-    ///     assert_eq!(wc.op_context, 7);
-    ///     Ok(())
-    /// }
-    /// ```
-    ///
-    /// # Safety
-    /// `dst` (its registration and memory) must not be dropped, deregistered
-    /// or accessed until this operation's completion (or that of a later
-    /// signaled operation on this connection) has been reaped, or the
-    /// connection is dropped.
-    ///
-    /// # Errors
-    /// As [`read`](Conn::read), and [`Error::Inval`] when `op_context`
-    /// exceeds 56 bits.
-    #[inline]
-    pub unsafe fn read_unchecked<M: RegMemory>(
-        &self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        len: usize,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller keeps `dst` as `post_unchecked` needs.
-        unsafe {
-            self.post_unchecked(Read::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
-        }
-    }
-
     /// Writes `len` bytes of `src` at `src_offset` to the remote region at
     /// `dst_offset` (`rpma_write`).
     ///
@@ -103,35 +53,6 @@ impl Conn {
         op_context: u64,
     ) -> Result<()> {
         self.post(Write::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
-    }
-
-    /// [`write`](Conn::write) without keeping `src` alive, with only the
-    /// local range checked and nothing recorded (see
-    /// [`read_unchecked`](Conn::read_unchecked)).
-    ///
-    /// # Safety
-    /// `src` must not be dropped, deregistered or written until this
-    /// operation's completion (or that of a later signaled operation on this
-    /// connection) has been reaped, or the connection is dropped.
-    ///
-    /// # Errors
-    /// As [`write`](Conn::write), and [`Error::Inval`] when `op_context`
-    /// exceeds 56 bits.
-    #[inline]
-    pub unsafe fn write_unchecked<M: RegMemory>(
-        &self,
-        dst: &MrRemote,
-        dst_offset: u64,
-        src: &MrLocal<M>,
-        src_offset: usize,
-        len: usize,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller keeps `src` as `post_unchecked` needs.
-        unsafe {
-            self.post_unchecked(Write::new(dst, dst_offset, src, src_offset, len).flags(flags).op_context(op_context))
-        }
     }
 
     /// [`write`](Conn::write) with immediate data, which the other side gets
@@ -283,62 +204,6 @@ impl Conn {
         self.post(FetchAndAdd::new(dst, dst_offset, src, src_offset, add).flags(flags).op_context(op_context))
     }
 
-    /// [`compare_and_swap`](Conn::compare_and_swap) without keeping `dst`
-    /// alive and with only the local range and the device's support
-    /// checked: the usages, the remote range and the remote alignment are
-    /// left to the devices, which refuse (in the completion's status) what
-    /// the registrations or the verbs do not allow. Nothing is recorded
-    /// (see [`read_unchecked`](Conn::read_unchecked)).
-    ///
-    /// # Safety
-    /// As [`read_unchecked`](Conn::read_unchecked): `dst` must not be
-    /// dropped, deregistered or accessed until this operation's completion
-    /// (or that of a later signaled operation on this connection) has been
-    /// reaped, or the connection is dropped.
-    ///
-    /// # Errors
-    /// As [`compare_and_swap`](Conn::compare_and_swap) without the
-    /// unchecked parts, and [`Error::Inval`] when `op_context` exceeds 56
-    /// bits.
-    pub unsafe fn compare_and_swap_unchecked<M: RegMemory>(
-        &self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        compare: u64,
-        swap: u64,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<()> {
-        let op = CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap);
-        // SAFETY: the caller keeps `dst` as `post_unchecked` needs.
-        unsafe { self.post_unchecked(op.flags(flags).op_context(op_context)) }
-    }
-
-    /// [`fetch_and_add`](Conn::fetch_and_add) without keeping `dst` alive,
-    /// checked as [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
-    ///
-    /// # Safety
-    /// As [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
-    ///
-    /// # Errors
-    /// As [`compare_and_swap_unchecked`](Conn::compare_and_swap_unchecked).
-    pub unsafe fn fetch_and_add_unchecked<M: RegMemory>(
-        &self,
-        dst: &MrLocal<M>,
-        dst_offset: usize,
-        src: &MrRemote,
-        src_offset: u64,
-        add: u64,
-        flags: Flags,
-        op_context: u64,
-    ) -> Result<()> {
-        let op = FetchAndAdd::new(dst, dst_offset, src, src_offset, add);
-        // SAFETY: the caller keeps `dst` as `post_unchecked` needs.
-        unsafe { self.post_unchecked(op.flags(flags).op_context(op_context)) }
-    }
-
     /// Makes earlier writes to the remote region durable or visible
     /// (`rpma_flush`): natively (`IBV_WR_FLUSH`) when the device supports it,
     /// else (APM) as an 8-byte RDMA READ at `dst_offset`, which completes
@@ -434,33 +299,10 @@ impl Conn {
         self.post(ops::Recv::new(dst, offset, len).op_context(op_context))
     }
 
-    /// [`recv`](Conn::recv) without keeping `dst` alive, without the usage
-    /// check (the device refuses a receive into memory without local write
-    /// access) and with nothing recorded (`op_context` travels in the work
-    /// request ID; see [`read_unchecked`](Conn::read_unchecked)); the local
-    /// range is checked.
-    ///
-    /// # Safety
-    /// `dst` must not be dropped, deregistered or accessed until the
-    /// receive's completion has been reaped, or the connection is dropped.
-    ///
-    /// # Errors
-    /// As [`recv`](Conn::recv), without the usage check, and
-    /// [`Error::Inval`] when `op_context` exceeds 56 bits.
-    pub unsafe fn recv_unchecked<M: RegMemory>(
-        &self,
-        dst: &MrLocal<M>,
-        offset: usize,
-        len: usize,
-        op_context: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract is `post_unchecked`'s.
-        unsafe { self.post_unchecked(ops::Recv::new(dst, offset, len).op_context(op_context)) }
-    }
-
     /// Operations posted on the send queue whose completion (or a later
-    /// signaled one's) has not been reaped yet; unchecked operations are
-    /// not counted.
+    /// signaled one's) has not been reaped yet; operations posted by
+    /// [`post_unheld`](Conn::post_unheld) without a record are not
+    /// counted.
     pub fn pending_sends(&self) -> usize {
         self.parts.send.pending()
     }

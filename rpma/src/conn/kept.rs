@@ -7,7 +7,7 @@ use super::Chain;
 use crate::error::{Error, Result};
 use crate::inflight::no_such_op;
 use crate::mr::MrRemote;
-use crate::ops::UncheckedOperation;
+use crate::ops::Operation;
 
 impl Chain<'_> {
     /// Checks `op` (as [`push_unheld`](Chain::push_unheld) does) and puts
@@ -15,8 +15,8 @@ impl Chain<'_> {
     /// added), without holding its local region: a chain kept by
     /// [`post_keep`](Chain::post_keep) and posted again with some of its
     /// operations changed, the others as they were. Only in a chain whose
-    /// every operation was added by [`push_unheld`](Chain::push_unheld) or
-    /// [`push_unchecked`](Chain::push_unchecked). An operation of the same
+    /// every operation was added by [`push_unheld`](Chain::push_unheld).
+    /// An operation of the same
     /// kind as the one it replaces (the same verb) is written over it,
     /// another is encoded afresh; either costs about what a push does (the
     /// operation described, checked and encoded): to move an operation
@@ -71,25 +71,9 @@ impl Chain<'_> {
     /// ([`Detail::OutOfRange`](crate::error::Detail::OutOfRange)) or one of the
     /// chain's operations was added by [`push`](Chain::push).
     #[inline(always)]
-    pub unsafe fn replace_unheld<O: UncheckedOperation>(&mut self, i: usize, op: O) -> Result<&mut Self> {
-        self.replace_untracked(i, op, true)
-    }
-
-    /// Puts `op` in place of operation `i` with only the local range (and
-    /// an atomic's device support) checked, nothing holding its local
-    /// region: as [`replace_unheld`](Chain::replace_unheld) with the checks
-    /// of [`Conn::post_unchecked`](crate::Conn::post_unchecked).
-    ///
-    /// # Safety
-    /// As [`push_unheld`](Chain::push_unheld), for each posting of the
-    /// chain from now on.
-    ///
-    /// # Errors
-    /// As [`replace_unheld`](Chain::replace_unheld), with the checks of
-    /// [`Conn::post_unchecked`](crate::Conn::post_unchecked).
-    #[inline(always)]
-    pub unsafe fn replace_unchecked<O: UncheckedOperation>(&mut self, i: usize, op: O) -> Result<&mut Self> {
-        self.replace_untracked(i, op, false)
+    pub unsafe fn replace_unheld<O: Operation>(&mut self, i: usize, op: O) -> Result<&mut Self> {
+        self.put_unheld(op, At(i))?;
+        Ok(self)
     }
 
     /// Moves operation `i`'s remote range to `offset` of `remote`, the
@@ -170,20 +154,11 @@ impl Chain<'_> {
         Ok(self)
     }
 
-    /// [`replace_unheld`](Chain::replace_unheld) (`checked`) and
-    /// [`replace_unchecked`](Chain::replace_unchecked).
-    #[inline(always)]
-    fn replace_untracked<O: UncheckedOperation>(&mut self, i: usize, op: O, checked: bool) -> Result<&mut Self> {
-        self.put_unheld(op, checked, At(i))?;
-        Ok(self)
-    }
-
     /// Posts the operations as [`post`](Chain::post) does, and keeps them:
     /// the chain can be posted again as it is, with operations moved
     /// ([`set_remote`](Chain::set_remote)), given a new value
     /// ([`set_atomic_value`](Chain::set_atomic_value)) or replaced
-    /// ([`replace_unheld`](Chain::replace_unheld),
-    /// [`replace_unchecked`](Chain::replace_unchecked)). A chain of unheld
+    /// ([`replace_unheld`](Chain::replace_unheld)). A chain of unheld
     /// operations only is posted without a record, as by `post`, and costs
     /// less than filling it again; another is posted through a copy of its
     /// records (each [`push`](Chain::push)ed operation's region then held

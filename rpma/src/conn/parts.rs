@@ -1,5 +1,5 @@
 //! What a connection owns, the order it is released in, and the raw posts
-//! (tracked through the trackers, or untracked for the `*_unchecked` paths).
+//! (tracked through the trackers, or untracked for the unheld posts).
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
@@ -222,20 +222,6 @@ impl ConnParts {
         self.recv.post(qp, kind, ctx, hold, sgl)
     }
 
-    /// [`post_recv`](Self::post_recv) untracked: nothing is recorded and
-    /// `ctx` travels in the work request ID.
-    ///
-    /// # Safety
-    /// The memory of `sgl` must stay alive and untouched until the receive
-    /// completes or the connection is dropped (the contract of
-    /// [`Conn::post_unchecked`](crate::Conn::post_unchecked)).
-    pub(crate) unsafe fn post_recv_untracked(&self, ctx: u64, sgl: &[Sge]) -> Result<()> {
-        let qp = self.recv_qp()?;
-        let wr_id = wrid::untracked(CompletionOp::Recv, ctx)?;
-        // SAFETY: this function's contract.
-        unsafe { untracked::post_recv(qp, wr_id, sgl) }
-    }
-
     /// The QP to post receives on.
     ///
     /// # Errors
@@ -248,13 +234,13 @@ impl ConnParts {
         self.qp()
     }
 
-    /// Posts without recording anything (the unchecked fast paths): the
+    /// Posts without recording anything (the unheld posts): the
     /// wr_id carries the kind and `ctx`.
     ///
     /// # Safety
     /// The local memory of `wr` must stay alive and untouched until the
     /// operation (or a later signaled one) completes or the connection is
-    /// dropped (the contract of the `*_unchecked` operations).
+    /// dropped (the contract of [`Conn::post_unheld`](crate::Conn::post_unheld)).
     #[inline(always)]
     pub(crate) unsafe fn post_untracked(&self, kind: CompletionOp, ctx: u64, wr: SendWr) -> Result<()> {
         let wr_id = wrid::untracked(kind, ctx)?;

@@ -1,19 +1,20 @@
-//! Posting one operation of [`crate::ops`]: [`Conn::post`] (checked, the
-//! local region held until the completion) and [`Conn::post_unchecked`],
-//! through the [`Sink`] of a single post.
+//! Posting one operation of [`crate::ops`]: [`Conn::post`] (the local
+//! region held until the completion) and [`Conn::post_unheld`] (librpma's
+//! contract: the caller keeps it), through the [`Sink`] of a single post.
 
 use super::Conn;
 use crate::error::{Error, Result};
 use crate::inflight::{Hold, SendOpRec, NO_HOLD};
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
-use crate::ops::{Gathered, HoldBy, Meta, Operation, RecvOperation, Sink, Target, UncheckedOperation};
+use crate::ops::{Gathered, HoldBy, Meta, Operation, RecvOperation, Sink, Target};
 use crate::wrid::CompletionOp;
 use rpma_sys::wr::{SendWr, Sge, Wr};
 
 impl Conn {
-    /// Posts one operation, checked (not in librpma; the librpma-named
-    /// methods above are this with their operation): its local region is
+    /// Posts one operation (not in librpma; the librpma-named methods,
+    /// `read`, `write` and the others, are this with their operation),
+    /// checked: its local region is
     /// held until the operation (or a later signaled one) completes, so
     /// dropping or deregistering it early is safe.
     ///
@@ -37,45 +38,16 @@ impl Conn {
     #[inline(always)]
     pub fn post<O: Operation>(&self, op: O) -> Result<()> {
         let t = self.target();
-        op.encode(&t, true, Single::<_, false> { conn: self, hold: Some(|| op.hold(&t)) })
-    }
-
-    /// Posts one operation with only the local range (and an atomic's
-    /// device support) checked: the usages, the peer, the remote range and
-    /// an atomic's remote alignment are left to the devices, which refuse
-    /// what the registrations do not allow. Nothing holds the local region
-    /// and nothing is recorded (as in librpma): `op_context` travels in the
-    /// work request ID and comes back in the completion, and the operation
-    /// is not counted in [`pending_sends`](Conn::pending_sends), so posting
-    /// beyond the send queue's size fails with the provider's `ENOMEM`
-    /// ([`Error::Provider`]) rather than [`Error::Again`]. Atomic writes and
-    /// flushes, which have no local region, are posted as by
-    /// [`post`](Conn::post). It also takes memory types that are not
-    /// `'static`.
-    ///
-    /// # Safety
-    /// The operation's local region (its registration and memory) must not
-    /// be dropped, deregistered or accessed (for a read or atomic's
-    /// destination) or written (for a write's or send's source) until this
-    /// operation's completion, or that of a later signaled operation on
-    /// this connection, has been reaped, or the connection is dropped.
-    ///
-    /// # Errors
-    /// As [`post`](Conn::post) without the unchecked parts, and
-    /// [`Error::Inval`] when the op context exceeds 56 bits.
-    #[inline(always)]
-    pub unsafe fn post_unchecked<O: UncheckedOperation>(&self, op: O) -> Result<()> {
-        op.encode(&self.target(), false, Single::<_, false> { conn: self, hold: None::<fn() -> Hold> })
+        op.encode(&t, Single::<_, false> { conn: self, hold: || op.hold(&t) })
     }
 
     /// Posts one operation checked, as [`post`](Conn::post), without
     /// holding its local region: librpma's contract, where the caller keeps
     /// the region registered and untouched until the completion (rpma's C
     /// ABI posts this way). An op context that fits in 56 bits travels in
-    /// the work request ID and nothing is recorded, as on the unchecked
-    /// path ([`post_unchecked`](Conn::post_unchecked): not counted in
-    /// [`pending_sends`](Conn::pending_sends), and a send queue that is
-    /// full is the provider's `ENOMEM`). An operation with a wider one is
+    /// the work request ID and nothing is recorded (the operation is not
+    /// counted in [`pending_sends`](Conn::pending_sends), and a send queue
+    /// that is full is the provider's `ENOMEM`). An operation with a wider one is
     /// recorded (its region not held either), and so are the connection's
     /// later `post_unheld` sends (a completion of an unrecorded one could
     /// not retire a recorded unsignaled one posted before it). Sends with a
@@ -95,9 +67,10 @@ impl Conn {
     /// ```
     ///
     /// # Safety
-    /// As [`post_unchecked`](Conn::post_unchecked): the operation's local
-    /// region must not be dropped, deregistered or accessed (written, for
-    /// a source) until this operation's completion, or that of a later
+    /// The operation's local region (its registration and memory) must not
+    /// be dropped or deregistered, nor accessed (for a read's, an atomic's
+    /// or a receive's destination) or written (for a write's or a send's
+    /// source), until this operation's completion, or that of a later
     /// signaled operation on this connection, has been reaped, or the
     /// connection is dropped.
     ///
@@ -107,7 +80,7 @@ impl Conn {
     #[inline(always)]
     pub unsafe fn post_unheld<O: Operation>(&self, op: O) -> Result<()> {
         let t = self.target();
-        op.encode(&t, true, Single::<_, true> { conn: self, hold: Some(|| op.hold(&t)) })
+        op.encode(&t, Single::<_, true> { conn: self, hold: || op.hold(&t) })
     }
 
     /// Posts `op` checked, as [`post`](Conn::post), with the op context
@@ -120,8 +93,8 @@ impl Conn {
     pub(crate) fn post_awaited<O: Operation>(&self, op: O, ctx: u64) -> Result<u64> {
         let t = self.target();
         let given = std::cell::Cell::new(0);
-        let single = Single::<_, false> { conn: self, hold: Some(|| op.hold(&t)) };
-        op.encode(&t, true, Awaited { inner: single, ctx, given: &given })?;
+        let single = Single::<_, false> { conn: self, hold: || op.hold(&t) };
+        op.encode(&t, Awaited { inner: single, ctx, given: &given })?;
         Ok(given.get())
     }
 
@@ -209,14 +182,13 @@ impl crate::Srq {
     }
 }
 
-/// The sink of a single post: tracked with the operation's hold (`hold`
-/// given) or untracked (`None`, the unchecked path); `UNHELD`
-/// ([`Conn::post_unheld`]): untracked whenever the op context fits the ID
-/// and no list is posted, else recorded without holding the caller's
-/// region (a list: tracked with its holds).
+/// The sink of a single post: tracked with the operation's `hold`; under
+/// `UNHELD` ([`Conn::post_unheld`]) untracked whenever the op context fits
+/// the ID and no list is posted, else recorded without holding the
+/// caller's region (a list: tracked with its holds).
 struct Single<'c, H: FnOnce() -> Hold, const UNHELD: bool> {
     conn: &'c Conn,
-    hold: Option<H>,
+    hold: H,
 }
 
 impl<H: FnOnce() -> Hold, const UNHELD: bool> Single<'_, H, UNHELD> {
@@ -254,13 +226,10 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
             // the entry holds the connection's flush region (harmless).
             return parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr);
         }
-        match (m.hold, self.hold) {
-            // SAFETY: a `Single` without a hold is made only by
-            // `Conn::post_unchecked`, whose caller keeps the memory alive.
-            (HoldBy::Op, None) => unsafe { parts.post_untracked(m.kind, m.ctx, wr) },
-            (HoldBy::Op, hold) => parts.post(m.kind, m.ctx, hold, wr),
-            (HoldBy::FlushRegion, _) => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
-            (HoldBy::Nothing | HoldBy::LentBytes | HoldBy::List, _) => parts.post(m.kind, m.ctx, NO_HOLD, wr),
+        match m.hold {
+            HoldBy::Op => parts.post(m.kind, m.ctx, Some(self.hold), wr),
+            HoldBy::FlushRegion => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
+            HoldBy::Nothing | HoldBy::LentBytes | HoldBy::List => parts.post(m.kind, m.ctx, NO_HOLD, wr),
         }
     }
 
@@ -297,16 +266,11 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
             // SAFETY: `post_unheld`'s caller keeps the receive's region.
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, sgl) };
         }
-        match self.hold {
-            Some(h) => parts.post_recv(m.kind, m.ctx, sgl, Some(h())),
-            // SAFETY: as in `plain`: only `Conn::post_unchecked` makes a
-            // `Single` without a hold.
-            None => unsafe { parts.post_recv_untracked(m.ctx, sgl) },
-        }
+        parts.post_recv(m.kind, m.ctx, sgl, Some((self.hold)()))
     }
 
-    /// A list is tracked with its holds, on the unchecked path too; under
-    /// `UNHELD` it is posted as a single receive is there.
+    /// A list is tracked with its holds; under `UNHELD` it is posted as a
+    /// single receive is there.
     fn recv_list(self, m: Meta, mut g: Gathered) -> Result<()> {
         if UNHELD {
             let parts = &self.conn.parts;

@@ -94,7 +94,7 @@ impl SendChain {
     /// Appends `wr` with nothing holding its local memory: posted without
     /// a record while every operation of the chain is such and carries an
     /// op context of at most 56 bits (the kind and `ctx` in its work
-    /// request ID, as a single unchecked post), else recorded like the
+    /// request ID, as a single unheld post), else recorded like the
     /// others (with no hold).
     ///
     /// # Safety
@@ -180,7 +180,7 @@ impl SendChain {
 
     /// Posts the chain with one call, recording nothing: each operation's
     /// kind and op context travel in its work request ID. The send queue's
-    /// room is not checked here (as for a single unchecked post): a full
+    /// room is not checked here (as for a single unheld post): a full
     /// queue is the provider's refusal. Afterwards the chain is empty;
     /// what the provider refused (and the rest after it) is dropped.
     ///
@@ -242,7 +242,7 @@ fn not_replaced(i: usize, n: usize, unheld: u8) -> Error {
         return no_such_op(i, n);
     }
     Error::inval(format!(
-        "chain operation {i}: only {unheld} of the chain's {n} operations were added by push_unheld or push_unchecked; \
+        "chain operation {i}: only {unheld} of the chain's {n} operations were added by push_unheld; \
          replacing works on a chain whose every operation was (the others hold their regions until their completions)"
     ))
 }

@@ -1,5 +1,5 @@
-//! The posts of the unchecked paths ([`Conn::post_unchecked`](crate::Conn::post_unchecked)
-//! and the `*_unchecked` wrappers): nothing recorded, the kind and op
+//! The posts of unheld operations ([`Conn::post_unheld`](crate::Conn::post_unheld),
+//! [`Chain::push_unheld`](crate::Chain::push_unheld)): nothing recorded, the kind and op
 //! context in the work request ID; the caller's `unsafe` contract keeps the
 //! memory alive instead of a hold.
 

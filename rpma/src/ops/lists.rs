@@ -5,7 +5,7 @@
 //! QP's granted `max_inline_data`).
 
 use super::sealed::{Encode, Hold_};
-use super::{Flags, HoldBy, Meta, Operation, Settings, Sink, Target, UncheckedOperation};
+use super::{Flags, HoldBy, Meta, Operation, Settings, Sink, Target};
 use crate::access::Usage;
 use crate::error::{Detail, Error, Msg, Result};
 use crate::inflight::Hold;
@@ -235,7 +235,7 @@ fn post_list<M: RegMemory + Send + Sync + 'static, S: Sink>(
 const SEND_SGE: &str = "the connection's max_send_sge";
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let remote = Some((self.dst, self.dst_offset, Usage::WRITE_DST, "write_sg: dst"));
         let max = (t.max_send_sge, SEND_SGE);
         post_list(SendOp::Write, self.src, Usage::WRITE_SRC, "write_sg: src", max, remote, self.s, t, sink)
@@ -243,7 +243,7 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let rd = t.peer.capabilities().max_sge_rd;
         let max =
             if rd != 0 && rd < t.max_send_sge { (rd, "the device's max_sge_rd") } else { (t.max_send_sge, SEND_SGE) };
@@ -253,7 +253,7 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for SendSg<'_, M> {
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let max = (t.max_send_sge, SEND_SGE);
         post_list(SendOp::Send, self.src, Usage::SEND, "send_sg: src", max, None, self.s, t, sink)
     }
@@ -352,7 +352,7 @@ fn post_inline<S: Sink>(
 }
 
 impl Encode for WriteInline<'_> {
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let (dst, off) = (self.dst, self.dst_offset);
         dst.check_range("write_inline: dst", off, self.data.len() as u64)?;
         validate::remote(dst, Usage::WRITE_DST, "write_inline: dst", t.peer)?;
@@ -362,7 +362,7 @@ impl Encode for WriteInline<'_> {
 }
 
 impl Encode for SendInline<'_> {
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let verb = self.imm.map_or(SendOp::Send, SendOp::SendImm);
         post_inline(verb, None, self.data, self.s, "send_inline", t, sink)
     }
@@ -377,7 +377,6 @@ macro_rules! list_op {
                 t.flush_mr.hold()
             }
         }
-        impl<$($m: RegMemory + Send + Sync + 'static)?> UncheckedOperation for $t<'_ $(, $m)?> {}
         impl<$($m: RegMemory + Send + Sync + 'static)?> Operation for $t<'_ $(, $m)?> {}
     };
 }

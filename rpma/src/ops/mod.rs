@@ -1,13 +1,12 @@
 //! Operations as values: one type per verb, built with its required
-//! arguments and chained setters, checked in one place and posted three
-//! ways (long because: every verb's type, checks and encoding live here, one
-//! home per verb; CONTRIBUTING.md): [`Conn::post`](crate::Conn::post) (checked, the regions held until
-//! the completion), [`Conn::post_unchecked`](crate::Conn::post_unchecked)
-//! (`unsafe`, nothing held; [`Conn::post_unheld`](crate::Conn::post_unheld)
-//! the same with every check) and [`Chain::push`](crate::Chain::push) (many
-//! operations, one doorbell; `unsafe`
-//! [`push_unheld`](crate::Chain::push_unheld) and
-//! [`push_unchecked`](crate::Chain::push_unchecked) as the single posts).
+//! arguments and chained setters, checked in one place (long because: every
+//! verb's type, checks and encoding live here, one home per verb;
+//! CONTRIBUTING.md) and posted by [`Conn::post`](crate::Conn::post) (the
+//! regions held until the completion) or [`Chain::push`](crate::Chain::push)
+//! (many operations, one doorbell); `unsafe`
+//! [`Conn::post_unheld`](crate::Conn::post_unheld) and
+//! [`Chain::push_unheld`](crate::Chain::push_unheld) post them under
+//! librpma's contract (the caller keeps the regions), as the C ABI does.
 //!
 //! | type | verb | librpma |
 //! |---|---|---|
@@ -253,10 +252,8 @@ pub(crate) mod sealed {
     /// Checks an operation and hands it to a [`Sink`] (sealed: only this
     /// module's types).
     pub trait Encode {
-        /// The checks, then the work request to `sink`: with `checked` also
-        /// the usages, the peer, the remote range and an atomic's remote
-        /// alignment (the unchecked path leaves those to the devices).
-        fn encode<S: Sink>(&self, t: &Target<'_>, checked: bool, sink: S) -> Result<()>;
+        /// The checks, then the work request to `sink`.
+        fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()>;
     }
 
     /// Holds an operation's local region ([`super::HoldBy::Op`]).
@@ -283,15 +280,11 @@ pub(crate) mod sealed {
     }
 }
 
-/// An operation [`Conn::post_unchecked`](crate::Conn::post_unchecked)
-/// posts: every type of this module, on any memory (sealed).
-pub trait UncheckedOperation: sealed::Encode {}
-
 /// An operation [`Conn::post`](crate::Conn::post) and
 /// [`Chain::push`](crate::Chain::push) post: every type of this module on
 /// memory the library can hold until the completion
 /// (`RegMemory + Send + Sync + 'static`; sealed).
-pub trait Operation: UncheckedOperation + sealed::Hold_ {}
+pub trait Operation: sealed::Encode + sealed::Hold_ {}
 
 /// A receive ([`Recv`], [`RecvSg`]): what
 /// [`Srq::post`](crate::Srq::post) posts (sealed).
@@ -321,15 +314,15 @@ impl<'a, M: RegMemory> Core<'a, M> {
         Core { verb, local, remote, len, flags: Flags::COMPLETION_ALWAYS, ctx: 0 }
     }
 
-    /// The checks: flags, length, the local range, for an atomic the
-    /// device's support; with `checked` also the usages, the peer, the
-    /// remote range and an atomic's remote alignment.
+    /// The checks: flags, length, the local range and usage, the remote
+    /// range and usage, the peer of both; for an atomic the device's
+    /// support and the remote alignment.
     ///
     /// # Errors
     /// [`Error::Inval`] naming the broken bound; [`Error::NoSupp`] for an
     /// atomic on a device without them.
     #[inline(always)]
-    fn encode<S: Sink>(&self, sides: &Sides, peer: &Peer, checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, sides: &Sides, peer: &Peer, sink: S) -> Result<()> {
         let signaled = self.flags.signaled()?;
         let (local, len) = (&self.local, self.len);
         let ((local_need, local_what), (remote_need, remote_what)) = (sides.local, sides.remote);
@@ -339,18 +332,14 @@ impl<'a, M: RegMemory> Core<'a, M> {
         if atomic && !peer.capabilities().atomics {
             return Err(no_atomics(local_what, peer));
         }
-        if checked {
-            validate::local(local.mr, local_need, local_what, peer)?;
-        }
+        validate::local(local.mr, local_need, local_what, peer)?;
         let (remote_addr, rkey) = match &self.remote {
             Some(r) => {
                 let addr = r.mr.addr().wrapping_add(r.offset);
-                if checked {
-                    r.mr.check_range(remote_what, r.offset, len as u64)?;
-                    validate::remote(r.mr, remote_need, remote_what, peer)?;
-                    if atomic {
-                        check_atomic_addr(remote_what, r.mr.addr(), r.offset)?;
-                    }
+                r.mr.check_range(remote_what, r.offset, len as u64)?;
+                validate::remote(r.mr, remote_need, remote_what, peer)?;
+                if atomic {
+                    check_atomic_addr(remote_what, r.mr.addr(), r.offset)?;
                 }
                 (addr, r.mr.rkey())
             }
@@ -425,9 +414,9 @@ macro_rules! local_op {
         }
         impl<M: RegMemory> sealed::Encode for $t<'_, M> {
             #[inline(always)]
-            fn encode<S: Sink>(&self, t: &Target<'_>, checked: bool, sink: S) -> Result<()> {
+            fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
                 let sides: fn(&SendOp) -> &'static Sides = $sides;
-                self.0.encode(sides(&self.0.verb), t.peer, checked, sink)
+                self.0.encode(sides(&self.0.verb), t.peer, sink)
             }
         }
         impl<M: RegMemory + std::marker::Send + Sync + 'static> sealed::Hold_ for $t<'_, M> {
@@ -436,7 +425,6 @@ macro_rules! local_op {
                 self.0.local.mr.hold()
             }
         }
-        impl<M: RegMemory> UncheckedOperation for $t<'_, M> {}
         impl<M: RegMemory + std::marker::Send + Sync + 'static> Operation for $t<'_, M> {}
     };
 }
@@ -621,7 +609,7 @@ impl<'a> AtomicWrite<'a> {
 
 impl sealed::Encode for AtomicWrite<'_> {
     #[inline(always)]
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let signaled = self.s.flags.signaled()?;
         let (dst, dst_offset) = (self.dst, self.dst_offset);
         check_atomic_write_offset(dst_offset)?;
@@ -675,7 +663,7 @@ impl<'a> Flush<'a> {
 
 impl sealed::Encode for Flush<'_> {
     #[inline(always)]
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let signaled = self.s.flags.signaled()?;
         let (dst, dst_offset, len) = (self.dst, self.dst_offset, self.len);
         let pmem = t.pmem.load(std::sync::atomic::Ordering::Relaxed);
@@ -728,7 +716,6 @@ macro_rules! remote_only_op {
                 t.flush_mr.hold()
             }
         }
-        impl UncheckedOperation for $t<'_> {}
         impl Operation for $t<'_> {}
     };
 }

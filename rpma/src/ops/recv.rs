@@ -1,12 +1,12 @@
 //! Receives as operations: [`Recv`] (one range, `rpma_recv`) and
 //! [`RecvSg`] (a list), posted to a connection's receive queue with
-//! [`Conn::post`](crate::Conn::post) (or `post_unchecked`, [`Recv`] only)
+//! [`Conn::post`](crate::Conn::post)
 //! and to a shared one with [`Srq::post`](crate::Srq::post). A receive's
 //! completion always arrives, so it has no flags; a chain refuses it (a
 //! chain is the send queue's).
 
 use super::sealed::{Encode, Hold_, Receive};
-use super::{gather, Gathered, HoldBy, Meta, Operation, RecvOperation, Sg, Sink, Target, UncheckedOperation};
+use super::{gather, Gathered, HoldBy, Meta, Operation, RecvOperation, Sg, Sink, Target};
 use crate::access::Usage;
 use crate::error::Result;
 use crate::inflight::Hold;
@@ -54,15 +54,13 @@ impl<'a, M: RegMemory> Recv<'a, M> {
         self
     }
 
-    /// The checks (the length, the range; with `checked` the usage and the
-    /// peer) and the memory to post.
+    /// The checks (the length, the range, the usage and the peer) and the
+    /// memory to post.
     #[inline]
-    fn sge(&self, peer: &Peer, checked: bool) -> Result<Option<Sge>> {
+    fn sge(&self, peer: &Peer) -> Result<Option<Sge>> {
         let len32 = validate::len32("recv", self.len)?;
         self.dst.check_range("recv: dst", self.offset, self.len)?;
-        if checked {
-            validate::local(self.dst, Usage::RECV, "recv: dst", peer)?;
-        }
+        validate::local(self.dst, Usage::RECV, "recv: dst", peer)?;
         Ok((self.len > 0).then(|| self.dst.sge(self.offset, len32)))
     }
 }
@@ -102,14 +100,14 @@ impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
 
 impl<M: RegMemory> Encode for Recv<'_, M> {
     #[inline]
-    fn encode<S: Sink>(&self, t: &Target<'_>, checked: bool, sink: S) -> Result<()> {
-        let sge = self.sge(t.peer, checked)?;
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
+        let sge = self.sge(t.peer)?;
         sink.recv(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::Op }, sge)
     }
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for RecvSg<'_, M> {
-    fn encode<S: Sink>(&self, t: &Target<'_>, _checked: bool, sink: S) -> Result<()> {
+    fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let g = self.gather(t.peer, t.max_recv_sge, "the connection's max_recv_sge")?;
         sink.recv_list(Meta { kind: CompletionOp::Recv, ctx: self.ctx, hold: HoldBy::List }, g)
     }
@@ -136,7 +134,7 @@ impl<M: RegMemory + Send + Sync + 'static> Receive for Recv<'_, M> {
         _max_sge: (u32, &str),
         post: impl FnOnce(u64, &[Sge], Option<Hold>) -> Result<()>,
     ) -> Result<()> {
-        let sge = self.sge(peer, true)?;
+        let sge = self.sge(peer)?;
         post(self.ctx, sge.as_slice(), Some(self.dst.hold()))
     }
 }
@@ -154,10 +152,8 @@ impl<M: RegMemory + Send + Sync + 'static> Receive for RecvSg<'_, M> {
     }
 }
 
-impl<M: RegMemory> UncheckedOperation for Recv<'_, M> {}
 impl<M: RegMemory + Send + Sync + 'static> Operation for Recv<'_, M> {}
 impl<M: RegMemory + Send + Sync + 'static> RecvOperation for Recv<'_, M> {}
-impl<M: RegMemory + Send + Sync + 'static> UncheckedOperation for RecvSg<'_, M> {}
 impl<M: RegMemory + Send + Sync + 'static> Operation for RecvSg<'_, M> {}
 impl<M: RegMemory + Send + Sync + 'static> RecvOperation for RecvSg<'_, M> {}
 
