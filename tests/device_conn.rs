@@ -4,7 +4,7 @@
 
 use rpma::error::Detail;
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_NO_EVENT, RPMA_E_SHARED_CHANNEL};
-use rpma::ops::{Read, Recv, Write};
+use rpma::ops::{Read, ReadSg, Recv, Write, WriteSg};
 use rpma::{
     AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Sg, Srq,
     SrqCfg, Usage, WcStatus,
@@ -810,9 +810,9 @@ device_tests!({
         }
         // Empty lists: librpma's NULL forms, no region at all.
         let none: &[Sg<'_, AlignedBuf>] = &[];
-        c.read_sg(none, &remote, end, Flags::COMPLETION_ALWAYS, 7).unwrap();
+        c.post(ReadSg::new(none, &remote, end).op_context(7)).unwrap();
         expect(7, CompletionOp::Read);
-        c.write_sg(&remote, end, none, Flags::COMPLETION_ALWAYS, 8).unwrap();
+        c.post(WriteSg::new(&remote, end, none).op_context(8)).unwrap();
         expect(8, CompletionOp::Write);
         let mut ch = c.chain();
         ch.push(Write::new(&remote, 0, &local, 0, 0).flags(Flags::COMPLETION_ON_ERROR).op_context(5)).unwrap();

@@ -4,6 +4,7 @@
 
 use rpma::error::{Detail, RPMA_E_INVAL};
 use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Sg, Usage, WcStatus};
+use rpma::ops::{ReadSg, RecvSg, SendInline, SendSg, WriteInline, WriteSg};
 mod common;
 use common::{close, peer, server_region, Pair, T};
 use rpma_harness::device_tests;
@@ -65,7 +66,7 @@ device_tests!({
         println!("  ConnCfg sge 1/1, inline 64: granted max_send_sge {n}, max_inline_data {}", c.max_inline_data());
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let src = region(c.peer(), 64, Usage::WRITE_SRC, 9);
-        c.write_sg(&remote, 0, &vec![Sg::new(&src, 0, 2); n], Flags::COMPLETION_ALWAYS, 1).unwrap();
+        c.post(WriteSg::new(&remote, 0, &vec![Sg::new(&src, 0, 2); n]).op_context(1)).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "{n} SGEs");
         let mut got = vec![0u8; 2 * n];
         smr.read_at(0, &mut got).unwrap();
@@ -103,7 +104,7 @@ device_tests!({
         let b = region(c.peer(), 4096, Usage::WRITE_SRC, b'b');
         let x = region(c.peer(), 16, Usage::WRITE_SRC, b'c');
         let list = [Sg::new(&a, 3, 10), Sg::new(&b, 100, 1000), Sg::new(&x, 0, 16)];
-        c.write_sg(&remote, 100, &list, Flags::COMPLETION_ALWAYS, 5).unwrap();
+        c.post(WriteSg::new(&remote, 100, &list).op_context(5)).unwrap();
         // Every region is held until the completion is reaped.
         assert_eq!((a.in_flight(), b.in_flight(), x.in_flight()), (1, 1, 1));
         assert_eq!(a.write_at(0, b"z").unwrap_err().code(), rpma::error::RPMA_E_AGAIN);
@@ -119,7 +120,7 @@ device_tests!({
         // The same region twice (one hold), and a 0-byte element (skipped).
         a.write_at(0, b"0123456789").unwrap();
         let list = [Sg::new(&a, 5, 5), Sg::new(&a, 0, 0), Sg::new(&a, 0, 5)];
-        c.write_sg(&remote, 0, &list, Flags::COMPLETION_ALWAYS, 6).unwrap();
+        c.post(WriteSg::new(&remote, 0, &list).op_context(6)).unwrap();
         assert_eq!(a.in_flight(), 1);
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
         let mut got = [0u8; 10];
@@ -139,7 +140,7 @@ device_tests!({
         let b = region(c.peer(), 8192, Usage::READ_DST, 0);
         let x = region(c.peer(), 64, Usage::READ_DST, 0);
         let list = [Sg::new(&a, 60, 4), Sg::new(&b, 0, 5000), Sg::new(&x, 1, 7)];
-        c.read_sg(&list, &remote, 1000, Flags::COMPLETION_ALWAYS, 8).unwrap();
+        c.post(ReadSg::new(&list, &remote, 1000).op_context(8)).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.status), (8, CompletionOp::Read, WcStatus::SUCCESS));
         let pat = |from: u32, n: u32| -> Vec<u8> { (from..from + n).map(|i| (i * 7 % 251) as u8).collect() };
@@ -165,13 +166,13 @@ device_tests!({
         println!("  server max_recv_sge granted {}", s.max_recv_sge());
         let r1 = region(s.peer(), 8, Usage::RECV, 0);
         let r2 = region(s.peer(), 64, Usage::RECV, 0);
-        s.recv_sg(&[Sg::new(&r1, 4, 4), Sg::new(&r2, 0, 4), Sg::new(&r2, 32, 32)], 40).unwrap();
+        s.post(RecvSg::new(&[Sg::new(&r1, 4, 4), Sg::new(&r2, 0, 4), Sg::new(&r2, 32, 32)]).op_context(40)).unwrap();
         assert_eq!((r1.in_flight(), r2.in_flight()), (1, 2), "one hold per posted element of different regions");
         let mut h = MrLocal::reg(c.peer(), AlignedBuf::new(16).unwrap(), Usage::SEND).unwrap();
         h.write_at(0, b"HEAD").unwrap();
         let mut body = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
         body.write_at(0, b"body-of-the-message").unwrap();
-        c.send_sg(&[Sg::new(&h, 0, 4), Sg::new(&body, 0, 19)], Flags::COMPLETION_ALWAYS, 41).unwrap();
+        c.post(SendSg::new(&[Sg::new(&h, 0, 4), Sg::new(&body, 0, 19)]).op_context(41)).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.status), (41, CompletionOp::Send, WcStatus::SUCCESS));
         let wc = s.cq().next_completion(T).unwrap();
@@ -188,7 +189,7 @@ device_tests!({
         println!("  send_sg of 2 elements (23 bytes) scattered by recv_sg into 3 (4 + 4 + 15 of 32)");
         // A receive list longer than the connection's max_recv_sge.
         let big = vec![Sg::new(&r2, 0, 1); s.max_recv_sge() as usize + 1];
-        let d = refused(s.recv_sg(&big, 0));
+        let d = refused(s.post(RecvSg::new(&big)));
         assert!(
             matches!(&d, Detail::TooLong { what, len, max } if what == "recv_sg: dst" && *len == big.len() as u64 && len > max),
             "{d:?}"
@@ -270,41 +271,41 @@ device_tests!({
         let max = c.max_send_sge() as usize;
         let many = vec![Sg::new(&w, 0, 1); max + 1];
         assert_eq!(
-            refused(c.write_sg(&remote, 0, &many, f, 0)),
+            refused(c.post(WriteSg::new(&remote, 0, &many).flags(f))),
             Detail::TooLong { what: "write_sg: src".into(), len: max as u64 + 1, max: max as u64 }
         );
         assert_eq!(
-            refused(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&w, 60, 8)], f, 0)),
+            refused(c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&w, 60, 8)]).flags(f))),
             Detail::OutOfRange { what: "write_sg: src[1]".into(), offset: 60, len: 8, size: 64 }
         );
         assert_eq!(
-            refused(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&r, 0, 8)], f, 0)),
+            refused(c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&r, 0, 8)]).flags(f))),
             Detail::UsageMissing { what: "write_sg: src[1]".into(), missing: Usage::WRITE_SRC }
         );
         assert_eq!(
-            refused(c.write_sg(&remote, 8190, &[Sg::new(&w, 0, 4)], f, 0)),
+            refused(c.post(WriteSg::new(&remote, 8190, &[Sg::new(&w, 0, 4)]).flags(f))),
             Detail::OutOfRange { what: "write_sg: dst".into(), offset: 8190, len: 4, size: 8192 }
         );
         // The text is what is tested: a wrong flag is a bug in the calling
         // code (no typed detail), and the message names the flags to pass.
-        let e = c.write_sg(&remote, 0, &[Sg::new(&w, 0, 4)], Flags::empty(), 0).unwrap_err();
+        let e = c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 4)]).flags(Flags::empty())).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
         assert!(e.to_string().contains("flags are empty"), "{e}");
         assert_eq!(
-            refused(c.read_sg(&[Sg::new(&r, 0, 8), Sg::new(&w, 0, 8)], &remote, 0, f, 0)),
+            refused(c.post(ReadSg::new(&[Sg::new(&r, 0, 8), Sg::new(&w, 0, 8)], &remote, 0).flags(f))),
             Detail::UsageMissing { what: "read_sg: dst[1]".into(), missing: Usage::READ_DST }
         );
         assert_eq!(
-            refused(c.send_sg(&[Sg::new(&w, 0, 8)], f, 0)),
+            refused(c.post(SendSg::new(&[Sg::new(&w, 0, 8)]).flags(f))),
             Detail::UsageMissing { what: "send_sg: src[0]".into(), missing: Usage::SEND }
         );
         let other = region(s.peer(), 64, Usage::WRITE_SRC, 1);
         assert_eq!(
-            refused(c.write_sg(&remote, 0, &[Sg::new(&w, 0, 1), Sg::new(&other, 0, 1)], f, 0)),
+            refused(c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 1), Sg::new(&other, 0, 1)]).flags(f))),
             Detail::Foreign { what: "write_sg: src[1]".into() }
         );
         assert_eq!(
-            refused(c.recv_sg(&[Sg::new(&w, 0, 8)], 0)),
+            refused(c.post(RecvSg::new(&[Sg::new(&w, 0, 8)]))),
             Detail::UsageMissing { what: "recv_sg: dst[0]".into(), missing: Usage::RECV }
         );
         assert_eq!(c.pending_sends(), 0, "nothing was posted");
@@ -323,25 +324,25 @@ device_tests!({
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let max = c.max_inline_data() as usize;
         let data: Vec<u8> = (0..max + 1).map(|i| (i % 200) as u8 + 1).collect();
-        c.write_inline(&remote, 0, &data[..max], Flags::COMPLETION_ALWAYS, 3).unwrap();
+        c.post(WriteInline::new(&remote, 0, &data[..max]).op_context(3)).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.status), (3, CompletionOp::Write, WcStatus::SUCCESS));
         let mut got = vec![0u8; max];
         smr.read_at(0, &mut got).unwrap();
         assert_eq!(got, data[..max], "the inline bytes landed");
         assert_eq!(
-            refused(c.write_inline(&remote, 0, &data, Flags::COMPLETION_ALWAYS, 0)),
+            refused(c.post(WriteInline::new(&remote, 0, &data))),
             Detail::TooLong { what: "write_inline".into(), len: max as u64 + 1, max: max as u64 }
         );
         assert_eq!(
-            refused(c.write_inline(&remote, 8190, &data[..4], Flags::COMPLETION_ALWAYS, 0)),
+            refused(c.post(WriteInline::new(&remote, 8190, &data[..4]))),
             Detail::OutOfRange { what: "write_inline: dst".into(), offset: 8190, len: 4, size: 8192 }
         );
         assert_eq!(c.pending_sends(), 0);
         // With immediate data: consumes a receive on the other side.
         let rmr = MrLocal::reg(s.peer(), AlignedBuf::new(8).unwrap(), Usage::RECV).unwrap();
         s.recv(&rmr, 0, 0, 77).unwrap();
-        c.write_inline_with_imm(&remote, 200, b"imm", Flags::COMPLETION_ALWAYS, 0xabcd, 4).unwrap();
+        c.post(WriteInline::new(&remote, 200, b"imm").imm(0xabcd).op_context(4)).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::WriteWithImm);
         let wc = s.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.imm), (77, CompletionOp::RecvRdmaWithImm, Some(0xabcd)));
@@ -363,12 +364,12 @@ device_tests!({
         let n = c.max_inline_data().min(32) as usize;
         // A heap buffer, overwritten and freed right after each post.
         let mut buf = vec![b'x'; n];
-        c.send_inline(&buf, Flags::COMPLETION_ON_ERROR, 10).unwrap();
+        c.post(SendInline::new(&buf).flags(Flags::COMPLETION_ON_ERROR).op_context(10)).unwrap();
         buf.fill(b'y');
-        c.write_inline(&remote, 500, &buf, Flags::COMPLETION_ON_ERROR, 11).unwrap();
+        c.post(WriteInline::new(&remote, 500, &buf).flags(Flags::COMPLETION_ON_ERROR).op_context(11)).unwrap();
         buf.fill(b'z');
         drop(buf);
-        c.send_inline_with_imm(&[], Flags::COMPLETION_ALWAYS, 5, 12).unwrap();
+        c.post(SendInline::new(&[]).imm(5).op_context(12)).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.op, wc.status), (12, CompletionOp::SendWithImm, WcStatus::SUCCESS));
         let wc = s.cq().next_completion(T).unwrap();
@@ -395,11 +396,11 @@ device_tests!({
         let max = c.max_inline_data() as usize;
         println!("  ConnCfg max_inline_data 0: granted {max}");
         assert_eq!(
-            refused(c.write_inline(&remote, 0, &vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0)),
+            refused(c.post(WriteInline::new(&remote, 0, &vec![1u8; max + 1]))),
             Detail::TooLong { what: "write_inline".into(), len: max as u64 + 1, max: max as u64 }
         );
         assert!(matches!(
-            refused(c.send_inline(&vec![1u8; max + 1], Flags::COMPLETION_ALWAYS, 0)),
+            refused(c.post(SendInline::new(&vec![1u8; max + 1]))),
             Detail::TooLong { what, .. } if what == "send_inline"
         ));
         let aw = c.atomic_write(&remote, 0, [1; 8], Flags::COMPLETION_ALWAYS, 1);
@@ -412,7 +413,7 @@ device_tests!({
             println!("  the device rounded 0 up to {max}: the emulated atomic write still works");
         }
         // A 0-byte inline write needs no inline room at all.
-        c.write_inline(&remote, 0, &[], Flags::COMPLETION_ALWAYS, 2).unwrap();
+        c.post(WriteInline::new(&remote, 0, &[]).op_context(2)).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
         close(c, s);
     }

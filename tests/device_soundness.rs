@@ -9,7 +9,7 @@
 mod common;
 use common::{close, peer, server_region, Pair, T};
 use rpma::error::{Detail, RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NO_COMPLETION};
-use rpma::ops::Read;
+use rpma::ops::{Read, WriteInline, WriteSg};
 use rpma::rereg::ReregError;
 use rpma::{
     AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
@@ -477,7 +477,7 @@ device_tests!({
                     inval("write_at", mr.write_at(a, &buf), a, b, 4096);
                     seen(
                         "write_inline",
-                        c.write_inline(&remote, a as u64, &buf, Flags::COMPLETION_ALWAYS, 1).map(|()| drain(&c)),
+                        c.post(WriteInline::new(&remote, a as u64, &buf).op_context(1)).map(|()| drain(&c)),
                     );
                 }
                 inval("advise", mr.advise(a, b, rpma::Advice::Prefetch, rpma::AdviseFlags::empty()), a, b, 4096);
@@ -510,7 +510,7 @@ device_tests!({
                 seen("send_with_imm", c.send_with_imm(&mr, a, b, Flags::COMPLETION_ALWAYS, 1, 12));
                 inval("recv", c.recv(&mr, a, b, 13), a, b, 4096);
                 let r = c
-                    .write_sg(&remote, 0, &[rpma::Sg::new(&mr, a, b)], Flags::COMPLETION_ALWAYS, 14)
+                    .post(WriteSg::new(&remote, 0, &[rpma::Sg::new(&mr, a, b)]).op_context(14))
                     .map(|()| drain(&c));
                 inval("write_sg", r, a, b, 4096);
                 let r = c

@@ -585,7 +585,7 @@ impl Client {
             Op::WriteUnheld => unsafe { c.post_unheld(Write::new(&self.remote, 0, &self.local, 0, size).flags(f))? },
             Op::WriteInline => {
                 let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
-                c.write_inline(&self.remote, 0, data, f, 0)?
+                c.post(rpma::ops::WriteInline::new(&self.remote, 0, data).flags(f))?
             }
             Op::WriteFlush
             | Op::AtomicWrite

@@ -28,9 +28,9 @@ pub const DEFAULT_MAX_INLINE_DATA: u32 = 8;
 /// | srq | none | a shared receive queue |
 /// | shared_cq | none | one completion queue for many connections (not in librpma; excludes rcq_size and compl_channel) |
 /// | min_rnr_timer | 12 (0.64 ms) | how long a sender waits when a message finds no receive posted here (not in librpma, which keeps rdma_cm's 0 = 655 ms) |
-/// | max_send_sge | 1 | scatter/gather elements per send-queue operation ([`Conn::write_sg`](crate::Conn::write_sg) and co.; not in librpma) |
-/// | max_recv_sge | 1 | scatter/gather elements per receive ([`Conn::recv_sg`](crate::Conn::recv_sg); not in librpma) |
-/// | max_inline_data | 8 | bytes an operation may carry inline ([`Conn::write_inline`](crate::Conn::write_inline); librpma's value, which its emulated atomic write needs) |
+/// | max_send_sge | 1 | scatter/gather elements per send-queue operation ([`WriteSg`](crate::ops::WriteSg) and co.; not in librpma) |
+/// | max_recv_sge | 1 | scatter/gather elements per receive ([`RecvSg`](crate::ops::RecvSg); not in librpma) |
+/// | max_inline_data | 8 | bytes an operation may carry inline ([`WriteInline`](crate::ops::WriteInline); librpma's value, which its emulated atomic write needs) |
 ///
 /// ```
 /// let mut cfg = rpma::ConnCfg::new();
@@ -246,9 +246,8 @@ impl ConnCfg {
 
     /// Sets the scatter/gather elements one send-queue operation may carry
     /// (`max_send_sge` of the QP): the longest list
-    /// [`Conn::write_sg`](crate::Conn::write_sg),
-    /// [`read_sg`](crate::Conn::read_sg) and [`send_sg`](crate::Conn::send_sg)
-    /// take. The device may grant more (Soft-RoCE sizes its work requests by
+    /// [`WriteSg`](crate::ops::WriteSg), [`ReadSg`](crate::ops::ReadSg) and
+    /// [`SendSg`](crate::ops::SendSg) take. The device may grant more (Soft-RoCE sizes its work requests by
     /// the larger of the SGEs and the inline data); the connection reports
     /// what it got in [`Conn::max_send_sge`](crate::Conn::max_send_sge).
     /// Checked against the device's `max_sge` when the connection is set up.
@@ -274,7 +273,7 @@ impl ConnCfg {
     }
 
     /// Sets the scatter/gather elements one receive may carry
-    /// (`max_recv_sge` of the QP; [`Conn::recv_sg`](crate::Conn::recv_sg)).
+    /// (`max_recv_sge` of the QP; [`RecvSg`](crate::ops::RecvSg)).
     /// The device may grant more ([`Conn::max_recv_sge`](crate::Conn::max_recv_sge)).
     /// Checked against the device's `max_sge` when the connection is set up;
     /// unused with an SRQ.
@@ -292,8 +291,8 @@ impl ConnCfg {
     }
 
     /// Sets the bytes one operation may carry inline (`max_inline_data` of
-    /// the QP): the most [`Conn::write_inline`](crate::Conn::write_inline)
-    /// and [`Conn::send_inline`](crate::Conn::send_inline) take. The device
+    /// the QP): the most [`WriteInline`](crate::ops::WriteInline) and
+    /// [`SendInline`](crate::ops::SendInline) take. The device
     /// may grant more ([`Conn::max_inline_data`](crate::Conn::max_inline_data))
     /// and refuses more than it supports when the connection is set up
     /// ([`Error::Provider`] from `rdma_create_qp_ex`, `EINVAL`; devices

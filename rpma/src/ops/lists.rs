@@ -17,10 +17,9 @@ use rpma_sys::wr::{SendOp, SendWr, Sge, MAX_SGL};
 use std::sync::Arc;
 
 /// One element of a scatter/gather list: `len` bytes at `offset` of a
-/// local region, for [`WriteSg`], [`ReadSg`], [`SendSg`]
-/// (and [`Conn::write_sg`](crate::Conn::write_sg), ...) and
-/// [`Conn::recv_sg`](crate::Conn::recv_sg). The elements of one list are
-/// regions of one memory type `M`.
+/// local region, for [`WriteSg`], [`ReadSg`], [`SendSg`] and
+/// [`RecvSg`](super::RecvSg). The elements of one list are regions of one
+/// memory type `M`.
 pub struct Sg<'a, M: RegMemory> {
     mr: &'a MrLocal<M>,
     offset: usize,
@@ -150,8 +149,32 @@ fn too_long(what: &str, i: usize, total: u64) -> Error {
 
 /// A gathering RDMA WRITE: the elements of `src`, one after the other, to a
 /// remote region at `dst_offset` (one work request, one completion); every
-/// region in `src` is held until the operation completes and elements of 0
-/// bytes are checked and skipped. See [`Conn::write_sg`](crate::Conn::write_sg).
+/// region in `src` is held until the operation completes, elements of 0
+/// bytes are checked and skipped, and an empty list is a 0-byte write
+/// (librpma's NULL form). For a record whose header and body live in
+/// different regions, without copying them together.
+///
+/// ```
+/// use rpma::ops::WriteSg;
+/// use rpma::{AlignedBuf, MrLocal, MrRemote, Sg};
+/// # #[allow(dead_code)]
+/// fn put(conn: &rpma::Conn, hdr: &MrLocal<AlignedBuf>, body: &MrLocal<AlignedBuf>, dst: &MrRemote) -> rpma::Result<()> {
+///     // 16 header bytes, then 100 body bytes, land at dst[0..116]
+///     conn.post(WriteSg::new(dst, 0, &[Sg::new(hdr, 0, 16), Sg::new(body, 0, 100)]).op_context(1))?;
+///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+///     assert_eq!(wc.op_context, 1);
+///     Ok(())
+/// }
+/// ```
+///
+/// # Errors (when posted)
+/// [`Error::Inval`] when the flags are empty, `src` is longer than
+/// [`Conn::max_send_sge`](crate::Conn::max_send_sge), an element exceeds
+/// its region, lacks [`Usage::WRITE_SRC`] or is on another peer (named as
+/// `src[i]`), the total exceeds 4 GiB - 1 or the remote range, or `dst`
+/// lacks [`Usage::WRITE_DST`]; [`Error::Again`] when the send queue is
+/// full; [`Error::NoMem`] when the holds of the regions cannot be
+/// allocated; [`Error::Provider`] when posting fails.
 pub struct WriteSg<'a, M: RegMemory> {
     dst: &'a MrRemote,
     dst_offset: u64,
@@ -170,7 +193,13 @@ impl<'a, M: RegMemory> WriteSg<'a, M> {
 
 /// A scattering RDMA READ: from a remote region at `src_offset` into the
 /// elements of `dst`, filled one after the other; every region in `dst` is
-/// held until the operation completes. See [`Conn::read_sg`](crate::Conn::read_sg).
+/// held until the operation completes; an empty list is a 0-byte read
+/// (librpma's NULL form).
+///
+/// # Errors (when posted)
+/// As [`WriteSg`], with the elements needing [`Usage::READ_DST`], `src`
+/// [`Usage::READ_SRC`], and the count also bounded by the device's
+/// `max_sge_rd` ([`Capabilities::max_sge_rd`](crate::Capabilities::max_sge_rd)).
 pub struct ReadSg<'a, M: RegMemory> {
     dst: &'a [Sg<'a, M>],
     src: &'a MrRemote,
@@ -189,7 +218,12 @@ impl<'a, M: RegMemory> ReadSg<'a, M> {
 
 /// A gathering send: the elements of `src`, one after the other, as one
 /// message to a receive the other side posted; every region in `src` is
-/// held until the operation completes. See [`Conn::send_sg`](crate::Conn::send_sg).
+/// held until the operation completes; an empty list sends a 0-byte
+/// message.
+///
+/// # Errors (when posted)
+/// As [`WriteSg`], with the elements needing [`Usage::SEND`] and no remote
+/// range.
 pub struct SendSg<'a, M: RegMemory> {
     src: &'a [Sg<'a, M>],
     s: Settings,
@@ -264,8 +298,29 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for SendSg<'_, M> {
 /// so they may come from any slice, need no registration, and may change as
 /// soon as the post returns. At most the connection's
 /// [`max_inline_data`](crate::Conn::max_inline_data) bytes. Posted alone
-/// (a chain refuses it: its bytes are lent for the call only). See
-/// [`Conn::write_inline`](crate::Conn::write_inline).
+/// (a chain refuses it: its bytes are lent for the call only). For small
+/// records from any slice, without a registration.
+///
+/// ```
+/// use rpma::ops::WriteInline;
+/// # #[allow(dead_code)]
+/// fn note(conn: &rpma::Conn, dst: &rpma::MrRemote) -> rpma::Result<()> {
+///     let mut record = [0u8; 8];
+///     record.copy_from_slice(&42u64.to_le_bytes());
+///     conn.post(WriteInline::new(dst, 64, &record).op_context(9))?;
+///     record.fill(0); // copied already
+///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
+///     assert_eq!(wc.op_context, 9);
+///     Ok(())
+/// }
+/// ```
+///
+/// # Errors (when posted)
+/// [`Error::Inval`] when the flags are empty, `data` is longer than
+/// [`max_inline_data`](crate::Conn::max_inline_data) (the message names
+/// both), the range exceeds the remote region or it lacks
+/// [`Usage::WRITE_DST`]; [`Error::Again`] when the send queue is full;
+/// [`Error::Provider`] when posting fails.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteInline<'a> {
     dst: &'a MrRemote,
@@ -295,8 +350,12 @@ impl<'a> WriteInline<'a> {
 /// A send of `data` as inline data to a receive the other side posted:
 /// copied by the device during the post, from any slice, at most the
 /// connection's [`max_inline_data`](crate::Conn::max_inline_data) bytes
-/// (`data` may be empty). Posted alone, as [`WriteInline`]. See
-/// [`Conn::send_inline`](crate::Conn::send_inline).
+/// (`data` may be empty). Posted alone, as [`WriteInline`].
+///
+/// # Errors (when posted)
+/// [`Error::Inval`] when the flags are empty or `data` is longer than
+/// [`max_inline_data`](crate::Conn::max_inline_data); [`Error::Again`],
+/// [`Error::Provider`] as [`WriteInline`].
 #[derive(Debug, Clone, Copy)]
 pub struct SendInline<'a> {
     data: &'a [u8],

@@ -69,7 +69,17 @@ impl<'a, M: RegMemory> Recv<'a, M> {
 /// one after the other; every region in `dst` is held until it completes,
 /// and elements of 0 bytes are checked and skipped. At most the queue's
 /// receive SGEs ([`Conn::max_recv_sge`](crate::Conn::max_recv_sge); an
-/// SRQ takes one). See [`Conn::recv_sg`](crate::Conn::recv_sg).
+/// SRQ takes one); an empty list takes a 0-byte message. As for a
+/// [`Recv`], its completion always arrives.
+///
+/// # Errors (when posted)
+/// [`Error::Inval`](crate::Error::Inval) when `dst` is longer than the
+/// queue's receive SGEs, an element exceeds its region, lacks
+/// [`Usage::RECV`] or is on another peer (named as `dst[i]`), the total
+/// exceeds 4 GiB - 1, or the connection uses an SRQ;
+/// [`Error::NoMem`](crate::Error::NoMem) when the holds cannot be
+/// allocated; [`Error::Provider`](crate::Error::Provider) when posting
+/// fails (`ENOMEM`: the receive queue is full).
 pub struct RecvSg<'a, M: RegMemory> {
     dst: &'a [Sg<'a, M>],
     ctx: u64,
