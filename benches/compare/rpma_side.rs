@@ -930,13 +930,6 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     if case == "commit_unheld_chain" {
         return client_ir_commit_unheld(c, iters);
     }
-    if let Some(unheld) = match case {
-        "commit_kept_chain" => Some(false),
-        "commit_kept_unheld_chain" => Some(true),
-        _ => None,
-    } {
-        return client_ir_commit_kept(c, unheld, iters);
-    }
     // `CASE@QD`: QD operations posted, then reaped up to 64 per poll with
     // a blocking wait whenever the CQ is empty (as the C program).
     // `read_chain@QD`, `write_chain@QD`: the QD operations as one chain.
@@ -1115,32 +1108,6 @@ fn client_ir_commit_unheld(c: Client, iters: usize) -> Res<()> {
     c.close()
 }
 
-/// The `ir` cases `commit_kept_chain` and `commit_kept_unheld_chain`:
-/// example 07's commit (as `commit_chain`) as one chain filled once
-/// through `Chain::push` or `push_unheld` and kept (`Chain::post_keep`),
-/// each commit moving the record's write and flush (`Chain::set_remote`)
-/// and giving the pointer its value (`Chain::set_atomic_value`), waited
-/// as `commit_chain`.
-#[inline(never)]
-fn client_ir_commit_kept(c: Client, unheld: bool, iters: usize) -> Res<()> {
-    let mut ch = c.conn.chain();
-    let (w, f, a, p) = c.commit_ops();
-    match unheld {
-        false => ch.push(w)?.push(f)?.push(a)?.push(p)?,
-        // SAFETY: `c.local` outlives the connection and is not written
-        // until each commit's completion is reaped below.
-        true => unsafe { ch.push_unheld(w)?.push_unheld(f)?.push_unheld(a)?.push_unheld(p)? },
-    };
-    for _ in 0..iters {
-        let at = std::hint::black_box(COMMIT_AT);
-        ch.set_remote(0, &c.remote, at)?.set_remote(1, &c.remote, at)?.set_atomic_value(2, at.to_le_bytes())?;
-        // SAFETY: as above, for each commit.
-        unsafe { ch.post_keep()? };
-        block(c.conn.cq())?;
-    }
-    drop(ch);
-    c.close()
-}
 
 /// The `read_async` case of `ir`: the same 8-byte read, awaited on an
 /// `rpma::aio::AsyncConn` on a current-thread runtime (its reaper task

@@ -11,7 +11,7 @@
 
 use crate::ffi;
 use crate::qp::{Qp, QpEx};
-use crate::wr::{classic_decode, encode, Classic, Extended, SendOp, SendPosting, Token, Wr};
+use crate::wr::{classic_decode, encode, Classic, Extended, SendPosting, Token, Wr};
 use std::io;
 use std::mem::MaybeUninit;
 
@@ -53,7 +53,7 @@ pub struct ChainList<T> {
     /// the list's own IDs last linked them (each to the next and to its
     /// SGE, an inline write's SGE to its bytes): still linked while both
     /// are the same (a list posted again where it was, as it was). Reset
-    /// when emptied and by a replace; a push changes the number.
+    /// when emptied; a push changes the number.
     linked: (usize, usize),
 }
 
@@ -170,140 +170,6 @@ impl<T> ChainList<T> {
         Ok(())
     }
 
-    /// Puts `wr` with its record `rec` in place of request `i` (dropping the
-    /// record it replaces); `wr` and `rec` are handed back when there is no
-    /// request `i`. Encoded as a push encodes it: written over
-    /// the request it replaces when both have the same opcode (the same
-    /// fields, every other byte still the zero of the first push), else into
-    /// a zeroed request, so the slot holds exactly what a push of `wr` there
-    /// would (its ID aside, which [`set_wr_id`](Self::set_wr_id) sets).
-    #[inline(always)]
-    pub fn replace(&mut self, i: usize, wr: Wr, rec: T) -> Result<(), (Wr, T)> {
-        if i >= self.len {
-            return Err((wr, rec));
-        }
-        let (all, was_native) = (self.all, self.native);
-        let Some(slot) = self.slots.get_mut(i) else {
-            return Err((wr, rec));
-        };
-        // SAFETY: i < len: slots[i].raw is initialised (every push writes it).
-        let raw = unsafe { slot.raw.assume_init_mut() };
-        let before = raw.opcode;
-        let mut c = Classic::new(raw);
-        let native = !encode(&wr, &mut c);
-        if !native && c.w.opcode != before {
-            c = encode_zeroed(c.w, wr);
-        }
-        slot.sge.write(c.sge);
-        self.linked = (0, 0);
-        // SAFETY: i < len: the record is initialised; replaced in place.
-        unsafe { *slot.rec.assume_init_mut() = Some(rec) };
-        // A native list keeps every request's `wr` (`all`): initialised.
-        // SAFETY: as said.
-        let old_native = was_native && unsafe { slot.wr.assume_init_ref() }.is_native();
-        let inline8 = matches!(wr, Wr::Inline8 { .. });
-        if native | inline8 | all {
-            slot.wr.write(wr);
-            if native && !all {
-                self.keep_plain(i);
-                self.all = true;
-            }
-        }
-        self.inline8 = (self.inline8 & !(1 << i)) | (u16::from(inline8) << i);
-        if old_native && !native {
-            self.native = self.position(|_, w| w.is_native()).is_some();
-        } else {
-            self.native |= native;
-        }
-        Ok(())
-    }
-
-    /// Request `i`'s remote side, to read and move ([`RemoteMut`]): its
-    /// rkey, the bytes it touches there (the length of its local element
-    /// for an RDMA write or read, 8 for an atomic, a flush's length), its
-    /// record, and where its address is kept; `None` past the end or for a
-    /// send.
-    #[inline]
-    pub fn remote_mut(&mut self, i: usize) -> Option<RemoteMut<'_, T>> {
-        if i >= self.len {
-            return None;
-        }
-        let kept = self.keeps(i);
-        let Slot { raw, sge, wr, rec } = self.slots.get_mut(i)?;
-        // SAFETY: i < len: `raw`, `sge` and the record are initialised (and
-        // `wr` when the list keeps the request).
-        let (raw, sge, rec) = unsafe { (raw.assume_init_mut(), sge.assume_init_ref(), rec.assume_init_ref()) };
-        let rec = rec.as_ref()?;
-        if kept {
-            // SAFETY: kept: initialised.
-            let wr = unsafe { wr.assume_init_mut() };
-            let (rkey, len, addr) = match wr {
-                Wr::Plain(p) => match p.op {
-                    SendOp::Write | SendOp::WriteImm(_) | SendOp::Read => {
-                        (p.rkey, p.sge.map_or(0, |g| u64::from(g.length)), &mut p.remote_addr)
-                    }
-                    SendOp::CompareSwap { .. } | SendOp::FetchAdd(_) => (p.rkey, 8, &mut p.remote_addr),
-                    SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => return None,
-                },
-                Wr::Inline8 { rkey, remote_addr, .. } => (*rkey, 8, remote_addr),
-                // Native: no classic encoding (its `raw` is zeroed).
-                Wr::AtomicWrite { rkey, remote_addr, .. } => {
-                    return Some(RemoteMut { rkey: *rkey, len: 8, rec, addr: remote_addr, also: None })
-                }
-                Wr::Flush { rkey, len, remote_addr, .. } => {
-                    return Some(RemoteMut { rkey: *rkey, len: *len as u64, rec, addr: remote_addr, also: None })
-                }
-            };
-            let also = encoded_addr(raw, sge).map(|(_, _, a)| a);
-            return Some(RemoteMut { rkey, len, rec, addr, also });
-        }
-        let (rkey, len, addr) = encoded_addr(raw, sge)?;
-        Some(RemoteMut { rkey, len, rec, addr, also: None })
-    }
-
-    /// Gives request `i`, an atomic write (inline 8-byte or native), the
-    /// bytes `value`; false, changing nothing, for another request or past
-    /// the end.
-    #[inline]
-    pub fn set_value(&mut self, i: usize, value: [u8; 8]) -> bool {
-        if i >= self.len || !self.keeps(i) {
-            return false;
-        }
-        let Some(s) = self.slots.get_mut(i) else {
-            return false;
-        };
-        // SAFETY: i < len and the list keeps the request: initialised.
-        match unsafe { s.wr.assume_init_mut() } {
-            Wr::Inline8 { value: v, .. } | Wr::AtomicWrite { value: v, .. } => {
-                *v = value;
-                true
-            }
-            Wr::Plain(_) | Wr::Flush { .. } => false,
-        }
-    }
-
-    /// Makes the empty `into` a copy of this list, each record copied by
-    /// `rec` (nothing when `into` is not empty).
-    pub fn copy_into(&self, into: &mut ChainList<T>, rec: impl Fn(&T) -> T) {
-        if !into.is_empty() {
-            return;
-        }
-        let n = self.len.min(MAX_CHAIN);
-        for (s, d) in self.slots.iter().zip(into.slots.iter_mut()).take(n) {
-            // SAFETY: a slot of the first `len`: its `raw`, `sge` and record
-            // are initialised (and `wr`, read only where kept, is copied as
-            // the bytes it is: a `Copy` value or uninitialised).
-            unsafe {
-                d.raw.write(s.raw.assume_init_read());
-                d.sge.write(s.sge.assume_init_read());
-                std::ptr::copy_nonoverlapping(s.wr.as_ptr(), d.wr.as_mut_ptr(), 1);
-                d.rec.write(s.rec.assume_init_ref().as_ref().map(&rec));
-            }
-        }
-        (into.native, into.all, into.inline8, into.linked) = (self.native, self.all, self.inline8, (0, 0));
-        into.len = n;
-    }
-
     /// Whether the list keeps request `i`'s [`Wr`] (its `wr` written, for
     /// a request of the list): every request's when `all`, else an inline
     /// 8-byte write's.
@@ -333,7 +199,7 @@ impl<T> ChainList<T> {
 
     /// Reads the plain requests of the list but request `except` back
     /// from their encodings into their `wr`s (the first native request's
-    /// push or replace, at `except`: the list will go to the extended
+    /// push, at `except`: the list will go to the extended
     /// interface, which reads `Wr`s).
     #[cold]
     #[inline(never)]
@@ -501,18 +367,6 @@ unsafe fn link<T, const OWN: bool>(base: *mut Slot<T>, n: usize, inline8: u16, w
     }
 }
 
-/// `wr` encoded into the zeroed `w` (a replace over a request of another
-/// opcode, whose fields differ): out of line.
-#[cold]
-#[inline(never)]
-fn encode_zeroed(w: &mut ffi::ibv_send_wr, wr: Wr) -> Classic<'_> {
-    // SAFETY: plain data, all-zero is valid.
-    *w = unsafe { std::mem::zeroed() };
-    let mut c = Classic::new(w);
-    encode(&wr, &mut c);
-    c
-}
-
 /// The plain request of a slot of the list's first `len` (its `raw` and
 /// `sge` initialised), read back from its encoding: out of line, so that
 /// reading a kept request stays small.
@@ -521,53 +375,6 @@ fn read_back<T>(s: &Slot<T>) -> crate::wr::SendWr {
     // SAFETY: the caller's slot is one of the list's first `len`, whose
     // `raw` and `sge` every push initialises.
     unsafe { classic_decode(s.raw.assume_init_ref(), s.sge.assume_init_ref()) }
-}
-
-/// The rkey, remote length and address of a classic encoding, for the
-/// opcodes that have them.
-#[inline(always)]
-fn encoded_addr<'a>(raw: &'a mut ffi::ibv_send_wr, sge: &ffi::ibv_sge) -> Option<(u32, u64, &'a mut u64)> {
-    use ffi::ibv_wr_opcode as o;
-    // SAFETY (the union places): the fields `Classic::op` writes for the
-    // opcode.
-    match raw.opcode {
-        o::IBV_WR_RDMA_WRITE | o::IBV_WR_RDMA_WRITE_WITH_IMM | o::IBV_WR_RDMA_READ => unsafe {
-            let len = u64::from(sge.length) * u64::from(raw.num_sge != 0);
-            Some((raw.wr.rdma.rkey, len, &mut raw.wr.rdma.remote_addr))
-        },
-        o::IBV_WR_ATOMIC_CMP_AND_SWP | o::IBV_WR_ATOMIC_FETCH_AND_ADD => unsafe {
-            Some((raw.wr.atomic.rkey, 8, &mut raw.wr.atomic.remote_addr))
-        },
-        _ => None,
-    }
-}
-
-/// A request's remote side ([`ChainList::remote_mut`]): read its rkey and
-/// length, then [`set`](Self::set) its address.
-#[derive(Debug)]
-pub struct RemoteMut<'a, T> {
-    /// The rkey it names.
-    pub rkey: u32,
-    /// The bytes it touches on the remote side.
-    pub len: u64,
-    /// Its record.
-    pub rec: &'a T,
-    /// Where its address is kept: its `Wr`'s, or its encoding's.
-    addr: &'a mut u64,
-    /// Its encoding's too, when both are kept.
-    also: Option<&'a mut u64>,
-}
-
-impl<T> RemoteMut<'_, T> {
-    /// Moves the request's remote address to `addr` (the rkey and length
-    /// as they were).
-    #[inline]
-    pub fn set(self, addr: u64) {
-        *self.addr = addr;
-        if let Some(a) = self.also {
-            *a = addr;
-        }
-    }
 }
 
 /// Empties a slot `ChainList::take_into` fills.
@@ -1013,119 +820,8 @@ mod tests {
         assert_eq!(format!("{:?}", l.iter().collect::<Vec<_>>()), format!("{want:?}"));
     }
 
-    /// A request replaced by any other reads back as the new one, its
-    /// neighbours unchanged, the list's marks (native, inline) as if the
-    /// new one had been pushed there, in both kinds of list; the record
-    /// replaced comes back.
-    #[test]
-    fn a_replaced_request_reads_back_as_pushed() {
-        let kinds = every_kind();
-        let (first, last) = (write(false), write(true));
-        for keep_all in [false, true] {
-            let list = || if keep_all { ChainList::keeping_all() } else { ChainList::new() };
-            for old in &kinds {
-                for new in &kinds {
-                    let mut l = list();
-                    for (w, r) in [(first, 1), (*old, 2), (last, 3)] {
-                        l.push(w, r).unwrap();
-                    }
-                    assert_eq!(l.replace(1, *new, 4).ok(), Some(()), "{new:?} over {old:?}");
-                    let mut fresh = list();
-                    for (w, r) in [(first, 1), (*new, 4), (last, 3)] {
-                        fresh.push(w, r).unwrap();
-                    }
-                    let show = |l: &ChainList<i32>| format!("{:?}", l.iter().collect::<Vec<_>>());
-                    assert_eq!(show(&l), show(&fresh), "{new:?} over {old:?}");
-                    assert_eq!(
-                        (l.has_native(), l.inline8),
-                        (fresh.has_native(), fresh.inline8),
-                        "{new:?} over {old:?}"
-                    );
-                    for i in 0..3 {
-                        // SAFETY: i < len: `raw` and `sge` initialised.
-                        let (a, b) = unsafe {
-                            (
-                                classic_decode(l.slots[i].raw.assume_init_ref(), l.slots[i].sge.assume_init_ref()),
-                                classic_decode(
-                                    fresh.slots[i].raw.assume_init_ref(),
-                                    fresh.slots[i].sge.assume_init_ref(),
-                                ),
-                            )
-                        };
-                        // (An inline write's SGE names its bytes only once
-                        // posted; a native request is not encoded.)
-                        if !l.get(i).unwrap().is_native() && l.inline8 & (1 << i) == 0 {
-                            assert_eq!(format!("{a:?}"), format!("{b:?}"), "request {i}: {new:?} over {old:?}");
-                        }
-                    }
-                    let mut recs = Vec::new();
-                    l.take(3, |i, r| recs.push((i, r)));
-                    assert_eq!(recs, [(0, 1), (1, 4), (2, 3)]);
-                }
-            }
-        }
-        let mut l = ChainList::new();
-        l.push(first, ()).unwrap();
-        assert!(l.replace(1, last, ()).is_err(), "no request 1");
-    }
-
-    /// Every kind's remote side as pushed, moved through `remote_mut` (the
-    /// rest as it was), in both kinds of list; an atomic write's value
-    /// changed by `set_value`; sends have neither.
-    #[test]
-    fn remote_ranges_move_and_atomic_values_change_in_place() {
-        let kinds = every_kind();
-        for keep_all in [false, true] {
-            let mut l = if keep_all { ChainList::keeping_all() } else { ChainList::new() };
-            for (i, w) in kinds.iter().enumerate() {
-                l.push(*w, i).unwrap();
-            }
-            for (i, w) in kinds.iter().enumerate() {
-                let want = match *w {
-                    Wr::Plain(p) => match p.op {
-                        SendOp::Write | SendOp::WriteImm(_) | SendOp::Read => {
-                            Some((p.rkey, p.sge.map_or(0, |g| u64::from(g.length))))
-                        }
-                        SendOp::CompareSwap { .. } | SendOp::FetchAdd(_) => Some((p.rkey, 8)),
-                        _ => None,
-                    },
-                    Wr::Inline8 { rkey, .. } | Wr::AtomicWrite { rkey, .. } => Some((rkey, 8)),
-                    Wr::Flush { rkey, len, .. } => Some((rkey, len as u64)),
-                };
-                let seen = l.remote_mut(i).map(|r| (r.rkey, r.len, *r.rec));
-                assert_eq!(seen, want.map(|(k, n)| (k, n, i)), "{w:?}");
-                let moved = l.remote_mut(i).map(|r| r.set(0x7700 + i as u64)).is_some();
-                let mut expect = *w;
-                match &mut expect {
-                    Wr::Plain(p) if moved => p.remote_addr = 0x7700 + i as u64,
-                    Wr::Inline8 { remote_addr, .. }
-                    | Wr::AtomicWrite { remote_addr, .. }
-                    | Wr::Flush { remote_addr, .. } => *remote_addr = 0x7700 + i as u64,
-                    _ => {}
-                }
-                let valued = l.set_value(i, *b"newvalue");
-                if let Wr::Inline8 { value, .. } | Wr::AtomicWrite { value, .. } = &mut expect {
-                    *value = *b"newvalue";
-                }
-                assert_eq!(valued, matches!(w, Wr::Inline8 { .. } | Wr::AtomicWrite { .. }), "{w:?}");
-                assert_eq!(format!("{:?}", l.get(i).unwrap()), format!("{expect:?}"), "{w:?}");
-                let seen = l.remote_mut(i).map(|r| (r.rkey, r.len));
-                assert_eq!(seen, want, "the rkey and length as they were: {w:?}");
-                if moved && !w.is_native() {
-                    // What the classic post sends (also when the `Wr` is kept).
-                    // SAFETY: i < len: `raw` and `sge` initialised.
-                    let back =
-                        unsafe { classic_decode(l.slots[i].raw.assume_init_ref(), l.slots[i].sge.assume_init_ref()) };
-                    assert_eq!(back.remote_addr, 0x7700 + i as u64, "encoded: {w:?}");
-                }
-            }
-            let n = kinds.len();
-            assert!(l.remote_mut(n).is_none() && !l.set_value(n, [0; 8]));
-        }
-    }
-
     /// The link cache is dropped whenever the requests may have changed
-    /// their links: emptied, replaced (pushes change the count).
+    /// their links: emptied (pushes change the count).
     #[test]
     fn the_link_cache_goes_with_the_requests() {
         let mut l = ChainList::new();
@@ -1133,8 +829,7 @@ mod tests {
         for reset in 0..3 {
             l.linked = (1, 1);
             match reset {
-                0 => l.replace(0, write(false), ()).map_err(|_| ()).unwrap(),
-                1 => l.forget_all(),
+                0 | 1 => l.forget_all(),
                 _ => l.take(1, |_, _| {}),
             }
             assert_eq!(l.linked, (0, 0), "reset {reset}");
@@ -1145,32 +840,6 @@ mod tests {
         l.linked = (1, 1);
         l.clear();
         assert_eq!(l.linked, (0, 0), "clear");
-    }
-
-    /// Written over a request of another opcode, a replace leaves none of
-    /// its bytes: the swap value of a compare-and-swap (past the RDMA
-    /// fields) reads zero once a write took its place.
-    #[test]
-    fn a_replace_over_another_opcode_starts_from_zero() {
-        let sge = Some(Sge { addr: 0x1000, length: 8, lkey: 7 });
-        let cas = Wr::Plain(SendWr {
-            wr_id: 0,
-            op: SendOp::CompareSwap { compare: 1, swap: u64::MAX },
-            sge,
-            remote_addr: 0x3000,
-            rkey: 11,
-            signaled: true,
-            fence: false,
-            inline: false,
-        });
-        let mut l = ChainList::new();
-        l.push(cas, ()).unwrap();
-        l.replace(0, write(true), ()).unwrap();
-        // SAFETY: request 0 is initialised; `swap` lies past the RDMA
-        // variant's fields and padding, written only by the zeroing.
-        let swap = unsafe { l.slots[0].raw.assume_init_ref().wr.atomic.swap };
-        assert_eq!(swap, 0);
-        assert_eq!(format!("{:?}", l.get(0).unwrap()), format!("{:?}", write(true)));
     }
 
     /// `position` (the carried check's and the extended post's walk) sees

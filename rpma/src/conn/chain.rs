@@ -37,15 +37,6 @@ pub const CHAIN_MAX: usize = MAX_CHAIN;
 /// Dropping a chain without posting it posts nothing (and releases the
 /// regions its operations held).
 ///
-/// A chain can also be kept and posted again
-/// ([`post_keep`](Chain::post_keep)), changed in place between posts: an
-/// operation moved within its remote region ([`set_remote`](Chain::set_remote)),
-/// an atomic write's value ([`set_atomic_value`](Chain::set_atomic_value)),
-/// an operation replaced ([`replace_unheld`](Chain::replace_unheld)): for
-/// work of the same shape posted again and again (a log's commit), a kept
-/// chain of unheld operations skips describing, checking and encoding each
-/// operation anew.
-///
 /// See [`Conn::chain`] for an example.
 pub struct Chain<'c> {
     pub(super) conn: &'c Conn,
@@ -117,7 +108,7 @@ impl<'c> Chain<'c> {
         }
         let conn = self.conn;
         let t = conn.target();
-        op.encode(&t, Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append })?;
+        op.encode(&t, Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) })?;
         Ok(self)
     }
 
@@ -168,18 +159,11 @@ impl<'c> Chain<'c> {
         if self.ops.is_full() {
             return Err(chain_is_full());
         }
-        self.put_unheld(op, Append)?;
-        Ok(self)
-    }
-
-    /// Checks `op` and puts it where `at` says, nothing holding its region:
-    /// the push and replace whose callers keep the memory (their contract).
-    #[inline(always)]
-    pub(super) fn put_unheld<O: Operation, P: Place>(&mut self, op: O, at: P) -> Result<()> {
         let conn = self.conn;
         // `hold` is never called on this path (a harmless one if it were).
-        let push = Push::<_, true, P> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold(), at };
-        op.encode(&conn.target(), push)
+        let push = Push::<_, true> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold() };
+        op.encode(&conn.target(), push)?;
+        Ok(self)
     }
 
     /// Appends `op` as the chain's last operation, awaited: signaled, with
@@ -193,7 +177,7 @@ impl<'c> Chain<'c> {
         let conn = self.conn;
         let t = conn.target();
         let given = std::cell::Cell::new(0);
-        let push = Push::<_, false, Append> { ops: &mut self.ops, conn, hold: || op.hold(&t), at: Append };
+        let push = Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) };
         op.encode(&t, super::post::Awaited { inner: push, ctx, given: &given })?;
         Ok(given.get())
     }
@@ -257,18 +241,6 @@ impl<'c> Chain<'c> {
     /// * [`Error::Again`]: the send queue has not enough free slots now.
     /// * [`Error::Provider`]: posting failed, see above.
     pub fn post(&mut self) -> Result<()> {
-        // SAFETY: not kept: each unheld operation's push or replace made
-        // the contract for this post.
-        unsafe { self.post_as::<false>() }
-    }
-
-    /// [`post`](Chain::post), and when `KEEP` [`post_keep`](Chain::post_keep).
-    ///
-    /// # Safety
-    /// When `KEEP`, as [`post_keep`](Chain::post_keep): the unheld
-    /// operations' memory is kept for this post too.
-    #[inline(always)]
-    pub(super) unsafe fn post_as<const KEEP: bool>(&mut self) -> Result<()> {
         let parts = &self.conn.parts;
         let qp = parts.qp()?;
         if self.ops.has_native() {
@@ -276,37 +248,17 @@ impl<'c> Chain<'c> {
         }
         if self.ops.has_unheld() {
             if self.ops.is_untracked() && !parts.unheld_recorded.load(Relaxed) {
-                // SAFETY: every operation was added by an `unsafe` push or
-                // replace, whose callers keep its memory (for a kept chain
-                // renewed for each post: this function's contract).
-                return unsafe {
-                    match KEEP {
-                        false => self.ops.post_untracked(qp),
-                        true => self.ops.post_untracked_kept(qp),
-                    }
-                };
+                // SAFETY: every operation was added by the `unsafe`
+                // `push_unheld`, whose callers keep its memory.
+                return unsafe { self.ops.post_untracked(qp) };
             }
             // Recorded: so must the connection's later unheld posts be
             // (their completions could not retire this chain's entries).
             parts.unheld_recorded.store(true, Relaxed);
         }
-        match KEEP {
-            // Refuses an empty chain (Error::Inval).
-            false => parts.send.post_chain(qp, &mut self.ops),
-            true => post_copy(parts, qp, &self.ops),
-        }
+        // Refuses an empty chain (Error::Inval).
+        parts.send.post_chain(qp, &mut self.ops)
     }
-}
-
-/// [`Chain::post_keep`] of a chain with a record: a copy of its records
-/// (holds cloned) posted, the chain kept.
-#[cold]
-#[inline(never)]
-fn post_copy(parts: &super::parts::ConnParts, qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
-    let mut copy = SendChain::new(ops.has_native());
-    ops.copy_into(&mut copy);
-    // Refuses an empty chain (Error::Inval).
-    parts.send.post_chain(qp, &mut copy)
 }
 
 /// Whether the QP's extended interface carries every operation of a chain
@@ -331,58 +283,24 @@ fn not_carried(i: usize) -> Error {
 }
 
 /// The sink of [`Chain::push`]: the request appended with what holds it;
-/// `UNHELD` ([`Chain::push_unheld`]): with
-/// nothing holding it, where `at` puts it ([`Append`], or [`At`] for
-/// [`Chain::replace_unheld`]).
-struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool, P: Place> {
+/// `UNHELD` ([`Chain::push_unheld`]): with nothing holding it.
+struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool> {
     ops: &'a mut SendChain,
     conn: &'c Conn,
     hold: H,
-    at: P,
 }
 
-/// Where [`Push`] puts a request nothing holds.
-pub(super) trait Place {
-    /// Puts `wr` into `ops`.
-    ///
-    /// # Safety
-    /// As [`SendChain::push_unheld`].
-    unsafe fn put(self, ops: &mut SendChain, wr: Wr, ctx: u64, kind: crate::wrid::CompletionOp) -> R<()>;
-}
-
-/// After the chain's operations (the pushes).
-struct Append;
-
-impl Place for Append {
-    #[inline(always)]
-    unsafe fn put(self, ops: &mut SendChain, wr: Wr, ctx: u64, kind: crate::wrid::CompletionOp) -> R<()> {
-        // SAFETY: the caller's contract.
-        unsafe { ops.push_unheld(wr, ctx, kind) }
-    }
-}
-
-/// In place of operation `.0` (the replaces).
-pub(super) struct At(pub(super) usize);
-
-impl Place for At {
-    #[inline(always)]
-    unsafe fn put(self, ops: &mut SendChain, wr: Wr, ctx: u64, kind: crate::wrid::CompletionOp) -> R<()> {
-        // SAFETY: the caller's contract.
-        unsafe { ops.replace_unheld(self.0, wr, ctx, kind) }
-    }
-}
-
-impl<H: FnOnce() -> Hold, const UNHELD: bool, P: Place> Push<'_, '_, H, UNHELD, P> {
+impl<H: FnOnce() -> Hold, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn push(self, m: Meta, wr: Wr) -> R<()> {
         if UNHELD {
             return match m.hold {
-                // SAFETY: the callers of `push_unheld`
-                // and the replaces keep the operation's region (`HoldBy::Op`); the flush
-                // region is the connection's own and outlives its QP;
-                // `Nothing` names no local memory.
+                // SAFETY: the callers of `push_unheld` keep the
+                // operation's region (`HoldBy::Op`); the flush region is
+                // the connection's own and outlives its QP; `Nothing` names
+                // no local memory.
                 HoldBy::Op | HoldBy::FlushRegion | HoldBy::Nothing => unsafe {
-                    self.at.put(self.ops, wr, m.ctx, m.kind)
+                    self.ops.push_unheld(wr, m.ctx, m.kind)
                 },
                 HoldBy::LentBytes | HoldBy::List => Err(not_chained(m.hold)),
             };
@@ -397,7 +315,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool, P: Place> Push<'_, '_, H, UNHELD, 
     }
 }
 
-impl<H: FnOnce() -> Hold, const UNHELD: bool, P: Place> Sink for Push<'_, '_, H, UNHELD, P> {
+impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> R<()> {
         self.push(m, Wr::Plain(wr))

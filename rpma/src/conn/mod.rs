@@ -6,7 +6,6 @@
 mod chain;
 mod data;
 mod events;
-mod kept;
 mod parts;
 mod post;
 mod sg;

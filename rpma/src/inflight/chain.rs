@@ -5,7 +5,7 @@
 
 use super::send::needs_hold;
 use super::{Entry, Hold};
-use crate::error::{Detail, Error, Msg, Result};
+use crate::error::{Error, Result};
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::chain::{ChainList, OwnIds, MAX_CHAIN};
 use rpma_sys::wr::Wr;
@@ -118,52 +118,6 @@ impl SendChain {
         Ok(())
     }
 
-    /// Puts `wr`, whose completion reports `ctx` and `kind`, in place of
-    /// operation `i`, with nothing holding its local memory (as
-    /// [`push_unheld`](Self::push_unheld)): in a chain whose every
-    /// operation was added so.
-    ///
-    /// # Safety
-    /// As [`push_unheld`](Self::push_unheld).
-    ///
-    /// # Errors
-    /// [`Error::Inval`]: there is no operation `i`, or one of the chain's
-    /// operations was added by [`push`](Self::push).
-    #[inline(always)]
-    pub(crate) unsafe fn replace_unheld(&mut self, i: usize, wr: Wr, ctx: u64, kind: CompletionOp) -> Result<()> {
-        let n = self.ops.len();
-        if usize::from(self.unheld) != n || i >= n {
-            return Err(not_replaced(i, n, self.unheld));
-        }
-        let signaled = wr.signaled();
-        // Only an operation whose op context fits has an ID here (every
-        // one was added unheld: its push or replace set it).
-        let old_fit = self.ops.wr_id(i) != 0;
-        self.ops.replace(i, wr, Entry::plain(ctx, kind, signaled, None)).map_err(|_| not_replaced(i, n, 0))?;
-        let id = wrid::untracked_id(kind, ctx);
-        self.ops.set_wr_id(i, id.unwrap_or(0));
-        // At most MAX_CHAIN, and at least 1 when `old_fit`: no wrap.
-        self.fit = self.fit.wrapping_sub(u8::from(old_fit)).wrapping_add(u8::from(id.is_some()));
-        if i + 1 == n {
-            self.last_signaled = signaled;
-        }
-        Ok(())
-    }
-
-    /// Operation `i`'s remote side, to read (its rkey, length and entry,
-    /// whose kind it is) and move; `None` past the end or for a send.
-    #[inline]
-    pub(crate) fn remote_mut(&mut self, i: usize) -> Option<rpma_sys::chain::RemoteMut<'_, Entry>> {
-        self.ops.remote_mut(i)
-    }
-
-    /// Gives operation `i`, an atomic write, the bytes `value`; false for
-    /// another operation.
-    #[inline]
-    pub(crate) fn set_value(&mut self, i: usize, value: [u8; 8]) -> bool {
-        self.ops.set_value(i, value)
-    }
-
     /// Whether an operation was added by [`push_unheld`](Self::push_unheld).
     #[inline]
     pub(crate) fn has_unheld(&self) -> bool {
@@ -194,8 +148,12 @@ impl SendChain {
     /// [`SendTracker::post_chain`].
     #[inline]
     pub(crate) unsafe fn post_untracked(&mut self, qp: &rpma_sys::qp::Qp) -> Result<()> {
-        // SAFETY: this function's contract, passed on.
-        let res = unsafe { self.post_untracked_kept(qp) };
+        let n = self.ops.len();
+        let native = self.ops.has_native();
+        // SAFETY: every operation was added by `push_unheld` (whose callers
+        // keep its memory: this function's contract), which gave it its ID
+        // (`is_untracked`: each op context fit).
+        let res = unsafe { qp.post_send(&mut self.ops, OwnIds) }.map_err(|(k, e)| chain_failed(n, native, k, e));
         // No record holds anything (`push_unheld` gives none): forgotten
         // rather than dropped one by one.
         self.ops.forget_all();
@@ -203,57 +161,6 @@ impl SendChain {
         (self.unheld, self.fit) = (0, 0);
         res
     }
-
-    /// Posts the chain as [`post_untracked`](Self::post_untracked) does,
-    /// and keeps it: to be posted again, its operations replaced or not.
-    ///
-    /// # Safety
-    /// As [`post_untracked`](Self::post_untracked), for this posting.
-    ///
-    /// # Errors
-    /// As [`post_untracked`](Self::post_untracked).
-    #[inline(always)]
-    pub(crate) unsafe fn post_untracked_kept(&mut self, qp: &rpma_sys::qp::Qp) -> Result<()> {
-        let n = self.ops.len();
-        let native = self.ops.has_native();
-        // SAFETY: every operation was added by `push_unheld` or
-        // `replace_unheld` (whose callers keep its memory: this function's
-        // contract), which gave it its ID (`is_untracked`: each op context
-        // fit).
-        let res = unsafe { qp.post_send(&mut self.ops, OwnIds) };
-        res.map_err(|(k, e)| chain_failed(n, native, k, e))
-    }
-
-    /// Makes the empty `into` a copy of the chain, each operation with a
-    /// copy of its entry (its hold cloned): posted, recorded, in place of
-    /// a chain kept.
-    #[inline]
-    pub(crate) fn copy_into(&self, into: &mut SendChain) {
-        self.ops.copy_into(&mut into.ops, |e| Entry::plain(e.ctx, e.kind, e.signaled, e.hold.clone()));
-        (into.last_signaled, into.unheld, into.fit) = (self.last_signaled, self.unheld, self.fit);
-    }
-}
-
-/// Why an operation was not replaced.
-#[cold]
-#[inline(never)]
-fn not_replaced(i: usize, n: usize, unheld: u8) -> Error {
-    if i >= n {
-        return no_such_op(i, n);
-    }
-    Error::inval(format!(
-        "chain operation {i}: only {unheld} of the chain's {n} operations were added by push_unheld; \
-         replacing works on a chain whose every operation was (the others hold their regions until their completions)"
-    ))
-}
-
-/// A chain of `n` has no operation `i`.
-#[cold]
-#[inline(never)]
-pub(crate) fn no_such_op(i: usize, n: usize) -> Error {
-    let text = format!("chain operation {i}: the chain holds {n} operations (0..{n})");
-    let what = "chain operation".to_string();
-    Error::Inval(Msg::detailed(Detail::OutOfRange { what, offset: i as u64, len: 1, size: n as u64 }, text))
 }
 
 /// A full chain's error.

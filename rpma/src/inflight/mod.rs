@@ -18,7 +18,7 @@ pub(crate) mod lock;
 mod recv;
 mod send;
 pub(crate) mod untracked;
-pub(crate) use chain::{chain_is_full, no_such_op, SendChain};
+pub(crate) use chain::{chain_is_full, SendChain};
 pub(crate) use recv::RecvTracker;
 pub(crate) use send::SendTracker;
 

@@ -737,25 +737,6 @@ fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
     })
 }
 
-/// The remote address of a chained operation of kind `kind`, touching
-/// `len` bytes, moved to `offset` of `remote`
-/// ([`Chain::set_remote`](crate::Chain::set_remote)): the checks its push
-/// makes of a remote range, the range and an atomic's alignment.
-///
-/// # Errors
-/// [`Error::Inval`]: the range leaves the region; a misaligned atomic.
-#[inline(always)]
-pub(crate) fn moved_remote(kind: CompletionOp, remote: &MrRemote, offset: u64, len: u64) -> Result<u64> {
-    const WHAT: &str = "set_remote: offset";
-    remote.check_range(WHAT, offset, len)?;
-    match kind {
-        CompletionOp::AtomicWrite => check_atomic_write_offset(offset)?,
-        CompletionOp::CompareSwap | CompletionOp::FetchAdd => check_atomic_addr(WHAT, remote.addr(), offset)?,
-        _ => {}
-    }
-    Ok(remote.addr().wrapping_add(offset))
-}
-
 /// An atomic write's destination offset: a multiple of
 /// [`ATOMIC_WRITE_ALIGNMENT`] (librpma's check).
 ///
