@@ -11,7 +11,7 @@
 //!
 //! `cargo bench --bench data_path` (RPMA_BENCH_ITERS, RPMA_BENCH_ROUNDS).
 
-use rpma::utils::{get_ibv_context, ContextType};
+use rpma::device::{get_ibv_context, ContextType};
 use rpma::ops::{Read, Write};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, Peer, Usage};
 use rpma_harness::stats::median;

@@ -25,7 +25,7 @@
 mod common;
 use common::{Args, Res};
 use rpma::aio::{accept, AsyncConn, AsyncEp};
-use rpma::utils::ConnEvent;
+use rpma::conn::ConnEvent;
 use rpma::{AlignedBuf, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, MwAccess, Peer, Usage};
 use std::time::Instant;
 

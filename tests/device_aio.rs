@@ -6,8 +6,8 @@
 mod common;
 use common::{peer, raise_fd_limit, T};
 use rpma::aio::AsyncConn;
+use rpma::conn::ConnEvent;
 use rpma::error::Detail;
-use rpma::utils::ConnEvent;
 use rpma::{AlignedBuf, Ep, Flags, FlushType, MrLocal, MrRemote, MwAccess, Peer, Usage};
 use rpma_harness::{addr, device_tests, next_port};
 use std::sync::Arc;

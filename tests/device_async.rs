@@ -5,7 +5,7 @@
 mod common;
 use common::peer;
 use rpma::aio::{accept, connect, AsyncConnEvents, AsyncCq, AsyncEp};
-use rpma::utils::ConnEvent;
+use rpma::conn::ConnEvent;
 use rpma::{AlignedBuf, ConnCfg, Ep, Flags, MrLocal, MrRemote, Usage};
 use rpma_harness::{addr, device_tests, next_port};
 use std::os::fd::{AsFd, AsRawFd};

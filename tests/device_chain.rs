@@ -187,7 +187,7 @@ device_tests!({
         // Bytes lent for one call and lists of ranges are posted alone.
         let e = ch.push(rpma::ops::WriteInline::new(&remote, 0, b"lent")).unwrap_err();
         assert_eq!(e.code(), RPMA_E_NOSUPP, "inline bytes in a chain: {e}");
-        let list = [rpma::Sg::new(&src, 0, 4)];
+        let list = [rpma::ops::Sg::new(&src, 0, 4)];
         let e = ch.push(rpma::ops::WriteSg::new(&remote, 0, &list)).unwrap_err();
         assert_eq!(e.code(), RPMA_E_NOSUPP, "a list in a chain: {e}");
         assert_eq!(ch.len(), 2, "failed operations are not added");

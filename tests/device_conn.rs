@@ -4,9 +4,9 @@
 
 use rpma::error::Detail;
 use rpma::error::{RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_NO_EVENT, RPMA_E_SHARED_CHANNEL};
-use rpma::ops::{Read, ReadSg, Recv, Write, WriteSg};
+use rpma::ops::{Read, ReadSg, Recv, Sg, Write, WriteSg};
 use rpma::{
-    AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Sg, Srq,
+    AlignedBuf, CompletionOp, ConnCfg, ConnEvent, ConnReq, Ep, Flags, FlushType, MrLocal, MrRemote, PeerCfg, Srq,
     SrqCfg, Usage, WcStatus,
 };
 mod common;
@@ -678,7 +678,7 @@ device_tests!({
         assert_eq!((wc.op_context, wc.op, wc.byte_len), (51, CompletionOp::Recv, 7));
         // A receive as an operation: a list of one element (the SRQ takes
         // one SGE per receive; two are refused before posting).
-        let two = [rpma::Sg::new(&smr, 32, 16), rpma::Sg::new(&smr, 48, 16)];
+        let two = [rpma::ops::Sg::new(&smr, 32, 16), rpma::ops::Sg::new(&smr, 48, 16)];
         assert_eq!(srq.post(rpma::ops::RecvSg::new(&two)).unwrap_err().code(), RPMA_E_INVAL);
         srq.post(rpma::ops::RecvSg::new(&two[..1]).op_context(53)).unwrap();
         c.send(&cmr, 0, 7, Flags::COMPLETION_ALWAYS, 54).unwrap();

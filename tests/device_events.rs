@@ -4,14 +4,15 @@
 
 mod common;
 use common::{peer, server_region, Pair, T};
-use rpma::utils::{set_nonblocking, DeviceEvent, DeviceEventKind};
+use rpma::device::{DeviceEvent, DeviceEventKind};
+use rpma::utils::set_nonblocking;
 use rpma::{AlignedBuf, Flags, MrLocal, MrRemote, Usage, WcStatus};
 use rpma_harness::{device_tests, in_vm};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Every event the context reports within `window`.
-fn events_within(ctx: &rpma::utils::IbvContext, window: Duration) -> Vec<DeviceEvent> {
+fn events_within(ctx: &rpma::device::IbvContext, window: Duration) -> Vec<DeviceEvent> {
     let t0 = Instant::now();
     let mut got = Vec::new();
     while let Some(left) = window.checked_sub(t0.elapsed()) {
@@ -42,7 +43,7 @@ fn settled() {
     let t0 = Instant::now();
     let port_active =
         || std::fs::read_to_string("/sys/class/infiniband/rxe0/ports/1/state").is_ok_and(|s| s.contains("ACTIVE"));
-    let resolves = || rpma::utils::get_ibv_context(&rpma_harness::addr(), rpma::utils::ContextType::Local).is_ok();
+    let resolves = || rpma::device::get_ibv_context(&rpma_harness::addr(), rpma::device::ContextType::Local).is_ok();
     while !(port_active() && resolves()) {
         assert!(t0.elapsed() < T, "rxe0 did not come back after the link went up");
         std::thread::sleep(Duration::from_millis(20));

@@ -185,7 +185,14 @@ device_tests!({
         assert!(epfd >= 0, "epoll_create1: {}", std::io::Error::last_os_error());
         for (i, (c, _)) in pairs.iter().enumerate() {
             let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: i as u64 };
-            let rc = unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, c.compl_fd().unwrap(), &mut ev) };
+            let rc = unsafe {
+                libc::epoll_ctl(
+                    epfd,
+                    libc::EPOLL_CTL_ADD,
+                    std::os::fd::AsRawFd::as_raw_fd(&c.compl_fd().unwrap()),
+                    &mut ev,
+                )
+            };
             assert_eq!(rc, 0, "epoll_ctl: {}", std::io::Error::last_os_error());
         }
         // Per connection: records done, and whether the read-back is in flight.

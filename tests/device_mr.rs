@@ -2,15 +2,15 @@
 //! device (Soft-RoCE in the harness VM when the host has none).
 
 mod common;
+use rpma::device::ContextType;
 use rpma::error::Detail;
 use rpma::error::{RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_PROVIDER};
-use rpma::utils::{self, ContextType};
 use rpma::{Access, Advice, AdviseFlags, AlignedBuf, MrLocal, MrRemote, Peer, Usage};
 use rpma_harness::{addr, device_tests, in_vm};
 use std::time::Duration;
 
 fn peer() -> Peer {
-    let ctx = utils::get_ibv_context(&addr(), ContextType::Local).expect("device context for RPMA_TEST_ADDR");
+    let ctx = rpma::device::get_ibv_context(&addr(), ContextType::Local).expect("device context for RPMA_TEST_ADDR");
     Peer::new(&ctx).expect("peer")
 }
 
@@ -57,21 +57,21 @@ fn refused_on_dram<M: rpma::RegMemory>(p: &Peer, u: Usage, dram: M) -> bool {
 
 device_tests!({
     fn context_local_is_the_test_device() {
-        let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let ctx = rpma::device::get_ibv_context(&addr(), ContextType::Local).unwrap();
         if let Ok(dev) = std::env::var("RPMA_TEST_DEVICE") {
             assert_eq!(ctx.device_name(), dev);
         }
     }
 
     fn context_remote_resolves_to_the_test_device() {
-        let local = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
-        let remote = utils::get_ibv_context(&addr(), ContextType::Remote).unwrap();
+        let local = rpma::device::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let remote = rpma::device::get_ibv_context(&addr(), ContextType::Remote).unwrap();
         assert_eq!(local.device_name(), remote.device_name());
     }
 
     fn context_for_address_without_device_is_provider_error() {
         // 192.0.2.200 is in the test subnet but assigned to no interface.
-        let e = utils::get_ibv_context("192.0.2.200", ContextType::Local).unwrap_err();
+        let e = rpma::device::get_ibv_context("192.0.2.200", ContextType::Local).unwrap_err();
         assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
         assert!(e.errno().is_some(), "the errno is kept: {e:?}");
         // The text is what is tested.
@@ -81,7 +81,7 @@ device_tests!({
     fn context_remote_resolution_of_an_unroutable_address_fails() {
         // No route to TEST-NET-2 from the test host: the kernel refuses the
         // resolution at once (ENETUNREACH), it does not wait for the timeout.
-        let r = utils::get_ibv_context_timeout("198.51.100.77", ContextType::Remote, Duration::from_millis(500));
+        let r = rpma::device::get_ibv_context_timeout("198.51.100.77", ContextType::Remote, Duration::from_millis(500));
         let e = r.expect_err("no device reaches 198.51.100.77");
         assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
         assert_eq!(e.errno(), Some(libc::ENETUNREACH), "{e}");
@@ -98,10 +98,10 @@ device_tests!({
     }
 
     fn peer_reports_probed_capabilities() {
-        let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let ctx = rpma::device::get_ibv_context(&addr(), ContextType::Local).unwrap();
         let p = Peer::new(&ctx).unwrap();
         let c = p.capabilities();
-        assert_eq!(c.odp, utils::is_odp_capable(&ctx).unwrap());
+        assert_eq!(c.odp, rpma::device::is_odp_capable(&ctx).unwrap());
         assert_eq!(p.is_odp_capable(), c.odp);
         assert_eq!(p.is_native_flush_supported(), c.native_flush);
         assert_eq!(p.is_native_atomic_write_supported(), c.native_atomic_write);
@@ -469,14 +469,14 @@ device_tests!({
     /// among its GIDs' IPs, and the first errors name that address.
     fn discovery_and_first_errors() {
         let devs = rpma::device::devices();
-        let ctx = utils::get_ibv_context(&addr(), ContextType::Local).unwrap();
+        let ctx = rpma::device::get_ibv_context(&addr(), ContextType::Local).unwrap();
         let d = devs.iter().find(|d| d.name == ctx.device_name()).expect("the test's device is listed");
         let ips: Vec<String> =
             d.ports.iter().flat_map(|p| &p.gids).filter_map(|g| g.ip).map(|ip| ip.to_string()).collect();
         assert!(d.ports.iter().any(|p| p.is_active()), "{d:?}");
         assert!(ips.contains(&addr()), "{} among {}'s addresses {ips:?}", addr(), d.name);
         println!("  {}: {} port(s), addresses {ips:?}", d.name, d.ports.len());
-        let e = utils::get_ibv_context("127.0.0.1", ContextType::Local).unwrap_err();
+        let e = rpma::device::get_ibv_context("127.0.0.1", ContextType::Local).unwrap_err();
         assert_eq!(e.detail(), Some(&Detail::NoDevice { addr: Some("127.0.0.1".into()), loopback: true }), "{e}");
         // The hint is the subject: the address to use instead.
         assert!(e.to_string().contains(&format!("{} ({})", addr(), d.name)), "{e}");

@@ -3,8 +3,9 @@
 //! host has no device.
 
 use rpma::error::{Detail, RPMA_E_INVAL};
-use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Sg, Usage, WcStatus};
+use rpma::ops::Sg;
 use rpma::ops::{ReadSg, RecvSg, SendInline, SendSg, WriteInline, WriteSg};
+use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Usage, WcStatus};
 mod common;
 use common::{close, peer, server_region, Pair, T};
 use rpma_harness::device_tests;

@@ -71,7 +71,7 @@ device_tests!({
         let path = format!("{}/rpma-soak-{}", std::env::temp_dir().display(), std::process::id());
         let _ = std::fs::remove_file(&path);
         let peer =
-            Peer::new(&rpma::utils::get_ibv_context(&addr(), rpma::utils::ContextType::Remote).unwrap()).unwrap();
+            Peer::new(&rpma::device::get_ibv_context(&addr(), rpma::device::ContextType::Remote).unwrap()).unwrap();
         let mut rng = Rng(0x50a4_5eed);
         let mut acked: Vec<(u64, u64)> = Vec::new();
         let mut seq = 0u64;

@@ -510,7 +510,7 @@ device_tests!({
                 seen("send_with_imm", c.send_with_imm(&mr, a, b, Flags::COMPLETION_ALWAYS, 1, 12));
                 inval("recv", c.recv(&mr, a, b, 13), a, b, 4096);
                 let r = c
-                    .post(WriteSg::new(&remote, 0, &[rpma::Sg::new(&mr, a, b)]).op_context(14))
+                    .post(WriteSg::new(&remote, 0, &[rpma::ops::Sg::new(&mr, a, b)]).op_context(14))
                     .map(|()| drain(&c));
                 inval("write_sg", r, a, b, 4096);
                 let r = c

@@ -41,7 +41,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::Result<()>>();
     send_sync::<rpma::error::Msg>();
     send_sync::<SharedCq>();
-    send_sync::<Sg<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::Sg<'static, AlignedBuf>>();
     send_sync::<RetryBudget>();
     send_sync::<Capabilities>();
     send_sync::<Advice>();
@@ -49,9 +49,9 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<WcStatus>();
     send_sync::<FlushType>();
     send_sync::<ConnEvent>();
-    send_sync::<rpma::utils::ContextType>();
-    send_sync::<rpma::utils::DeviceEvent>();
-    send_sync::<rpma::utils::DeviceEventKind>();
+    send_sync::<rpma::device::ContextType>();
+    send_sync::<rpma::device::DeviceEvent>();
+    send_sync::<rpma::device::DeviceEventKind>();
     send_sync::<DeregError<AlignedBuf>>();
     send_sync::<rpma::rereg::ReregError<AlignedBuf, AlignedBuf>>();
     send_sync::<rpma::rereg::ReregHow>();

@@ -9,7 +9,7 @@
 //! through it (one read in flight, round robin), printing the rate.
 
 use crate::rpma_side::{expect, peer, T};
-use rpma::utils::ContextType;
+use rpma::device::ContextType;
 use rpma::{AlignedBuf, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, MwAccess, Usage};
 use std::time::{Duration, Instant};
 

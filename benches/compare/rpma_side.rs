@@ -12,8 +12,8 @@
 //! connection's private data.
 
 use crate::stats::{self, Lat};
+use rpma::device::{get_ibv_context, ContextType};
 use rpma::ops::{AtomicWrite, Flush, Read, Write};
-use rpma::utils::{get_ibv_context, ContextType};
 use rpma::{
     AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
     MrRemote, Peer, RawMemory, SharedCq, Usage,
@@ -233,7 +233,10 @@ pub fn client_scch(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     let conns = connect_many(&peer, addr, port, &cfg, n)?;
     for (i, (conn, _)) in conns.iter().enumerate() {
         let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: i as u64 };
-        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, conn.compl_fd()?, &mut ev) } != 0 {
+        if unsafe {
+            libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, std::os::fd::AsRawFd::as_raw_fd(&conn.compl_fd()?), &mut ev)
+        } != 0
+        {
             return Err(std::io::Error::last_os_error().into());
         }
     }
@@ -1107,7 +1110,6 @@ fn client_ir_commit_unheld(c: Client, iters: usize) -> Res<()> {
     drop(ch);
     c.close()
 }
-
 
 /// The `read_async` case of `ir`: the same 8-byte read, awaited on an
 /// `rpma::aio::AsyncConn` on a current-thread runtime (its reaper task

@@ -6,7 +6,7 @@
 //! the example's default arguments.
 #![allow(dead_code)]
 
-use rpma::utils::{get_ibv_context, ContextType};
+use rpma::device::{get_ibv_context, ContextType};
 use rpma::{Completion, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Peer, WcStatus};
 use std::os::fd::AsFd;
 use std::process::{exit, Command};
@@ -167,7 +167,7 @@ pub fn wait_ok(cq: &Cq) -> Res<Completion> {
 /// message (librpma's own server then waits forever). Waits on `cq`'s
 /// channel, or on the connection's shared one when it has one.
 pub fn completion_or_close(conn: &Conn, cq: &Cq) -> Res<Option<Completion>> {
-    let shared = conn.compl_as_fd().ok();
+    let shared = conn.compl_fd().ok();
     let fds = [shared.unwrap_or_else(|| cq.as_fd()), conn.as_fd()];
     let deadline = Instant::now() + timeout();
     loop {

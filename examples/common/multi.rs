@@ -61,7 +61,7 @@ pub fn name_for(seed: u64) -> &'static str {
 }
 
 fn completion_fd(conn: &Conn, shared: bool) -> Res<BorrowedFd<'_>> {
-    Ok(if shared { conn.compl_as_fd()? } else { conn.cq().as_fd() })
+    Ok(if shared { conn.compl_fd()? } else { conn.cq().as_fd() })
 }
 
 /// Starts disconnecting client `i` (the server goes on whatever happens).

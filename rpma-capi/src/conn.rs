@@ -214,7 +214,7 @@ macro_rules! conn_get {
 
 conn_get!(rpma_conn_get_event_fd, c_int, |c| c.event_fd());
 conn_get!(rpma_conn_get_qp_num, u32, |c| c.qp_num());
-conn_get!(rpma_conn_get_compl_fd, c_int, |c| c.compl_fd()?);
+conn_get!(rpma_conn_get_compl_fd, c_int, |c| std::os::fd::AsRawFd::as_raw_fd(&c.compl_fd()?));
 conn_get!(rpma_conn_get_cq, *mut Cq, |c| (c.cq() as *const Cq).cast_mut());
 conn_get!(rpma_conn_get_rcq, *mut Cq, |c| c.rcq().map_or(std::ptr::null_mut(), |r| (r as *const Cq).cast_mut()));
 

@@ -17,8 +17,9 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
+use rpma::ops::Sg;
 use rpma::ops::{AtomicWrite, Flush, Read, ReadSg, Recv, RecvSg, Send, SendSg, Write, WriteSg};
-use rpma::{Conn, Error, Flags, FlushType, MrRemote, RawMemory, Sg};
+use rpma::{Conn, Error, Flags, FlushType, MrRemote, RawMemory};
 
 use crate::mr::RpmaMrLocal;
 use crate::{guard_hot, null, obj};

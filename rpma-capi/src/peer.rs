@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use rpma::utils::{self, ContextType};
+use rpma::device::ContextType;
 use rpma::{Error, IbvContext, Peer, PeerCfg};
 
 use crate::{cstr, give, guard, null, obj, out, take, Locked};
@@ -48,7 +48,7 @@ pub unsafe extern "C" fn rpma_utils_get_ibv_context(
             1 => ContextType::Remote,
             t => return Err(Error::inval(format!("context type {t} is neither LOCAL (0) nor REMOTE (1)"))),
         };
-        let ctx = utils::get_ibv_context(addr, kind)?;
+        let ctx = rpma::device::get_ibv_context(addr, kind)?;
         let raw = ctx.as_raw();
         let mut known = CONTEXTS.lock().unwrap_or_else(|e| e.into_inner());
         if !known.iter().any(|c| c.as_raw() == raw) {
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn rpma_utils_ibv_context_is_odp_capable(
     guard("rpma_utils_ibv_context_is_odp_capable", || {
         let o = out(is_odp_capable, "is_odp_capable")?;
         let ctx = context_of(ibv_ctx)?;
-        let yes = utils::is_odp_capable(&ctx)?;
+        let yes = rpma::device::is_odp_capable(&ctx)?;
         // SAFETY: checked non-NULL output.
         unsafe { o.write(c_int::from(yes)) };
         Ok(())
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn rpma_utils_ibv_context_is_odp_capable(
 pub extern "C" fn rpma_utils_conn_event_2str(conn_event: c_int) -> *const c_char {
     static TEXTS: std::sync::OnceLock<Vec<(c_int, std::ffi::CString)>> = std::sync::OnceLock::new();
     // -1 ..= 4: librpma's events; 5: one rpma calls unsupported, as any other.
-    crate::c_text(&TEXTS, &[-1, 0, 1, 2, 3, 4], 5, utils::conn_event_value_2str, conn_event)
+    crate::c_text(&TEXTS, &[-1, 0, 1, 2, 3, 4], 5, rpma::conn::conn_event_value_2str, conn_event)
 }
 
 /// `rpma_peer_new`.
@@ -229,7 +229,7 @@ mod tests {
         for v in -2..=6 {
             // SAFETY: a static NUL-terminated string.
             let s = unsafe { std::ffi::CStr::from_ptr(rpma_utils_conn_event_2str(v)) };
-            assert_eq!(s.to_str().unwrap(), utils::conn_event_value_2str(v), "event {v}");
+            assert_eq!(s.to_str().unwrap(), rpma::conn::conn_event_value_2str(v), "event {v}");
         }
     }
 }

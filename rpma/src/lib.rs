@@ -62,7 +62,7 @@ mod wire;
 mod wrid;
 
 pub use common_data::CommonData;
-pub use conn::{Chain, Conn, ConnEvent, Flags, FlushType, RetryBudget, Sg};
+pub use conn::{Chain, Conn, ConnEvent, RetryBudget};
 pub use conn_cfg::ConnCfg;
 pub use conn_req::ConnReq;
 pub use cq::{Completion, CompletionOp, Cq, SharedCq, WcStatus};
@@ -74,6 +74,7 @@ pub use memory::{AlignedBuf, MappedFile, RawMemory, RegMemory};
 pub use mr::rereg;
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
 pub use mw::{Mw, MwAccess, MwType};
+pub use ops::{Flags, FlushType};
 pub use peer::{Capabilities, Peer};
 pub use peer_cfg::PeerCfg;
 pub use srq::{Srq, SrqCfg};

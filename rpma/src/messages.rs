@@ -2,12 +2,13 @@
 //! domain, in the spirit of librdmacm's `rdma_reg_msgs`, `rdma_reg_read` and
 //! `rdma_reg_write`.
 
-use crate::conn::{Conn, Flags};
+use crate::conn::Conn;
 use crate::conn_req::ConnReq;
 use crate::cq::Completion;
 use crate::error::{Error, Result};
 use crate::memory::AlignedBuf;
 use crate::mr::{MrLocal, Usage};
+use crate::ops::Flags;
 use crate::peer::Peer;
 
 /// The access of the slots, as librdmacm's registration helpers grant it.

@@ -3,13 +3,12 @@
 //! CQs and completion channels, which no one of them owns. Both take the fds
 //! borrowed ([`AsFd`]: [`Ep`](crate::Ep), [`Conn`](crate::Conn) (its event
 //! fd), [`Cq`](crate::Cq), [`SharedCq`](crate::SharedCq),
-//! [`IbvContext`], and [`Conn::compl_as_fd`](crate::Conn::compl_as_fd)), so
+//! [`IbvContext`](crate::IbvContext), and [`Conn::compl_fd`](crate::Conn::compl_fd)), so
 //! they act only on fds that are open for the call.
 //!
-//! The names librpma files under `rpma_utils_*` are re-exported here from
-//! their owners, so `rpma::utils::X` keeps working: the device handle,
-//! lookup and events from [`device`](crate::device), [`ConnEvent`] and its
-//! strings from [`conn`](crate::conn).
+//! What librpma files under `rpma_utils_*` lives with its owner: the device
+//! lookup, handle and events in [`device`](crate::device), the connection
+//! events' strings in [`conn`](crate::conn).
 //!
 //! ```no_run
 //! # #[allow(dead_code)]
@@ -23,26 +22,10 @@
 //! }
 //! # Ok(()) }
 //! ```
-//!
-//! The re-exported paths are the same items as their owners':
-//!
-//! ```no_run
-//! use rpma::utils::{get_ibv_context_timeout, ContextType};
-//! let ctx: rpma::device::IbvContext =
-//!     get_ibv_context_timeout("192.0.2.1", ContextType::Remote, std::time::Duration::from_millis(500))?;
-//! println!("{}", ctx.device_name());
-//! # Ok::<(), rpma::Error>(())
-//! ```
 
 use crate::error::{Error, Result};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
-
-pub use crate::conn::{conn_event_2str, conn_event_value_2str, ConnEvent};
-pub use crate::device::{
-    get_ibv_context, get_ibv_context_timeout, is_odp_capable, ContextType, DeviceEvent, DeviceEventKind, IbvContext,
-    DEFAULT_RESOLVE_TIMEOUT,
-};
 
 /// Waits until at least one of `fds` (endpoint, connection event, CQ or
 /// completion-channel fds) is readable, or `timeout` passes (`None`: no
@@ -95,23 +78,7 @@ pub fn set_nonblocking(fd: impl AsFd, nonblocking: bool) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{conn, device};
     use std::time::Duration;
-
-    /// Every `rpma_utils_*` name is here, and is its owner's item.
-    #[test]
-    fn utils_names_are_the_owners_items() {
-        let _: fn(&str, super::ContextType) -> crate::Result<device::IbvContext> = super::get_ibv_context;
-        let _: fn(&str, device::ContextType, Duration) -> crate::Result<super::IbvContext> =
-            super::get_ibv_context_timeout;
-        let _: fn(&device::IbvContext) -> crate::Result<bool> = super::is_odp_capable;
-        let _: fn(conn::ConnEvent) -> &'static str = super::conn_event_2str;
-        let _: fn(i32) -> &'static str = super::conn_event_value_2str;
-        let _: super::ConnEvent = conn::ConnEvent::Closed;
-        let _: Option<super::DeviceEvent> = None::<device::DeviceEvent>;
-        let _: super::DeviceEventKind = device::DeviceEventKind::PortActive;
-        assert_eq!(super::DEFAULT_RESOLVE_TIMEOUT, device::DEFAULT_RESOLVE_TIMEOUT);
-    }
 
     /// Both helpers work on any borrowed fd (a socket pair here).
     #[test]

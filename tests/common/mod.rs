@@ -1,7 +1,7 @@
 //! Helpers shared by the device test binaries.
 #![allow(dead_code)]
 
-use rpma::utils::{get_ibv_context, ContextType};
+use rpma::device::{get_ibv_context, ContextType};
 use rpma::{AlignedBuf, Conn, ConnCfg, ConnEvent, ConnReq, Ep, MrLocal, Peer, PeerCfg, Usage};
 use rpma_harness::{addr, next_port};
 use std::sync::mpsc;

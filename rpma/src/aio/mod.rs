@@ -237,7 +237,7 @@ impl<'a> AsyncChannel<'a> {
     /// [`Error::NotSharedChnl`] without a shared channel; as
     /// [`AsyncEp::new`] otherwise.
     pub fn new(conn: &'a Conn) -> Result<AsyncChannel<'a>> {
-        Ok(AsyncChannel { conn, fd: register(conn.compl_as_fd()?, "shared completion channel")? })
+        Ok(AsyncChannel { conn, fd: register(conn.compl_fd()?, "shared completion channel")? })
     }
 
     /// Waits for a completion event on the channel ([`Conn::wait`]): the CQ

@@ -68,7 +68,7 @@ impl Shared {
     /// channels: each CQ's, or the connection's shared channel alone.
     pub(super) fn new(conn: Conn, own_reaper: bool) -> Result<Arc<Shared>> {
         let cqs = if own_reaper { 1 + usize::from(conn.rcq().is_some()) } else { 0 };
-        let (fds, one_channel) = match (own_reaper, conn.compl_as_fd()) {
+        let (fds, one_channel) = match (own_reaper, conn.compl_fd()) {
             (false, _) => (Vec::new(), false),
             (true, Ok(fd)) => (vec![register_channel(fd, "shared completion channel")?], true),
             (true, Err(_)) => {

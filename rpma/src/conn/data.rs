@@ -139,7 +139,7 @@ impl Conn {
     /// # Errors
     /// * [`Error::Inval`]: `flags` empty; a range exceeds its region; the
     ///   remote address (region start + `src_offset`) is not a multiple of
-    ///   [`ATOMIC_ALIGNMENT`](crate::conn::ATOMIC_ALIGNMENT) (8); the remote
+    ///   [`ATOMIC_ALIGNMENT`](crate::ops::ATOMIC_ALIGNMENT) (8); the remote
     ///   region does not grant [`Usage::REMOTE_ATOMIC`] (its descriptor
     ///   lacks rpma's extension); `dst` lacks [`Usage::READ_DST`] or is on
     ///   another peer.

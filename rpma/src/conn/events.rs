@@ -113,24 +113,13 @@ impl Conn {
         ev
     }
 
-    /// The fd of the shared completion channel (`rpma_conn_get_compl_fd`).
+    /// The fd of the shared completion channel (`rpma_conn_get_compl_fd`),
+    /// borrowed for as long as the connection: poll it, or register it
+    /// with epoll, mio or tokio (`as_raw_fd()` for the number).
     ///
     /// # Errors
     /// [`Error::NotSharedChnl`] when the connection has no shared channel.
-    pub fn compl_fd(&self) -> Result<RawFd> {
-        match &self.parts.shared {
-            Some(c) => Ok(c.fd()),
-            None => {
-                Err(Error::NotSharedChnl("the connection was configured without a shared completion channel".into()))
-            }
-        }
-    }
-
-    /// [`compl_fd`](Conn::compl_fd), borrowed for as long as the connection.
-    ///
-    /// # Errors
-    /// As [`compl_fd`](Conn::compl_fd).
-    pub fn compl_as_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+    pub fn compl_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
         match &self.parts.shared {
             Some(c) => Ok(std::os::fd::AsFd::as_fd(c)),
             None => {

@@ -10,8 +10,6 @@ mod parts;
 mod post;
 mod sg;
 
-pub use crate::ops::Sg;
-pub use crate::ops::{Flags, FlushType, ATOMIC_ALIGNMENT, ATOMIC_WRITE_ALIGNMENT};
 pub use chain::{Chain, CHAIN_MAX};
 pub(crate) use events::cm_event;
 pub use events::{conn_event_2str, conn_event_value_2str, ConnEvent};

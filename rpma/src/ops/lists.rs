@@ -155,8 +155,8 @@ fn too_long(what: &str, i: usize, total: u64) -> Error {
 /// different regions, without copying them together.
 ///
 /// ```
-/// use rpma::ops::WriteSg;
-/// use rpma::{AlignedBuf, MrLocal, MrRemote, Sg};
+/// use rpma::ops::{Sg, WriteSg};
+/// use rpma::{AlignedBuf, MrLocal, MrRemote};
 /// # #[allow(dead_code)]
 /// fn put(conn: &rpma::Conn, hdr: &MrLocal<AlignedBuf>, body: &MrLocal<AlignedBuf>, dst: &MrRemote) -> rpma::Result<()> {
 ///     // 16 header bytes, then 100 body bytes, land at dst[0..116]
