@@ -80,6 +80,58 @@ fn forged_rkey(desc: &[u8]) -> Vec<u8> {
 }
 
 device_tests!({
+    /// The awaited verbs with immediate data: a write and a send, each
+    /// consuming a receive the server posted before connecting, whose
+    /// completion carries the value.
+    fn immediate_data_awaited_with_write_and_send() {
+        use rpma::ops::Recv;
+        use rpma::CompletionOp;
+        let (sp, cp) = (peer(), peer());
+        let target = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::WRITE_DST | Usage::RECV).unwrap();
+        let port = next_port();
+        let ep = Ep::listen(&sp, &addr(), port).unwrap();
+        let server = std::thread::spawn(move || {
+            let req = ep.next_conn_req(None).unwrap();
+            req.post(Recv::new(&target, 1024, 64).op_context(1)).unwrap();
+            req.post(Recv::new(&target, 2048, 64).op_context(2)).unwrap();
+            let c = req.connect(&target.descriptor()).unwrap();
+            assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Established);
+            let got: Vec<_> = (0..2)
+                .map(|_| {
+                    let wc = c.cq().next_completion(T).unwrap();
+                    assert!(wc.status.is_success(), "{wc:?}");
+                    (wc.op_context, wc.op, wc.imm, wc.byte_len)
+                })
+                .collect();
+            assert_eq!(c.next_event_timeout(T).unwrap(), ConnEvent::Closed);
+            let _ = c.disconnect();
+            let mut b = [0u8; 8];
+            target.read_at(0, &mut b).unwrap();
+            assert_eq!(&b, b"with-imm");
+            target.read_at(2048, &mut b).unwrap();
+            assert_eq!(&b, b"sent-imm");
+            got
+        });
+        run(async move {
+            let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
+            let remote = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
+            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
+            src.write_at(0, b"with-imm").unwrap();
+            src.write_at(8, b"sent-imm").unwrap();
+            let w = conn.write_with_imm(&remote, 0, &src, 0, 8, 0xfeed).await.unwrap();
+            assert_eq!(w.op, CompletionOp::WriteWithImm);
+            let sent = conn.send_with_imm(&src, 8, 8, 0xbeef).await.unwrap();
+            assert_eq!(sent.op, CompletionOp::Send);
+            conn.disconnect().await.unwrap();
+        });
+        let got = server.join().unwrap();
+        assert_eq!(
+            got,
+            [(1, CompletionOp::RecvRdmaWithImm, Some(0xfeed), 8), (2, CompletionOp::Recv, Some(0xbeef), 8)]
+        );
+        println!("  awaited write_with_imm and send_with_imm: {got:?}");
+    }
+
     fn two_hundred_fifty_six_connections_as_spawned_tasks_every_byte_verified() {
         const N: usize = 256;
         const SLOT: usize = 128;

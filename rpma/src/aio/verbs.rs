@@ -1,7 +1,7 @@
 //! [`AsyncConn`]'s librpma-named operations: each builds its operation of
-//! [`crate::ops`] and returns [`AsyncConn::post`]'s future (no async
-//! layer of its own: nothing is posted before the first poll, and the
-//! future is the post's, so it costs no more).
+//! [`crate::ops`] and returns [`AsyncConn::post`]'s future (the atomics
+//! read the old value after it): nothing is posted before the first poll,
+//! and the future is the post's, so it costs no more.
 
 use super::AsyncConn;
 use crate::cq::Completion;
@@ -46,6 +46,24 @@ impl AsyncConn {
         self.post(ops::Write::new(dst, dst_offset, src, src_offset, len))
     }
 
+    /// [`write`](AsyncConn::write) with immediate data, which the other
+    /// side gets in the completion of a posted receive, in host order
+    /// ([`Conn::write_with_imm`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::write_with_imm`].
+    pub fn write_with_imm<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        dst: &'a MrRemote,
+        dst_offset: u64,
+        src: &'a MrLocal<M>,
+        src_offset: usize,
+        len: usize,
+        imm: u32,
+    ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
+        self.post(ops::Write::new(dst, dst_offset, src, src_offset, len).imm(imm))
+    }
+
     /// Flushes `len` bytes of `dst` at `dst_offset` to visibility or
     /// persistence ([`Conn::flush`], awaited).
     ///
@@ -81,17 +99,20 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::compare_and_swap`].
-    pub async fn compare_and_swap<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
+    pub fn compare_and_swap<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        dst: &'a MrLocal<M>,
         dst_offset: usize,
-        src: &MrRemote,
+        src: &'a MrRemote,
         src_offset: u64,
         compare: u64,
         swap: u64,
-    ) -> Result<u64> {
-        self.post(ops::CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap)).await?;
-        old_value(dst, dst_offset)
+    ) -> impl Future<Output = Result<u64>> + use<'a, M> {
+        let done = self.post(ops::CompareAndSwap::new(dst, dst_offset, src, src_offset, compare, swap));
+        async move {
+            done.await?;
+            old_value(dst, dst_offset)
+        }
     }
 
     /// Adds `add` to the 8 bytes at `src_offset` of `src`
@@ -100,16 +121,19 @@ impl AsyncConn {
     ///
     /// # Errors
     /// As [`post`](AsyncConn::post) and [`Conn::fetch_and_add`].
-    pub async fn fetch_and_add<M: RegMemory + Send + Sync + 'static>(
-        &self,
-        dst: &MrLocal<M>,
+    pub fn fetch_and_add<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        dst: &'a MrLocal<M>,
         dst_offset: usize,
-        src: &MrRemote,
+        src: &'a MrRemote,
         src_offset: u64,
         add: u64,
-    ) -> Result<u64> {
-        self.post(ops::FetchAndAdd::new(dst, dst_offset, src, src_offset, add)).await?;
-        old_value(dst, dst_offset)
+    ) -> impl Future<Output = Result<u64>> + use<'a, M> {
+        let done = self.post(ops::FetchAndAdd::new(dst, dst_offset, src, src_offset, add));
+        async move {
+            done.await?;
+            old_value(dst, dst_offset)
+        }
     }
 
     /// Sends `len` bytes of `src` at `offset` ([`Conn::send`], awaited).
@@ -123,6 +147,21 @@ impl AsyncConn {
         len: usize,
     ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
         self.post(ops::Send::new(src, offset, len))
+    }
+
+    /// [`send`](AsyncConn::send) with immediate data, delivered in host
+    /// order ([`Conn::send_with_imm`], awaited).
+    ///
+    /// # Errors
+    /// As [`post`](AsyncConn::post) and [`Conn::send_with_imm`].
+    pub fn send_with_imm<'a, M: RegMemory + Send + Sync + 'static>(
+        &'a self,
+        src: &'a MrLocal<M>,
+        offset: usize,
+        len: usize,
+        imm: u32,
+    ) -> impl Future<Output = Result<Completion>> + use<'a, M> {
+        self.post(ops::Send::new(src, offset, len).imm(imm))
     }
 
     /// Receives a message into `dst` at `offset`, up to `len` bytes
