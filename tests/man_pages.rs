@@ -62,8 +62,12 @@ fn pages_render_without_warnings() {
     let groff = Command::new("groff").arg("--version").output();
     assert!(groff.is_ok(), "groff is needed to lint the man pages (harness/install-deps installs groff-base)");
     for rel in on_disk() {
-        let out =
-            Command::new("groff").args(["-ww", "-man", "-z"]).arg(root().join("man").join(&rel)).output().unwrap();
+        let out = Command::new("groff")
+            .args(["-ww", "-man", "-z", "-I"])
+            .arg(root().join("man"))
+            .arg(root().join("man").join(&rel))
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && err.is_empty(), "{rel}: {err}");
     }

@@ -101,7 +101,7 @@ pub fn page_name(module: &str, ty: Option<&str>, name: &str) -> String {
             Some(format!("{}_get_{n}", type_prefix(ty.unwrap_or_default())))
         }
         // librpma files these under `rpma_utils_`; rpma defines them with
-        // their owners (`device`, `conn`) and re-exports them from `utils`.
+        // their owners (`device`, `conn`).
         (None, "get_ibv_context" | "get_ibv_context_timeout") if matches!(module, "utils" | "device") => {
             Some(format!("rpma_utils_{name}"))
         }
@@ -1047,6 +1047,18 @@ pub fn page_markdown(item: &Item, all: &BTreeMap<String, Item>, type_examples: &
     md
 }
 
+/// The SETTINGS section of a configuration's page: each setter and getter
+/// with its signature and description.
+fn settings_section(settings: &[&Item]) -> String {
+    let mut md = String::from("# SETTINGS\n\n");
+    for i in settings {
+        let (intro, _) = sections(&clean(&i.docs));
+        let (text, _) = split_code(&intro);
+        md.push_str(&format!("**{}**: {}\n\n{}\n\n", i.page, i.signature.replace('\n', " "), text.trim()));
+    }
+    md
+}
+
 /// All pages, by path under `man/`.
 ///
 /// # Errors
@@ -1068,8 +1080,25 @@ pub fn pages_in(src: &Path) -> Result<BTreeMap<String, String>, String> {
     let capi_src = src.join("../../rpma-capi/src");
     let capi = if capi_src.exists() { capi::functions(&capi_src)? } else { BTreeMap::new() };
     let mut out = BTreeMap::new();
-    for (name, item) in &all {
+    // A configuration's setters and getters are documented on its type's
+    // page (its constructor's): theirs refers there (`.so`).
+    let setting = |i: &Item| {
+        matches!(i.ty.as_deref(), Some("ConnCfg" | "SrqCfg" | "PeerCfg"))
+            && !matches!(i.path.rsplit("::").next(), Some("new" | "from_descriptor" | "descriptor"))
+    };
+    for (name, item) in all.iter().filter(|(_, i)| setting(i)) {
+        let home = page_name(&item.module, item.ty.as_deref(), "new");
+        out.insert(format!("man3/{name}.3"), format!(".so man3/{home}.3\n"));
+    }
+    for (name, item) in all.iter().filter(|(_, i)| !setting(i)) {
         let mut md = page_markdown(item, &all, &examples);
+        if item.path.ends_with("::new") {
+            let settings: Vec<&Item> = all.values().filter(|o| setting(o) && o.ty == item.ty).collect();
+            if !settings.is_empty() {
+                let at = md.find("# ERRORS").unwrap_or(md.len());
+                md.insert_str(at, &settings_section(&settings));
+            }
+        }
         if let Some(f) = capi.get(name) {
             let at = md.rfind("# SEE ALSO").unwrap_or(md.len());
             md.insert_str(at, &capi::section(name, f));
