@@ -189,7 +189,14 @@ impl Srq {
     /// Posts a receive ([`Recv`], or [`RecvSg`](crate::ops::RecvSg) of one
     /// element: the SRQ takes one SGE per receive), checked as on a
     /// connection (not in librpma). Its regions stay alive until it
-    /// completes.
+    /// completes. Only receives: an operation of the send queue does not
+    /// compile here.
+    ///
+    /// ```compile_fail,E0277
+    /// # fn f(srq: &rpma::Srq, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
+    /// srq.post(rpma::ops::Read::new(dst, 0, src, 0, 8))?; // a read is no receive
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.

@@ -35,7 +35,17 @@ pub const CHAIN_MAX: usize = MAX_CHAIN;
 /// kept in the chain until it is posted.
 ///
 /// Dropping a chain without posting it posts nothing (and releases the
-/// regions its operations held).
+/// regions its operations held). A chain borrows its connection, which
+/// cannot go while the chain holds operations for it:
+///
+/// ```compile_fail,E0505
+/// # fn f(conn: rpma::Conn, remote: &rpma::MrRemote, src: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+/// let mut chain = conn.chain();
+/// chain.push(rpma::ops::Write::new(remote, 0, src, 0, 8))?;
+/// drop(conn); // the chain still borrows it
+/// chain.post()?;
+/// # Ok(()) }
+/// ```
 ///
 /// See [`Conn::chain`] for an example.
 pub struct Chain<'c> {
