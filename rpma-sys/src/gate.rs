@@ -18,7 +18,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 #[cfg(loom)]
+use loom::sync::atomic::{AtomicU8, Ordering};
+#[cfg(loom)]
 use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU8, Ordering};
 #[cfg(not(loom))]
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -41,17 +45,29 @@ impl Bound {
     }
 }
 
+/// A reader holds the gate.
+const READING: u8 = 1;
+/// Set only with [`READING`]: someone waits (asleep on `open`, or a waker),
+/// so the reader leaves through the lock to let them in.
+const WAITED: u8 = 2;
+
 /// See the module's documentation.
+///
+/// An uncontended reader takes and leaves the gate with one atomic
+/// compare-and-swap each; the lock and the condition variable serve only
+/// readers that find it taken.
 #[derive(Debug, Default)]
 pub struct Gate {
+    /// [`READING`], and [`WAITED`] while someone waits: 0, `READING` or
+    /// both. Changed from `READING` to `READING | WAITED` and back to 0
+    /// from it only under `state`'s lock.
+    flag: AtomicU8,
     state: Mutex<State>,
     open: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// A reader holds the gate.
-    reading: bool,
     /// Threads asleep on `open`.
     sleepers: usize,
     /// Async readers to wake when the gate opens.
@@ -61,6 +77,14 @@ struct State {
 /// The gate, held: dropped, it opens the gate for the next reader.
 #[derive(Debug)]
 pub struct Reader<'a>(&'a Gate);
+
+/// What a reader that found the gate taken does.
+enum Wait<'c, 'w> {
+    /// Sleep until this bound at most.
+    Sleep(Bound),
+    /// Leave this waker.
+    Wake(&'c mut Context<'w>),
+}
 
 impl Gate {
     /// A new, open gate.
@@ -72,17 +96,75 @@ impl Gate {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the open gate without waiting.
+    #[inline(always)]
+    fn try_take(&self) -> bool {
+        self.flag.compare_exchange(0, READING, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
     /// Takes the gate, waiting for it within `bound`; `None` when the bound
     /// passed first ([`Bound::Now`]: when another reader holds it).
     #[inline]
     pub fn enter(&self, bound: Bound) -> Option<Reader<'_>> {
+        if self.try_take() {
+            return Some(Reader(self));
+        }
+        if bound == Bound::Now {
+            return None;
+        }
+        self.enter_slow(Wait::Sleep(bound)).ok()
+    }
+
+    /// Takes the gate if it is open; else `cx`'s waker is woken when it
+    /// opens.
+    pub fn poll_enter(&self, cx: &mut Context<'_>) -> Poll<Reader<'_>> {
+        if self.try_take() {
+            return Poll::Ready(Reader(self));
+        }
+        match self.enter_slow(Wait::Wake(cx)) {
+            Ok(r) => Poll::Ready(r),
+            Err(()) => Poll::Pending,
+        }
+    }
+
+    /// The gate was taken: under the lock, takes it once it is open, or
+    /// marks it [`WAITED`] and sleeps (each time within the bound) or
+    /// leaves the waker. `Err` when the bound passed or a waker was left.
+    #[cold]
+    #[inline(never)]
+    fn enter_slow(&self, mut how: Wait<'_, '_>) -> Result<Reader<'_>, ()> {
         let mut s = self.lock();
-        while s.reading {
+        loop {
+            let cur = self.flag.load(Ordering::Relaxed);
+            if cur & READING == 0 {
+                // Open: taken, still marked when others wait.
+                let others = s.sleepers > 0 || !s.wakers.is_empty();
+                let new = if others { READING | WAITED } else { READING };
+                if self.flag.compare_exchange(cur, new, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    return Ok(Reader(self));
+                }
+                continue;
+            }
+            if cur & WAITED == 0
+                && self.flag.compare_exchange(cur, cur | WAITED, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                // Opened (or marked) meanwhile: look again.
+                continue;
+            }
+            let bound = match &mut how {
+                Wait::Wake(cx) => {
+                    if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                        s.wakers.push(cx.waker().clone());
+                    }
+                    return Err(());
+                }
+                Wait::Sleep(bound) => *bound,
+            };
             let left = match bound {
-                Bound::Now => return None,
+                Bound::Now => return Err(()),
                 Bound::Never => None,
                 Bound::Until(d) => match d.saturating_duration_since(Instant::now()) {
-                    left if left.is_zero() => return None,
+                    left if left.is_zero() => return Err(()),
                     left => Some(left),
                 },
             };
@@ -93,22 +175,30 @@ impl Gate {
             };
             s.sleepers -= 1;
         }
-        s.reading = true;
-        Some(Reader(self))
     }
 
-    /// Takes the gate if it is open; else `cx`'s waker is woken when it
-    /// opens.
-    pub fn poll_enter(&self, cx: &mut Context<'_>) -> Poll<Reader<'_>> {
+    /// Opens the gate: one compare-and-swap when nobody waits, else through
+    /// the lock, waking the sleepers and (after the lock) the wakers.
+    #[inline(always)]
+    fn leave(&self) {
+        if self.flag.compare_exchange(READING, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+            self.leave_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn leave_slow(&self) {
         let mut s = self.lock();
-        if !s.reading {
-            s.reading = true;
-            return Poll::Ready(Reader(self));
+        self.flag.store(0, Ordering::Release);
+        let wake = std::mem::take(&mut s.wakers);
+        let sleepers = s.sleepers > 0;
+        drop(s);
+        if sleepers {
+            self.open.notify_all();
         }
-        if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            s.wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
+        // Outside the lock: a waker is the caller's code.
+        wake.into_iter().for_each(Waker::wake);
     }
 
     /// Reads one event with `read` as the only reader, within `bound`:
@@ -158,22 +248,9 @@ fn read_within<R>(fd: BorrowedFd<'_>, bound: Bound, read: impl FnOnce() -> io::R
 }
 
 impl Drop for Reader<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        let mut s = self.0.lock();
-        s.reading = false;
-        // Nobody waits (the common case): nothing more to do.
-        if s.sleepers == 0 && s.wakers.is_empty() {
-            return;
-        }
-        let wake = std::mem::take(&mut s.wakers);
-        let sleepers = s.sleepers > 0;
-        drop(s);
-        if sleepers {
-            self.0.open.notify_all();
-        }
-        // Outside the lock: a waker is the caller's code.
-        wake.into_iter().for_each(Waker::wake);
+        self.0.leave();
     }
 }
 
@@ -267,6 +344,31 @@ mod loom_models {
                 drop(r);
             }
             threads.into_iter().for_each(|t| t.join().unwrap());
+        });
+    }
+
+    #[test]
+    fn loom_gate_lets_in_a_sleeper_and_an_async_reader_after_its_holder() {
+        struct Flag(AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        loom::model(|| {
+            let g = Arc::new(Gate::new());
+            let held = g.enter(Bound::Never).expect("open");
+            let g2 = g.clone();
+            let sleeper = loom::thread::spawn(move || drop(g2.enter(Bound::Never).expect("no bound")));
+            let flag = std::sync::Arc::new(Flag(AtomicBool::new(false)));
+            let waker = Waker::from(flag.clone());
+            let mut cx = Context::from_waker(&waker);
+            let pending = g.poll_enter(&mut cx).is_pending();
+            assert!(pending, "held: the async reader waits");
+            drop(held);
+            sleeper.join().unwrap();
+            assert!(flag.0.load(Ordering::SeqCst), "the async reader was not woken");
+            assert!(g.poll_enter(&mut cx).is_ready(), "open again after both");
         });
     }
 
