@@ -5,7 +5,7 @@
 mod common;
 use common::{close, peer, Pair, T};
 use rpma::error::{Detail, RPMA_E_AGAIN, RPMA_E_INVAL};
-use rpma::rereg::{ReregError, ReregHow};
+use rpma::mr::rereg::{ReregError, ReregHow};
 use rpma::{AlignedBuf, CompletionOp, DeregError, Flags, MrLocal, MrRemote, Mw, MwAccess, MwType, Usage, WcStatus};
 use rpma_harness::{device_tests, in_vm};
 

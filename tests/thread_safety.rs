@@ -53,9 +53,9 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::device::DeviceEvent>();
     send_sync::<rpma::device::DeviceEventKind>();
     send_sync::<DeregError<AlignedBuf>>();
-    send_sync::<rpma::rereg::ReregError<AlignedBuf, AlignedBuf>>();
-    send_sync::<rpma::rereg::ReregHow>();
-    send_sync::<rpma::rereg::Reregistered<AlignedBuf>>();
+    send_sync::<rpma::mr::rereg::ReregError<AlignedBuf, AlignedBuf>>();
+    send_sync::<rpma::mr::rereg::ReregHow>();
+    send_sync::<rpma::mr::rereg::Reregistered<AlignedBuf>>();
     send_sync::<rpma::messages::MsgAccess>();
     send_sync::<rpma::messages::Slot>();
     send_sync::<rpma::log::LogLevel>();

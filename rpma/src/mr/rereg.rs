@@ -36,7 +36,7 @@ pub struct Reregistered<M: RegMemory> {
 /// A failed re-registration. The two cases say what became of the region.
 ///
 /// ```no_run
-/// use rpma::rereg::ReregError;
+/// use rpma::mr::rereg::ReregError;
 /// # #[allow(dead_code)]
 /// # fn f(mr: rpma::MrLocal<Vec<u8>>, other: &rpma::Peer) {
 /// match mr.rereg(Some(other), None) {
@@ -129,7 +129,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// ```no_run
     /// # #[allow(dead_code)]
     /// # fn f(mr: rpma::MrLocal<rpma::AlignedBuf>) {
-    /// use rpma::rereg::ReregError;
+    /// use rpma::mr::rereg::ReregError;
     /// match mr.rereg(None, Some(rpma::Usage::READ_SRC | rpma::Usage::WRITE_DST)) {
     ///     Ok(r) => println!("{:?}, rkey now {:#x}", r.how, r.mr.rkey()),
     ///     Err(ReregError::Unchanged { mr, error, .. }) => println!("kept {mr:?}: {error}"),
