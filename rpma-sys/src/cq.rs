@@ -52,6 +52,7 @@ impl CompChannel {
     }
 
     /// The channel's file descriptor (readable when an event is pending).
+    #[inline]
     pub fn fd(&self) -> RawFd {
         // SAFETY: live channel.
         unsafe { (*self.inner.ch).fd }
@@ -59,6 +60,7 @@ impl CompChannel {
 }
 
 impl std::os::fd::AsFd for CompChannel {
+    #[inline]
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         // SAFETY: the channel owns the fd and closes it only when the last
         // handle (this one among them) is dropped.

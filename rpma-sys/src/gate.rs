@@ -207,6 +207,7 @@ impl Gate {
     ///
     /// # Errors
     /// The errno of `poll`, or `read`'s error.
+    #[inline(always)]
     pub fn read<R>(
         &self,
         fd: BorrowedFd<'_>,
@@ -235,6 +236,7 @@ impl Gate {
 }
 
 /// `read` once `fd` is readable within `bound` (at once without a limit).
+#[inline(always)]
 fn read_within<R>(fd: BorrowedFd<'_>, bound: Bound, read: impl FnOnce() -> io::Result<R>) -> io::Result<Option<R>> {
     let left = match bound {
         Bound::Never => return read().map(Some),

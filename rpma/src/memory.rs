@@ -38,7 +38,8 @@ use std::ptr::NonNull;
 /// The value is dropped where the region's last hold ends: when the
 /// [`MrLocal`](crate::MrLocal) was dropped with operations in flight, in
 /// the poll that retires the last one, after rpma has let its locks go (so
-/// its `Drop` may call into rpma).
+/// its `Drop` may call into rpma). It owns its memory, so it borrows
+/// nothing (`'static`).
 ///
 /// # Safety
 /// An implementation must return the same pointer and length every time while
@@ -49,7 +50,7 @@ use std::ptr::NonNull;
 /// value is owned by a registration. Dropping the value may free the memory
 /// (rpma drops it only after a successful deregistration); if the value is
 /// leaked instead, the memory must stay valid for ever.
-pub unsafe trait RegMemory {
+pub unsafe trait RegMemory: 'static {
     /// Start and length in bytes of the memory to register.
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize);
 

@@ -56,18 +56,6 @@ pub(crate) struct Entry {
     hold: Option<Hold>,
 }
 
-/// An entry's hold goes through [`crate::unlocked::release`]: the last
-/// hold of a region, released while an rpma lock is held, drops the region
-/// (and the caller's memory value) after the lock.
-impl Drop for Entry {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(h) = self.hold.take() {
-            crate::unlocked::release(h);
-        }
-    }
-}
-
 impl Entry {
     /// The entry of a posted send-queue operation, and what to tell of its
     /// completion (kept beside the ring).

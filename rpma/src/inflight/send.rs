@@ -105,30 +105,25 @@ impl Ring {
     /// released, signaled ones (their own completions still to be
     /// translated) marked done and their holds released. Whether none of
     /// them is left (no signaled one).
-    /// The last hold of a region is moved to `last`, for the caller to
-    /// drop after the lock (it drops the region and the caller's memory).
+    /// A region whose last hold ends here is dropped after the lock (the
+    /// caller holds an [`unlocked::guard`](crate::unlocked::guard)).
     #[inline(always)]
-    fn retire_before(&mut self, head: u64, ahead: usize, last: &mut Vec<Hold>) -> bool {
+    fn retire_before(&mut self, head: u64, ahead: usize) -> bool {
         // The slots apart from the confirms, so the loop keeps them in
         // registers while dropping holds.
         let Ring { slots, confirms, .. } = self;
         let slots = &mut slots[..];
         let mask = slots.len() - 1;
         let mut all_gone = true;
-        let mut release = |h: Option<Hold>| match h {
-            Some(h) if Arc::strong_count(&h) == 1 => last.push(h),
-            _ => {}
-        };
         for k in 0..ahead {
             let i = (head as usize + k) & mask;
             let Some(p) = &mut slots[i] else { continue };
             if p.signaled {
                 p.done = true;
-                release(p.hold.take());
+                p.hold = None;
                 all_gone = false;
             } else {
                 let had_confirm = p.confirms;
-                release(p.hold.take());
                 slots[i] = None;
                 if had_confirm {
                     take_confirm(confirms, head.wrapping_add(k as u64) & SEND_SEQ_MASK);
@@ -363,11 +358,12 @@ impl SendTracker {
     fn complete_slow(mut g: SpinGuard<'_, Ring>, ahead: usize, success: bool) -> Option<(u64, CompletionOp)> {
         let head = g.head;
         let e = g.slot(head.wrapping_add(ahead as u64)).take()?;
-        let mut last = Vec::new();
+        // A region whose last hold the retire drops goes after the lock.
+        let unlocked = crate::unlocked::guard();
         if ahead == 0 {
             g.head = (head + 1) & SEND_SEQ_MASK;
             g.len -= 1;
-        } else if g.retire_before(head, ahead, &mut last) {
+        } else if g.retire_before(head, ahead) {
             // Every predecessor is gone: so is the whole front up to here.
             g.head = head.wrapping_add(ahead as u64 + 1) & SEND_SEQ_MASK;
             g.len -= ahead + 1;
@@ -379,7 +375,7 @@ impl SendTracker {
             None
         };
         drop(g);
-        drop(last);
+        drop(unlocked);
         if let Some(c) = confirm {
             c.completed(success);
         }

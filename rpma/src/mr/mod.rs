@@ -166,10 +166,32 @@ impl<M: RegMemory> MrInner<M> {
 }
 
 impl<M: RegMemory> Drop for MrInner<M> {
+    /// Deregisters and drops the memory value, after this thread's rpma
+    /// locks when it holds one (the region's last hold ended under a lock:
+    /// the value's `Drop` is the caller's code).
     fn drop(&mut self) {
-        // SAFETY: `mr` is taken once, here (into_parts and into_mem skip
-        // this Drop).
-        let mr = unsafe { ManuallyDrop::take(&mut self.mr) };
+        // SAFETY: `mr` and `mem` are taken once, here (into_parts and
+        // into_mem skip this Drop).
+        let (mr, mem) = unsafe { (ManuallyDrop::take(&mut self.mr), ManuallyDrop::take(&mut self.mem)) };
+        let end = End { mr: Some(mr), mem: ManuallyDrop::new(mem), len: self.len, ptr: self.ptr };
+        if crate::unlocked::locked() {
+            crate::unlocked::later(end);
+        }
+    }
+}
+
+/// A region's end: deregistered when dropped, then its memory value
+/// dropped; leaked both when the deregistration fails.
+struct End<M: RegMemory> {
+    mr: Option<Mr>,
+    mem: ManuallyDrop<M>,
+    len: usize,
+    ptr: *mut u8,
+}
+
+impl<M: RegMemory> Drop for End<M> {
+    fn drop(&mut self) {
+        let Some(mr) = self.mr.take() else { return };
         match mr.dereg() {
             // SAFETY: the registration is gone, so the device can no longer
             // reach the memory; `mem` is dropped once, here.
