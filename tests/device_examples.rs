@@ -13,8 +13,10 @@ fn example(name: &str) -> PathBuf {
     dir
 }
 
-fn run(name: &str, expect: &[&str]) {
-    let out = Command::new(example(name)).env("RUST_LOG", "warn").output().expect("run example");
+/// Runs `name` with `args` (a librpma twin: `both ADDR PORT`, its two
+/// sides as two processes) and checks what it prints.
+fn run_with(name: &str, args: &[&str], expect: &[&str]) {
+    let out = Command::new(example(name)).args(args).env("RUST_LOG", "warn").output().expect("run example");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     print!("{}", stdout.lines().map(|l| format!("  | {l}\n")).collect::<String>());
@@ -22,6 +24,12 @@ fn run(name: &str, expect: &[&str]) {
     for e in expect {
         assert!(stdout.contains(e), "{name}: output lacks {e:?}:\n{stdout}\n{stderr}");
     }
+}
+
+/// [`run_with`] both sides of a librpma twin on the test's device.
+fn run(name: &str, expect: &[&str]) {
+    let (addr, port) = (rpma_harness::addr(), rpma_harness::next_port().to_string());
+    run_with(name, &["both", &addr, &port], expect);
 }
 
 /// What 06 and 06scch print: the server's header, each client's name (seeds
@@ -269,6 +277,6 @@ device_tests!({
     }
 
     fn ex_log() {
-        run("log", &["custom log function: [Error]", "some info"]);
+        run_with("log", &[], &["custom log function: [Error]", "some info"]);
     }
 });

@@ -9,8 +9,8 @@
 mod common;
 use common::{close, peer, server_region, Pair, T};
 use rpma::error::{Detail, RPMA_E_AGAIN, RPMA_E_INVAL, RPMA_E_NO_COMPLETION};
-use rpma::ops::{Read, WriteInline, WriteSg};
 use rpma::mr::rereg::ReregError;
+use rpma::ops::{Read, WriteInline, WriteSg};
 use rpma::{
     AlignedBuf, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, DeregError, Flags, FlushType, MrLocal, MrRemote, Mw,
     MwAccess, MwType, RegMemory, Srq, SrqCfg, Usage, WcStatus,

@@ -2,7 +2,7 @@
 //! `examples/client.rs`'s `run`, line for line (the example is built with
 //! the suite, and `rpma-tools`' device test runs it against `rpma serve` in
 //! its default mode); CONTRIBUTING.md's add-a-verb list names every file
-//! the last verb added touches.
+//! the last verb added touches; no example calls the test harness.
 
 /// The text of the README's first ```` ```rust ```` block.
 fn quick_start(readme: &str) -> Option<&str> {
@@ -74,4 +74,13 @@ fn the_add_a_verb_list_names_every_file_a_verb_touches() {
         missing.is_empty(),
         "files that name FetchAndAdd but CONTRIBUTING.md's add-a-verb list does not: {missing:?}"
     );
+}
+
+/// The examples are what a user copies: none calls the test harness.
+#[test]
+fn no_example_uses_the_test_harness() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut found = std::collections::BTreeSet::new();
+    files_naming(root, "examples", &["rpma_harness"], &mut found);
+    assert!(found.is_empty(), "examples calling the test harness: {found:?}");
 }

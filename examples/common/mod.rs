@@ -1,9 +1,9 @@
 //! Helpers shared by the examples (not part of the library).
 //!
 //! Every example runs as `NAME server ADDR PORT [ARGS]` or
-//! `NAME client ADDR PORT [ARGS]`. Without arguments it runs both sides on a
-//! real RDMA device (booting the Soft-RoCE VM when the host has none) with
-//! the example's default arguments.
+//! `NAME client ADDR PORT [ARGS]`, or `NAME both ADDR PORT`: both sides as
+//! two processes of this program, with the example's default arguments
+//! (ADDR: an address of an RDMA device).
 #![allow(dead_code)]
 
 use rpma::device::{get_ibv_context, ContextType};
@@ -28,8 +28,8 @@ pub struct Args {
     pub rest: Vec<String>,
 }
 
-/// Dispatches to `server` or `client`; with no arguments runs both, the
-/// server with `server_args` and the client with `client_args`.
+/// Dispatches to `server` or `client`; `both` runs both, the server with
+/// `server_args` and the client with `client_args`.
 pub fn main(server: fn(&Args) -> Res<()>, client: fn(&Args) -> Res<()>, server_args: &[&str], client_args: &[&str]) {
     main_multi(server, client, server_args, &[client_args])
 }
@@ -43,13 +43,14 @@ pub fn main_multi(
 ) {
     let _ = env_logger::builder().try_init();
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: server|client ADDR PORT [ARGS...], or both ADDR PORT (ADDR: an address of an RDMA device)";
     let role = argv.first().map(String::as_str);
+    let (Some(addr), Some(port)) = (argv.get(1), argv.get(2).and_then(|p| p.parse::<u16>().ok())) else {
+        eprintln!("{usage}");
+        exit(2);
+    };
     match role {
         Some(r @ ("server" | "client")) => {
-            let (Some(addr), Some(port)) = (argv.get(1), argv.get(2).and_then(|p| p.parse().ok())) else {
-                eprintln!("usage: {r} ADDR PORT [ARGS...]");
-                exit(2);
-            };
             let a = Args { addr: addr.clone(), port, rest: argv[3..].to_vec() };
             let res = if r == "server" { server(&a) } else { client(&a) };
             if let Err(e) = res {
@@ -57,15 +58,13 @@ pub fn main_multi(
                 exit(1);
             }
         }
-        None => {
-            rpma_harness::ensure_device();
-            let addr = rpma_harness::addr();
-            let port = rpma_harness::next_port().to_string();
+        Some("both") => {
+            let port = port.to_string();
             let exe = std::env::current_exe().expect("current executable");
-            let mut srv = Command::new(&exe).args(["server", &addr, &port]).args(server_args).spawn().expect("server");
+            let mut srv = Command::new(&exe).args(["server", addr, &port]).args(server_args).spawn().expect("server");
             let mut cli: Vec<_> = clients
                 .iter()
-                .map(|c| Command::new(&exe).args(["client", &addr, &port]).args(*c).spawn().expect("client"))
+                .map(|c| Command::new(&exe).args(["client", addr, &port]).args(*c).spawn().expect("client"))
                 .collect();
             let cli: Vec<_> = cli.iter_mut().map(|c| c.wait().expect("client")).collect();
             let srv = srv.wait().expect("server");
@@ -74,8 +73,8 @@ pub fn main_multi(
                 exit(1);
             }
         }
-        Some(other) => {
-            eprintln!("unknown role {other:?}: use server|client ADDR PORT [ARGS...], or no arguments");
+        _ => {
+            eprintln!("{usage}");
             exit(2);
         }
     }
