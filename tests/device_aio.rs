@@ -121,7 +121,7 @@ device_tests!({
             let w = conn.write_with_imm(&remote, 0, &src, 0, 8, 0xfeed).await.unwrap();
             assert_eq!(w.op, CompletionOp::WriteWithImm);
             let sent = conn.send_with_imm(&src, 8, 8, 0xbeef).await.unwrap();
-            assert_eq!(sent.op, CompletionOp::Send);
+            assert_eq!(sent.op, CompletionOp::SendWithImm);
             conn.disconnect().await.unwrap();
         });
         let got = server.join().unwrap();
