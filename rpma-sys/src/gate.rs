@@ -323,6 +323,14 @@ mod loom_models {
     use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use loom::sync::Arc;
 
+    /// A waker that records that it was woken.
+    struct Flag(AtomicBool);
+    impl std::task::Wake for Flag {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
     #[test]
     fn loom_gate_one_reader_at_a_time_and_no_lost_wakeup() {
         loom::model(|| {
@@ -351,12 +359,6 @@ mod loom_models {
 
     #[test]
     fn loom_gate_lets_in_a_sleeper_and_an_async_reader_after_its_holder() {
-        struct Flag(AtomicBool);
-        impl std::task::Wake for Flag {
-            fn wake(self: std::sync::Arc<Self>) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
         loom::model(|| {
             let g = Arc::new(Gate::new());
             let held = g.enter(Bound::Never).expect("open");
@@ -376,12 +378,6 @@ mod loom_models {
 
     #[test]
     fn loom_gate_wakes_an_async_reader_that_found_it_taken() {
-        struct Flag(AtomicBool);
-        impl std::task::Wake for Flag {
-            fn wake(self: std::sync::Arc<Self>) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
         loom::model(|| {
             let g = Arc::new(Gate::new());
             let g2 = g.clone();
