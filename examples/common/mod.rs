@@ -21,6 +21,9 @@ pub fn timeout() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// Set in the environment of the two processes `both` starts.
+pub const BOTH: &str = "RPMA_EXAMPLE_BOTH";
+
 /// The parsed command line.
 pub struct Args {
     pub addr: String,
@@ -61,10 +64,17 @@ pub fn main_multi(
         Some("both") => {
             let port = port.to_string();
             let exe = std::env::current_exe().expect("current executable");
-            let mut srv = Command::new(&exe).args(["server", addr, &port]).args(server_args).spawn().expect("server");
+            let mut srv = Command::new(&exe)
+                .env(BOTH, "1")
+                .args(["server", addr, &port])
+                .args(server_args)
+                .spawn()
+                .expect("server");
             let mut cli: Vec<_> = clients
                 .iter()
-                .map(|c| Command::new(&exe).args(["client", addr, &port]).args(*c).spawn().expect("client"))
+                .map(|c| {
+                    Command::new(&exe).env(BOTH, "1").args(["client", addr, &port]).args(*c).spawn().expect("client")
+                })
                 .collect();
             let cli: Vec<_> = cli.iter_mut().map(|c| c.wait().expect("client")).collect();
             let srv = srv.wait().expect("server");
