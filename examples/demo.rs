@@ -82,7 +82,8 @@ fn self_contained() -> bool {
 
 fn main() {
     common::main(server, client, &[], &[]);
-    if self_contained() {
+    // The parent of both sides: each checked the other's bytes.
+    if std::env::args().nth(1).as_deref() == Some("both") {
         println!("demo: ok");
     }
 }
