@@ -1,6 +1,6 @@
 //! What holding costs: `Conn::read` / `Conn::write` (each keeps its local
 //! region alive until completion) against the same operations posted by
-//! `unsafe` `Conn::post_unheld` (librpma's contract, no hold), side by
+//! `Conn::post` of an `unsafe` `ops::Unheld` (librpma's contract, no hold), side by
 //! side in one run on a real RDMA
 //! device (Soft-RoCE in the harness VM when the host has none).
 //!
@@ -12,7 +12,7 @@
 //! `cargo bench --bench data_path` (RPMA_BENCH_ITERS, RPMA_BENCH_ROUNDS).
 
 use rpma::device::{get_ibv_context, ContextType};
-use rpma::ops::{Read, Write};
+use rpma::ops::{Read, Unheld, Write};
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MrLocal, MrRemote, Peer, Usage};
 use rpma_harness::stats::median;
 use std::time::{Duration, Instant};
@@ -37,9 +37,9 @@ fn post(conn: &Conn, local: &MrLocal<AlignedBuf>, remote: &MrRemote, op: Op, saf
         // SAFETY: `local` outlives every operation: each batch is reaped
         // before the next and the region is dropped after the connection.
         #[allow(unsafe_code)]
-        (Op::Read, false) => unsafe { conn.post_unheld(Read::new(local, 0, remote, 0, 8).flags(flags)) },
+        (Op::Read, false) => conn.post(unsafe { Unheld::new(Read::new(local, 0, remote, 0, 8).flags(flags)) }),
         #[allow(unsafe_code)]
-        (Op::Write, false) => unsafe { conn.post_unheld(Write::new(remote, 64, local, 64, 8).flags(flags)) },
+        (Op::Write, false) => conn.post(unsafe { Unheld::new(Write::new(remote, 64, local, 64, 8).flags(flags)) }),
     };
     r.expect("post");
 }
@@ -109,7 +109,7 @@ fn main() {
         std::env::var("RPMA_TEST_DEVICE").unwrap_or_default(),
         std::env::var("RPMA_TEST_ENV").unwrap_or_default()
     );
-    println!("| op | measure | safe (holds region) | unsafe post_unheld | safe / unheld |");
+    println!("| op | measure | safe (holds region) | unsafe Unheld | safe / unheld |");
     println!("|---|---|---|---|---|");
     for (op, name) in [(Op::Read, "read 8 B"), (Op::Write, "write 8 B")] {
         let (mut ps, mut pu, mut ls, mut lu) = (vec![], vec![], vec![], vec![]);

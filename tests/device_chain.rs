@@ -307,9 +307,9 @@ device_tests!({
             // SAFETY: `local` is neither dropped nor touched until the
             // completion below.
             unsafe {
-                ch.push_unheld(
+                ch.push(rpma::ops::Unheld::new(
                     Read::new(&local, 64 * i as usize, &remote, 100 + 16 * i, 16).flags(f).op_context(100 + i),
-                )
+                ))
             }
             .unwrap();
         }
@@ -331,11 +331,11 @@ device_tests!({
         for i in 0..8u64 {
             // SAFETY: as above.
             unsafe {
-                ch.push_unheld(
+                ch.push(rpma::ops::Unheld::new(
                     Write::new(&remote, 4096 + 32 * i, &local, 2048 + 32 * i as usize, 32)
                         .flags(LOUD)
                         .op_context(200 + i),
-                )
+                ))
             }
             .unwrap();
         }
@@ -354,13 +354,17 @@ device_tests!({
         let at = 1024u64;
         // SAFETY: as above.
         unsafe {
-            ch.push_unheld(Write::new(&remote, at, &local, 0, 8).flags(QUIET).op_context(1))
+            ch.push(rpma::ops::Unheld::new(Write::new(&remote, at, &local, 0, 8).flags(QUIET).op_context(1)))
                 .unwrap()
-                .push_unheld(Flush::new(&remote, at, 8, FlushType::Visibility).flags(QUIET).op_context(2))
+                .push(rpma::ops::Unheld::new(
+                    Flush::new(&remote, at, 8, FlushType::Visibility).flags(QUIET).op_context(2),
+                ))
                 .unwrap()
-                .push_unheld(AtomicWrite::new(&remote, 0, at.to_le_bytes()).flags(QUIET).op_context(3))
+                .push(rpma::ops::Unheld::new(AtomicWrite::new(&remote, 0, at.to_le_bytes()).flags(QUIET).op_context(3)))
                 .unwrap()
-                .push_unheld(Flush::new(&remote, 0, 8, FlushType::Visibility).flags(LOUD).op_context(4))
+                .push(rpma::ops::Unheld::new(
+                    Flush::new(&remote, 0, 8, FlushType::Visibility).flags(LOUD).op_context(4),
+                ))
                 .unwrap();
         }
         ch.post().unwrap();
@@ -376,15 +380,18 @@ device_tests!({
         // A 64-bit op context does not fit the work request ID: recorded.
         let wide = 1u64 << 60 | 9;
         // SAFETY: as above.
-        unsafe { ch.push_unheld(Read::new(&local, 0, &remote, 0, 8).flags(QUIET).op_context(1)) }.unwrap();
-        unsafe { ch.push_unheld(Read::new(&local, 8, &remote, 8, 8).flags(LOUD).op_context(wide)) }.unwrap();
+        unsafe { ch.push(rpma::ops::Unheld::new(Read::new(&local, 0, &remote, 0, 8).flags(QUIET).op_context(1))) }
+            .unwrap();
+        unsafe { ch.push(rpma::ops::Unheld::new(Read::new(&local, 8, &remote, 8, 8).flags(LOUD).op_context(wide))) }
+            .unwrap();
         ch.post().unwrap();
         assert_eq!(c.pending_sends(), 2, "recorded as a whole");
         let wc = c.cq().next_completion(T).unwrap();
         assert_eq!((wc.op_context, wc.status), (wide, WcStatus::SUCCESS));
         assert_eq!(c.pending_sends(), 0, "its completion retired both");
         // SAFETY: as above.
-        unsafe { ch.push_unheld(Read::new(&local, 0, &remote, 0, 8).flags(LOUD).op_context(3)) }.unwrap();
+        unsafe { ch.push(rpma::ops::Unheld::new(Read::new(&local, 0, &remote, 0, 8).flags(LOUD).op_context(3))) }
+            .unwrap();
         ch.post().unwrap();
         assert_eq!(c.pending_sends(), 1, "the connection's later unheld chains are recorded too");
         assert_eq!(c.cq().next_completion(T).unwrap().op_context, 3);

@@ -288,7 +288,7 @@ device_tests!({
         // device too, not the one its work request ID names.
         // SAFETY: `recv_mr` outlives the receive, reaped below.
         #[allow(unsafe_code)]
-        unsafe { s.post_unheld(Recv::new(&recv_mr, 0, 0).op_context(33)) }.unwrap();
+        unsafe { s.post(rpma::ops::Unheld::new(Recv::new(&recv_mr, 0, 0).op_context(33))) }.unwrap();
         c.write_with_imm(&remote, 16, &cmr, 0, 4, Flags::COMPLETION_ALWAYS, 43, 34).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::WriteWithImm);
         let wc = rcq.next_completion(T).unwrap();
@@ -695,7 +695,7 @@ device_tests!({
         for ctx in [55, u64::MAX] {
             // SAFETY: `smr` outlives the receive, reaped below.
             #[allow(unsafe_code)]
-            unsafe { srq.post_unheld(rpma::ops::Recv::new(&smr, 0, 16).op_context(ctx)) }.unwrap();
+            unsafe { srq.post(rpma::ops::Unheld::new(rpma::ops::Recv::new(&smr, 0, 16).op_context(ctx))) }.unwrap();
             assert_eq!(smr.in_flight(), 0, "not held");
             c.send(&cmr, 0, 7, Flags::COMPLETION_ALWAYS, 56).unwrap();
             let (cq, _) = c.wait_timeout(T).unwrap();
@@ -767,7 +767,7 @@ device_tests!({
             // SAFETY: `local` and `backing` outlive the read: its completion is
             // reaped below, before both go out of scope.
             #[allow(unsafe_code)]
-            unsafe { c.post_unheld(Read::new(&local, 0, &remote, 64, 128).op_context(5)) }.unwrap();
+            unsafe { c.post(rpma::ops::Unheld::new(Read::new(&local, 0, &remote, 64, 128).op_context(5))) }.unwrap();
             assert_eq!(local.in_flight(), 0, "an unheld read holds nothing");
             let wc = c.cq().next_completion(T).unwrap();
             assert_eq!((wc.op_context, wc.status), (5, WcStatus::SUCCESS));
@@ -803,9 +803,9 @@ device_tests!({
         // reaped right after each.
         #[allow(unsafe_code)]
         unsafe {
-            c.post_unheld(Read::new(&local, 0, &remote, 0, 0).op_context(3)).unwrap();
+            c.post(rpma::ops::Unheld::new(Read::new(&local, 0, &remote, 0, 0).op_context(3))).unwrap();
             expect(3, CompletionOp::Read);
-            c.post_unheld(Write::new(&remote, 0, &local, 0, 0).op_context(4)).unwrap();
+            c.post(rpma::ops::Unheld::new(Write::new(&remote, 0, &local, 0, 0).op_context(4))).unwrap();
             expect(4, CompletionOp::Write);
         }
         // Empty lists: librpma's NULL forms, no region at all.
@@ -846,11 +846,13 @@ device_tests!({
         #[allow(unsafe_code)]
         unsafe {
             c.write(&remote, 512, &local, 0, 16, Flags::COMPLETION_ON_ERROR, 1).unwrap();
-            c.post_unheld(Read::new(&local, 64, &remote, 0, 16).op_context(big)).unwrap();
-            c.post_unheld(Write::new(&remote, 600, &local, 0, 16).flags(Flags::COMPLETION_ON_ERROR).op_context(3))
-                .unwrap();
+            c.post(rpma::ops::Unheld::new(Read::new(&local, 64, &remote, 0, 16).op_context(big))).unwrap();
+            c.post(rpma::ops::Unheld::new(
+                Write::new(&remote, 600, &local, 0, 16).flags(Flags::COMPLETION_ON_ERROR).op_context(3),
+            ))
+            .unwrap();
             c.read(&local, 128, &remote, 16, 16, Flags::COMPLETION_ALWAYS, 4).unwrap();
-            c.post_unheld(Write::new(&remote, 700, &local, 0, 16).op_context(0)).unwrap();
+            c.post(rpma::ops::Unheld::new(Write::new(&remote, 700, &local, 0, 16).op_context(0))).unwrap();
         }
         let mut got = Vec::new();
         for _ in 0..3 {
@@ -882,15 +884,16 @@ device_tests!({
         #[allow(unsafe_code)]
         unsafe {
             // Checked as `post`: the remote range is refused before posting.
-            let e = c.post_unheld(Read::new(&local, 0, &remote, 8190, 16)).unwrap_err();
+            let e = c.post(rpma::ops::Unheld::new(Read::new(&local, 0, &remote, 8190, 16))).unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-            c.post_unheld(Write::new(&remote, 512, &local, 0, 16).flags(quiet).op_context(1)).unwrap();
-            c.post_unheld(Read::new(&local, 64, &remote, 0, 16).op_context(wide - 1)).unwrap();
+            c.post(rpma::ops::Unheld::new(Write::new(&remote, 512, &local, 0, 16).flags(quiet).op_context(1))).unwrap();
+            c.post(rpma::ops::Unheld::new(Read::new(&local, 64, &remote, 0, 16).op_context(wide - 1))).unwrap();
             assert_eq!((c.pending_sends(), local.in_flight()), (0, 0), "nothing recorded or held");
             assert_eq!(c.cq().next_completion(T).unwrap().op_context, wide - 1);
-            c.post_unheld(Write::new(&remote, 600, &local, 0, 16).flags(quiet).op_context(wide)).unwrap();
+            c.post(rpma::ops::Unheld::new(Write::new(&remote, 600, &local, 0, 16).flags(quiet).op_context(wide)))
+                .unwrap();
             assert_eq!((c.pending_sends(), local.in_flight()), (1, 0), "the wide one is recorded, not held");
-            c.post_unheld(Read::new(&local, 128, &remote, 16, 16).op_context(7)).unwrap();
+            c.post(rpma::ops::Unheld::new(Read::new(&local, 128, &remote, 16, 16).op_context(7))).unwrap();
             assert_eq!(c.pending_sends(), 2, "and the ones after it");
         }
         let wc = c.cq().next_completion(T).unwrap();

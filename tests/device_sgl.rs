@@ -225,7 +225,7 @@ device_tests!({
         let c = client.join().unwrap();
         s.post(Recv::new(&one, 0, 16).op_context(61)).unwrap();
         // SAFETY: `one` outlives the receive's completion, reaped below.
-        unsafe { s.post_unheld(Recv::new(&one, 16, 16).op_context(62)) }.unwrap();
+        unsafe { s.post(rpma::ops::Unheld::new(Recv::new(&one, 16, 16).op_context(62))) }.unwrap();
         s.post(RecvSg::new(&[Sg::new(&two, 0, 4), Sg::new(&two, 32, 8)]).op_context(63)).unwrap();
         assert_eq!((early.in_flight(), one.in_flight(), two.in_flight()), (1, 1, 1), "the unheld one holds nothing");
         let e = s.chain().push(Recv::new(&one, 0, 8)).map(|_| ()).unwrap_err();

@@ -159,7 +159,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     writeln!(md, "{rounds_note}")?;
     writeln!(
         md,
-        "| operation | size | verbs (perftest) | C librpma | rpma | rpma `post_unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
+        "| operation | size | verbs (perftest) | C librpma | rpma | rpma `ops::Unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
     for (case, label) in LAT_CASES {
@@ -192,7 +192,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     writeln!(md, "{rounds_note}")?;
     writeln!(
         md,
-        "| operation | size | queue depth | verbs | C librpma | rpma | rpma `post_unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
+        "| operation | size | queue depth | verbs | C librpma | rpma | rpma `ops::Unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
     for (case, size, qd) in bw.keys().map(|k| (k.0.clone(), k.1, k.2)).collect::<std::collections::BTreeSet<_>>() {
@@ -217,7 +217,7 @@ pub fn write(lines: &[String], out: &Path, took: Duration) -> Result<(), Box<dyn
     )?;
     writeln!(
         md,
-        "| operation | verbs (perftest -e) | C librpma | rpma | rpma `post_unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
+        "| operation | verbs (perftest -e) | C librpma | rpma | rpma `ops::Unheld` | rpma/verbs | rpma/librpma | unheld/librpma |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|")?;
     for case in ["read", "write"] {

@@ -13,7 +13,7 @@
 
 use crate::stats::{self, Lat};
 use rpma::device::{get_ibv_context, ContextType};
-use rpma::ops::{AtomicWrite, Flush, Read, Write};
+use rpma::ops::{AtomicWrite, Flush, Read, Unheld, Write};
 use rpma::{
     AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
     MrRemote, Peer, RawMemory, SharedCq, Usage,
@@ -584,8 +584,12 @@ impl Client {
             Op::Send => c.send(&self.msg, 0, 8, f, 0)?,
             // SAFETY: `local` lives as long as the client, and every
             // operation is waited for before the next one is posted.
-            Op::ReadUnheld => unsafe { c.post_unheld(Read::new(&self.local, 0, &self.remote, 0, size).flags(f))? },
-            Op::WriteUnheld => unsafe { c.post_unheld(Write::new(&self.remote, 0, &self.local, 0, size).flags(f))? },
+            Op::ReadUnheld => {
+                c.post(unsafe { Unheld::new(Read::new(&self.local, 0, &self.remote, 0, size).flags(f)) })?
+            }
+            Op::WriteUnheld => {
+                c.post(unsafe { Unheld::new(Write::new(&self.remote, 0, &self.local, 0, size).flags(f)) })?
+            }
             Op::WriteInline => {
                 let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
                 c.post(rpma::ops::WriteInline::new(&self.remote, 0, data).flags(f))?
@@ -1037,7 +1041,7 @@ fn reap(cq: &Cq, wc: &mut [Completion; 64], want: usize) -> Res<()> {
 }
 
 /// The `ir` cases of the unsafe chain push (`BASE@QD`):
-/// `read_unheld_chain` (`Chain::push_unheld`), `write_` for writes, `_last` for only the last
+/// `read_unheld_chain` (`Chain::push` of `ops::Unheld`), `write_` for writes, `_last` for only the last
 /// operation signaled. One chain, filled and posted again each round (as a
 /// loop at depth would), out of `client_ir` so that its inlining stays as
 /// it was.
@@ -1054,9 +1058,9 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
     };
     let mut wc = [Cq::EMPTY; 64];
     let mut chain = c.conn.chain();
-    // One loop per push and verb (no choice per operation).
+    // One loop per verb (no choice per operation).
     macro_rules! rounds {
-        ($push:ident, $op:expr) => {
+        ($op:expr) => {
             for _ in 0..iters / qd {
                 for i in 0..qd {
                     let f = match !last || i + 1 == qd {
@@ -1065,7 +1069,7 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
                     };
                     // SAFETY: `c.local` outlives the connection and is not
                     // touched until the chain's completions are reaped below.
-                    unsafe { chain.$push($op.flags(f))? };
+                    chain.push(unsafe { Unheld::new($op.flags(f)) })?;
                 }
                 chain.post()?;
                 reap(c.conn.cq(), &mut wc, if last { 1 } else { qd })?;
@@ -1075,38 +1079,29 @@ fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
     let rd = || rpma::ops::Read::new(&c.local, 0, &c.remote, 0, 8);
     let wr = || rpma::ops::Write::new(&c.remote, 0, &c.local, 0, 8);
     match read {
-        true => rounds!(push_unheld, rd()),
-        false => rounds!(push_unheld, wr()),
+        true => rounds!(rd()),
+        false => rounds!(wr()),
     }
     drop(chain);
     c.close()
 }
 
 /// The `ir` case `commit_unheld_chain`: example 07's commit (as
-/// `commit_chain`) through `Chain::push_unheld`, one chain filled and
+/// `commit_chain`) through `Chain::push` of `ops::Unheld`, one chain filled and
 /// posted again per commit, the
 /// last flush's completion awaited as `commit_chain`'s.
 #[inline(never)]
 fn client_ir_commit_unheld(c: Client, iters: usize) -> Res<()> {
     let mut ch = c.conn.chain();
-    macro_rules! rounds {
-        ($push:ident) => {
-            for _ in 0..iters {
-                let (w, f, a, p) = c.commit_ops();
-                // SAFETY: `c.local` outlives the connection and is not
-                // written until the commit's completion is reaped below.
-                unsafe {
-                    ch.$push(w)?;
-                    ch.$push(f)?;
-                    ch.$push(a)?;
-                    ch.$push(p)?;
-                }
-                ch.post()?;
-                block(c.conn.cq())?;
-            }
-        };
+    for _ in 0..iters {
+        let (w, f, a, p) = c.commit_ops();
+        // SAFETY: `c.local` outlives the connection and is not
+        // written until the commit's completion is reaped below.
+        let (w, f, a, p) = unsafe { (Unheld::new(w), Unheld::new(f), Unheld::new(a), Unheld::new(p)) };
+        ch.push(w)?.push(f)?.push(a)?.push(p)?;
+        ch.post()?;
+        block(c.conn.cq())?;
     }
-    rounds!(push_unheld);
     drop(ch);
     c.close()
 }

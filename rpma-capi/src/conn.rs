@@ -389,7 +389,7 @@ pub unsafe extern "C" fn rpma_srq_recv(
         let op = rpma::ops::Recv::new(dst, offset, len).op_context(op_context as u64);
         // SAFETY: librpma's contract for the data path, as in data.rs'
         // `post`: the C caller keeps the region until the completion.
-        unsafe { srq.post_unheld(op) }
+        srq.post(unsafe { rpma::ops::Unheld::new(op) })
     })
 }
 

@@ -3,7 +3,7 @@
 //! `rpma_recv`.
 //!
 //! Each posts rpma's operation checked, with librpma's contract for the
-//! memory ([`Conn::post_unheld`]): offsets and lengths are checked against
+//! memory ([`rpma::ops::Unheld`]): offsets and lengths are checked against
 //! both regions before anything is posted (librpma leaves that to the NIC),
 //! usages are left to the device as librpma does (the peers this library
 //! makes check none: docs/capi.md), and, as in librpma, the caller keeps
@@ -67,7 +67,7 @@ fn post(conn: &Conn, op: impl rpma::ops::Operation) -> Result<(), Error> {
     // operation's local region registered, and its memory allocated and
     // untouched, until the completion is reaped (or the connection is
     // deleted). The memory is C's, never rpma's (`rpma_mr_reg`).
-    unsafe { conn.post_unheld(op) }
+    conn.post(unsafe { rpma::ops::Unheld::new(op) })
 }
 
 /// `rpma_read`: rpma's `Read`, checked. Both ranges are checked against

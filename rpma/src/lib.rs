@@ -14,8 +14,8 @@ mod access;
 #[allow(unsafe_code)]
 pub mod aio;
 pub mod common_data;
-// - `conn`: the unheld posts (`unsafe fn`s whose callers keep the memory
-//   alive, and the calls that pass that contract on);
+// - `conn`: the posts of `ops::Unheld` operations (whose creators keep
+//   the memory alive), passing that contract on;
 #[allow(unsafe_code)]
 pub mod conn;
 pub mod conn_cfg;
@@ -48,6 +48,9 @@ pub mod mr;
 pub mod mw;
 #[cfg(any(feature = "tokio", all(test, loom)))]
 mod nudge;
+// - `ops`: `unsafe fn ops::Unheld::new`, the contract itself (no
+//   `unsafe` block);
+#[allow(unsafe_code)]
 pub mod ops;
 pub mod peer;
 pub mod peer_cfg;

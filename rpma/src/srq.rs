@@ -2,7 +2,7 @@
 
 use crate::cq::Cq;
 use crate::error::{Error, Result};
-use crate::inflight::{Hold, RecvTracker};
+use crate::inflight::RecvTracker;
 use crate::log::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::MrLocal;
@@ -10,13 +10,12 @@ use crate::mr::MrLocal;
 use crate::mr::Usage;
 #[allow(unused_imports)] // the sealed trait's method
 use crate::ops::sealed::Receive;
-use crate::ops::{Recv, RecvOperation};
+use crate::ops::Recv;
 use crate::peer::{Capabilities, Peer};
-use rpma_sys::wr::Sge;
 use std::sync::Arc;
 
 /// Scatter/gather elements per receive of an SRQ.
-const SRQ_SGE: u32 = 1;
+pub(crate) const SRQ_SGE: u32 = 1;
 
 /// librpma's SRQ default size (its code uses 20; its documentation says 100).
 pub const DEFAULT_SRQ_SIZE: u32 = 20;
@@ -184,37 +183,6 @@ impl Srq {
         op_context: u64,
     ) -> Result<()> {
         self.post(Recv::new(dst, offset, len).op_context(op_context))
-    }
-
-    /// Posts a receive ([`Recv`], or [`RecvSg`](crate::ops::RecvSg) of one
-    /// element: the SRQ takes one SGE per receive), checked as on a
-    /// connection (not in librpma). Its regions stay alive until it
-    /// completes. Only receives: an operation of the send queue does not
-    /// compile here.
-    ///
-    /// ```compile_fail,E0277
-    /// # fn f(srq: &rpma::Srq, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
-    /// srq.post(rpma::ops::Read::new(dst, 0, src, 0, 8))?; // a read is no receive
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`recv`](Srq::recv); [`Error::Inval`] for a list longer than one.
-    pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
-        self.post_with(op, |srq, tracker, ctx, sgl, hold| tracker.post(srq, crate::CompletionOp::Recv, ctx, hold, sgl))
-    }
-
-    /// Checks `op` and hands the verbs SRQ, its tracker, the receive's op
-    /// context, SGEs and hold to `post`: [`post`](Srq::post)'s and
-    /// `post_unheld`'s (conn/post.rs) one body.
-    pub(crate) fn post_with<O: RecvOperation>(
-        &self,
-        op: O,
-        post: impl FnOnce(&rpma_sys::srq::Srq, &RecvTracker, u64, &[Sge], Option<Hold>) -> Result<()>,
-    ) -> Result<()> {
-        op.post_checked(&self.inner.peer, (SRQ_SGE, "the SRQ's max_sge"), |ctx, sgl, hold| {
-            post(self.sys()?, &self.inner.tracker, ctx, sgl, hold)
-        })
     }
 
     /// The peer the SRQ was created on.

@@ -122,60 +122,6 @@ impl<'c> Chain<'c> {
         Ok(self)
     }
 
-    /// Checks `op` (as [`push`](Chain::push) does) and appends it without
-    /// holding its local region: librpma's memory contract, as
-    /// [`Conn::post_unheld`]. A chain whose every operation was added this
-    /// way with op
-    /// contexts of at most 56 bits is posted without a record: each
-    /// operation's op context travels in its work request ID, the chain
-    /// is not counted in [`Conn::pending_sends`], and a send queue without
-    /// room for it is the provider's `ENOMEM` ([`Error::Provider`]) rather
-    /// than [`Error::Again`]. A chain mixing these with
-    /// [`push`](Chain::push)ed operations, or carrying a wider op context,
-    /// is recorded as a whole (the unheld regions still not held), and so
-    /// are the connection's later unheld posts and chains.
-    ///
-    /// ```
-    /// use rpma::ops::Read;
-    /// use rpma::Flags;
-    /// # #[allow(dead_code)]
-    /// fn gather(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
-    ///     let mut chain = conn.chain();
-    ///     for i in 0..8u64 {
-    ///         // Only the last read reports a completion; it retires the others.
-    ///         let flags = if i == 7 { Flags::COMPLETION_ALWAYS } else { Flags::COMPLETION_ON_ERROR };
-    ///         let read = Read::new(dst, 8 * i as usize, src, 8 * i, 8).flags(flags).op_context(i);
-    ///         // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
-    ///         unsafe { chain.push_unheld(read)? };
-    ///     }
-    ///     chain.post()?;
-    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
-    ///     assert_eq!(wc.op_context, 7);
-    ///     Ok(())
-    /// }
-    /// ```
-    ///
-    /// # Safety
-    /// As [`Conn::post_unheld`]: the operation's local region must not be
-    /// dropped, deregistered or accessed (written, for a source) until
-    /// this operation's completion, or that of a later signaled operation
-    /// on this connection, has been reaped, or the connection is dropped;
-    /// dropping the chain unposted ends that at once.
-    ///
-    /// # Errors
-    /// As [`push`](Chain::push).
-    #[inline(always)]
-    pub unsafe fn push_unheld<O: Operation>(&mut self, op: O) -> Result<&mut Self> {
-        if self.ops.is_full() {
-            return Err(chain_is_full());
-        }
-        let conn = self.conn;
-        // `hold` is never called on this path (a harmless one if it were).
-        let push = Push::<_, true> { ops: &mut self.ops, conn, hold: || conn.parts.flush_mr.hold() };
-        op.encode(&conn.target(), push)?;
-        Ok(self)
-    }
-
     /// Appends `op` as the chain's last operation, awaited: signaled, with
     /// the op context `ctx` (as [`Conn::post_awaited`]); returns the op
     /// context it carried.
@@ -220,8 +166,8 @@ impl<'c> Chain<'c> {
     /// `ibv_wr_complete` sequence. They take consecutive send-queue slots;
     /// a chain whose last operation is unsignaled needs one more free slot
     /// (kept for a signaled operation, as for single operations). A chain
-    /// of unheld operations only is posted without a record
-    /// ([`push_unheld`](Chain::push_unheld)).
+    /// of [`Unheld`](crate::ops::Unheld) operations only is posted without
+    /// a record.
     ///
     /// Afterwards the chain is empty, ready to be filled again. When it is
     /// refused before anything is posted ([`Error::Inval`],
@@ -258,8 +204,8 @@ impl<'c> Chain<'c> {
         }
         if self.ops.has_unheld() {
             if self.ops.is_untracked() && !parts.unheld_recorded.load(Relaxed) {
-                // SAFETY: every operation was added by the `unsafe`
-                // `push_unheld`, whose callers keep its memory.
+                // SAFETY: every operation was an `Unheld` one, whose
+                // creators keep its memory.
                 return unsafe { self.ops.post_untracked(qp) };
             }
             // Recorded: so must the connection's later unheld posts be
@@ -293,7 +239,8 @@ fn not_carried(i: usize) -> Error {
 }
 
 /// The sink of [`Chain::push`]: the request appended with what holds it;
-/// `UNHELD` ([`Chain::push_unheld`]): with nothing holding it.
+/// `UNHELD` (an [`Unheld`](crate::ops::Unheld) operation): with nothing
+/// holding it.
 struct Push<'a, 'c, H: FnOnce() -> Hold, const UNHELD: bool> {
     ops: &'a mut SendChain,
     conn: &'c Conn,
@@ -305,7 +252,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     fn push(self, m: Meta, wr: Wr) -> R<()> {
         if UNHELD {
             return match m.hold {
-                // SAFETY: the callers of `push_unheld` keep the
+                // SAFETY: the callers of `Unheld::new` keep the
                 // operation's region (`HoldBy::Op`); the flush region is
                 // the connection's own and outlives its QP; `Nothing` names
                 // no local memory.
@@ -346,6 +293,11 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
 
     fn recv_list(self, _: Meta, _: Gathered) -> R<()> {
         Err(not_a_send())
+    }
+
+    #[inline(always)]
+    fn unheld(self) -> impl Sink {
+        Push::<_, true> { ops: self.ops, conn: self.conn, hold: self.hold }
     }
 }
 

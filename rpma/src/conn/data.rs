@@ -301,8 +301,7 @@ impl Conn {
 
     /// Operations posted on the send queue whose completion (or a later
     /// signaled one's) has not been reaped yet; operations posted by
-    /// [`post_unheld`](Conn::post_unheld) without a record are not
-    /// counted.
+    /// [`Unheld`](crate::ops::Unheld) without a record are not counted.
     pub fn pending_sends(&self) -> usize {
         self.parts.send.pending()
     }

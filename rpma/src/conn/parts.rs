@@ -35,7 +35,7 @@ pub(crate) struct ConnParts {
     pub(crate) peer: Peer,
     /// Set by `disconnect` and by a closing event: posting is refused then.
     pub(crate) closed: AtomicBool,
-    /// Set when a [`Conn::post_unheld`](crate::Conn::post_unheld) had to
+    /// Set when an [`Unheld`](crate::ops::Unheld) post had to
     /// record its operation (an op context wider than the work request ID):
     /// its later ones are recorded too, so that a signaled one retires an
     /// unsignaled one recorded before it (an untracked completion retires
@@ -240,7 +240,7 @@ impl ConnParts {
     /// # Safety
     /// The local memory of `wr` must stay alive and untouched until the
     /// operation (or a later signaled one) completes or the connection is
-    /// dropped (the contract of [`Conn::post_unheld`](crate::Conn::post_unheld)).
+    /// dropped (the contract of [`Unheld::new`](crate::ops::Unheld::new)).
     #[inline(always)]
     pub(crate) unsafe fn post_untracked(&self, kind: CompletionOp, ctx: u64, wr: SendWr) -> Result<()> {
         let wr_id = wrid::untracked(kind, ctx)?;

@@ -1,6 +1,7 @@
-//! Posting one operation of [`crate::ops`]: [`Conn::post`] (the local
-//! region held until the completion) and [`Conn::post_unheld`] (librpma's
-//! contract: the caller keeps it), through the [`Sink`] of a single post.
+//! Posting one operation of [`crate::ops`] with [`Conn::post`]: the local
+//! region held until the completion, or, for an [`Unheld`](crate::ops::Unheld)
+//! one, kept by the caller (librpma's contract), through the [`Sink`] of a
+//! single post.
 
 use super::Conn;
 use crate::error::{Error, Result};
@@ -39,48 +40,6 @@ impl Conn {
     pub fn post<O: Operation>(&self, op: O) -> Result<()> {
         let t = self.target();
         op.encode(&t, Single::<_, false> { conn: self, hold: || op.hold(&t) })
-    }
-
-    /// Posts one operation checked, as [`post`](Conn::post), without
-    /// holding its local region: librpma's contract, where the caller keeps
-    /// the region registered and untouched until the completion (rpma's C
-    /// ABI posts this way). An op context that fits in 56 bits travels in
-    /// the work request ID and nothing is recorded (the operation is not
-    /// counted in [`pending_sends`](Conn::pending_sends), and a send queue
-    /// that is full is the provider's `ENOMEM`). An operation with a wider one is
-    /// recorded (its region not held either), and so are the connection's
-    /// later `post_unheld` sends (a completion of an unrecorded one could
-    /// not retire a recorded unsignaled one posted before it). Sends with a
-    /// non-empty list of regions are recorded and held, as by
-    /// [`post`](Conn::post).
-    ///
-    /// ```
-    /// use rpma::ops::Read;
-    /// # #[allow(dead_code)]
-    /// fn fetch(conn: &rpma::Conn, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
-    ///     // SAFETY: `dst` is neither dropped nor touched until the completion is reaped below.
-    ///     unsafe { conn.post_unheld(Read::new(dst, 0, src, 0, 8).op_context(7))? };
-    ///     let wc = conn.cq().next_completion(std::time::Duration::from_secs(1))?;
-    ///     assert_eq!(wc.op_context, 7);
-    ///     Ok(())
-    /// }
-    /// ```
-    ///
-    /// # Safety
-    /// The operation's local region (its registration and memory) must not
-    /// be dropped or deregistered, nor accessed (for a read's, an atomic's
-    /// or a receive's destination) or written (for a write's or a send's
-    /// source), until this operation's completion, or that of a later
-    /// signaled operation on this connection, has been reaped, or the
-    /// connection is dropped.
-    ///
-    /// # Errors
-    /// As [`post`](Conn::post), except that a full send queue is
-    /// [`Error::Provider`] for an operation not recorded.
-    #[inline(always)]
-    pub unsafe fn post_unheld<O: Operation>(&self, op: O) -> Result<()> {
-        let t = self.target();
-        op.encode(&t, Single::<_, true> { conn: self, hold: || op.hold(&t) })
     }
 
     /// Posts `op` checked, as [`post`](Conn::post), with the op context
@@ -164,26 +123,35 @@ impl Conn {
 }
 
 impl crate::Srq {
-    /// [`post`](crate::Srq::post) under librpma's memory contract, as
-    /// [`Conn::post_unheld`] (rpma's C ABI posts so): checked, nothing
-    /// recorded or held while the op context fits in 56 bits (it travels in
-    /// the work request ID); a wider one is recorded, the region not held
-    /// either.
+    /// Posts a receive ([`Recv`](crate::ops::Recv), or [`RecvSg`](crate::ops::RecvSg) of one
+    /// element: the SRQ takes one SGE per receive), checked as on a
+    /// connection (not in librpma). Its regions stay alive until it
+    /// completes. Only receives: an operation of the send queue does not
+    /// compile here.
     ///
-    /// # Safety
-    /// The receive's regions must not be dropped, deregistered or accessed
-    /// until its completion has been reaped, or the SRQ is dropped.
+    /// ```compile_fail,E0277
+    /// # fn f(srq: &rpma::Srq, dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) -> rpma::Result<()> {
+    /// srq.post(rpma::ops::Read::new(dst, 0, src, 0, 8))?; // a read is no receive
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
-    /// As [`post`](crate::Srq::post).
-    pub unsafe fn post_unheld<O: RecvOperation>(&self, op: O) -> Result<()> {
-        // SAFETY: this function's contract.
-        self.post_with(op, |srq, tracker, ctx, sgl, _| unsafe { tracker.post_unheld(srq, ctx, sgl) })
+    /// As [`recv`](crate::Srq::recv); [`Error::Inval`] for a list longer than one.
+    pub fn post<O: RecvOperation>(&self, op: O) -> Result<()> {
+        op.post_checked(self.peer(), (crate::srq::SRQ_SGE, "the SRQ's max_sge"), |ctx, sgl, hold| {
+            let (srq, tracker) = (self.sys()?, self.tracker());
+            if O::UNHELD {
+                // SAFETY: an `Unheld` receive, whose regions `Unheld::new`'s
+                // caller keeps.
+                return unsafe { tracker.post_unheld(srq, ctx, sgl) };
+            }
+            tracker.post(srq, crate::CompletionOp::Recv, ctx, hold, sgl)
+        })
     }
 }
 
 /// The sink of a single post: tracked with the operation's `hold`; under
-/// `UNHELD` ([`Conn::post_unheld`]) untracked whenever the op context fits
+/// `UNHELD` (an [`Unheld`](crate::ops::Unheld) operation) untracked whenever the op context fits
 /// the ID and no list is posted, else recorded without holding the
 /// caller's region (a list: tracked with its holds).
 struct Single<'c, H: FnOnce() -> Hold, const UNHELD: bool> {
@@ -216,7 +184,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
         let parts = &self.conn.parts;
         if UNHELD && !matches!(m.hold, HoldBy::List) {
             if self.untracked(&m) {
-                // SAFETY: `post_unheld`'s caller keeps the operation's
+                // SAFETY: `Unheld::new`'s caller keeps the operation's
                 // region (`HoldBy::Op`); the flush region is the
                 // connection's own and outlives its QP; the other kinds name
                 // no local memory or bytes copied during the post.
@@ -263,7 +231,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
         let parts = &self.conn.parts;
         let sgl = sge.as_slice();
         if UNHELD {
-            // SAFETY: `post_unheld`'s caller keeps the receive's region.
+            // SAFETY: `Unheld::new`'s caller keeps the receive's region.
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, sgl) };
         }
         parts.post_recv(m.kind, m.ctx, sgl, Some((self.hold)()))
@@ -274,11 +242,16 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
     fn recv_list(self, m: Meta, mut g: Gathered) -> Result<()> {
         if UNHELD {
             let parts = &self.conn.parts;
-            // SAFETY: `post_unheld`'s caller keeps the list's regions.
+            // SAFETY: `Unheld::new`'s caller keeps the list's regions.
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, g.list()) };
         }
         let hold = g.hold.take();
         self.conn.parts.post_recv(m.kind, m.ctx, g.list(), hold)
+    }
+
+    #[inline(always)]
+    fn unheld(self) -> impl Sink {
+        Single::<_, true> { conn: self.conn, hold: self.hold }
     }
 }
 
@@ -337,5 +310,12 @@ impl<S: Sink> Sink for Awaited<'_, S> {
     fn recv_list(self, m: Meta, g: Gathered) -> Result<()> {
         let m = self.meta(m);
         self.inner.recv_list(m, g)
+    }
+
+    /// An awaited operation is held whatever it says: its future, not its
+    /// caller, decides when the completion is reaped.
+    #[inline(always)]
+    fn unheld(self) -> impl Sink {
+        self
     }
 }

@@ -94,7 +94,7 @@ impl RecvTracker {
     }
 
     /// Posts a receive scattering into `sgl` on `queue` under librpma's
-    /// memory contract (the `post_unheld` calls): untracked, `ctx` in the
+    /// memory contract (an `ops::Unheld` receive): untracked, `ctx` in the
     /// work request ID, when it fits there (56 bits); else recorded for
     /// its op context only, without a hold. Receives complete one by one,
     /// so an untracked one never leaves a recorded one behind.

@@ -1,5 +1,5 @@
-//! The posts of unheld operations ([`Conn::post_unheld`](crate::Conn::post_unheld),
-//! [`Chain::push_unheld`](crate::Chain::push_unheld)): nothing recorded, the kind and op
+//! The posts of [`Unheld`](crate::ops::Unheld) operations (by
+//! [`Conn::post`](crate::Conn::post) and [`Chain::post`](crate::Chain::post)): nothing recorded, the kind and op
 //! context in the work request ID; the caller's `unsafe` contract keeps the
 //! memory alive instead of a hold.
 

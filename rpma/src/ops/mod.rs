@@ -3,10 +3,9 @@
 //! verb's type, checks and encoding live here, one home per verb;
 //! CONTRIBUTING.md) and posted by [`Conn::post`](crate::Conn::post) (the
 //! regions held until the completion) or [`Chain::push`](crate::Chain::push)
-//! (many operations, one doorbell); `unsafe`
-//! [`Conn::post_unheld`](crate::Conn::post_unheld) and
-//! [`Chain::push_unheld`](crate::Chain::push_unheld) post them under
-//! librpma's contract (the caller keeps the regions), as the C ABI does.
+//! (many operations, one doorbell); wrapped in [`Unheld`] (`unsafe`), they
+//! are posted under librpma's contract (the caller keeps the regions), as
+//! the C ABI does.
 //!
 //! | type | verb | librpma |
 //! |---|---|---|
@@ -241,6 +240,9 @@ pub(crate) trait Sink {
     /// A receive scattering into the list `g`, with the holds of its
     /// regions.
     fn recv_list(self, m: Meta, g: Gathered) -> Result<()>;
+    /// This sink under librpma's memory contract, for an [`Unheld`]
+    /// operation (an awaited post's sink stays as it is: it holds).
+    fn unheld(self) -> impl Sink;
 }
 
 pub(crate) mod sealed {
@@ -267,6 +269,9 @@ pub(crate) mod sealed {
     /// Checks a receive for a queue other than a connection's (an SRQ, a
     /// connection request).
     pub trait Receive {
+        /// Whether the caller keeps the regions ([`super::Unheld`]).
+        const UNHELD: bool = false;
+
         /// The checks against `peer` and the queue's most SGEs (and its
         /// name in messages), then `post` with the op context, the SGEs
         /// (empty: a 0-byte receive) and the hold. The list stays in this
@@ -853,7 +858,9 @@ mod tests {
 }
 
 mod lists;
+mod unheld;
 pub(crate) use lists::{gather, Gathered};
 pub use lists::{ReadSg, SendInline, SendSg, Sg, WriteInline, WriteSg};
 pub(crate) mod recv;
 pub use recv::{Recv, RecvSg};
+pub use unheld::Unheld;
