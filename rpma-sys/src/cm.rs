@@ -78,7 +78,7 @@ impl EventChannel {
     /// non-blocking channel with nothing pending, [`Bound::Never`];
     /// librdmacm reports it as `ENODATA` too).
     pub fn get_event(&self, bound: Bound) -> io::Result<Option<CmEvent>> {
-        self.inner.gate.read(self.as_fd(), bound, || self.next_event())
+        self.inner.gate.read(&self.as_fd(), bound, || self.next_event())
     }
 
     /// [`get_event`](Self::get_event) for an async reader: `Pending` while
@@ -88,7 +88,7 @@ impl EventChannel {
     /// # Errors
     /// As [`get_event`](Self::get_event).
     pub fn poll_get_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<Option<CmEvent>>> {
-        self.inner.gate.poll_read(self.as_fd(), cx, || self.next_event())
+        self.inner.gate.poll_read(&self.as_fd(), cx, || self.next_event())
     }
 
     fn next_event(&self) -> io::Result<CmEvent> {

@@ -6,7 +6,7 @@ use crate::gate::{Bound, Gate};
 use crate::{from_errno_ret, from_minus1_ret, last_error};
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -79,7 +79,7 @@ impl CompChannel {
     /// non-blocking fd with no event pending, [`Bound::Never`]).
     #[inline]
     pub fn get_event(&self, bound: Bound) -> io::Result<Option<usize>> {
-        self.inner.gate.read(self.as_fd(), bound, || self.next_event_acked())
+        self.inner.gate.read(self, bound, || self.next_event_acked())
     }
 
     /// [`get_event`](Self::get_event) for an async reader: `Pending` while
@@ -89,7 +89,7 @@ impl CompChannel {
     /// # Errors
     /// As [`get_event`](Self::get_event).
     pub fn poll_get_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<Option<usize>>> {
-        self.inner.gate.poll_read(self.as_fd(), cx, || self.next_event_acked())
+        self.inner.gate.poll_read(self, cx, || self.next_event_acked())
     }
 
     fn next_event_acked(&self) -> io::Result<usize> {
@@ -487,7 +487,7 @@ impl Cq {
         let Some(ch) = &self.inner.channel else {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         };
-        Ok(ch.inner.gate.read(ch.as_fd(), bound, || self.next_event_batched(ch))?.is_some())
+        Ok(ch.inner.gate.read(ch, bound, || self.next_event_batched(ch))?.is_some())
     }
 
     /// [`get_event`](Self::get_event) for an async reader: `Pending` while
@@ -500,7 +500,7 @@ impl Cq {
         let Some(ch) = &self.inner.channel else {
             return std::task::Poll::Ready(Err(io::Error::from_raw_os_error(libc::EINVAL)));
         };
-        ch.inner.gate.poll_read(ch.as_fd(), cx, || self.next_event_batched(ch)).map(|r| r.map(|e| e.is_some()))
+        ch.inner.gate.poll_read(ch, cx, || self.next_event_batched(ch)).map(|r| r.map(|e| e.is_some()))
     }
 
     #[inline]

@@ -278,7 +278,7 @@ impl Context {
     /// The errno of `poll` or `ibv_get_async_event` (`EAGAIN` when nothing
     /// is pending on a non-blocking fd, [`Bound::Never`](crate::gate::Bound)).
     pub fn get_async_event(&self, bound: crate::gate::Bound) -> io::Result<Option<AsyncEvent>> {
-        self.inner.gate.read(self.async_fd(), bound, || self.next_async_event())
+        self.inner.gate.read(&self.async_fd(), bound, || self.next_async_event())
     }
 
     /// [`get_async_event`](Self::get_async_event) for an async reader:
@@ -288,7 +288,7 @@ impl Context {
     /// # Errors
     /// As [`get_async_event`](Self::get_async_event).
     pub fn poll_async_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<Option<AsyncEvent>>> {
-        self.inner.gate.poll_read(self.async_fd(), cx, || self.next_async_event())
+        self.inner.gate.poll_read(&self.async_fd(), cx, || self.next_async_event())
     }
 
     fn next_async_event(&self) -> io::Result<AsyncEvent> {

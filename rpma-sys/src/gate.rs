@@ -13,7 +13,7 @@
 //! are woken, after the gate's lock is let go, when it opens.
 
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::AsFd;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -208,12 +208,7 @@ impl Gate {
     /// # Errors
     /// The errno of `poll`, or `read`'s error.
     #[inline(always)]
-    pub fn read<R>(
-        &self,
-        fd: BorrowedFd<'_>,
-        bound: Bound,
-        read: impl FnOnce() -> io::Result<R>,
-    ) -> io::Result<Option<R>> {
+    pub fn read<R>(&self, fd: &impl AsFd, bound: Bound, read: impl FnOnce() -> io::Result<R>) -> io::Result<Option<R>> {
         let Some(_reader) = self.enter(bound) else { return Ok(None) };
         read_within(fd, bound, read)
     }
@@ -226,7 +221,7 @@ impl Gate {
     /// As [`read`](Gate::read).
     pub fn poll_read<R>(
         &self,
-        fd: BorrowedFd<'_>,
+        fd: &impl AsFd,
         cx: &mut Context<'_>,
         read: impl FnOnce() -> io::Result<R>,
     ) -> Poll<io::Result<Option<R>>> {
@@ -235,15 +230,16 @@ impl Gate {
     }
 }
 
-/// `read` once `fd` is readable within `bound` (at once without a limit).
+/// `read` once `fd` is readable within `bound` (at once without a limit,
+/// where `fd` is not even looked at).
 #[inline(always)]
-fn read_within<R>(fd: BorrowedFd<'_>, bound: Bound, read: impl FnOnce() -> io::Result<R>) -> io::Result<Option<R>> {
+fn read_within<R>(fd: &impl AsFd, bound: Bound, read: impl FnOnce() -> io::Result<R>) -> io::Result<Option<R>> {
     let left = match bound {
         Bound::Never => return read().map(Some),
         Bound::Now => Duration::ZERO,
         Bound::Until(d) => d.saturating_duration_since(Instant::now()),
     };
-    if !crate::poll_readable(fd, Some(left))? {
+    if !crate::poll_readable(fd.as_fd(), Some(left))? {
         return Ok(None);
     }
     read().map(Some)
@@ -303,10 +299,9 @@ mod tests {
     #[test]
     fn a_bounded_read_of_a_quiet_fd_returns_in_time() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        use std::os::fd::AsFd;
         let g = Gate::new();
         let t0 = Instant::now();
-        let got = g.read(a.as_fd(), Bound::after(Duration::from_millis(30)), || -> io::Result<()> {
+        let got = g.read(&a, Bound::after(Duration::from_millis(30)), || -> io::Result<()> {
             panic!("read without an event")
         });
         assert!(matches!(got, Ok(None)));

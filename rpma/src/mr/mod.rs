@@ -183,6 +183,8 @@ impl<M: RegMemory> Drop for MrInner<M> {
 /// A region's end: deregistered when dropped, then its memory value
 /// dropped; leaked both when the deregistration fails.
 struct End<M: RegMemory> {
+    /// Always `Some` until `drop` moves it out (an `Option` rather than a
+    /// `ManuallyDrop`, so that moving it out needs no `unsafe`).
     mr: Option<Mr>,
     mem: ManuallyDrop<M>,
     len: usize,
