@@ -35,7 +35,7 @@ fn server(a: &Args) -> Res<()> {
         rpma::ConnEvent::Closed => {}
         ev => return Err(format!("expected the client to close, got {ev}").into()),
     }
-    if let Ok(wc) = conn.cq().get_completion() {
+    if let Ok(Some(wc)) = conn.cq().get_completion() {
         if wc.status.is_success() && matches!(wc.op, CompletionOp::Recv | CompletionOp::RecvRdmaWithImm) {
             let mut b = vec![0u8; wc.byte_len as usize];
             rcv.read_at(0, &mut b)?;

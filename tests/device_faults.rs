@@ -223,7 +223,7 @@ device_tests!({
                 // Drain what is there (the CQ was re-armed by `wait`), then post
                 // the next operation: its completion needs a new wake-up.
                 let mut got = 0;
-                while let Ok(wc) = cq.get_completion() {
+                while let Ok(Some(wc)) = cq.get_completion() {
                     assert_eq!(wc.status, WcStatus::SUCCESS, "connection {i}");
                     got += 1;
                 }
@@ -318,7 +318,7 @@ device_tests!({
             if ready[1] {
                 let _ = conn.cq().wait();
             }
-            while let Ok(wc) = conn.cq().get_completion() {
+            while let Ok(Some(wc)) = conn.cq().get_completion() {
                 println!("  completion of {:?} {} after {:?}: {}", wc.op, wc.op_context, t0.elapsed(), wc.status);
                 if wc.op_context >= 97 {
                     outstanding.insert(wc.op_context, wc.status);

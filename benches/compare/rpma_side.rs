@@ -15,7 +15,7 @@ use crate::stats::{self, Lat};
 use rpma::device::{get_ibv_context, ContextType};
 use rpma::ops::{AtomicWrite, Flush, Read, Unheld, Write};
 use rpma::{
-    AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Error, Flags, FlushType, MrLocal,
+    AlignedBuf, Completion, CompletionOp, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Ep, Flags, FlushType, MrLocal,
     MrRemote, Peer, RawMemory, SharedCq, Usage,
 };
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ fn check(wc: Completion) -> Res<Completion> {
 
 /// One completion if there is one, checked.
 fn try_get(cq: &Cq) -> Res<Option<Completion>> {
-    cq.try_get_completion()?.map(check).transpose()
+    cq.get_completion()?.map(check).transpose()
 }
 
 /// Busy-polls `cq` for one completion (perftest's default), for at most `T`.
@@ -89,10 +89,10 @@ fn spin_ok(cq: &Cq) -> Res<()> {
 /// instruction-count case, as the C program's `block`.
 fn block(cq: &Cq) -> Res<()> {
     cq.wait()?;
-    match cq.get_completion() {
-        Ok(wc) if wc.status.is_success() => Ok(()),
-        Ok(wc) => Err(format!("{:?} failed: {}", wc.op, wc.status).into()),
-        Err(e) => Err(e.into()),
+    match cq.get_completion()? {
+        Some(wc) if wc.status.is_success() => Ok(()),
+        Some(wc) => Err(format!("{:?} failed: {}", wc.op, wc.status).into()),
+        None => Err("woken with no completion".into()),
     }
 }
 
@@ -448,8 +448,8 @@ pub fn client_scq(addr: &str, port: u16, n: usize, m: usize) -> Res<()> {
     }
     while done < total {
         let got = match scq.get_wc(&mut wc) {
-            Ok(k) => k,
-            Err(Error::NoCompletion) => {
+            Ok(k) if k > 0 => k,
+            Ok(_) => {
                 sleeps += 1;
                 scq.wait_timeout(T)?;
                 continue;
@@ -599,8 +599,7 @@ impl Client {
             | Op::PingPong
             | Op::Commit
             | Op::CommitChain
-            | Op::EmptyPoll
-            | Op::EmptyPollErr => {
+            | Op::EmptyPoll => {
                 unreachable!("{op:?} is not a single post")
             }
         }
@@ -636,14 +635,10 @@ impl Client {
                 wait(cq)?;
             }
             Op::EmptyPoll => {
-                if let Some(c) = cq.try_get_completion()? {
+                if let Some(c) = cq.get_completion()? {
                     return Err(format!("empty_poll: {c:?} from a CQ with nothing posted").into());
                 }
             }
-            Op::EmptyPollErr => match cq.get_completion() {
-                Err(Error::NoCompletion) => {}
-                other => return Err(format!("empty_poll_err: {other:?} from a CQ with nothing posted").into()),
-            },
             Op::PingPong => {
                 c.recv(&self.rbuf, 0, 8, 0)?;
                 c.send(&self.msg, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
@@ -722,16 +717,14 @@ impl Client {
                 self.post(op, size)?;
                 posted += 1;
             }
-            match cq.get_wc(&mut wc) {
-                Ok(n) => {
-                    for w in &wc[..n] {
-                        check(*w)?;
-                    }
-                    done += n;
-                }
-                Err(Error::NoCompletion) if t0.elapsed() < T => {}
-                Err(e) => return Err(e.into()),
+            let n = cq.get_wc(&mut wc)?;
+            if n == 0 && t0.elapsed() >= T {
+                return Err(format!("no completion within {T:?}").into());
             }
+            for w in &wc[..n] {
+                check(*w)?;
+            }
+            done += n;
         }
         Ok(t0.elapsed().as_secs_f64())
     }
@@ -757,10 +750,8 @@ enum Op {
     WriteInline,
     Commit,
     CommitChain,
-    /// A busy-polling loop's miss: `try_get_completion` on an empty CQ.
+    /// A busy-polling loop's miss: `get_completion` on an empty CQ.
     EmptyPoll,
-    /// The same miss through `get_completion` (an `Err` the loop drops).
-    EmptyPollErr,
 }
 
 /// Where the commit case writes its data (its pointer goes at 0).
@@ -781,7 +772,6 @@ impl Op {
             "commit" => Op::Commit,
             "commit_chain" => Op::CommitChain,
             "empty_poll" => Op::EmptyPoll,
-            "empty_poll_err" => Op::EmptyPollErr,
             other => return Err(format!("unknown case {other}").into()),
         })
     }
@@ -1022,20 +1012,17 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
 fn reap(cq: &Cq, wc: &mut [Completion; 64], want: usize) -> Res<()> {
     let mut done = 0;
     while done < want {
-        match cq.get_wc(wc) {
-            Ok(n) => {
-                for w in &wc[..n] {
-                    check(*w)?;
-                }
-                done += n;
-            }
+        let n = cq.get_wc(wc)?;
+        if n == 0 {
             // `wait_timeout`, not `wait`: a second call site of the
             // inlined `Cq::wait` in this crate makes the compiler keep
-            // it out of line in `block` too, which moved every
-            // depth-1 count by 15 (measured).
-            Err(Error::NoCompletion) => cq.wait_timeout(T)?,
-            Err(e) => return Err(e.into()),
+            // it out of line in `block` too.
+            cq.wait_timeout(T)?;
         }
+        for w in &wc[..n] {
+            check(*w)?;
+        }
+        done += n;
     }
     Ok(())
 }

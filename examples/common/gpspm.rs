@@ -42,11 +42,9 @@ fn wait(conn: &Conn, shared: bool, op: CompletionOp) -> Res<Completion> {
     let cq = if op == CompletionOp::Recv { conn.rcq().ok_or("the connection has no receive CQ")? } else { conn.cq() };
     let wc = if shared {
         loop {
-            match cq.get_completion() {
-                Err(rpma::Error::NoCompletion) => {
-                    conn.wait_timeout(super::timeout())?;
-                }
-                other => break other?,
+            match cq.get_completion()? {
+                Some(wc) => break wc,
+                None => _ = conn.wait_timeout(super::timeout())?,
             }
         }
     } else {

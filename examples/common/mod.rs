@@ -180,13 +180,12 @@ pub fn completion_or_close(conn: &Conn, cq: &Cq) -> Res<Option<Completion>> {
     let fds = [shared.unwrap_or_else(|| cq.as_fd()), conn.as_fd()];
     let deadline = Instant::now() + timeout();
     loop {
-        match cq.get_completion() {
-            Ok(wc) if wc.status != WcStatus::SUCCESS => {
+        match cq.get_completion()? {
+            Some(wc) if wc.status != WcStatus::SUCCESS => {
                 return Err(format!("operation {} ({:?}) failed: {}", wc.op_context, wc.op, wc.status).into())
             }
-            Ok(wc) => return Ok(Some(wc)),
-            Err(rpma::Error::NoCompletion) => {}
-            Err(e) => return Err(e.into()),
+            Some(wc) => return Ok(Some(wc)),
+            None => {}
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -112,13 +112,13 @@ fn handle_event(i: usize, conn: &Conn, dst: &MrLocal<AlignedBuf>) -> Res<bool> {
 fn handle_completion(i: usize, conn: &Conn, dst: &MrLocal<AlignedBuf>, shared: bool) -> Res<()> {
     let cq = if shared { conn.wait().map(|(cq, _)| cq) } else { conn.cq().wait().map(|_| conn.cq()) };
     match cq.and_then(|cq| cq.get_completion()) {
-        Err(Error::NoCompletion) => return Ok(()), // woken up with nothing: go on
+        Ok(None) => return Ok(()), // woken up with nothing: go on
         Err(e) => eprintln!("[{i}] waiting for the completion failed: {e}"),
-        Ok(wc) if !wc.status.is_success() => eprintln!("[{i}] rpma_read() failed: {}", wc.status),
-        Ok(wc) if wc.op != CompletionOp::Read => {
+        Ok(Some(wc)) if !wc.status.is_success() => eprintln!("[{i}] rpma_read() failed: {}", wc.status),
+        Ok(Some(wc)) if wc.op != CompletionOp::Read => {
             eprintln!("[{i}] received unexpected wc.opcode value ({:?} != Read)", wc.op)
         }
-        Ok(_) => {
+        Ok(Some(_)) => {
             let mut name = [0u8; MAX_NAME_SIZE];
             dst.read_at(MAX_NAME_SIZE * i, &mut name)?;
             println!("- {}", super::cstr(&name));

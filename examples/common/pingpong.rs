@@ -62,7 +62,7 @@ fn wait(conn: &Conn, srq: Option<&Srq>, mode: Mode, op: CompletionOp) -> Res<Com
         let rcq = conn.rcq().ok_or("no rcq")?;
         let want: &Cq = if recv { rcq } else { conn.cq() };
         loop {
-            if let Ok(wc) = want.get_completion() {
+            if let Some(wc) = want.get_completion()? {
                 if wc.status != rpma::WcStatus::SUCCESS {
                     return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
                 }

@@ -345,6 +345,9 @@ pub unsafe extern "C" fn rpma_cq_get_wc(
         // wc, which get_ibv_wc only writes (MaybeUninit: not read).
         let out = unsafe { std::slice::from_raw_parts_mut(wc.cast::<std::mem::MaybeUninit<IbvWc>>(), want) };
         let n = cq.get_ibv_wc(out)?;
+        if n == 0 {
+            return Err(Error::NoCompletion); // librpma's code for "none yet"
+        }
         if !num_entries_got.is_null() {
             // SAFETY: non-NULL output; n <= num_entries fits c_int.
             unsafe { num_entries_got.write(n as c_int) };

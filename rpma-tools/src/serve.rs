@@ -18,7 +18,7 @@ use rpma::export::Export;
 use rpma::gpspm::{FlushRequest, FlushResponse};
 use rpma::messages::{Messages, MsgAccess, Slot};
 use rpma::utils::poll_fds;
-use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Error, Flags, MappedFile, MrLocal, Peer};
+use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MappedFile, MrLocal, Peer};
 use rpma::{MwAccess, PeerCfg, Usage, WcStatus};
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
@@ -313,10 +313,10 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(
             cq.wait()?;
         }
         loop {
-            let got = match cq.get_wc(&mut wcs) {
-                Err(Error::NoCompletion) => break,
-                r => r?,
-            };
+            let got = cq.get_wc(&mut wcs)?;
+            if got == 0 {
+                break;
+            }
             for wc in &wcs[..got] {
                 // The client's disconnect flushes the posted receives.
                 if wc.status == WcStatus::WR_FLUSH_ERR {

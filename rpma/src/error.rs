@@ -269,10 +269,16 @@ pub enum Error {
     /// `RPMA_E_NOMEM`: out of memory (host or device resources).
     #[error("out of memory: {0}")]
     NoMem(Msg),
-    /// `RPMA_E_NO_COMPLETION`: no completion is available (yet).
+    /// `RPMA_E_NO_COMPLETION`: a bounded wait for a completion ended
+    /// without one (its timeout passed, or its channel is non-blocking
+    /// and had no event). A poll that finds nothing is not an error:
+    /// [`Cq::get_completion`](crate::Cq::get_completion) returns `None`,
+    /// [`Cq::get_wc`](crate::Cq::get_wc) 0 (the C ABI returns this code
+    /// for them, as librpma does).
     #[error("no next completion available")]
     NoCompletion,
-    /// `RPMA_E_NO_EVENT`: no event is available (non-blocking fd).
+    /// `RPMA_E_NO_EVENT`: a wait for an event ended without one (its
+    /// timeout passed, or the fd is non-blocking and had none).
     #[error("no next event available")]
     NoEvent,
     /// `RPMA_E_AGAIN`: a temporary failure; the call can be retried.

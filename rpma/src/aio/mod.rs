@@ -282,8 +282,7 @@ impl<'a> AsyncCq<'a> {
     /// when there is none; [`Cq::wait`] re-arms the CQ). Cancellation-safe.
     ///
     /// # Errors
-    /// As [`Cq::get_completion`] and [`Cq::wait`], never
-    /// [`Error::NoCompletion`].
+    /// As [`Cq::get_completion`] and [`Cq::wait`].
     pub async fn next_completion(&self) -> Result<Completion> {
         std::future::poll_fn(|cx| self.poll_cq(cx, || self.cq.get_completion())).await
     }
@@ -292,19 +291,20 @@ impl<'a> AsyncCq<'a> {
     /// as [`next_completion`](Self::next_completion) does. Cancellation-safe.
     ///
     /// # Errors
-    /// As [`Cq::get_wc`], never [`Error::NoCompletion`].
+    /// As [`Cq::get_wc`].
     pub async fn get_wc(&self, wc: &mut [Completion]) -> Result<usize> {
-        std::future::poll_fn(|cx| self.poll_cq(cx, || self.cq.get_wc(wc))).await
+        std::future::poll_fn(|cx| self.poll_cq(cx, || self.cq.get_wc(wc).map(|n| (n > 0).then_some(n)))).await
     }
 
     /// Runs `take` until it finds completions; while it finds none, takes
     /// the channel's event and re-arms the CQ ([`Cq::wait`]), then takes
     /// again (a completion that arrived before the re-arm is found then).
-    fn poll_cq<T>(&self, cx: &mut Context<'_>, mut take: impl FnMut() -> Result<T>) -> Poll<Result<T>> {
+    fn poll_cq<T>(&self, cx: &mut Context<'_>, mut take: impl FnMut() -> Result<Option<T>>) -> Poll<Result<T>> {
         loop {
             match take() {
-                Err(Error::NoCompletion) => {}
-                other => return Poll::Ready(other),
+                Ok(None) => {}
+                Ok(Some(t)) => return Poll::Ready(Ok(t)),
+                Err(e) => return Poll::Ready(Err(e)),
             }
             match poll_take(&self.fd, cx, |cx| self.cq.poll_wait(cx), no_completion) {
                 Poll::Ready(Ok(())) => {}

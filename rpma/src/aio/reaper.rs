@@ -205,7 +205,7 @@ impl Shared {
         for i in 0..self.cqs {
             loop {
                 match self.cq(i).poll_one() {
-                    Ok(mut wc) => {
+                    Ok(Some(mut wc)) => {
                         // Its own completion: its context, recorded as an
                         // awaited operation's (never a user's).
                         if mine.is_some() && Some(wc.op_context) == mine && super::router::awaited(&mut wc) {
@@ -216,7 +216,7 @@ impl Shared {
                             return None;
                         }
                     }
-                    Err(Error::NoCompletion) => break,
+                    Ok(None) => break,
                     Err(e) => {
                         r.fail(e.to_string());
                         return None;

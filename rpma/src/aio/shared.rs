@@ -139,7 +139,6 @@ impl Hub {
                         return Ok(());
                     }
                 }
-                Err(Error::NoCompletion) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }

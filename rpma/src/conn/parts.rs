@@ -196,7 +196,7 @@ impl ConnParts {
         for cq in own.into_iter().chain(self.rcq.as_ref()) {
             // `poll_wc`: also a CQ an async reaper owned.
             for _ in 0..DRAIN_MAX / wcs.len() {
-                if cq.poll_wc(&mut wcs).is_err() {
+                if !matches!(cq.poll_wc(&mut wcs), Ok(n) if n > 0) {
                     break;
                 }
             }

@@ -30,7 +30,7 @@ use std::time::Duration;
 ///
 /// Each CQ has a completion channel, armed at creation and after every
 /// [`wait`](Cq::wait). A wait may wake up with no completion: drain with
-/// [`get_wc`](Cq::get_wc) until it reports [`Error::NoCompletion`].
+/// [`get_wc`](Cq::get_wc) until it returns 0.
 ///
 /// ```no_run
 /// # #[allow(dead_code)]
@@ -39,11 +39,11 @@ use std::time::Duration;
 /// cq.wait()?;
 /// let mut wc = [rpma::Cq::EMPTY; 8];
 /// loop {
-///     match cq.get_wc(&mut wc) {
-///         Ok(n) => wc[..n].iter().for_each(|c| println!("{:?} {}", c.op, c.status)),
-///         Err(rpma::Error::NoCompletion) => break,
-///         Err(e) => return Err(e),
+///     let n = cq.get_wc(&mut wc)?;
+///     if n == 0 {
+///         break;
 ///     }
+///     wc[..n].iter().for_each(|c| println!("{:?} {}", c.op, c.status));
 /// }
 /// # Ok(()) }
 /// ```
@@ -227,11 +227,12 @@ impl Cq {
         self.cq.req_notify(false).map_err(|e| Error::provider_raw("ibv_req_notify_cq", e))
     }
 
-    /// Polls up to `wc.len()` completions into `wc` (`rpma_cq_get_wc`).
+    /// Polls up to `wc.len()` completions into `wc` (`rpma_cq_get_wc`);
+    /// returns how many, 0 when there is none yet.
     ///
     /// # Errors
-    /// [`Error::Inval`] for an empty `wc`; [`Error::NoCompletion`] when there
-    /// is none; [`Error::Provider`] when polling fails.
+    /// [`Error::Inval`] for an empty `wc`; [`Error::Provider`] when polling
+    /// fails.
     pub fn get_wc(&self, wc: &mut [Completion]) -> Result<usize> {
         if wc.is_empty() {
             return Err(Error::inval("get_wc: the output slice is empty; pass room for at least 1 completion"));
@@ -255,9 +256,6 @@ impl Cq {
                 .map_err(|e| Error::provider_raw("ibv_poll_cq", e))?,
             Some(r) => r.get_wc(self, wc)?,
         };
-        if got == 0 {
-            return Err(Error::NoCompletion);
-        }
         Ok(got)
     }
 
@@ -278,10 +276,7 @@ impl Cq {
             // `poll_wc` (an `AsyncConn`'s own CQs have none).
             Some(_) => {
                 let mut wc = [Cq::EMPTY; 16];
-                let n = match self.poll_wc(&mut wc[..max.min(16)]) {
-                    Err(Error::NoCompletion) => 0,
-                    got => got?,
-                };
+                let n = self.poll_wc(&mut wc[..max.min(16)])?;
                 wc[..n].iter().for_each(|w| f(*w));
                 Ok(n)
             }
@@ -344,12 +339,27 @@ impl Cq {
         }
     }
 
-    /// One completion, if any (a convenience over [`get_wc`](Cq::get_wc)).
+    /// One completion, `None` when there is none yet (a convenience over
+    /// [`get_wc`](Cq::get_wc)); for busy-polling loops too:
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
+    /// let cq = conn.cq();
+    /// let done = loop {
+    ///     if let Some(c) = cq.get_completion()? {
+    ///         break c;
+    ///     }
+    ///     std::hint::spin_loop();
+    /// };
+    /// println!("{:?} {}", done.op, done.status);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`get_wc`](Cq::get_wc).
     #[inline]
-    pub fn get_completion(&self) -> Result<Completion> {
+    pub fn get_completion(&self) -> Result<Option<Completion>> {
         if !self.plain {
             if self.is_reaped() {
                 return Err(reaped());
@@ -361,52 +371,15 @@ impl Cq {
         self.poll_own()
     }
 
-    /// One completion if there is one, `None` when the CQ is empty:
-    /// [`get_completion`](Cq::get_completion) for busy-polling loops, where
-    /// an empty CQ is the common outcome rather than an error. A miss
-    /// leaves the loop no [`Error`] to drop (an out-of-line call of the
-    /// error's drop glue on every miss otherwise).
-    ///
-    /// ```no_run
-    /// # #[allow(dead_code)]
-    /// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
-    /// let cq = conn.cq();
-    /// let done = loop {
-    ///     if let Some(c) = cq.try_get_completion()? {
-    ///         break c;
-    ///     }
-    ///     std::hint::spin_loop();
-    /// };
-    /// println!("{:?} {}", done.op, done.status);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`get_completion`](Cq::get_completion), except that an empty CQ
-    /// is `Ok(None)`.
-    #[inline]
-    pub fn try_get_completion(&self) -> Result<Option<Completion>> {
-        match self.get_completion() {
-            Ok(c) => Ok(Some(c)),
-            // `forget`: the variant has nothing to drop, and dropping it
-            // would call the error type's drop glue out of line.
-            Err(e @ Error::NoCompletion) => {
-                std::mem::forget(e);
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     /// One completion of this CQ's own (no routes, no reaper check):
     /// [`get_completion`](Cq::get_completion)'s poll, one entry into a
     /// stack slot, retired inline.
     #[inline(always)]
-    fn poll_own(&self) -> Result<Completion> {
+    fn poll_own(&self) -> Result<Option<Completion>> {
         let mut slot = std::mem::MaybeUninit::uninit();
         match self.cq.poll_in(&mut slot) {
-            Ok(Some(w)) => Ok(self.translate(w)),
-            Ok(None) => Err(Error::NoCompletion),
+            Ok(Some(w)) => Ok(Some(self.translate(w))),
+            Ok(None) => Ok(None),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
         }
     }
@@ -420,12 +393,12 @@ impl Cq {
     /// [`Error::Provider`] when polling fails.
     #[cfg(feature = "tokio")]
     #[inline]
-    pub(crate) fn poll_one(&self) -> Result<Completion> {
+    pub(crate) fn poll_one(&self) -> Result<Option<Completion>> {
         match &self.routes {
             None => self.poll_own(),
             Some(_) => {
                 let mut wc = [Cq::EMPTY; 1];
-                self.poll_wc(&mut wc).map(|_| wc[0])
+                self.poll_wc(&mut wc).map(|n| (n > 0).then_some(wc[0]))
             }
         }
     }
@@ -439,9 +412,8 @@ impl Cq {
     pub fn next_completion(&self, timeout: Duration) -> Result<Completion> {
         let bound = Bound::after(timeout);
         loop {
-            match self.get_completion() {
-                Err(Error::NoCompletion) => {}
-                other => return other,
+            if let Some(c) = self.get_completion()? {
+                return Ok(c);
             }
             if let Bound::Until(d) = bound {
                 if d <= std::time::Instant::now() {

@@ -362,15 +362,15 @@ impl Routes {
     }
 
     /// One completion: a stashed one first, else polled.
-    pub(crate) fn get_completion<S: Source>(&self, cq: &S) -> Result<Completion> {
+    pub(crate) fn get_completion<S: Source>(&self, cq: &S) -> Result<Option<Completion>> {
         let _logs = crate::unlocked::guard(); // emitted after the locks
         let map = self.read();
         if let Some(w) = lock(&self.stash).pop_front() {
-            return Ok(translate(&map, &w, cq));
+            return Ok(Some(translate(&map, &w, cq)));
         }
         match cq.poll_one() {
-            Ok(Some(w)) => Ok(translate(&map, &w, cq)),
-            Ok(None) => Err(Error::NoCompletion),
+            Ok(Some(w)) => Ok(Some(translate(&map, &w, cq))),
+            Ok(None) => Ok(None),
             Err(e) => Err(Error::provider_raw("ibv_poll_cq", e)),
         }
     }
