@@ -156,7 +156,9 @@ device_tests!({
                         let bytes: Vec<u8> = (0..SLOT).map(|k| (i * 31 + k) as u8).collect();
                         src.write_at(0, &bytes).unwrap();
                         let at = (i * SLOT) as u64;
-                        conn.write(&dst, at, &src, 0, SLOT).await.unwrap();
+                        // The first 8 bytes by an atomic write, the rest by a write.
+                        conn.atomic_write(&dst, at, bytes[..8].try_into().unwrap()).await.unwrap();
+                        conn.write(&dst, at + 8, &src, 8, SLOT - 8).await.unwrap();
                         conn.flush(&dst, at, SLOT as u64, FlushType::Visibility).await.unwrap();
                         let wc = conn.read(&back, 0, &dst, at, SLOT).await.unwrap();
                         assert!(wc.status.is_success());

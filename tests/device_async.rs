@@ -154,6 +154,17 @@ device_tests!({
                 Err(_) => cq.next_completion().await.unwrap(),
             };
             assert_eq!(wc.op_context, 3);
+            // 4: two completions taken as a batch
+            conn.read(&dst, 0, &src, 0, 28, Flags::COMPLETION_ALWAYS, 4).unwrap();
+            conn.read(&dst, 0, &src, 0, 28, Flags::COMPLETION_ALWAYS, 5).unwrap();
+            let mut wc = [rpma::Cq::EMPTY; 4];
+            let mut seen = Vec::new();
+            while seen.len() < 2 {
+                let n = cq.get_wc(&mut wc).await.unwrap();
+                assert!(n >= 1, "an awaited get_wc returns at least one");
+                seen.extend(wc[..n].iter().map(|w| w.op_context));
+            }
+            assert_eq!(seen, [4, 5]);
             let mut got = [0u8; 28];
             dst.read_at(0, &mut got).unwrap();
             assert_eq!(&got, b"dropped futures lose nothing");

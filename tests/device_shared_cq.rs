@@ -406,10 +406,7 @@ device_tests!({
         let qx = x.qp_num();
         close(y, ys); // its drain sets X's completion aside
         close(x, xs);
-        assert!(
-            matches!(scq.get_completion(), Ok(None)),
-            "nothing of the dropped QP {qx} is handed out"
-        );
+        assert!(matches!(scq.get_completion(), Ok(None)), "nothing of the dropped QP {qx} is handed out");
         // A new connection Z whose QP reports X's number: the client's QP is
         // created by ConnReq::new, before the server sees the request.
         let port = next_port();

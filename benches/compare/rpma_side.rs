@@ -594,12 +594,7 @@ impl Client {
                 let data = INLINE_DATA.get(..size).ok_or("write_inline: size above INLINE_DATA")?;
                 c.post(rpma::ops::WriteInline::new(&self.remote, 0, data).flags(f))?
             }
-            Op::WriteFlush
-            | Op::AtomicWrite
-            | Op::PingPong
-            | Op::Commit
-            | Op::CommitChain
-            | Op::EmptyPoll => {
+            Op::WriteFlush | Op::AtomicWrite | Op::PingPong | Op::Commit | Op::CommitChain | Op::EmptyPoll => {
                 unreachable!("{op:?} is not a single post")
             }
         }

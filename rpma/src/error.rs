@@ -358,12 +358,15 @@ impl Error {
         }
     }
 
-    /// An [`Error::Inval`] with the given message.
+    /// An [`Error::Inval`] with the given message: for code that reports
+    /// its own refusals through rpma's error type (a wrapper whose
+    /// functions return [`crate::Result`]).
     pub fn inval(msg: impl Into<Msg>) -> Error {
         Error::Inval(msg.into())
     }
 
-    /// An [`Error::NoSupp`] with the given message.
+    /// An [`Error::NoSupp`] with the given message, as
+    /// [`inval`](Error::inval).
     pub fn nosupp(msg: impl Into<Msg>) -> Error {
         Error::NoSupp(msg.into())
     }

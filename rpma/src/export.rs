@@ -51,7 +51,6 @@ pub const EXPORT_BIND_CONTEXT: u64 = u64::MAX - 0x4558;
 pub struct Export {
     /// The window, until the export or its connection ends it.
     mw: Arc<Window>,
-    qp_num: u32,
     /// What its descriptors offer.
     usage: Usage,
 }
@@ -119,11 +118,6 @@ impl Export {
     /// export).
     pub fn rkey(&self) -> u32 {
         lock(&self.mw.0).as_ref().map_or(0, Mw::rkey)
-    }
-
-    /// The QP number of the connection the export is bound to.
-    pub fn qp_num(&self) -> u32 {
-        self.qp_num
     }
 
     /// Whether the window is still bound (as far as this side knows):
@@ -210,7 +204,7 @@ impl Conn {
         let mw = Arc::new(Window(Mutex::new(Some(mw))));
         let weak: std::sync::Weak<dyn EndWithConn> = Arc::downgrade(&mw) as _;
         self.parts().exports.add(weak);
-        Ok(Export { mw, qp_num: self.qp_num(), usage })
+        Ok(Export { mw, usage })
     }
 
     /// Ends `export` now: posts its window's invalidation on this

@@ -238,9 +238,9 @@ pub fn set_function(f: Option<Box<LogFunction>>) {
 }
 
 /// Whether a message at `level` would be emitted (either threshold admits
-/// it). `rpma_log!` tests this inline before calling [`emit`], so a message
-/// nothing admits (e.g. the debug line of every registration) costs a few
-/// loads and compares, not a call.
+/// it): public for `rpma_log!`, which tests it before formatting anything,
+/// so that a message nothing admits (the debug line of every
+/// registration) is never formatted.
 #[doc(hidden)]
 #[inline]
 pub fn enabled(level: LogLevel) -> bool {

@@ -209,13 +209,9 @@ impl AlignedBuf {
     }
 
     /// Length in bytes.
+    #[allow(clippy::len_without_is_empty, reason = "a buffer is never empty: `new` refuses 0 bytes")]
     pub fn len(&self) -> usize {
         self.layout.size()
-    }
-
-    /// Always false (a buffer has at least one byte).
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// The bytes.
@@ -512,13 +508,9 @@ impl MappedFile {
     }
 
     /// Length of the mapping in bytes.
+    #[allow(clippy::len_without_is_empty, reason = "a mapping is never empty: its constructors refuse 0 bytes")]
     pub fn len(&self) -> usize {
         self.map.len()
-    }
-
-    /// Always false.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// The mapped file's path (`memfd:NAME` for [`sealed`](Self::sealed)
@@ -560,7 +552,10 @@ impl MappedFile {
         Ok(())
     }
 
-    /// The bytes, as a reference.
+    /// The bytes, as a reference: reading a mapping in place (records
+    /// parsed where they lie, with no copy) when the caller controls every
+    /// writer of the file; [`read_at`](Self::read_at) copies safely
+    /// otherwise.
     ///
     /// # Safety
     /// For the reference's lifetime nothing may change the mapped bytes or
@@ -574,7 +569,9 @@ impl MappedFile {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.map.len()) }
     }
 
-    /// The bytes, as a mutable reference.
+    /// The bytes, as a mutable reference: building records in place in a
+    /// mapping the caller alone writes; [`write_at`](Self::write_at) copies
+    /// safely otherwise.
     ///
     /// # Safety
     /// As for [`as_slice`](Self::as_slice); in addition nothing else may read
@@ -703,6 +700,18 @@ mod tests {
         // Mapping it again takes a writable mapping, which it refuses.
         let e = MappedFile::from_sealed_file(other, 8192).unwrap_err();
         assert!(matches!(e.detail(), Some(crate::error::Detail::Unsealable { .. })), "{e}");
+    }
+
+    #[test]
+    fn a_mapping_read_and_written_in_place() {
+        let mut m = MappedFile::sealed("rpma-test-in-place", 4096).unwrap();
+        // SAFETY: the sealed file has this one mapping and no other writer.
+        unsafe { m.as_mut_slice()[100..104].copy_from_slice(b"rpma") };
+        // SAFETY: as above.
+        assert_eq!(unsafe { &m.as_slice()[100..104] }, b"rpma");
+        let mut got = [0u8; 4];
+        m.read_at(100, &mut got).unwrap();
+        assert_eq!(&got, b"rpma");
     }
 
     /// `fallocate(FALLOC_FL_PUNCH_HOLE)` of `len` bytes at `at` through

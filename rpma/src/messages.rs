@@ -112,11 +112,6 @@ impl Messages {
         Ok(Messages { send: reg(send)?, recv: reg(recv)?, slot_size })
     }
 
-    /// The slot size in bytes.
-    pub fn slot_size(&self) -> usize {
-        self.slot_size
-    }
-
     fn recv_slot(&self, n: usize) -> Result<&MrLocal<AlignedBuf>> {
         self.recv
             .get(n)

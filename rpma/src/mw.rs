@@ -215,7 +215,9 @@ impl Mw {
         Ok(m)
     }
 
-    /// The window's type.
+    /// The window's type: type 1 windows are bound with a call and
+    /// invalidated by binding again; type 2 ones are bound through a
+    /// connection and invalidated remotely too (see [`MwType`]).
     pub fn mw_type(&self) -> MwType {
         self.ty
     }
@@ -231,7 +233,8 @@ impl Mw {
         self.shared.lock().binding.is_some()
     }
 
-    /// The peer the window belongs to.
+    /// The peer the window belongs to: a window binds only regions and
+    /// connections of that peer.
     pub fn peer(&self) -> &Peer {
         &self.peer
     }

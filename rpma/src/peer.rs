@@ -188,7 +188,10 @@ impl Peer {
         })
     }
 
-    /// The probed capabilities.
+    /// What the device can do, probed once when the peer was created
+    /// (native atomic write and flush, On-Demand Paging, queue and
+    /// registration limits): to choose a configuration or explain a
+    /// refusal before posting.
     pub fn capabilities(&self) -> Capabilities {
         self.inner.caps
     }
@@ -247,12 +250,15 @@ impl Peer {
         self.inner.caps.native_flush
     }
 
-    /// The device's kernel name.
+    /// The device's kernel name (`rxe0`, `mlx5_0`): which device an
+    /// address resolved to, for logs and reports.
     pub fn device_name(&self) -> String {
         self.inner.ctx.device_name()
     }
 
-    /// The device context.
+    /// The device context: to wait for the device's asynchronous events
+    /// ([`IbvContext::next_event`], `aio::AsyncDevice`), or to hand to raw
+    /// verbs code.
     pub fn context(&self) -> &IbvContext {
         &self.inner.ctx
     }

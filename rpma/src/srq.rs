@@ -151,14 +151,8 @@ impl Srq {
         Ok(Srq { inner: Arc::new(SrqInner { srq: Some(srq), rcq, tracker, peer: peer.clone(), rq_size: cfg.rq_size }) })
     }
 
-    /// The number of receives the SRQ holds, as configured
-    /// ([`SrqCfg::set_rq_size`]).
-    pub fn rq_size(&self) -> u32 {
-        self.inner.rq_size
-    }
-
     /// How many receives the SRQ can hold: the provider may grant more
-    /// than [`rq_size`](Srq::rq_size) (what a shared CQ reserves for them).
+    /// than the configured [`SrqCfg::rq_size`] (what a shared CQ reserves for them).
     pub(crate) fn granted_wr(&self) -> Result<u32> {
         Ok(self.sys()?.max_wr().max(self.inner.rq_size))
     }
@@ -185,7 +179,8 @@ impl Srq {
         self.post(Recv::new(dst, offset, len).op_context(op_context))
     }
 
-    /// The peer the SRQ was created on.
+    /// The peer the SRQ was created on: receives posted to it take only
+    /// regions of that peer, and connections using it must be on it.
     pub fn peer(&self) -> &Peer {
         &self.inner.peer
     }

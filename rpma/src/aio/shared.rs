@@ -251,7 +251,9 @@ impl AsyncSharedCq {
         super::AsyncConn::on_hub(conn, self)
     }
 
-    /// The shared CQ.
+    /// The shared CQ the hub reaps: its room
+    /// ([`SharedCq::reserved`]) and connections, and the connection
+    /// configuration to create further connections on it.
     pub fn shared_cq(&self) -> &SharedCq {
         &self.handle.hub.scq
     }

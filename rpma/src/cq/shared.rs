@@ -86,12 +86,14 @@ impl SharedCq {
         Ok(SharedCq { inner: Arc::new(Inner { cq, routes, peer: peer.clone() }) })
     }
 
-    /// The completion queue (also reachable by dereference).
+    /// The completion queue, to poll and wait on (a `SharedCq` also
+    /// dereferences to it).
     pub fn cq(&self) -> &Cq {
         &self.inner.cq
     }
 
-    /// Connections on this CQ now.
+    /// Connections on this CQ now: with [`reserved`](Self::reserved), how
+    /// much room is left before another connection is refused.
     pub fn connections(&self) -> usize {
         self.inner.routes.read().len()
     }
@@ -102,7 +104,8 @@ impl SharedCq {
         *lock(&self.inner.routes.reserved)
     }
 
-    /// The CQ's size as requested.
+    /// The CQ's size as requested: what [`reserved`](Self::reserved) is
+    /// counted against.
     pub fn size(&self) -> u32 {
         self.inner.routes.size
     }

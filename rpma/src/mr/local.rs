@@ -97,7 +97,9 @@ impl<M: RegMemory> MrLocal<M> {
         Ok(MrLocal::fill(slot, MrParts { mr, peer: peer.clone(), usage, ptr, len, odp, mem }))
     }
 
-    /// Whether the region was registered zero-based.
+    /// Whether the region was registered zero-based
+    /// ([`reg_zero_based`](MrLocal::reg_zero_based)): its descriptor then
+    /// offers offsets from 0, not virtual addresses; for checks and logs.
     pub fn is_zero_based(&self) -> bool {
         self.inner.mr.device_addr() != self.inner.ptr as u64
     }
@@ -123,12 +125,17 @@ impl<M: RegMemory> MrLocal<M> {
         Access::from_bits_retain(self.inner.mr.access())
     }
 
-    /// Whether the region was registered with On-Demand Paging.
+    /// Whether the region was registered with On-Demand Paging (asked
+    /// for, or the fallback `MrLocal::reg` takes when pinning fails): its
+    /// pages are faulted in by the device, so the first operations on it
+    /// are slower; for reports and tuning.
     pub fn is_odp(&self) -> bool {
         self.inner.odp
     }
 
-    /// Local key.
+    /// The registration's local key (`ibv_mr.lkey`): for work requests
+    /// built outside rpma over the same registration (raw verbs code that
+    /// shares the peer's protection domain), and for logs.
     pub fn lkey(&self) -> u32 {
         self.inner.mr.lkey()
     }

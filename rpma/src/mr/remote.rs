@@ -69,12 +69,15 @@ impl MrRemote {
         self.size
     }
 
-    /// The remote address of the region's start.
+    /// The remote address of the region's start (0 for a zero-based
+    /// region): with [`rkey`](MrRemote::rkey), what a raw verbs work
+    /// request or another transport needs to reach the same memory, and
+    /// what logs name.
     pub fn addr(&self) -> u64 {
         self.addr
     }
 
-    /// The remote key.
+    /// The remote key: see [`addr`](MrRemote::addr).
     pub fn rkey(&self) -> u32 {
         self.rkey
     }

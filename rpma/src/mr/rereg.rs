@@ -84,7 +84,8 @@ pub enum ReregError<M: RegMemory, N = M> {
 }
 
 impl<M: RegMemory, N> ReregError<M, N> {
-    /// The error, whichever the case.
+    /// The error, whichever the case: for code that reports the failure
+    /// before deciding what to do with the region the variant gives back.
     pub fn error(&self) -> &Error {
         match self {
             ReregError::Unchanged { error, .. } | ReregError::Lost { error, .. } | ReregError::Leaked { error, .. } => {

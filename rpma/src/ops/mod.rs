@@ -22,7 +22,7 @@
 //!
 //! Every operation reports a completion by default
 //! ([`Flags::COMPLETION_ALWAYS`]) with `op_context` 0; `.flags(..)`,
-//! `.op_context(..)` and `.fence()` change that. The librpma-named methods
+//! `.op_context(..)` change that. The librpma-named methods
 //! of [`Conn`](crate::Conn) (`read`, `write`, `flush`, ...) are one-line
 //! wrappers over these.
 //!
@@ -382,15 +382,6 @@ macro_rules! setters {
         #[inline(always)]
         pub fn op_context(mut self, op_context: u64) -> Self {
             self.$f.ctx = op_context;
-            self
-        }
-
-        /// Adds [`Flags::FENCE`]: it starts only after earlier reads and
-        /// atomics on the connection completed.
-        #[must_use]
-        #[inline(always)]
-        pub fn fence(mut self) -> Self {
-            self.$f.flags |= Flags::FENCE;
             self
         }
     };
