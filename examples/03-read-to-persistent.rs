@@ -58,7 +58,7 @@ fn server(a: &Args) -> Res<()> {
     let mut buf = vec![0u8; HELLO_STR_SIZE];
     dst.read_at(data_offset, &mut buf)?;
     if let Memory::File(m) = dst {
-        m.dereg().map_err(|e| e.error)?.persist()?;
+        m.dereg()?.persist()?;
     }
     println!("New value: {}", common::cstr(&buf));
     common::close_first(conn)

@@ -52,7 +52,7 @@ fn server(a: &Args) -> Res<()> {
     let mut log = vec![0u8; used - DATA_OFFSET as usize];
     mem.read_at(DATA_OFFSET as usize, &mut log)?;
     if let Memory::File(m) = mem {
-        m.dereg().map_err(|e| e.error)?.persist()?;
+        m.dereg()?.persist()?;
     }
     // Each NUL ends a word: one word a line.
     let text: String = String::from_utf8_lossy(&log).chars().map(|c| if c == '\0' { '\n' } else { c }).collect();

@@ -41,7 +41,7 @@ fn server(a: &Args) -> Res<()> {
     if self_contained() && (reply[..REPLY.len()] != *REPLY || u64::from_le_bytes(counter) != 42) {
         return Err(format!("server: expected the reply {:?} and counter 42", common::cstr(REPLY)).into());
     }
-    mr.dereg().map_err(|e| e.error)?;
+    mr.dereg()?;
     Ok(())
 }
 
@@ -70,7 +70,7 @@ fn client(a: &Args) -> Res<()> {
     common::wait_for(conn.cq(), CompletionOp::Flush)?;
     println!("client: wrote a reply, atomically wrote counter 42, flushed");
     common::close_first(conn)?;
-    local.dereg().map_err(|e| e.error)?;
+    local.dereg()?;
     Ok(())
 }
 

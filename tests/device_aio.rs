@@ -992,6 +992,25 @@ device_tests!({
         assert_eq!(&b, b"to the srq, one");
     }
 
+    /// A connection nobody accepts: the awaited connect says how it
+    /// ended, typed, in each of the awaited APIs.
+    fn a_refused_connection_is_a_typed_error() {
+        let cp = peer();
+        run(async move {
+            let port = next_port();
+            let refused = |e: rpma::Error| {
+                matches!(
+                    e.detail(),
+                    Some(Detail::NotEstablished { event: ConnEvent::Rejected | ConnEvent::Unreachable })
+                )
+            };
+            let e = rpma::aio::connect(&cp, &addr(), port, None, &[]).await.unwrap_err();
+            assert!(refused(e), "aio::connect");
+            let e = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap_err();
+            assert!(refused(e), "AsyncConn::connect");
+        });
+    }
+
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let (sp, cp) = (peer(), peer());
         let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();

@@ -93,7 +93,11 @@ device_tests!({
         let (mem, freed) = Watched::new(4096);
         let mr = MrLocal::reg(&sp, mem, Usage::WRITE_DST).unwrap();
         fail_next(Teardown::DeregMr);
-        let DeregError { mr, error } = mr.dereg().unwrap_err();
+        let failed = mr.dereg().unwrap_err();
+        // Display or source, never both: the cause is the source.
+        let source = std::error::Error::source(&failed).expect("the cause").to_string();
+        assert!(!failed.to_string().contains(&source), "{failed} repeats {source}");
+        let DeregError { mr, error, .. } = failed;
         assert_eq!(error.errno(), Some(libc::EBUSY), "{error}");
         assert!(!freed.load(Ordering::SeqCst), "dereg failed: the memory comes back inside the region");
         let desc = mr.descriptor();
@@ -203,7 +207,7 @@ device_tests!({
         fail_next(Teardown::DeallocMw);
         drop(mw);
         assert_eq!(mr.bound_windows(), 1, "the leaked window still holds the region");
-        let DeregError { mr, error } = mr.dereg().unwrap_err();
+        let DeregError { mr, error, .. } = mr.dereg().unwrap_err();
         assert_eq!(error.code(), RPMA_E_AGAIN);
         assert!(matches!(error.detail(), Some(Detail::RegionBusy { windows: 1, .. })), "{error}");
         let ptr = mr.ptr();

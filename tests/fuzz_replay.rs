@@ -89,7 +89,7 @@ fn gpspm() {
         let b = if r.next().is_multiple_of(2) {
             bytes(&mut r, 40)
         } else {
-            let q = rpma::gpspm::FlushRequest { offset: r.next(), length: r.next(), op_context: r.next() };
+            let q = rpma::gpspm::FlushRequest::new(r.next(), r.next(), r.next());
             mutate(&mut r, q.encode().to_vec())
         };
         props::gpspm(&b);

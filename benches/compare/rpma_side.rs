@@ -1199,7 +1199,7 @@ pub fn registration(addr: &str) -> Res<()> {
     };
     let dereg_all = |mrs: Vec<MrLocal<RawMemory>>| -> Res<()> {
         for mr in mrs {
-            mr.dereg().map_err(|e| e.error)?;
+            mr.dereg()?;
         }
         Ok(())
     };

@@ -111,7 +111,7 @@ pub fn server(a: &Args, shared: bool) -> Res<()> {
     } else {
         println!("At this point, persist function should be called if persistent memory will be in use");
     }
-    msg.write_at(SEND_OFFSET, &FlushResponse { op_context: req.op_context }.encode())?;
+    msg.write_at(SEND_OFFSET, &FlushResponse::new(req.op_context).encode())?;
     conn.send(&msg, SEND_OFFSET, GPSPM_RESPONSE_SIZE, Flags::COMPLETION_ALWAYS, 0)?;
     wait(&conn, shared, CompletionOp::Send)?;
     super::close_second(conn)?;
@@ -134,7 +134,7 @@ pub fn client(a: &Args, shared: bool) -> Res<()> {
     // The request goes into the message region before the receive for the
     // response is posted into it (a region is not rewritten while a
     // receive into it is in flight).
-    let req = FlushRequest { offset: dst_offset, length: HELLO_STR_SIZE as u64, op_context: FLUSH_ID };
+    let req = FlushRequest::new(dst_offset, HELLO_STR_SIZE as u64, FLUSH_ID);
     msg.write_at(SEND_OFFSET, &req.encode())?;
     conn.recv(&msg, RECV_OFFSET, MSG_SIZE_MAX, 0)?;
     conn.send(&msg, SEND_OFFSET, GPSPM_REQUEST_SIZE, Flags::COMPLETION_ALWAYS, 0)?;

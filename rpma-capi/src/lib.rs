@@ -112,7 +112,10 @@ fn fail(name: &'static str, e: Error) -> c_int {
         Error::Inval(_) | Error::NoSupp(_) | Error::SharedChannel(_) | Error::NotSharedChnl(_) => LogLevel::Warning,
         _ => LogLevel::Error,
     };
-    rpma::log::emit(level, file!(), line!(), name, format_args!("{name}: {e}"));
+    // The error, then its cause (a provider's errno text), as librpma
+    // logs them.
+    let cause = std::error::Error::source(&e).map(|c| format!(": {c}")).unwrap_or_default();
+    rpma::log::emit(level, file!(), line!(), name, format_args!("{name}: {e}{cause}"));
     if let Some(errno) = e.errno() {
         // SAFETY: __errno_location returns this thread's errno.
         unsafe { *libc::__errno_location() = errno };

@@ -308,7 +308,7 @@ impl Lane {
                 // unique by the count of requests.
                 self.sent += 1;
                 self.ctx[k] = (self.sent << 16) | ctx;
-                let req = FlushRequest { offset: at, length: bs as u64, op_context: self.ctx[k] };
+                let req = FlushRequest::new(at, bs as u64, self.ctx[k]);
                 msgs.send(c, k, &req.encode(), all)?;
                 self.wait[k] = ANSWER | SENT;
             }

@@ -68,7 +68,14 @@ fn main() {
         Cmd::Bench(a) => bench::run(&a),
     };
     if let Err(e) = r {
-        eprintln!("rpma: {e}");
+        // The error, then its sources (a provider's errno text).
+        let mut msg = format!("rpma: {e}");
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            msg.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        eprintln!("{msg}");
         std::process::exit(1);
     }
 }

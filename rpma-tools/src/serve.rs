@@ -345,7 +345,7 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(
             // The client sends its next request once answered: the receive
             // for it goes first.
             msgs.post_recv(conn, r)?;
-            msgs.send(conn, s, &FlushResponse { op_context: req.op_context }.encode(), Flags::COMPLETION_ALWAYS)?;
+            msgs.send(conn, s, &FlushResponse::new(req.op_context).encode(), Flags::COMPLETION_ALWAYS)?;
             answered += 1;
         }
     }

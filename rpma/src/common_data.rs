@@ -30,6 +30,7 @@ pub use crate::wire::COMMON_DATA_SIZE;
 /// as [`MrRemote`] does), independently of the 28-byte layout above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct CommonData {
     /// Offset in the region where the example's data starts.
     pub data_offset: u16,

@@ -226,6 +226,7 @@ pub enum DeviceEventKind {
 /// An asynchronous event of a device ([`IbvContext::next_event`]), already
 /// acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceEvent {
     /// What happened.
     pub kind: DeviceEventKind,

@@ -160,6 +160,15 @@ pub enum Detail {
         /// The file's seals (`F_SEAL_*` bits).
         seals: u32,
     },
+    /// A connection attempt awaited by `rpma::aio` (`connect`, `accept`,
+    /// `AsyncConn::connect`) ended with `event` instead of
+    /// [`ConnEvent::Established`](crate::ConnEvent::Established)
+    /// ([`Error::Unknown`]): `Rejected` when the server refused it or
+    /// nothing listens there, `Unreachable` when there is no route.
+    NotEstablished {
+        /// The connection's first event.
+        event: crate::ConnEvent,
+    },
     /// An awaited operation (`rpma::aio::AsyncConn`) completed with an
     /// error status ([`Error::Provider`]).
     Completed {
@@ -257,8 +266,10 @@ pub enum Error {
     /// peer or the remote region.
     #[error("not supported: {0}")]
     NoSupp(Msg),
-    /// `RPMA_E_PROVIDER`: the verbs provider failed; `source` carries its errno.
-    #[error("provider error: {op} failed: {source}")]
+    /// `RPMA_E_PROVIDER`: the verbs provider failed; `source` carries its
+    /// errno (and its text: print the error's sources, as `anyhow` and
+    /// `std::error::Report` do, or read [`errno`](Error::errno)).
+    #[error("provider error: {op} failed")]
     Provider {
         /// The verbs call (or step) that failed.
         op: Msg,
@@ -266,9 +277,16 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// `RPMA_E_NOMEM`: out of memory (host or device resources).
-    #[error("out of memory: {0}")]
-    NoMem(Msg),
+    /// `RPMA_E_NOMEM`: out of memory (host or device resources); `source`
+    /// is the provider's `ENOMEM` when a verbs call reported it.
+    #[error("out of memory: {what}")]
+    NoMem {
+        /// What could not be allocated, or the verbs call that failed.
+        what: Msg,
+        /// The provider's error (`ENOMEM`), when one reported it.
+        #[source]
+        source: Option<io::Error>,
+    },
     /// `RPMA_E_NO_COMPLETION`: a bounded wait for a completion ended
     /// without one (its timeout passed, or its channel is non-blocking
     /// and had no event). A poll that finds nothing is not an error:
@@ -324,7 +342,7 @@ impl Error {
             Error::Inval(_) => RPMA_E_INVAL,
             Error::NoSupp(_) => RPMA_E_NOSUPP,
             Error::Provider { .. } => RPMA_E_PROVIDER,
-            Error::NoMem(_) => RPMA_E_NOMEM,
+            Error::NoMem { .. } => RPMA_E_NOMEM,
             Error::NoCompletion => RPMA_E_NO_COMPLETION,
             Error::NoEvent => RPMA_E_NO_EVENT,
             Error::Again(_) => RPMA_E_AGAIN,
@@ -340,7 +358,7 @@ impl Error {
         match self {
             Error::Inval(m)
             | Error::NoSupp(m)
-            | Error::NoMem(m)
+            | Error::NoMem { what: m, .. }
             | Error::Again(m)
             | Error::SharedChannel(m)
             | Error::NotSharedChnl(m)
@@ -350,12 +368,19 @@ impl Error {
         }
     }
 
-    /// The provider's errno, for [`Error::Provider`].
+    /// The provider's errno, for [`Error::Provider`] and an
+    /// [`Error::NoMem`] a verbs call reported (`ENOMEM`).
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Error::Provider { source, .. } => source.raw_os_error(),
+            Error::Provider { source, .. } | Error::NoMem { source: Some(source), .. } => source.raw_os_error(),
             _ => None,
         }
+    }
+
+    /// An [`Error::NoMem`] of the library's own allocation (no provider
+    /// error).
+    pub(crate) fn nomem(what: impl Into<Msg>) -> Error {
+        Error::NoMem { what: what.into(), source: None }
     }
 
     /// An [`Error::Inval`] with the given message: for code that reports
@@ -418,7 +443,7 @@ impl Error {
     pub fn provider(op: impl Into<Msg>, source: io::Error) -> Error {
         let op = op.into();
         match source.raw_os_error() {
-            Some(libc::ENOMEM) => Error::NoMem(format!("{op} failed: {source}").into()),
+            Some(libc::ENOMEM) => Error::NoMem { what: format!("{op} failed").into(), source: Some(source) },
             None | Some(0) => Error::Unknown(format!("{op} failed: {source}").into()),
             Some(_) => Error::Provider { op, source },
         }
@@ -468,7 +493,7 @@ impl From<Error> for io::Error {
             }
             Error::Inval(_) => io::ErrorKind::InvalidInput,
             Error::NoSupp(_) => io::ErrorKind::Unsupported,
-            Error::NoMem(_) => io::ErrorKind::OutOfMemory,
+            Error::NoMem { .. } => io::ErrorKind::OutOfMemory,
             Error::NoCompletion | Error::NoEvent | Error::Again(_) => io::ErrorKind::WouldBlock,
             _ => io::ErrorKind::Other,
         };
@@ -490,7 +515,7 @@ mod tests {
             (Error::Unknown("x".into()), -100000, "Unknown error"),
             (Error::NoSupp("x".into()), -100001, "Not supported"),
             (Error::provider_raw("ibv_x", io::Error::from_raw_os_error(libc::EIO)), -100002, "Provider error occurred"),
-            (Error::NoMem("x".into()), -100003, "Out of memory"),
+            (Error::nomem("x"), -100003, "Out of memory"),
             (Error::Inval("x".into()), -100004, "Invalid argument"),
             (Error::NoCompletion, -100005, "No next completion available"),
             (Error::NoEvent, -100006, "No next event available"),
@@ -513,14 +538,19 @@ mod tests {
         assert_eq!(e.errno(), Some(libc::EFAULT));
         let src = e.source().expect("source").downcast_ref::<io::Error>().unwrap();
         assert_eq!(src.raw_os_error(), Some(libc::EFAULT));
-        assert!(e.to_string().starts_with("provider error: ibv_reg_mr failed"), "{e}");
+        // Display or source, never both: the errno's text is the source's.
+        assert_eq!(e.to_string(), "provider error: ibv_reg_mr failed");
+        assert_eq!(src.to_string(), io::Error::from_raw_os_error(libc::EFAULT).to_string());
     }
 
     #[test]
     fn provider_maps_enomem_and_missing_errno() {
         let e = Error::provider("ibv_alloc_pd", io::Error::from_raw_os_error(libc::ENOMEM));
         assert_eq!(e.code(), RPMA_E_NOMEM);
-        assert!(e.to_string().contains("ibv_alloc_pd"));
+        assert_eq!(e.errno(), Some(libc::ENOMEM), "the errno is kept");
+        assert_eq!(e.to_string(), "out of memory: ibv_alloc_pd failed");
+        assert!(e.source().is_some());
+        assert_eq!(Error::nomem("a table").errno(), None);
         let e = Error::provider("ibv_alloc_pd", io::Error::other("no errno"));
         assert_eq!(e.code(), RPMA_E_UNKNOWN);
         assert_eq!(e.errno(), None);

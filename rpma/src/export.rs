@@ -48,6 +48,7 @@ pub const EXPORT_BIND_CONTEXT: u64 = u64::MAX - 0x4558;
 /// [`Conn::unexport`]. The region cannot be deregistered while an export is
 /// bound over it.
 #[derive(Debug)]
+#[must_use = "dropping an export revokes the access it gives at once"]
 pub struct Export {
     /// The window, until the export or its connection ends it.
     mw: Arc<Window>,

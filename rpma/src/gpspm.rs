@@ -18,10 +18,10 @@
 //!
 //! ```
 //! use rpma::gpspm::{FlushRequest, FlushResponse};
-//! let req = FlushRequest { offset: 4096, length: 64, op_context: 7 };
+//! let req = FlushRequest::new(4096, 64, 7);
 //! assert_eq!(FlushRequest::decode(&req.encode())?, req);
-//! assert_eq!(FlushResponse::decode(&FlushResponse { op_context: 7 }.encode())?.op_context, 7);
-//! assert_eq!(FlushResponse { op_context: 0xF01D }.encode(), [0x09, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0]);
+//! assert_eq!(FlushResponse::decode(&FlushResponse::new(7).encode())?.op_context, 7);
+//! assert_eq!(FlushResponse::new(0xF01D).encode(), [0x09, 0x1d, 0xf0, 0, 0, 0, 0, 0, 0]);
 //! # Ok::<(), rpma::Error>(())
 //! ```
 
@@ -33,11 +33,13 @@ pub use crate::wire::{GPSPM_REQUEST_SIZE, GPSPM_RESPONSE_SIZE};
 /// "Persist `length` bytes at `offset` of the region you gave me."
 ///
 /// ```
-/// let req = rpma::gpspm::FlushRequest { offset: 0, length: 64, op_context: 1 };
+/// use rpma::gpspm::FlushRequest;
+/// let req = FlushRequest::new(0, 64, 1);
 /// assert!(req.check(4096).is_ok());
-/// assert!(rpma::gpspm::FlushRequest { offset: 4090, ..req }.check(4096).is_err());
+/// assert!(FlushRequest::new(4090, 64, 1).check(4096).is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlushRequest {
     /// Offset in the server's region.
     pub offset: u64,
@@ -48,6 +50,12 @@ pub struct FlushRequest {
 }
 
 impl FlushRequest {
+    /// A request to persist `length` bytes at `offset`, answered with
+    /// `op_context`.
+    pub fn new(offset: u64, length: u64, op_context: u64) -> FlushRequest {
+        FlushRequest { offset, length, op_context }
+    }
+
     /// The 27-byte encoding (librpma's protobuf, fields in number order).
     pub fn encode(&self) -> [u8; GPSPM_REQUEST_SIZE] {
         wire::encode_gpspm_request(&GpspmRequestWire {
@@ -87,17 +95,23 @@ impl FlushRequest {
 /// "Done": the answer to a [`FlushRequest`].
 ///
 /// ```
-/// let r = rpma::gpspm::FlushResponse { op_context: 9 };
+/// let r = rpma::gpspm::FlushResponse::new(9);
 /// assert_eq!(rpma::gpspm::FlushResponse::decode(&r.encode())?, r);
 /// # Ok::<(), rpma::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlushResponse {
     /// The request's `op_context`.
     pub op_context: u64,
 }
 
 impl FlushResponse {
+    /// The response to the request that carried `op_context`.
+    pub fn new(op_context: u64) -> FlushResponse {
+        FlushResponse { op_context }
+    }
+
     /// The 9-byte encoding (librpma's protobuf).
     pub fn encode(&self) -> [u8; GPSPM_RESPONSE_SIZE] {
         wire::encode_gpspm_response(self.op_context)

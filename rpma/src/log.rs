@@ -130,6 +130,7 @@ pub enum LogThreshold {
 
 /// One message, as handed to a log function.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct LogRecord<'a> {
     /// Severity.
     pub level: LogLevel,

@@ -95,7 +95,7 @@ unsafe impl RegMemory for Box<[u8]> {
 /// let map = memmap2::MmapMut::map_anon(1 << 20).map_err(|e| rpma::Error::provider("mmap", e))?;
 /// let mr = rpma::MrLocal::reg(peer, map, rpma::Usage::WRITE_DST | rpma::Usage::READ_SRC)?;
 /// // ... the remote side writes and reads it ...
-/// let map: memmap2::MmapMut = mr.dereg().map_err(|e| e.error)?;
+/// let map: memmap2::MmapMut = mr.dereg()?;
 /// println!("{:?}", &map[..8]);
 /// # Ok(()) }
 /// ```
@@ -126,7 +126,7 @@ unsafe impl RegMemory for memmap2::MmapMut {
 /// let raw = unsafe { rpma::RawMemory::new(buf.as_mut_ptr(), buf.len()) };
 /// let mr = rpma::MrLocal::reg(peer, raw, rpma::Usage::WRITE_DST)?;
 /// // ... use the region ...
-/// mr.dereg().map_err(|e| e.error)?; // on failure the memory must be leaked
+/// mr.dereg()?; // on failure the memory must be leaked
 /// drop(buf);
 /// # Ok(()) }
 /// ```
@@ -204,7 +204,7 @@ impl AlignedBuf {
             .map_err(|_| Error::inval(format!("buffer length {len} is too large to allocate")))?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).ok_or_else(|| Error::NoMem(format!("allocating {len} bytes failed").into()))?;
+        let ptr = NonNull::new(p).ok_or_else(|| Error::nomem(format!("allocating {len} bytes failed")))?;
         Ok(AlignedBuf { ptr, layout })
     }
 

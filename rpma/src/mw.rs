@@ -278,9 +278,10 @@ impl Mw {
     /// region.
     ///
     /// ```
-    /// use rpma::{Completion, CompletionOp, Cq};
-    /// // A value built by hand says the window was invalidated...
-    /// let forged = Completion { op: CompletionOp::Recv, invalidated_rkey: Some(0x1234), ..Cq::EMPTY };
+    /// use rpma::{CompletionOp, Cq};
+    /// // A value changed by hand says the window was invalidated...
+    /// let mut forged = Cq::EMPTY;
+    /// (forged.op, forged.invalidated_rkey) = (CompletionOp::Recv, Some(0x1234));
     /// // ...but no call releases a region on its word: `Mw::remote_invalidated`
     /// // only reports what the window's completion queues saw.
     /// # let _ = forged;

@@ -64,7 +64,7 @@ impl Windows {
     pub(crate) fn add(&self, w: Arc<dyn Invalidate>) -> Result<()> {
         let mut s = self.lock();
         s.live.retain(|x| x.strong_count() > 0);
-        s.live.try_reserve(1).map_err(|_| Error::NoMem("cannot track another memory window".into()))?;
+        s.live.try_reserve(1).map_err(|_| Error::nomem("cannot track another memory window"))?;
         s.live.push(Arc::downgrade(&w));
         Ok(())
     }

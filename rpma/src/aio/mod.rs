@@ -368,9 +368,10 @@ impl Stream for AsyncDevice<'_> {
 /// returns, the connection is dropped.
 ///
 /// # Errors
-/// As [`ConnReq::new`] and [`ConnReq::connect`]; [`Error::Unknown`] when the
-/// first event is not `Established` (the message names it: `Rejected` when
-/// nothing listens there, `Unreachable`, ...).
+/// As [`ConnReq::new`] and [`ConnReq::connect`]; [`Error::Unknown`] with
+/// [`Detail::NotEstablished`](crate::error::Detail::NotEstablished) naming
+/// the first event when it is not `Established` (`Rejected` when nothing
+/// listens there, `Unreachable`, ...).
 pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
     let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
     established(conn, || format!("connecting to {addr}:{port}")).await
@@ -381,7 +382,9 @@ pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, 
 ///
 /// # Errors
 /// As [`AsyncEp::next_conn_req`] and [`ConnReq::connect`];
-/// [`Error::Unknown`] when the first event is not `Established`.
+/// [`Error::Unknown`] with
+/// [`Detail::NotEstablished`](crate::error::Detail::NotEstablished) when the
+/// first event is not `Established`.
 pub async fn accept(ep: &AsyncEp<'_>, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
     let conn = ep.next_conn_req(cfg).await?.connect(pdata)?;
     established(conn, || "accepting a connection".to_string()).await
@@ -393,7 +396,11 @@ pub async fn accept(ep: &AsyncEp<'_>, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Re
 async fn established(conn: Conn, what: impl FnOnce() -> String) -> Result<Conn> {
     let ev = AsyncConnEvents::new(&conn)?.next_event().await?;
     if ev != ConnEvent::Established {
-        return Err(Error::Unknown(format!("{}: the connection was {ev}", what()).into()));
+        let detail = crate::error::Detail::NotEstablished { event: ev };
+        return Err(Error::Unknown(crate::error::Msg::detailed(
+            detail,
+            format!("{}: the connection was {ev}", what()),
+        )));
     }
     set_nonblocking(&conn, false)?;
     Ok(conn)

@@ -84,10 +84,10 @@ impl Router {
         let k = match self.free.last() {
             Some(&k) => k,
             None if self.slots.len() <= SLOT_MASK as usize => {
-                self.slots.try_reserve(1).map_err(|_| Error::NoMem("no room for another awaited operation".into()))?;
+                self.slots.try_reserve(1).map_err(|_| Error::nomem("no room for another awaited operation"))?;
                 self.slots.len()
             }
-            None => return Err(Error::NoMem("2^20 awaited operations in flight on one connection".into())),
+            None => return Err(Error::nomem("2^20 awaited operations in flight on one connection")),
         };
         Ok((k, gen))
     }

@@ -48,6 +48,7 @@ pub const CHAIN_MAX: usize = MAX_CHAIN;
 /// ```
 ///
 /// See [`Conn::chain`] for an example.
+#[must_use = "a chain posts nothing until Chain::post"]
 pub struct Chain<'c> {
     pub(super) conn: &'c Conn,
     /// The work requests, in posting order, each with what its completion

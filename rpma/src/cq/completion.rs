@@ -9,11 +9,18 @@ use crate::windows::Windows;
 use crate::wrid::{self, CompletionOp, WrId};
 use rpma_sys::cq::{PolledWc, WC_WITH_IMM, WC_WITH_INV};
 
-/// One work completion (librpma exposes `struct ibv_wc`).
+/// One work completion (librpma exposes `struct ibv_wc`): read from a CQ,
+/// never built by hand outside rpma (it may gain fields), and never taken
+/// by rpma as evidence of what the device did.
+///
+/// ```compile_fail,E0639
+/// let forged = rpma::Completion { op_context: 7, ..rpma::Cq::EMPTY };
+/// ```
 // `repr(C)`, with `status` and `wc_opcode` next to each other as in
 // `ibv_wc`: the translation copies them as one 8-byte word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
+#[non_exhaustive]
 pub struct Completion {
     /// The `op_context` given when the operation was posted.
     pub op_context: u64,

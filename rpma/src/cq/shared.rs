@@ -218,7 +218,7 @@ impl Routes {
         let mut stash = VecDeque::new();
         stash
             .try_reserve_exact(size as usize)
-            .map_err(|_| Error::NoMem(format!("cannot allocate a shared CQ of {size} entries").into()))?;
+            .map_err(|_| Error::nomem(format!("cannot allocate a shared CQ of {size} entries")))?;
         Ok(Routes {
             map: RwLock::default(),
             stash: Mutex::new(stash),
@@ -264,9 +264,9 @@ impl Routes {
                 ),
             ));
         }
-        map.try_reserve(1).map_err(|_| Error::NoMem("cannot grow the shared CQ's connection table".into()))?;
+        map.try_reserve(1).map_err(|_| Error::nomem("cannot grow the shared CQ's connection table"))?;
         if let Some(k) = srq {
-            srqs.try_reserve(1).map_err(|_| Error::NoMem("cannot grow the shared CQ's SRQ table".into()))?;
+            srqs.try_reserve(1).map_err(|_| Error::nomem("cannot grow the shared CQ's SRQ table"))?;
             srqs.entry(k).or_insert((0, t.srq_entries)).0 += 1;
         }
         map.insert(qp_num, t);

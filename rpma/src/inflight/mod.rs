@@ -126,7 +126,7 @@ pub(crate) fn post_error(op: &'static str, e: rpma_sys::post::PostError) -> Erro
 #[cold]
 #[inline(never)]
 pub(super) fn too_deep(which: &str, depth: usize) -> Error {
-    Error::NoMem(format!("cannot allocate book-keeping for a {which} queue of {depth} entries").into())
+    Error::nomem(format!("cannot allocate book-keeping for a {which} queue of {depth} entries"))
 }
 
 /// loom models of the send tracker (`harness/loom`): its ring under the

@@ -77,7 +77,7 @@ impl Ring {
 
     /// Reserves room for `n` more confirms, before posting.
     fn reserve_confirms(&mut self, n: usize) -> Result<()> {
-        self.confirms.try_reserve(n).map_err(|_| Error::NoMem("cannot record a memory-window invalidation".into()))
+        self.confirms.try_reserve(n).map_err(|_| Error::nomem("cannot record a memory-window invalidation"))
     }
 
     /// Moves the head past the retired (empty) slots at the front, if

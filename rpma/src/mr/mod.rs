@@ -77,7 +77,7 @@ bitflags! {
 /// mr.write_at(0, b"hello")?;
 /// let desc = mr.descriptor();       // 21 bytes for the other side
 /// # let _ = desc;
-/// let buf = mr.dereg().map_err(|e| e.error)?; // the memory comes back
+/// let buf = mr.dereg()?; // the memory comes back
 /// # let _ = buf; Ok(()) }
 /// ```
 ///
@@ -235,6 +235,7 @@ impl<M: RegMemory> std::fmt::Debug for MrLocal<M> {
 
 /// The failure of [`MrLocal::dereg`]: the region is handed back, still
 /// registered and usable.
+#[non_exhaustive]
 pub struct DeregError<M: RegMemory> {
     /// The region, unchanged.
     pub mr: MrLocal<M>,
@@ -250,7 +251,16 @@ impl<M: RegMemory> std::fmt::Debug for DeregError<M> {
 
 impl<M: RegMemory> std::fmt::Display for DeregError<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "deregistering the memory region failed: {}", self.error)
+        f.write_str("deregistering the memory region failed; the region is handed back")
+    }
+}
+
+/// The error alone: the region is dropped (its drop deregisters it, or
+/// leaks it when that fails again), as `?` in a function returning
+/// [`crate::Result`] wants.
+impl<M: RegMemory> From<DeregError<M>> for Error {
+    fn from(e: DeregError<M>) -> Error {
+        e.error
     }
 }
 

@@ -23,6 +23,7 @@ pub enum ReregHow {
 
 /// A successful re-registration.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Reregistered<M: RegMemory> {
     /// The region, registered as asked.
     pub mr: MrLocal<M>,
@@ -98,16 +99,13 @@ impl<M: RegMemory, N> ReregError<M, N> {
 impl<M: RegMemory, N> std::fmt::Display for ReregError<M, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReregError::Unchanged { error, .. } => {
-                write!(f, "re-registration failed, the region is unchanged: {error}")
-            }
-            ReregError::Lost { error, .. } => {
-                write!(f, "re-registration failed and the region was deregistered: {error}")
-            }
-            ReregError::Leaked { error, dereg_error } => write!(
+            // The re-registration's error is the source, not repeated here.
+            ReregError::Unchanged { .. } => f.write_str("re-registration failed, the region is unchanged"),
+            ReregError::Lost { .. } => f.write_str("re-registration failed and the region was deregistered"),
+            ReregError::Leaked { dereg_error, .. } => write!(
                 f,
-                "re-registration failed ({error}) and the registration could not be released ({dereg_error}): \
-                 the memory is leaked"
+                "re-registration failed and the registration could not be released ({dereg_error}): the memory \
+                 is leaked"
             ),
         }
     }

@@ -115,7 +115,7 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
         g.hold = Some(first.mr.hold());
     } else {
         let mut holds: Vec<Hold> = Vec::new();
-        holds.try_reserve_exact(g.n).map_err(|_| Error::NoMem(format!("{what}: holds of {} regions", g.n).into()))?;
+        holds.try_reserve_exact(g.n).map_err(|_| Error::nomem(format!("{what}: holds of {} regions", g.n)))?;
         holds.extend(list.iter().filter(|e| e.len > 0).map(|e| e.mr.hold()));
         g.hold = Some(Arc::new(holds));
     }
@@ -175,6 +175,7 @@ fn too_long(what: &str, i: usize, total: u64) -> Error {
 /// lacks [`Usage::WRITE_DST`]; [`Error::Again`] when the send queue is
 /// full; [`Error::NoMem`] when the holds of the regions cannot be
 /// allocated; [`Error::Provider`] when posting fails.
+#[must_use = "an operation does nothing until it is posted"]
 pub struct WriteSg<'a, M: RegMemory> {
     dst: &'a MrRemote,
     dst_offset: u64,
@@ -200,6 +201,7 @@ impl<'a, M: RegMemory> WriteSg<'a, M> {
 /// As [`WriteSg`], with the elements needing [`Usage::READ_DST`], `src`
 /// [`Usage::READ_SRC`], and the count also bounded by the device's
 /// `max_sge_rd` ([`Capabilities::max_sge_rd`](crate::Capabilities::max_sge_rd)).
+#[must_use = "an operation does nothing until it is posted"]
 pub struct ReadSg<'a, M: RegMemory> {
     dst: &'a [Sg<'a, M>],
     src: &'a MrRemote,
@@ -224,6 +226,7 @@ impl<'a, M: RegMemory> ReadSg<'a, M> {
 /// # Errors (when posted)
 /// As [`WriteSg`], with the elements needing [`Usage::SEND`] and no remote
 /// range.
+#[must_use = "an operation does nothing until it is posted"]
 pub struct SendSg<'a, M: RegMemory> {
     src: &'a [Sg<'a, M>],
     s: Settings,
@@ -322,6 +325,7 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for SendSg<'_, M> {
 /// [`Usage::WRITE_DST`]; [`Error::Again`] when the send queue is full;
 /// [`Error::Provider`] when posting fails.
 #[derive(Debug, Clone, Copy)]
+#[must_use = "an operation does nothing until it is posted"]
 pub struct WriteInline<'a> {
     dst: &'a MrRemote,
     dst_offset: u64,
@@ -338,7 +342,6 @@ impl<'a> WriteInline<'a> {
 
     /// With immediate data, which the other side gets in the completion of
     /// a posted receive, in host order.
-    #[must_use]
     pub fn imm(mut self, imm: u32) -> Self {
         self.imm = Some(imm);
         self
@@ -357,6 +360,7 @@ impl<'a> WriteInline<'a> {
 /// [`max_inline_data`](crate::Conn::max_inline_data); [`Error::Again`],
 /// [`Error::Provider`] as [`WriteInline`].
 #[derive(Debug, Clone, Copy)]
+#[must_use = "an operation does nothing until it is posted"]
 pub struct SendInline<'a> {
     data: &'a [u8],
     imm: Option<u32>,
@@ -370,7 +374,6 @@ impl<'a> SendInline<'a> {
     }
 
     /// With immediate data, delivered in host order.
-    #[must_use]
     pub fn imm(mut self, imm: u32) -> Self {
         self.imm = Some(imm);
         self

@@ -39,6 +39,16 @@
 //! }
 //! ```
 //!
+//! An operation does nothing until it is posted; one built and dropped is
+//! a warning (`#[must_use]`), an error where warnings are:
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! # fn f(dst: &rpma::MrLocal<rpma::AlignedBuf>, src: &rpma::MrRemote) {
+//! rpma::ops::Read::new(dst, 0, src, 0, 8).op_context(1); // never posted
+//! # }
+//! ```
+//!
 //! An operation borrows its regions: it cannot outlive them, so a region
 //! is never dropped between building an operation and posting it (after
 //! the post, [`Conn::post`](crate::Conn::post) holds it until the
@@ -369,7 +379,6 @@ macro_rules! setters {
     ($f:tt) => {
         /// When it reports a completion (default
         /// [`Flags::COMPLETION_ALWAYS`]); [`Flags::FENCE`] may be added.
-        #[must_use]
         #[inline(always)]
         pub fn flags(mut self, flags: Flags) -> Self {
             self.$f.flags = flags;
@@ -378,7 +387,6 @@ macro_rules! setters {
 
         /// The value its completion carries in
         /// [`Completion::op_context`](crate::Completion) (default 0).
-        #[must_use]
         #[inline(always)]
         pub fn op_context(mut self, op_context: u64) -> Self {
             self.$f.ctx = op_context;
@@ -428,6 +436,7 @@ macro_rules! local_op {
 /// An RDMA read of `len` bytes at `src_offset` of a remote region into
 /// `dst` at `dst_offset` (`rpma_read`); `dst` needs [`Usage::READ_DST`],
 /// the remote region [`Usage::READ_SRC`].
+#[must_use = "an operation does nothing until it is posted"]
 pub struct Read<'a, M: RegMemory>(Core<'a, M>);
 local_op!(Read, |_| &READ);
 
@@ -450,6 +459,7 @@ impl<'a, M: RegMemory> Read<'a, M> {
 /// at `dst_offset` (`rpma_write`; with [`imm`](Write::imm)
 /// `rpma_write_with_imm`); `src` needs [`Usage::WRITE_SRC`], the remote
 /// region [`Usage::WRITE_DST`].
+#[must_use = "an operation does nothing until it is posted"]
 pub struct Write<'a, M: RegMemory>(Core<'a, M>);
 local_op!(Write, |_| &WRITE);
 
@@ -467,7 +477,6 @@ impl<'a, M: RegMemory> Write<'a, M> {
 
     /// With immediate data, which the other side gets in the completion of
     /// a posted receive, in host order (`IBV_WR_RDMA_WRITE_WITH_IMM`).
-    #[must_use]
     #[inline(always)]
     pub fn imm(mut self, imm: u32) -> Self {
         self.0.verb = SendOp::WriteImm(imm);
@@ -480,6 +489,7 @@ impl<'a, M: RegMemory> Write<'a, M> {
 /// A send of `len` bytes (0 allowed) of `src` at `offset` to a receive the
 /// other side posted (`rpma_send`; with [`imm`](Send::imm)
 /// `rpma_send_with_imm`); `src` needs [`Usage::SEND`].
+#[must_use = "an operation does nothing until it is posted"]
 pub struct Send<'a, M: RegMemory>(Core<'a, M>);
 local_op!(Send, |v| if matches!(v, SendOp::SendInv(_)) { &SEND_INV } else { &SEND });
 
@@ -492,7 +502,6 @@ impl<'a, M: RegMemory> Send<'a, M> {
 
     /// With immediate data, delivered in host order
     /// (`IBV_WR_SEND_WITH_IMM`); replaces [`invalidate`](Send::invalidate).
-    #[must_use]
     #[inline(always)]
     pub fn imm(mut self, imm: u32) -> Self {
         self.0.verb = SendOp::SendImm(imm);
@@ -503,7 +512,6 @@ impl<'a, M: RegMemory> Send<'a, M> {
     /// (`IBV_WR_SEND_WITH_INV`): the receiver's completion reports it in
     /// [`Completion::invalidated_rkey`](crate::Completion); replaces
     /// [`imm`](Send::imm).
-    #[must_use]
     #[inline(always)]
     pub fn invalidate(mut self, rkey: u32) -> Self {
         self.0.verb = SendOp::SendInv(rkey);
@@ -518,6 +526,7 @@ impl<'a, M: RegMemory> Send<'a, M> {
 /// lands in the 8 bytes at `dst_offset` of `dst`
 /// (`IBV_WR_ATOMIC_CMP_AND_SWP`). See
 /// [`Conn::compare_and_swap`](crate::Conn::compare_and_swap).
+#[must_use = "an operation does nothing until it is posted"]
 pub struct CompareAndSwap<'a, M: RegMemory>(Core<'a, M>);
 local_op!(CompareAndSwap, |_| &COMPARE_AND_SWAP);
 
@@ -542,6 +551,7 @@ impl<'a, M: RegMemory> CompareAndSwap<'a, M> {
 /// atomically; the previous value lands in the 8 bytes at `dst_offset` of
 /// `dst` (`IBV_WR_ATOMIC_FETCH_AND_ADD`). See
 /// [`Conn::fetch_and_add`](crate::Conn::fetch_and_add).
+#[must_use = "an operation does nothing until it is posted"]
 pub struct FetchAndAdd<'a, M: RegMemory>(Core<'a, M>);
 local_op!(FetchAndAdd, |_| &FETCH_AND_ADD);
 
@@ -586,6 +596,7 @@ impl Settings {
 /// [`Usage::WRITE_DST`]; `dst_offset` a multiple of
 /// [`ATOMIC_WRITE_ALIGNMENT`].
 #[derive(Debug, Clone, Copy)]
+#[must_use = "an operation does nothing until it is posted"]
 pub struct AtomicWrite<'a> {
     dst: &'a MrRemote,
     dst_offset: u64,
@@ -638,6 +649,7 @@ impl sealed::Encode for AtomicWrite<'_> {
 /// and a region registered with [`Usage::FLUSH_TYPE_PERSISTENT`];
 /// [`FlushType::Visibility`] one with [`Usage::FLUSH_TYPE_VISIBILITY`].
 #[derive(Debug, Clone, Copy)]
+#[must_use = "an operation does nothing until it is posted"]
 pub struct Flush<'a> {
     dst: &'a MrRemote,
     dst_offset: u64,

@@ -31,6 +31,7 @@ use rpma_sys::wr::Sge;
 ///     Ok(())
 /// }
 /// ```
+#[must_use = "an operation does nothing until it is posted"]
 pub struct Recv<'a, M: RegMemory> {
     dst: &'a MrLocal<M>,
     offset: usize,
@@ -47,7 +48,6 @@ impl<'a, M: RegMemory> Recv<'a, M> {
 
     /// The value its completion carries in
     /// [`Completion::op_context`](crate::Completion) (default 0).
-    #[must_use]
     #[inline(always)]
     pub fn op_context(mut self, op_context: u64) -> Self {
         self.ctx = op_context;
@@ -80,6 +80,7 @@ impl<'a, M: RegMemory> Recv<'a, M> {
 /// [`Error::NoMem`](crate::Error::NoMem) when the holds cannot be
 /// allocated; [`Error::Provider`](crate::Error::Provider) when posting
 /// fails (`ENOMEM`: the receive queue is full).
+#[must_use = "an operation does nothing until it is posted"]
 pub struct RecvSg<'a, M: RegMemory> {
     dst: &'a [Sg<'a, M>],
     ctx: u64,
@@ -93,7 +94,6 @@ impl<'a, M: RegMemory> RecvSg<'a, M> {
 
     /// The value its completion carries in
     /// [`Completion::op_context`](crate::Completion) (default 0).
-    #[must_use]
     pub fn op_context(mut self, op_context: u64) -> Self {
         self.ctx = op_context;
         self
