@@ -99,7 +99,7 @@ cfg_field!(
     c_int,
     |c, v| {
         let ms = u64::try_from(v).map_err(|_| Error::inval(format!("timeout {v} ms is negative")))?;
-        c.cfg.set_timeout(Duration::from_millis(ms))
+        c.cfg.set_timeout(Duration::from_millis(ms)).map(drop)
     },
     // Whole milliseconds up to i32::MAX: set only as above.
     |c| c_int::try_from(c.cfg.timeout().as_millis()).unwrap_or(c_int::MAX)

@@ -32,11 +32,13 @@ pub const DEFAULT_MAX_INLINE_DATA: u32 = 8;
 /// | max_recv_sge | 1 | scatter/gather elements per receive ([`RecvSg`](crate::ops::RecvSg); not in librpma) |
 /// | max_inline_data | 8 | bytes an operation may carry inline ([`WriteInline`](crate::ops::WriteInline); librpma's value, which its emulated atomic write needs) |
 ///
+/// Setters chain (`&mut Self`, or `Result<&mut Self>` for the ones that
+/// check their value):
+///
 /// ```
 /// let mut cfg = rpma::ConnCfg::new();
-/// cfg.set_sq_size(64);
-/// cfg.set_cq_size(64);
-/// cfg.set_timeout(std::time::Duration::from_millis(500))?;
+/// cfg.set_sq_size(64).set_cq_size(64).set_timeout(std::time::Duration::from_millis(500))?.set_max_send_sge(4)?;
+/// assert_eq!((cfg.sq_size(), cfg.cq_size(), cfg.max_send_sge()), (64, 64, 4));
 /// assert_eq!(cfg.timeout(), std::time::Duration::from_millis(500));
 /// assert!(cfg.set_timeout(std::time::Duration::MAX).is_err());
 /// # Ok::<(), rpma::Error>(())
@@ -93,7 +95,7 @@ impl ConnCfg {
     /// # Errors
     /// [`Error::Inval`] for a timeout longer than `i32::MAX` milliseconds
     /// (such as `Duration::MAX`: resolution has no "no limit").
-    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<&mut Self> {
         let ms = timeout.as_nanos().div_ceil(1_000_000);
         self.timeout_ms = i32::try_from(ms).map_err(|_| {
             Error::inval(format!(
@@ -101,7 +103,7 @@ impl ConnCfg {
                 i32::MAX
             ))
         })?;
-        Ok(())
+        Ok(self)
     }
 
     /// The resolution timeout (whole milliseconds).
@@ -115,8 +117,9 @@ impl ConnCfg {
     }
 
     /// Sets the main CQ size.
-    pub fn set_cq_size(&mut self, n: u32) {
+    pub fn set_cq_size(&mut self, n: u32) -> &mut Self {
         self.cq_size = n;
+        self
     }
 
     /// The main CQ size.
@@ -125,8 +128,9 @@ impl ConnCfg {
     }
 
     /// Sets the receive CQ size (0: no separate receive CQ).
-    pub fn set_rcq_size(&mut self, n: u32) {
+    pub fn set_rcq_size(&mut self, n: u32) -> &mut Self {
         self.rcq_size = n;
+        self
     }
 
     /// The receive CQ size.
@@ -135,8 +139,9 @@ impl ConnCfg {
     }
 
     /// Sets the send queue depth.
-    pub fn set_sq_size(&mut self, n: u32) {
+    pub fn set_sq_size(&mut self, n: u32) -> &mut Self {
         self.sq_size = n;
+        self
     }
 
     /// The send queue depth.
@@ -145,8 +150,9 @@ impl ConnCfg {
     }
 
     /// Sets the receive queue depth.
-    pub fn set_rq_size(&mut self, n: u32) {
+    pub fn set_rq_size(&mut self, n: u32) -> &mut Self {
         self.rq_size = n;
+        self
     }
 
     /// The receive queue depth.
@@ -156,8 +162,9 @@ impl ConnCfg {
 
     /// Whether the CQ and RCQ share one completion channel (then wait with
     /// [`Conn::wait`](crate::Conn::wait)).
-    pub fn set_compl_channel(&mut self, shared: bool) {
+    pub fn set_compl_channel(&mut self, shared: bool) -> &mut Self {
         self.compl_channel = shared;
+        self
     }
 
     /// Whether the completion channel is shared.
@@ -166,8 +173,9 @@ impl ConnCfg {
     }
 
     /// Uses `srq` for receives (or none).
-    pub fn set_srq(&mut self, srq: Option<&Srq>) {
+    pub fn set_srq(&mut self, srq: Option<&Srq>) -> &mut Self {
         self.srq = srq.cloned();
+        self
     }
 
     /// The shared receive queue.
@@ -180,8 +188,9 @@ impl ConnCfg {
     /// [`SharedCq`]. The connection must be made on the peer the CQ was
     /// created on, with `rcq_size` 0 and no shared completion channel;
     /// it reserves `sq_size + rq_size` of the CQ's entries while it exists.
-    pub fn set_shared_cq(&mut self, cq: Option<&SharedCq>) {
+    pub fn set_shared_cq(&mut self, cq: Option<&SharedCq>) -> &mut Self {
         self.shared_cq = cq.cloned();
+        self
     }
 
     /// The shared completion queue.
@@ -207,12 +216,12 @@ impl ConnCfg {
     ///
     /// # Errors
     /// [`Error::Inval`] for a code above 31.
-    pub fn set_min_rnr_timer(&mut self, code: u8) -> Result<()> {
+    pub fn set_min_rnr_timer(&mut self, code: u8) -> Result<&mut Self> {
         if code > 31 {
             return Err(Error::inval(format!("RNR timer code {code} is above 31 (IBA table 45)")));
         }
         self.min_rnr_timer = code;
-        Ok(())
+        Ok(self)
     }
 
     /// The RNR NAK timer code.
@@ -235,8 +244,9 @@ impl ConnCfg {
     /// cfg.set_native_ops(false);
     /// assert!(!cfg.native_ops());
     /// ```
-    pub fn set_native_ops(&mut self, on: bool) {
+    pub fn set_native_ops(&mut self, on: bool) -> &mut Self {
         self.native_ops = on;
+        self
     }
 
     /// Whether native flush and atomic write may be used.
@@ -262,9 +272,9 @@ impl ConnCfg {
     ///
     /// # Errors
     /// [`Error::Inval`] for 0 or more than [`MAX_SGL`].
-    pub fn set_max_send_sge(&mut self, n: u32) -> Result<()> {
+    pub fn set_max_send_sge(&mut self, n: u32) -> Result<&mut Self> {
         self.max_send_sge = check_sge("max_send_sge", n)?;
-        Ok(())
+        Ok(self)
     }
 
     /// The scatter/gather elements asked for per send-queue operation.
@@ -280,9 +290,9 @@ impl ConnCfg {
     ///
     /// # Errors
     /// [`Error::Inval`] for 0 or more than [`MAX_SGL`].
-    pub fn set_max_recv_sge(&mut self, n: u32) -> Result<()> {
+    pub fn set_max_recv_sge(&mut self, n: u32) -> Result<&mut Self> {
         self.max_recv_sge = check_sge("max_recv_sge", n)?;
-        Ok(())
+        Ok(self)
     }
 
     /// The scatter/gather elements asked for per receive.
@@ -306,8 +316,9 @@ impl ConnCfg {
     /// cfg.set_max_inline_data(64);
     /// assert_eq!(cfg.max_inline_data(), 64);
     /// ```
-    pub fn set_max_inline_data(&mut self, bytes: u32) {
+    pub fn set_max_inline_data(&mut self, bytes: u32) -> &mut Self {
         self.max_inline_data = bytes;
+        self
     }
 
     /// The inline bytes asked for.

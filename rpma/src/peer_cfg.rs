@@ -44,8 +44,9 @@ impl PeerCfg {
     }
 
     /// Declares whether this peer supports direct write to persistent memory.
-    pub fn set_direct_write_to_pmem(&mut self, supported: bool) {
+    pub fn set_direct_write_to_pmem(&mut self, supported: bool) -> &mut Self {
         self.direct_write_to_pmem = supported;
+        self
     }
 
     /// Whether direct write to persistent memory is declared supported.

@@ -24,8 +24,7 @@ pub const DEFAULT_SRQ_SIZE: u32 = 20;
 ///
 /// ```
 /// let mut cfg = rpma::SrqCfg::new();
-/// cfg.set_rq_size(100);
-/// cfg.set_rcq_size(0); // receives complete on each connection's CQ
+/// cfg.set_rq_size(100).set_rcq_size(0); // receives complete on each connection's CQ
 /// assert_eq!((cfg.rq_size(), cfg.rcq_size()), (100, 0));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +45,9 @@ impl SrqCfg {
         SrqCfg::default()
     }
     /// Sets the number of receives the SRQ holds.
-    pub fn set_rq_size(&mut self, n: u32) {
+    pub fn set_rq_size(&mut self, n: u32) -> &mut Self {
         self.rq_size = n;
+        self
     }
     /// The number of receives the SRQ holds.
     pub fn rq_size(&self) -> u32 {
@@ -55,8 +55,9 @@ impl SrqCfg {
     }
     /// Sets the size of the SRQ's own receive CQ (0: none; receives then
     /// complete on each connection's RCQ or main CQ).
-    pub fn set_rcq_size(&mut self, n: u32) {
+    pub fn set_rcq_size(&mut self, n: u32) -> &mut Self {
         self.rcq_size = n;
+        self
     }
     /// The size of the SRQ's receive CQ.
     pub fn rcq_size(&self) -> u32 {
