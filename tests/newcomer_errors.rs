@@ -3,7 +3,7 @@
 //! device). The same calls on a device are in `device_verbs`.
 
 use rpma::device::{get_ibv_context, ContextType};
-use rpma::error::{Detail, RPMA_E_NOSUPP, RPMA_E_PROVIDER};
+use rpma::error::{Detail, RPMA_E_PROVIDER};
 use rpma::IbvContext;
 
 #[test]
@@ -12,7 +12,7 @@ fn no_device_on_the_host_says_what_to_do() {
     match IbvContext::open(None) {
         Ok(ctx) => assert!(!devs.is_empty(), "{} opened, but sysfs lists no device", ctx.device_name()),
         Err(e) => {
-            assert_eq!(e.code(), RPMA_E_NOSUPP, "{e}");
+            assert_eq!(e.code(), RPMA_E_PROVIDER, "{e}");
             assert_eq!(e.detail(), Some(&Detail::NoDevice { addr: None, loopback: false }), "{e}");
             // The hint is the subject: what to run.
             let t = e.to_string();
@@ -22,6 +22,7 @@ fn no_device_on_the_host_says_what_to_do() {
     }
     let e = IbvContext::open(Some("no-such-device0")).unwrap_err();
     assert!(matches!(e.detail(), Some(Detail::NoDevice { addr: None, .. })), "{e}");
+    assert_eq!(e.code(), RPMA_E_PROVIDER, "no device is one code whatever the path: {e}");
 }
 
 #[test]

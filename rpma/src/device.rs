@@ -39,29 +39,34 @@ impl IbvContext {
     /// own contexts); use [`get_ibv_context`] for peers that connect.
     ///
     /// # Errors
-    /// [`Error::NoSupp`] with [`Detail::NoDevice`] when the host has no
-    /// (such) RDMA device, its message saying what to do (load a driver or
-    /// a Soft-RoCE link, install the provider library);
+    /// [`Error::Provider`] with [`Detail::NoDevice`] when the host has no
+    /// (such) RDMA device (`ENODEV`; `ENOSYS` without RDMA support in the
+    /// kernel), its message saying what to do (load a driver or a
+    /// Soft-RoCE link, install the provider library), as
+    /// [`get_ibv_context`] reports an address no device has;
     /// [`Error::Provider`] when listing or opening fails otherwise.
     pub fn open(name: Option<&str>) -> Result<IbvContext> {
-        let no_device =
-            |text: String| Error::NoSupp(Msg::detailed(Detail::NoDevice { addr: None, loopback: false }, text));
+        let no_device = |text: String, errno: i32| Error::Provider {
+            op: Msg::detailed(Detail::NoDevice { addr: None, loopback: false }, text),
+            source: std::io::Error::from_raw_os_error(errno),
+        };
         let list = match DeviceList::new() {
             Ok(list) => list,
             // No RDMA support in the kernel (no uverbs class).
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                return Err(no_device(format!("ibv_get_device_list: {e}; {}", list::no_device_hint(0))))
+                return Err(no_device(format!("ibv_get_device_list ({})", list::no_device_hint(0)), libc::ENOSYS))
             }
             Err(e) => return Err(Error::provider_raw("ibv_get_device_list", e)),
         };
         let idx = (0..list.len()).find(|&i| name.is_none() || list.name(i).as_deref() == name);
         let Some(i) = idx else {
             let have: Vec<String> = (0..list.len()).filter_map(|i| list.name(i)).collect();
-            return Err(no_device(match name {
+            let text = match name {
                 Some(n) if !have.is_empty() => format!("no RDMA device named {n:?} (devices: {have:?})"),
                 Some(n) => format!("no RDMA device named {n:?}: {}", list::no_device_hint(0)),
                 None => list::no_device_hint(list.len()),
-            }));
+            };
+            return Err(no_device(text, libc::ENODEV));
         };
         let ctx = list.open(i).map_err(|e| Error::provider_raw("ibv_open_device", e))?;
         Ok(IbvContext(ctx))
