@@ -468,7 +468,7 @@ device_tests!({
     /// The device is listed with its active port and the test's address
     /// among its GIDs' IPs, and the first errors name that address.
     fn discovery_and_first_errors() {
-        let devs = rpma::device::devices();
+        let devs = rpma::device::devices().unwrap();
         let ctx = rpma::device::get_ibv_context(&addr(), ContextType::Local).unwrap();
         let d = devs.iter().find(|d| d.name == ctx.device_name()).expect("the test's device is listed");
         let ips: Vec<String> =

@@ -8,7 +8,7 @@ use rpma::IbvContext;
 
 #[test]
 fn no_device_on_the_host_says_what_to_do() {
-    let devs = rpma::device::devices();
+    let devs = rpma::device::devices().unwrap();
     match IbvContext::open(None) {
         Ok(ctx) => assert!(!devs.is_empty(), "{} opened, but sysfs lists no device", ctx.device_name()),
         Err(e) => {

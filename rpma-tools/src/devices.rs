@@ -19,7 +19,8 @@ struct Port {
     state: String,
     phys_state: String,
     link_layer: String,
-    rate: String,
+    rate: Option<String>,
+    rate_mbit_per_s: Option<u64>,
     gids: Vec<Gid>,
 }
 
@@ -63,8 +64,8 @@ fn probe(name: &str) -> Option<Caps> {
     })
 }
 
-fn list() -> Vec<Device> {
-    rpma::device::devices()
+fn list() -> Res<Vec<Device>> {
+    Ok(rpma::device::devices()?
         .into_iter()
         .map(|d| Device {
             rpma: probe(&d.name),
@@ -84,22 +85,23 @@ fn list() -> Vec<Device> {
                             ip: g.ip.map(|ip| ip.to_string()),
                         })
                         .collect(),
-                    state: p.state,
-                    phys_state: p.phys_state,
-                    link_layer: p.link_layer,
-                    rate: p.rate,
+                    state: p.state.to_string(),
+                    phys_state: p.phys_state.to_string(),
+                    link_layer: p.link_layer.to_string(),
+                    rate_mbit_per_s: p.rate.as_ref().map(|r| r.mbit_per_s),
+                    rate: p.rate.map(|r| r.text),
                 })
                 .collect(),
             name: d.name,
             node_type: d.node_type,
             node_guid: d.node_guid,
         })
-        .collect()
+        .collect())
 }
 
 /// Prints every RDMA device, as a table or as JSON.
 pub fn run(json: bool) -> Res<()> {
-    let devs = list();
+    let devs = list()?;
     if json {
         println!("{}", serde_json::to_string_pretty(&devs)?);
         return Ok(());
@@ -127,7 +129,8 @@ pub fn run(json: bool) -> Res<()> {
             None => println!("  rpma: the device could not be opened"),
         }
         for p in &d.ports {
-            println!("  port {}: {} ({}), {}, {}", p.port, p.state, p.phys_state, p.link_layer, p.rate);
+            let rate = p.rate.as_deref().unwrap_or("rate unknown");
+            println!("  port {}: {} ({}), {}, {rate}", p.port, p.state, p.phys_state, p.link_layer);
             for g in &p.gids {
                 let ip = g.ip.as_deref().map(|ip| format!(" -> {ip}")).unwrap_or_default();
                 let kind = g.kind.as_deref().unwrap_or("");

@@ -17,7 +17,7 @@ use rpma_sys::device::{Context, DeviceList};
 use std::time::Duration;
 
 mod list;
-pub use list::{devices, DeviceInfo, GidInfo, PortInfo};
+pub use list::{devices, DeviceInfo, GidInfo, LinkLayer, PhysState, PortInfo, PortState, Rate};
 
 /// ```no_run
 /// let ctx = rpma::IbvContext::open(Some("rxe0"))?;

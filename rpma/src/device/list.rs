@@ -3,6 +3,8 @@
 //! `ibv_devinfo -v` and `rdma link show` read), and the hints the first
 //! errors give from them.
 
+use crate::error::{Error, Result};
+use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 
@@ -15,7 +17,8 @@ const SYSFS: &str = "/sys/class/infiniband";
 pub struct DeviceInfo {
     /// The kernel's name (`rxe0`, `mlx5_0`): [`IbvContext::open`](crate::IbvContext::open) takes it.
     pub name: String,
-    /// The node type (`CA` for an InfiniBand or RoCE adapter, `RNIC` for iWARP).
+    /// The node type as the kernel names it (`CA` for an InfiniBand or
+    /// RoCE adapter, `RNIC` for iWARP).
     pub node_type: String,
     /// The node GUID, as the kernel prints it.
     pub node_guid: String,
@@ -29,15 +32,15 @@ pub struct DeviceInfo {
 pub struct PortInfo {
     /// The port number (from 1).
     pub port: u32,
-    /// The logical state (`ACTIVE`, `DOWN`, ...): only an active port
+    /// The logical state: only an [`Active`](PortState::Active) port
     /// carries connections.
-    pub state: String,
-    /// The physical state (`LinkUp`, `Disabled`, ...).
-    pub phys_state: String,
-    /// `Ethernet` (RoCE, iWARP) or `InfiniBand`.
-    pub link_layer: String,
-    /// The rate, as the kernel prints it (`100 Gb/sec (4X EDR)`).
-    pub rate: String,
+    pub state: PortState,
+    /// The physical state.
+    pub phys_state: PhysState,
+    /// What the port's link is: Ethernet (RoCE, iWARP) or InfiniBand.
+    pub link_layer: LinkLayer,
+    /// The rate, when the kernel reports one.
+    pub rate: Option<Rate>,
     /// The GIDs in use (the zero ones left out).
     pub gids: Vec<GidInfo>,
 }
@@ -45,7 +48,144 @@ pub struct PortInfo {
 impl PortInfo {
     /// Whether the port is up and can carry connections.
     pub fn is_active(&self) -> bool {
-        self.state == "ACTIVE"
+        self.state == PortState::Active
+    }
+}
+
+/// Names the kernel gives codes of the IBA (`"4: ACTIVE"` in sysfs).
+macro_rules! coded {
+    ($(#[$m:meta])* $t:ident { $($(#[$vm:meta])* $v:ident = $code:literal, $name:literal;)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $t {
+            $($(#[$vm])* $v,)*
+            /// A code this library does not name.
+            Other(u32),
+        }
+
+        impl $t {
+            /// The state of the IBA's `code`.
+            fn from_code(code: u32) -> $t {
+                match code {
+                    $($code => $t::$v,)*
+                    n => $t::Other(n),
+                }
+            }
+        }
+
+        /// The kernel's name of the state (`ibv_devinfo` prints the same).
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $($t::$v => f.write_str($name),)*
+                    $t::Other(n) => write!(f, "state {n}"),
+                }
+            }
+        }
+    };
+}
+
+coded!(
+    /// A port's logical state (`ibv_port_attr.state`, sysfs `state`).
+    PortState {
+        /// No state change (`IBV_PORT_NOP`), or none reported.
+        Nop = 0, "NOP";
+        /// The link is down.
+        Down = 1, "DOWN";
+        /// Initialising: up, not configured yet.
+        Init = 2, "INIT";
+        /// Configured, not yet active.
+        Armed = 3, "ARMED";
+        /// Active: it carries connections.
+        Active = 4, "ACTIVE";
+        /// Active, changing state.
+        ActiveDefer = 5, "ACTIVE_DEFER";
+    }
+);
+
+coded!(
+    /// A port's physical state (`ibv_port_attr.phys_state`, sysfs
+    /// `phys_state`).
+    PhysState {
+        /// Powered down.
+        Sleep = 1, "Sleep";
+        /// Looking for a link partner.
+        Polling = 2, "Polling";
+        /// Disabled.
+        Disabled = 3, "Disabled";
+        /// Training the link.
+        PortConfigurationTraining = 4, "PortConfigurationTraining";
+        /// The link is up.
+        LinkUp = 5, "LinkUp";
+        /// Recovering from a link error.
+        LinkErrorRecovery = 6, "LinkErrorRecovery";
+        /// In a physical test.
+        PhyTest = 7, "Phy Test";
+    }
+);
+
+/// A port's link layer (sysfs `link_layer`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LinkLayer {
+    /// InfiniBand.
+    InfiniBand,
+    /// Ethernet: RoCE or iWARP; its GIDs stand for IP addresses.
+    Ethernet,
+    /// Another name the kernel gave (none when it gave none).
+    Other(String),
+}
+
+impl LinkLayer {
+    fn parse(s: &str) -> LinkLayer {
+        match s {
+            "InfiniBand" => LinkLayer::InfiniBand,
+            "Ethernet" => LinkLayer::Ethernet,
+            other => LinkLayer::Other(other.to_string()),
+        }
+    }
+}
+
+/// The kernel's name (`InfiniBand`, `Ethernet`).
+impl fmt::Display for LinkLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LinkLayer::InfiniBand => "InfiniBand",
+            LinkLayer::Ethernet => "Ethernet",
+            LinkLayer::Other(s) => s,
+        })
+    }
+}
+
+/// A port's rate (sysfs `rate`, e.g. `100 Gb/sec (4X EDR)`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Rate {
+    /// The rate in Mbit/s (100 Gb/sec: 100,000).
+    pub mbit_per_s: u64,
+    /// The kernel's text, with the width and speed it names.
+    pub text: String,
+}
+
+impl Rate {
+    /// `"2.5 Gb/sec (1X SDR)"`: 2,500 Mbit/s.
+    fn parse(text: &str) -> Option<Rate> {
+        let (num, unit) = text.split_once(' ')?;
+        if !unit.starts_with("Gb/sec") {
+            return None;
+        }
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        let frac3: String = frac.chars().chain(std::iter::repeat('0')).take(3).collect();
+        let mbit = int.parse::<u64>().ok()?.checked_mul(1000)?.checked_add(frac3.parse::<u64>().ok()?)?;
+        Some(Rate { mbit_per_s: mbit, text: text.to_string() })
+    }
+}
+
+/// The kernel's text.
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
     }
 }
 
@@ -68,17 +208,24 @@ pub struct GidInfo {
 }
 
 /// Every RDMA device of this host, with ports and GIDs; empty when there is
-/// none (or no RDMA support in the kernel).
+/// none (or no RDMA support in the kernel: no `/sys/class/infiniband`).
 ///
 /// ```no_run
-/// for d in rpma::device::devices() {
-///     for p in &d.ports {
+/// use rpma::device::PortState;
+/// for d in rpma::device::devices()? {
+///     for p in d.ports.iter().filter(|p| p.state == PortState::Active) {
 ///         let ips: Vec<_> = p.gids.iter().filter_map(|g| g.ip).collect();
-///         println!("{} port {}: {} {} {ips:?}", d.name, p.port, p.state, p.link_layer);
+///         println!("{} port {}: {} {ips:?}", d.name, p.port, p.link_layer);
 ///     }
 /// }
+/// # Ok::<(), rpma::Error>(())
 /// ```
-pub fn devices() -> Vec<DeviceInfo> {
+///
+/// # Errors
+/// [`Error::Provider`] when the kernel's list cannot be read (permission
+/// denied, a sysfs that is not mounted as expected): not the same as no
+/// device.
+pub fn devices() -> Result<Vec<DeviceInfo>> {
     devices_in(Path::new(SYSFS))
 }
 
@@ -92,6 +239,11 @@ fn state_name(s: Option<String>) -> String {
     s.split_once(": ").map_or(s.clone(), |(_, n)| n.to_string())
 }
 
+/// `"4: ACTIVE"` -> 4 (0 when missing or unreadable).
+fn state_code(s: Option<String>) -> u32 {
+    s.and_then(|s| s.split_once(':').and_then(|(n, _)| n.trim().parse().ok())).unwrap_or(0)
+}
+
 /// The names in a directory, sorted (numerically when they are numbers).
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -102,8 +254,14 @@ fn entries(dir: &Path) -> Vec<String> {
 }
 
 /// [`devices`] under another sysfs root (tests use a made-up one).
-pub(crate) fn devices_in(root: &Path) -> Vec<DeviceInfo> {
-    entries(root)
+pub(crate) fn devices_in(root: &Path) -> Result<Vec<DeviceInfo>> {
+    // The root itself: absent is no device, unreadable is an error.
+    match std::fs::read_dir(root) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::provider_raw(format!("reading {}", root.display()), e)),
+    }
+    Ok(entries(root)
         .into_iter()
         .map(|name| {
             let d = root.join(&name);
@@ -119,11 +277,11 @@ pub(crate) fn devices_in(root: &Path) -> Vec<DeviceInfo> {
                 ports,
             }
         })
-        .collect()
+        .collect())
 }
 
 fn port_info(port: u32, pd: &Path) -> PortInfo {
-    let link_layer = read(&pd.join("link_layer")).unwrap_or_default();
+    let link_layer = LinkLayer::parse(&read(&pd.join("link_layer")).unwrap_or_default());
     let gids = entries(&pd.join("gids"))
         .into_iter()
         .filter_map(|i| {
@@ -136,7 +294,7 @@ fn port_info(port: u32, pd: &Path) -> PortInfo {
             // they name its type and interface.
             let kind = read(&pd.join("gid_attrs/types").join(&i)).filter(|s| !s.is_empty());
             let netdev = read(&pd.join("gid_attrs/ndevs").join(&i)).filter(|s| !s.is_empty());
-            let ip = (link_layer == "Ethernet").then(|| match gid.to_ipv4_mapped() {
+            let ip = (link_layer == LinkLayer::Ethernet).then(|| match gid.to_ipv4_mapped() {
                 Some(v4) => IpAddr::V4(v4),
                 None => IpAddr::V6(gid),
             });
@@ -145,9 +303,9 @@ fn port_info(port: u32, pd: &Path) -> PortInfo {
         .collect();
     PortInfo {
         port,
-        state: state_name(read(&pd.join("state"))),
-        phys_state: state_name(read(&pd.join("phys_state"))),
-        rate: read(&pd.join("rate")).unwrap_or_default(),
+        state: PortState::from_code(state_code(read(&pd.join("state")))),
+        phys_state: PhysState::from_code(state_code(read(&pd.join("phys_state")))),
+        rate: read(&pd.join("rate")).and_then(|r| Rate::parse(&r)),
         link_layer,
         gids,
     }
@@ -174,7 +332,7 @@ fn reachable(devs: &[DeviceInfo]) -> Vec<String> {
 /// libibverbs listed (a device in sysfs that it does not list lacks its
 /// provider library).
 pub(crate) fn no_device_hint(listed: usize) -> String {
-    no_device_hint_in(&devices(), listed)
+    no_device_hint_in(&devices().unwrap_or_default(), listed)
 }
 
 fn no_device_hint_in(devs: &[DeviceInfo], listed: usize) -> String {
@@ -196,7 +354,7 @@ fn no_device_hint_in(devs: &[DeviceInfo], listed: usize) -> String {
 
 /// What to do when no RDMA device has the address `addr`.
 pub(crate) fn no_device_for(addr: &str) -> (bool, String) {
-    no_device_for_in(&devices(), addr)
+    no_device_for_in(&devices().unwrap_or_default(), addr)
 }
 
 fn no_device_for_in(devs: &[DeviceInfo], addr: &str) -> (bool, String) {
@@ -258,14 +416,16 @@ mod tests {
     #[test]
     fn lists_devices_ports_and_gids() {
         let root = fake();
-        let devs = devices_in(&root);
+        let devs = devices_in(&root).unwrap();
         let names: Vec<&str> = devs.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["mlx5_0", "rxe0"]);
         let rxe = &devs[1];
         assert_eq!(rxe.node_type, "CA");
         let p = &rxe.ports[0];
         assert!(p.is_active());
-        assert_eq!((p.port, p.phys_state.as_str(), p.link_layer.as_str()), (1, "LinkUp", "Ethernet"));
+        assert_eq!((p.port, p.phys_state, &p.link_layer), (1, PhysState::LinkUp, &LinkLayer::Ethernet));
+        assert_eq!(p.rate.as_ref().map(|r| r.mbit_per_s), Some(100_000));
+        assert_eq!((p.state.to_string(), p.phys_state.to_string()), ("ACTIVE".into(), "LinkUp".into()));
         assert_eq!(p.gids.len(), 2, "the zero GID is left out");
         assert_eq!(p.gids[1].kind.as_deref(), Some("RoCE v2"));
         assert_eq!(p.gids[1].netdev.as_deref(), Some("eth0"));
@@ -273,15 +433,34 @@ mod tests {
         assert_eq!(p.gids[0].ip, Some("fe80::5054:ff:fe12:3401".parse().unwrap()));
         let ib = &devs[0].ports[0];
         assert!(!ib.is_active());
+        assert_eq!(
+            (ib.state, ib.phys_state, &ib.link_layer),
+            (PortState::Down, PhysState::Other(0), &LinkLayer::InfiniBand)
+        );
+        assert_eq!(ib.rate, None);
         assert_eq!(ib.gids[0].ip, None, "an InfiniBand GID is not an IP address");
-        assert!(devices_in(&root.join("nothing")).is_empty());
+        assert!(devices_in(&root.join("nothing")).unwrap().is_empty(), "no sysfs list: no device");
+        // A list that cannot be read is an error, not "no device".
+        let e = devices_in(&root.join("rxe0/node_type")).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOTDIR), "{e}");
         fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn rates_parse_from_the_kernels_text() {
+        let r = |t: &str| Rate::parse(t).map(|r| r.mbit_per_s);
+        assert_eq!(r("2.5 Gb/sec (1X SDR)"), Some(2_500));
+        assert_eq!(r("100 Gb/sec (4X EDR)"), Some(100_000));
+        assert_eq!(r("10 Gb/sec (1X QDR)"), Some(10_000));
+        assert_eq!(r("fast"), None);
+        assert_eq!(PortState::from_code(4), PortState::Active);
+        assert_eq!(PortState::from_code(9), PortState::Other(9));
     }
 
     #[test]
     fn hints_say_what_to_do() {
         let root = fake();
-        let devs = devices_in(&root);
+        let devs = devices_in(&root).unwrap();
         let (lo, t) = no_device_for_in(&devs, "127.0.0.1");
         assert!(lo && t.contains("loopback") && t.contains("198.51.100.1 (rxe0)"), "{t}");
         let (lo, t) = no_device_for_in(&devs, "192.0.2.77");
