@@ -3,16 +3,20 @@
 //!
 //! `cargo run --example log`
 
-use rpma::log::{self, LogLevel, LogRecord, LogThreshold};
+use rpma::logging::{self, LogLevel, LogRecord, LogThreshold};
 
 fn main() {
     // Messages at or below the main threshold reach the log function.
-    log::set_threshold(LogThreshold::Main, LogLevel::Info);
+    logging::set_threshold(LogThreshold::Main, LogLevel::Info);
     // The default function also prints those at or below aux to stderr.
-    log::set_threshold(LogThreshold::Aux, LogLevel::Disabled);
-    println!("main threshold {:?}, aux {:?}", log::threshold(LogThreshold::Main), log::threshold(LogThreshold::Aux));
+    logging::set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+    println!(
+        "main threshold {:?}, aux {:?}",
+        logging::threshold(LogThreshold::Main),
+        logging::threshold(LogThreshold::Aux)
+    );
 
-    log::set_function(Some(Box::new(|r: &LogRecord<'_>| {
+    logging::set_function(Some(Box::new(|r: &LogRecord<'_>| {
         println!("custom log function: [{:?}] {}:{} {}: {}", r.level, r.file, r.line, r.func, r.args);
     })));
     for (lvl, what) in [
@@ -21,13 +25,20 @@ fn main() {
         (LogLevel::Info, "some info"),
         (LogLevel::Debug, "debug detail (below the threshold: not shown)"),
     ] {
-        log::emit(lvl, file!(), line!(), module_path!(), format_args!("{what}"));
+        logging::emit(lvl, module_path!(), file!(), line!(), module_path!(), format_args!("{what}"));
     }
-    log::set_function(None);
+    logging::set_function(None);
     // Back to the default function: through the `log` facade (env_logger),
     // and back to the main threshold's default, where `log`'s filter
     // (RUST_LOG) decides.
-    log::reset_threshold(LogThreshold::Main);
-    env_logger::builder().filter_level(::log::LevelFilter::Info).init();
-    log::emit(LogLevel::Warning, file!(), line!(), module_path!(), format_args!("through the log facade"));
+    logging::reset_threshold(LogThreshold::Main);
+    env_logger::builder().filter_level(log::LevelFilter::Info).init();
+    logging::emit(
+        LogLevel::Warning,
+        module_path!(),
+        file!(),
+        line!(),
+        module_path!(),
+        format_args!("through the log facade"),
+    );
 }

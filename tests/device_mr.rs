@@ -485,6 +485,31 @@ device_tests!({
         assert!(e.to_string().contains(&d.name), "names the devices there are: {e}");
     }
 
+    /// Records carry their module as their target: `RUST_LOG` selects one
+    /// module (here the registration's debug line) and leaves the others
+    /// (the peer's info line). Run in a child of this binary, whose logger
+    /// reads its own `RUST_LOG`.
+    fn rust_log_selects_records_by_module() {
+        if std::env::var_os("RPMA_LOG_CHILD").is_some() {
+            let p = peer();
+            let _mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "rust_log_selects_records_by_module"])
+            .env("RPMA_LOG_CHILD", "1")
+            .env("RUST_LOG", "rpma::mr=debug")
+            .env_remove("RUST_LOG_STYLE")
+            .output()
+            .expect("the test binary runs again");
+        assert!(out.status.success(), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let mr: Vec<&str> =
+            err.lines().filter(|l| l.contains("rpma::mr") && l.contains("registered 4096 bytes")).collect();
+        assert_eq!(mr.len(), 1, "the registration's debug line, under its module: {err}");
+        assert!(!err.contains("peer on "), "another module's record passed the filter: {err}");
+    }
+
     /// A registration over the memlock limit says so and what to do. Root
     /// (the harness VM) pins past any limit (CAP_IPC_LOCK), so the check
     /// runs in a child as `nobody` with a 64 KiB limit.

@@ -115,21 +115,21 @@ device_tests!({
     /// reports itself: the panic stops in rpma, which still leaks the
     /// memory (an unwind through the drop would have freed it).
     fn a_panicking_log_function_cannot_make_a_failed_teardown_free() {
-        use rpma::log::{self, LogLevel, LogThreshold};
+        use rpma::logging::{self, LogLevel, LogThreshold};
         let sp = peer();
         let (mem, freed) = Watched::new(4096);
         let mr = MrLocal::reg(&sp, mem, Usage::WRITE_DST).unwrap();
         let called = Arc::new(AtomicUsize::new(0));
         let c2 = called.clone();
-        log::set_threshold(LogThreshold::Main, LogLevel::Error);
-        log::set_function(Some(Box::new(move |r: &log::LogRecord<'_>| {
+        logging::set_threshold(LogThreshold::Main, LogLevel::Error);
+        logging::set_function(Some(Box::new(move |r: &logging::LogRecord<'_>| {
             c2.fetch_add(1, Ordering::SeqCst);
             panic!("a log function that panics: {}", r.args);
         })));
         fail_next(Teardown::DeregMr);
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(mr)));
-        log::set_function(None);
-        log::reset_threshold(LogThreshold::Main);
+        logging::set_function(None);
+        logging::reset_threshold(LogThreshold::Main);
         assert!(dropped.is_ok(), "the log function's panic unwound through rpma");
         assert!(called.load(Ordering::SeqCst) >= 1, "the failure was logged");
         assert!(!freed.load(Ordering::SeqCst), "a failed deregistration must leak, not free");

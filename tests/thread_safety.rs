@@ -13,6 +13,10 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::device::DeviceInfo>();
     send_sync::<rpma::device::PortInfo>();
     send_sync::<rpma::device::GidInfo>();
+    send_sync::<rpma::device::PortState>();
+    send_sync::<rpma::device::PhysState>();
+    send_sync::<rpma::device::LinkLayer>();
+    send_sync::<rpma::device::Rate>();
     send_sync::<Peer>();
     send_sync::<PeerCfg>();
     send_sync::<MrLocal<AlignedBuf>>();
@@ -58,9 +62,9 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::mr::rereg::Reregistered<AlignedBuf>>();
     send_sync::<rpma::messages::MsgAccess>();
     send_sync::<rpma::messages::Slot>();
-    send_sync::<rpma::log::LogLevel>();
-    send_sync::<rpma::log::LogThreshold>();
-    send_sync::<Box<rpma::log::LogFunction>>();
+    send_sync::<rpma::logging::LogLevel>();
+    send_sync::<rpma::logging::LogThreshold>();
+    send_sync::<Box<rpma::logging::LogFunction>>();
     send_sync::<rpma::aio::AsyncConn>();
     send_sync::<rpma::aio::AsyncSharedCq>();
     send_sync::<rpma::aio::Completions<'static>>();
@@ -71,6 +75,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::aio::AsyncCq<'static>>();
     send_sync::<rpma::aio::AsyncDevice<'static>>();
     send_sync::<rpma::ops::Read<'static, AlignedBuf>>();
+    send_sync::<rpma::ops::Unheld<rpma::ops::Read<'static, AlignedBuf>>>();
     send_sync::<rpma::ops::Write<'static, AlignedBuf>>();
     send_sync::<rpma::ops::Send<'static, AlignedBuf>>();
     send_sync::<rpma::ops::CompareAndSwap<'static, AlignedBuf>>();
@@ -109,7 +114,7 @@ fn the_exceptions_are_real() {
     }
     const { assert!(!<Probe<Chain<'static>>>::SEND_SYNC) };
     const { assert!(!<Probe<Chain<'static>>>::SEND_SYNC) };
-    const { assert!(!<Probe<rpma::log::LogRecord<'static>>>::SEND_SYNC) };
+    const { assert!(!<Probe<rpma::logging::LogRecord<'static>>>::SEND_SYNC) };
 }
 
 /// The list above is checked against rpma's public API as the man-page

@@ -9,7 +9,7 @@ use rpma::{Conn, ConnReq, Cq, Ep, Error, Peer, Srq};
 use crate::cfg::{conn_cfg_of, RpmaConnCfg, RpmaSrqCfg};
 use crate::mr::RpmaMrLocal;
 use crate::{cstr, give, guard, guard_hot, note, obj, out, take};
-use rpma::log::LogLevel;
+use rpma::logging::LogLevel;
 use rpma::ConnEvent;
 
 /// `struct rpma_conn_private_data`.

@@ -33,7 +33,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
-use rpma::log::LogLevel;
+use rpma::logging::LogLevel;
 use rpma::Error;
 
 pub mod cfg;
@@ -82,7 +82,7 @@ fn code_of(name: &'static str, r: Res) -> c_int {
         // (`forget`: the variant has nothing to drop, and the call to the
         // error's drop glue would cost as much as the rest).
         // (The C ABI's main threshold is always set: `log::init`.)
-        Err(e @ Error::NoCompletion) if !rpma::log::enabled_by_thresholds(LogLevel::Debug) => {
+        Err(e @ Error::NoCompletion) if !rpma::logging::enabled_by_thresholds(LogLevel::Debug) => {
             std::mem::forget(e);
             rpma::error::RPMA_E_NO_COMPLETION
         }
@@ -93,8 +93,9 @@ fn code_of(name: &'static str, r: Res) -> c_int {
 #[cold]
 fn panicked(name: &'static str) -> c_int {
     INIT.call_once(log::init);
-    rpma::log::emit(
+    rpma::logging::emit(
         LogLevel::Fatal,
+        module_path!(),
         file!(),
         line!(),
         name,
@@ -115,7 +116,7 @@ fn fail(name: &'static str, e: Error) -> c_int {
     // The error, then its cause (a provider's errno text), as librpma
     // logs them.
     let cause = std::error::Error::source(&e).map(|c| format!(": {c}")).unwrap_or_default();
-    rpma::log::emit(level, file!(), line!(), name, format_args!("{name}: {e}{cause}"));
+    rpma::logging::emit(level, module_path!(), file!(), line!(), name, format_args!("{name}: {e}{cause}"));
     if let Some(errno) = e.errno() {
         // SAFETY: __errno_location returns this thread's errno.
         unsafe { *libc::__errno_location() = errno };
@@ -126,7 +127,7 @@ fn fail(name: &'static str, e: Error) -> c_int {
 /// A NOTICE (or other) line as C librpma logs it at the same point, so that
 /// a C program's log reads the same on rpma.
 pub(crate) fn note(level: LogLevel, func: &'static str, args: std::fmt::Arguments<'_>) {
-    rpma::log::emit(level, file!(), line!(), func, args);
+    rpma::logging::emit(level, module_path!(), file!(), line!(), func, args);
 }
 
 /// `RPMA_E_INVAL` for a NULL `what`.
@@ -267,14 +268,14 @@ mod tests {
     /// when the threshold asks for one.
     #[test]
     fn a_miss_is_logged_only_when_debug_lines_are_wanted() {
-        use rpma::log::{set_function, set_threshold, LogThreshold};
+        use rpma::logging::{set_function, set_threshold, LogThreshold};
         use std::sync::{Arc, Mutex};
         // The library's own set-up first (the first guard's), then a
         // function that collects this test's lines.
         INIT.call_once(log::init);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = Arc::clone(&seen);
-        set_function(Some(Box::new(move |r: &rpma::log::LogRecord<'_>| {
+        set_function(Some(Box::new(move |r: &rpma::logging::LogRecord<'_>| {
             if r.func == "rpma_test_miss" {
                 s.lock().unwrap().push((r.level, r.args.to_string()));
             }

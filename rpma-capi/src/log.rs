@@ -14,7 +14,7 @@
 
 use std::ffi::{c_char, c_int, CString};
 
-use rpma::log::{LogLevel, LogRecord, LogThreshold};
+use rpma::logging::{LogLevel, LogRecord, LogThreshold};
 use rpma::Error;
 
 use crate::{guard, out};
@@ -33,9 +33,9 @@ pub type RpmaLogFunction = unsafe extern "C" fn(
 /// The library's initialisation (librpma's constructor): the default log
 /// function and librpma's default thresholds.
 pub(crate) fn init() {
-    rpma::log::set_threshold(LogThreshold::Main, LogLevel::Warning);
-    rpma::log::set_threshold(LogThreshold::Aux, LogLevel::Disabled);
-    rpma::log::set_function(Some(Box::new(default_function)));
+    rpma::logging::set_threshold(LogThreshold::Main, LogLevel::Warning);
+    rpma::logging::set_threshold(LogThreshold::Aux, LogLevel::Disabled);
+    rpma::logging::set_function(Some(Box::new(default_function)));
 }
 
 /// A string for C: interior NUL bytes (never in rpma's messages) become '?'.
@@ -60,8 +60,8 @@ fn default_function(r: &LogRecord<'_>) {
     let msg = c_string(&format!("{}: {}: {}: {}", r.file, r.line, r.func, r.args));
     // SAFETY: a "%s" format with one NUL-terminated string.
     unsafe { libc::syslog(priority, c"%s".as_ptr(), msg.as_ptr()) };
-    if r.level as i32 <= rpma::log::threshold(LogThreshold::Aux) as i32 {
-        eprintln!("{}", rpma::log::aux_line(r));
+    if r.level as i32 <= rpma::logging::threshold(LogThreshold::Aux) as i32 {
+        eprintln!("{}", rpma::logging::aux_line(r));
     }
 }
 
@@ -80,7 +80,7 @@ fn threshold_of(t: c_int) -> Result<LogThreshold, Error> {
 pub extern "C" fn rpma_log_set_threshold(threshold: c_int, level: c_int) -> c_int {
     guard("rpma_log_set_threshold", || {
         let t = threshold_of(threshold)?;
-        rpma::log::set_threshold(t, LogLevel::from_i32(level)?);
+        rpma::logging::set_threshold(t, LogLevel::from_i32(level)?);
         Ok(())
     })
 }
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn rpma_log_get_threshold(threshold: c_int, level: *mut c_
         let t = threshold_of(threshold)?;
         let level = out(level, "level")?;
         // SAFETY: non-NULL output pointer from the caller.
-        unsafe { level.write(rpma::log::threshold(t) as c_int) };
+        unsafe { level.write(rpma::logging::threshold(t) as c_int) };
         Ok(())
     })
 }
@@ -103,8 +103,8 @@ pub unsafe extern "C" fn rpma_log_get_threshold(threshold: c_int, level: *mut c_
 pub extern "C" fn rpma_log_set_function(log_function: Option<RpmaLogFunction>) -> c_int {
     guard("rpma_log_set_function", || {
         match log_function {
-            None => rpma::log::set_function(Some(Box::new(default_function))),
-            Some(f) => rpma::log::set_function(Some(Box::new(move |r: &LogRecord<'_>| {
+            None => rpma::logging::set_function(Some(Box::new(default_function))),
+            Some(f) => rpma::logging::set_function(Some(Box::new(move |r: &LogRecord<'_>| {
                 let file = c_string(r.file);
                 let func = c_string(r.func);
                 let msg = c_string(&r.args.to_string());

@@ -96,7 +96,7 @@ pub unsafe extern "C" fn rpma_peer_new(ibv_ctx: *mut c_void, peer_ptr: *mut *mut
         peer.set_usage_checks(false);
         if !peer.is_native_atomic_write_supported() {
             crate::note(
-                rpma::log::LogLevel::Info,
+                rpma::logging::LogLevel::Info,
                 "rpma_peer_new",
                 format_args!("Native atomic write is not supported - ordinary RDMA write will be used instead."),
             );

@@ -461,7 +461,7 @@ impl Drop for CmId {
         // SAFETY: live id, destroyed once, after its QP.
         let rc = unsafe { ffi::rdma_destroy_id(self.id) };
         if rc != 0 {
-            log::error!("rdma_destroy_id: {}", io::Error::last_os_error());
+            crate::log_hook::sys_log!(Error, "rdma_destroy_id: {}", io::Error::last_os_error());
         }
     }
 }

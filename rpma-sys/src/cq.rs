@@ -26,7 +26,7 @@ impl Drop for ChannelInner {
         // SAFETY: created by ibv_create_comp_channel; CQs using it hold an Arc.
         let rc = unsafe { ffi::ibv_destroy_comp_channel(self.ch) };
         if let Err(e) = from_errno_ret(rc, "ibv_destroy_comp_channel") {
-            log::error!("ibv_destroy_comp_channel: {e}");
+            crate::log_hook::sys_log!(Error, "ibv_destroy_comp_channel: {e}");
         }
     }
 }
@@ -376,7 +376,7 @@ impl Drop for CqInner {
         // unacked events.
         let rc = unsafe { ffi::ibv_destroy_cq(self.cq) };
         if let Err(e) = from_errno_ret(rc, "ibv_destroy_cq") {
-            log::error!("ibv_destroy_cq: {e}");
+            crate::log_hook::sys_log!(Error, "ibv_destroy_cq: {e}");
         }
     }
 }

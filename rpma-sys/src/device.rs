@@ -185,7 +185,7 @@ impl Drop for ContextInner {
             // handle holds an Arc of this context, so none is left.
             let rc = unsafe { ffi::ibv_close_device(self.ctx) };
             if rc != 0 {
-                log::error!("ibv_close_device: {}", io::Error::last_os_error());
+                crate::log_hook::sys_log!(Error, "ibv_close_device: {}", io::Error::last_os_error());
             }
         }
     }

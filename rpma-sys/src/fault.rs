@@ -64,7 +64,7 @@ pub(crate) fn take(t: Teardown) -> bool {
 
 /// The error an injected failure reports (`EBUSY`), logged as injected.
 pub(crate) fn injected(op: &str) -> io::Error {
-    log::warn!("{op}: injected failure (fault-injection)");
+    crate::log_hook::sys_log!(Warn, "{op}: injected failure (fault-injection)");
     io::Error::from_raw_os_error(libc::EBUSY)
 }
 
@@ -98,7 +98,7 @@ pub(crate) fn qp_created(real: u32) {
         use std::sync::atomic::Ordering::SeqCst;
         let n = RENAME_NEXT.swap(0, SeqCst);
         if n != 0 {
-            log::warn!("QP {real} reports number {n} (fault-injection)");
+            crate::log_hook::sys_log!(Warn, "QP {real} reports number {n} (fault-injection)");
             RENAMED.store(u64::from(real) << 32 | u64::from(n), SeqCst);
         }
     }

@@ -21,6 +21,7 @@ pub mod device;
 pub mod fault;
 mod ffi;
 pub mod gate;
+pub mod log_hook;
 pub mod mmap;
 pub mod mr;
 pub mod mw;

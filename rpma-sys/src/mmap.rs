@@ -184,7 +184,7 @@ impl Drop for FileMapping {
     fn drop(&mut self) {
         // SAFETY: our mapping, unmapped once.
         if unsafe { libc::munmap(self.ptr.cast(), self.len) } != 0 {
-            log::error!("munmap: {}", io::Error::last_os_error());
+            crate::log_hook::sys_log!(Error, "munmap: {}", io::Error::last_os_error());
         }
     }
 }

@@ -302,7 +302,7 @@ impl Drop for Mr {
         // SAFETY: live MR, deregistered once.
         let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
         if let Err(e) = from_errno_ret(rc, "ibv_dereg_mr") {
-            log::error!("ibv_dereg_mr: {e}; the memory it covers must not be freed");
+            crate::log_hook::sys_log!(Error, "ibv_dereg_mr: {e}; the memory it covers must not be freed");
         }
     }
 }

@@ -96,7 +96,7 @@ impl Drop for Mw {
         // provider's dealloc op, which every provider with alloc_mw has.
         let rc = unsafe { ffi::ibv_dealloc_mw(self.mw) };
         if let Err(e) = from_errno_ret(rc, "ibv_dealloc_mw") {
-            log::error!("ibv_dealloc_mw: {e}");
+            crate::log_hook::sys_log!(Error, "ibv_dealloc_mw: {e}");
         }
     }
 }

@@ -21,7 +21,7 @@ impl Drop for PdInner {
         // SAFETY: allocated by ibv_alloc_pd, freed once; children hold Arcs.
         let rc = unsafe { ffi::ibv_dealloc_pd(self.pd) };
         if let Err(e) = from_errno_ret(rc, "ibv_dealloc_pd") {
-            log::error!("ibv_dealloc_pd: {e}");
+            crate::log_hook::sys_log!(Error, "ibv_dealloc_pd: {e}");
         }
     }
 }

@@ -57,7 +57,7 @@ impl SendOps {
             let cq = match Cq::new(pd.context(), 1, None) {
                 Ok(cq) => cq,
                 Err(e) => {
-                    log::debug!("send-op probe: ibv_create_cq: {e}");
+                    crate::log_hook::sys_log!(Debug, "send-op probe: ibv_create_cq: {e}");
                     return false;
                 }
             };
@@ -75,7 +75,7 @@ impl SendOps {
             match Qp::new(pd, &init) {
                 Ok(qp) => qp.ex().is_some_and(|ex| has(&ex)),
                 Err(e) => {
-                    log::debug!("send-op probe: ibv_create_qp_ex(send_ops_flags {op:#x}): {e}");
+                    crate::log_hook::sys_log!(Debug, "send-op probe: ibv_create_qp_ex(send_ops_flags {op:#x}): {e}");
                     false
                 }
             }
@@ -502,7 +502,7 @@ impl Qp {
 impl Drop for Qp {
     fn drop(&mut self) {
         if let Err(e) = self.destroy_once() {
-            log::error!("ibv_destroy_qp: {e}; memory its work requests use must not be freed");
+            crate::log_hook::sys_log!(Error, "ibv_destroy_qp: {e}; memory its work requests use must not be freed");
         }
     }
 }

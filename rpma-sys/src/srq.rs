@@ -25,7 +25,7 @@ impl Drop for SrqInner {
         // SAFETY: live SRQ destroyed once; QPs using it hold an Arc, so none is left.
         let rc = unsafe { ffi::ibv_destroy_srq(self.srq) };
         if let Err(e) = from_errno_ret(rc, "ibv_destroy_srq") {
-            log::error!("ibv_destroy_srq: {e}");
+            crate::log_hook::sys_log!(Error, "ibv_destroy_srq: {e}");
         }
     }
 }

@@ -5,7 +5,7 @@ use crate::conn_cfg::ConnCfg;
 use crate::cq::{ConnCq, Cq, Trackers};
 use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, Usage};
 #[allow(unused_imports)] // the sealed trait's method

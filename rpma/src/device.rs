@@ -46,6 +46,7 @@ impl IbvContext {
     /// [`get_ibv_context`] reports an address no device has;
     /// [`Error::Provider`] when listing or opening fails otherwise.
     pub fn open(name: Option<&str>) -> Result<IbvContext> {
+        crate::logging::route_sys();
         let no_device = |text: String, errno: i32| Error::Provider {
             op: Msg::detailed(Detail::NoDevice { addr: None, loopback: false }, text),
             source: std::io::Error::from_raw_os_error(errno),
@@ -91,6 +92,7 @@ impl IbvContext {
     /// long as the returned value, its clones, and every object made from it
     /// (peers, regions, connections) are alive.
     pub unsafe fn from_raw(ctx: std::ptr::NonNull<std::ffi::c_void>) -> IbvContext {
+        crate::logging::route_sys();
         // SAFETY: the caller's contract is the one Context::borrowed needs.
         IbvContext(unsafe { Context::borrowed(ctx.as_ptr()) })
     }
@@ -136,6 +138,7 @@ pub fn get_ibv_context(addr: &str, kind: ContextType) -> Result<IbvContext> {
 /// # Errors
 /// As [`get_ibv_context`]; [`Error::Inval`] for a timeout over `i32::MAX` ms.
 pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration) -> Result<IbvContext> {
+    crate::logging::route_sys();
     if addr.is_empty() || addr.contains('\0') {
         return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
     }

@@ -19,6 +19,7 @@ pub mod common_data;
 #[allow(unsafe_code)]
 pub mod conn;
 pub mod conn_cfg;
+mod conn_event;
 pub mod conn_req;
 pub mod cq;
 // - `device`: adopting a caller's `ibv_context` (`IbvContext::from_raw`);
@@ -33,7 +34,7 @@ pub mod gpspm;
 //   tracker's lock;
 #[allow(unsafe_code)]
 mod inflight;
-pub mod log;
+pub mod logging;
 pub mod messages;
 // - `memory`: owns the memory registrations point at (allocation,
 //   mappings, raw views);

@@ -353,6 +353,7 @@ impl MappedFile {
     /// `ftruncate`, `fsync` (a new or grown file is made durable first),
     /// `mmap` or sysfs read.
     pub unsafe fn open(path: impl AsRef<std::path::Path>, len: usize) -> Result<MappedFile> {
+        crate::logging::route_sys();
         let path = path.as_ref();
         if len == 0 {
             return Err(Error::inval(format!(
@@ -410,6 +411,7 @@ impl MappedFile {
     /// with a NUL byte; [`Error::Provider`] with the errno of the failing
     /// `memfd_create`, `ftruncate`, `fcntl` or `mmap`.
     pub fn sealed(name: &str, len: usize) -> Result<MappedFile> {
+        crate::logging::route_sys();
         if len == 0 || i64::try_from(len).is_err() || name.contains('\0') {
             return Err(Error::inval(format!(
                 "MappedFile::sealed({name:?}, {len}): the length must be 1 ..= i64::MAX and the name without NUL"
@@ -449,6 +451,7 @@ impl MappedFile {
     /// pool has too few free pages; reserve more with
     /// `sysctl vm.nr_hugepages`).
     pub fn from_sealed_file(file: std::fs::File, len: usize) -> Result<MappedFile> {
+        crate::logging::route_sys();
         use std::os::fd::AsRawFd;
         let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             .unwrap_or_else(|_| format!("fd:{}", file.as_raw_fd()).into());

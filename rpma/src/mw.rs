@@ -6,7 +6,7 @@ use crate::access::{Access, Usage};
 use crate::conn::Conn;
 use crate::error::{Error, Result};
 use crate::inflight::{Confirm, Hold, SendOpRec};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, RegionHold};
 use crate::ops::Flags;
@@ -215,9 +215,7 @@ impl Mw {
         Ok(m)
     }
 
-    /// The window's type: type 1 windows are bound with a call and
-    /// invalidated by binding again; type 2 ones are bound through a
-    /// connection and invalidated remotely too (see [`MwType`]).
+    /// The window's type ([`MwType`]: how it is bound and invalidated).
     pub fn mw_type(&self) -> MwType {
         self.ty
     }
@@ -233,8 +231,7 @@ impl Mw {
         self.shared.lock().binding.is_some()
     }
 
-    /// The peer the window belongs to: a window binds only regions and
-    /// connections of that peer.
+    /// The peer whose regions and connections the window binds to.
     pub fn peer(&self) -> &Peer {
         &self.peer
     }

@@ -3,7 +3,7 @@
 use crate::access::{Access, AccessTable, Usage};
 use crate::device::IbvContext;
 use crate::error::{Error, Result};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use rpma_sys::device::{DeviceCaps, Transport};
 use rpma_sys::pd::Pd;
 use rpma_sys::qp::SendOps;

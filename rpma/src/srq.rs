@@ -3,7 +3,7 @@
 use crate::cq::Cq;
 use crate::error::{Error, Result};
 use crate::inflight::RecvTracker;
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::MrLocal;
 #[cfg(doc)]

@@ -6,7 +6,7 @@ use super::reaper::{register_channel, ChannelFd, Shared};
 use crate::cq::{Completion, Cq};
 use crate::error::{Error, Result};
 use crate::inflight::lock;
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::nudge::Nudge;
 use crate::{Conn, SharedCq};
 use std::collections::HashMap;

@@ -10,9 +10,9 @@ mod parts;
 mod post;
 mod sg;
 
+pub use crate::conn_event::{conn_event_2str, conn_event_value_2str, ConnEvent};
 pub use chain::{Chain, CHAIN_MAX};
 pub(crate) use events::cm_event;
-pub use events::{conn_event_2str, conn_event_value_2str, ConnEvent};
 pub(crate) use parts::{ConnParts, EndWithConn, NativeOps, QpLimits};
 
 use crate::cq::Cq;

@@ -4,7 +4,7 @@
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
 use crate::inflight::{untracked, Hold, RecvTracker, SendTracker};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::memory::AlignedBuf;
 use crate::mr::MrLocal;
 use crate::peer::Peer;

@@ -4,7 +4,7 @@
 
 use super::WcStatus;
 use crate::inflight::{RecvTracker, SendTracker};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::windows::Windows;
 use crate::wrid::{self, CompletionOp, WrId};
 use rpma_sys::cq::{PolledWc, WC_WITH_IMM, WC_WITH_INV};

@@ -6,7 +6,7 @@ use super::Completion;
 use super::{retire, Cq};
 use crate::error::{Error, Result};
 use crate::inflight::{RecvTracker, SendTracker};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::peer::Peer;
 use crate::windows::Windows;
 use crate::wrid::CompletionOp;

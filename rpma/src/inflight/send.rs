@@ -4,7 +4,7 @@ use super::chain::{chain_failed, SendChain};
 use super::lock::{SpinGuard, SpinLock};
 use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec};
 use crate::error::{Detail, Error, Msg, Result};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::post::PostError;
 use rpma_sys::wr::{SendSgl, SendWr, Sge};

@@ -12,7 +12,7 @@ pub use remote::MrRemote;
 
 pub use crate::access::{usage_to_access, Access, Usage};
 use crate::error::{Detail, Error, Msg, Result};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::peer::Peer;
 use crate::wire::{self, MrDesc};
@@ -362,7 +362,7 @@ unsafe fn reg_mr(peer: &Peer, ptr: *mut u8, len: usize, iova: Option<u64>, acces
 /// out of line.
 #[inline(always)]
 fn log_registered(mr: &Mr, len: usize, ptr: *mut u8, usage: Usage) {
-    if crate::log::enabled(LogLevel::Debug) {
+    if crate::logging::enabled(LogLevel::Debug) {
         log_registered_line(len, ptr, usage, mr.access());
     }
 }

@@ -2,7 +2,7 @@
 //! where the provider lacks it.
 
 use crate::error::{Error, Result};
-use crate::log::{rpma_log, LogLevel};
+use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{check_usage, register, Access, MrLocal, MrParts, Usage};
 use crate::peer::Peer;

@@ -2,12 +2,14 @@
 //! thresholds where they are set (as the C ABI sets them).
 //!
 //! Every message the library emits has a [`LogLevel`]. The default log
-//! function forwards it to the [`log`] facade (target `rpma`), so
-//! `env_logger` or any other logger shows it, and **`log`'s own filter
-//! decides**: by default the main threshold is not set and follows
-//! [`::log::max_level`], so `RUST_LOG=rpma=debug` shows rpma's debug lines
-//! in release builds too, and the logger's per-target filter applies as to
-//! any crate.
+//! function forwards it to the [`log`] facade with its module as target
+//! (`rpma::conn::parts`, `rpma_sys::qp`) and its file (relative to its
+//! crate) and line, so `env_logger` or any other logger shows it, and
+//! **`log`'s own filter decides**: by default the main threshold is not set
+//! and follows [`::log::max_level`], so `RUST_LOG=rpma=debug` shows rpma's
+//! debug lines in release builds too, and `RUST_LOG=rpma::mr=debug` those
+//! of one module. rpma-sys' records go the same way once a device context
+//! or mapping exists.
 //!
 //! librpma's thresholds keep their meaning once set:
 //!
@@ -32,28 +34,31 @@
 //! function, or panic: the panic stops in rpma.
 //!
 //! ```
-//! use rpma::log::{self, LogLevel, LogThreshold};
+//! use rpma::logging::{self, LogLevel, LogThreshold};
 //! // Rust callers: the logger's filter decides.
-//! ::log::set_max_level(::log::LevelFilter::Info);
-//! assert_eq!(log::threshold(LogThreshold::Main), LogLevel::Info);
+//! log::set_max_level(log::LevelFilter::Info);
+//! assert_eq!(logging::threshold(LogThreshold::Main), LogLevel::Info);
 //! // librpma's semantics: an explicit main threshold filters first.
-//! log::set_threshold(LogThreshold::Main, LogLevel::Warning);
-//! assert_eq!(log::threshold(LogThreshold::Main), LogLevel::Warning);
-//! log::set_function(Some(Box::new(|r: &log::LogRecord<'_>| {
-//!     eprintln!("[{:?}] {}:{} {}", r.level, r.file, r.line, r.args);
+//! logging::set_threshold(LogThreshold::Main, LogLevel::Warning);
+//! assert_eq!(logging::threshold(LogThreshold::Main), LogLevel::Warning);
+//! logging::set_function(Some(Box::new(|r: &logging::LogRecord<'_>| {
+//!     eprintln!("[{:?}] {} {}:{} {}", r.level, r.target, r.file, r.line, r.args);
 //! })));
-//! log::set_function(None); // back to the default function
-//! log::reset_threshold(LogThreshold::Main); // back to following `log`
+//! logging::set_function(None); // back to the default function
+//! logging::reset_threshold(LogThreshold::Main); // back to following `log`
 //! ```
 
 use std::fmt;
+
+mod aux;
+use aux::format_aux;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::RwLock;
 
 /// Severity of a message, librpma's `RPMA_LOG_*` values.
 ///
 /// ```
-/// use rpma::log::LogLevel;
+/// use rpma::logging::LogLevel;
 /// assert_eq!(LogLevel::from_i32(2)?, LogLevel::Warning);
 /// assert!(LogLevel::Error < LogLevel::Debug);
 /// # Ok::<(), rpma::Error>(())
@@ -134,11 +139,15 @@ pub enum LogThreshold {
 pub struct LogRecord<'a> {
     /// Severity.
     pub level: LogLevel,
-    /// Source file of the library that logged it.
+    /// The module that logged it (`rpma::conn::parts`, `rpma_sys::qp`):
+    /// the `log` target its records carry.
+    pub target: &'static str,
+    /// Source file that logged it, relative to its crate (`src/conn/parts.rs`).
     pub file: &'static str,
     /// Line in that file.
     pub line: u32,
-    /// Module path of the code that logged it.
+    /// The function that logged it: librpma's name for the C ABI's
+    /// records, the module path for the library's own.
     pub func: &'static str,
     /// The message.
     pub args: fmt::Arguments<'a>,
@@ -266,20 +275,65 @@ pub fn enabled_by_thresholds(level: LogLevel) -> bool {
 /// caller's code and may call into rpma. A log function that panics is
 /// stopped there: its panic never unwinds through rpma.
 #[doc(hidden)]
-pub fn emit(level: LogLevel, file: &'static str, line: u32, func: &'static str, args: fmt::Arguments<'_>) {
+pub fn emit(
+    level: LogLevel,
+    target: &'static str,
+    file: &'static str,
+    line: u32,
+    func: &'static str,
+    args: fmt::Arguments<'_>,
+) {
     if level == LogLevel::Disabled {
         return;
     }
+    let file = crate_relative(file);
     let main = main_admits(level);
     let aux = level as i32 <= AUX.load(Ordering::Relaxed);
     if !main && !aux {
         return;
     }
     if crate::unlocked::locked() {
-        crate::unlocked::later(Kept { level, file, line, func, text: args.to_string() });
+        crate::unlocked::later(Kept { level, target, file, line, func, text: args.to_string() });
         return;
     }
-    deliver(&LogRecord { level, file, line, func, args }, main, aux);
+    deliver(&LogRecord { level, target, file, line, func, args }, main, aux);
+}
+
+// No `log` feature may cap records at compile time (`max_level_*`, or
+// `release_max_level_*` in a release build): `RUST_LOG` decides at run
+// time in every build. Checked by every build, release ones included.
+const _: () = assert!(
+    matches!(::log::STATIC_MAX_LEVEL, ::log::LevelFilter::Trace),
+    "a `log` feature caps rpma's records at compile time"
+);
+
+/// Routes rpma-sys' records through this module (its thresholds, the log
+/// function): set when the first device context or mapping is made, before
+/// rpma-sys has anything to say.
+pub(crate) fn route_sys() {
+    rpma_sys::log_hook::set(from_sys);
+}
+
+fn from_sys(level: ::log::Level, target: &'static str, file: &'static str, line: u32, args: fmt::Arguments<'_>) {
+    let level = match level {
+        ::log::Level::Error => LogLevel::Error,
+        ::log::Level::Warn => LogLevel::Warning,
+        ::log::Level::Info => LogLevel::Info,
+        ::log::Level::Debug | ::log::Level::Trace => LogLevel::Debug,
+    };
+    if enabled(level) {
+        emit(level, target, file, line, target, args);
+    }
+}
+
+/// `file!()` relative to its crate: `src/conn/parts.rs` whether the crate
+/// was built in its workspace (`rpma/src/...`) or from a registry (an
+/// absolute path ending in `rpma-0.1.0/src/...`).
+fn crate_relative(file: &'static str) -> &'static str {
+    match file.rfind("/src/") {
+        Some(i) => &file[i + 1..],
+        None => file,
+    }
 }
 
 /// Hands `rec` to the log function, outside every lock, stopping a panic.
@@ -301,6 +355,7 @@ fn deliver(rec: &LogRecord<'_>, main: bool, aux: bool) {
 /// the lock, by [`crate::unlocked`]).
 struct Kept {
     level: LogLevel,
+    target: &'static str,
     file: &'static str,
     line: u32,
     func: &'static str,
@@ -313,8 +368,8 @@ impl Drop for Kept {
         let main = main_admits(self.level);
         let aux = self.level as i32 <= AUX.load(Ordering::Relaxed);
         if main || aux {
-            let (level, file, line, func) = (self.level, self.file, self.line, self.func);
-            deliver(&LogRecord { level, file, line, func, args: format_args!("{}", self.text) }, main, aux);
+            let (level, target, file, line, func) = (self.level, self.target, self.file, self.line, self.func);
+            deliver(&LogRecord { level, target, file, line, func, args: format_args!("{}", self.text) }, main, aux);
         }
     }
 }
@@ -322,7 +377,20 @@ impl Drop for Kept {
 fn default_function(r: &LogRecord<'_>, main: bool, aux: bool) {
     if main {
         if let Some(l) = r.level.to_log() {
-            ::log::log!(target: "rpma", l, "{}:{}: {}: {}", r.file, r.line, r.func, r.args);
+            // The record's own target, file and line: a logger filters by
+            // module (`RUST_LOG=rpma::conn=debug`) and prints where.
+            if l <= ::log::max_level() {
+                ::log::logger().log(
+                    &::log::Record::builder()
+                        .level(l)
+                        .target(r.target)
+                        .module_path_static(Some(r.target))
+                        .file_static(Some(r.file))
+                        .line(Some(r.line))
+                        .args(r.args)
+                        .build(),
+                );
+            }
         }
     }
     if aux {
@@ -337,49 +405,12 @@ pub fn aux_line(r: &LogRecord<'_>) -> String {
     format_aux(r, std::time::SystemTime::now())
 }
 
-/// librpma's stderr line: `<Mon DD HH:MM:SS>.<usec> [tid] *LEVEL* file: line: func: msg`
-/// (the time is UTC here).
-fn format_aux(r: &LogRecord<'_>, now: std::time::SystemTime) -> String {
-    let d = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (mon, day) = month_day(secs / 86_400);
-    let tod = secs % 86_400;
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    format!(
-        "{} {:02} {:02}:{:02}:{:02}.{:06} [{}] *{}* {}: {}: {}: {}",
-        MONTHS[mon as usize - 1],
-        day,
-        tod / 3600,
-        tod % 3600 / 60,
-        tod % 60,
-        d.subsec_micros(),
-        rpma_sys::thread_id(),
-        r.level.as_str(),
-        r.file,
-        r.line,
-        r.func,
-        r.args
-    )
-}
-
-/// Month (1..=12) and day of `days` since 1970-01-01 (civil calendar).
-fn month_day(days: u64) -> (u64, u64) {
-    let z = days as i64 + 719_468;
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (m as u64, d as u64)
-}
-
 /// `rpma_log!(LogLevel::Error, "...", args)`: log through the thresholds.
 macro_rules! rpma_log {
     ($lvl:expr, $($arg:tt)+) => {{
         let lvl = $lvl;
-        if $crate::log::enabled(lvl) {
-            $crate::log::emit(lvl, file!(), line!(), module_path!(), format_args!($($arg)+))
+        if $crate::logging::enabled(lvl) {
+            $crate::logging::emit(lvl, module_path!(), file!(), line!(), module_path!(), format_args!($($arg)+))
         }
     }};
 }
@@ -408,17 +439,21 @@ mod tests {
     }
 
     /// A logger keeping what reaches the `log` facade from this module's
-    /// messages (level, target, text); other tests' messages are left out.
-    struct Capture(Mutex<Vec<(::log::Level, String, String)>>);
+    /// messages (level, text, file, line); other tests' messages are left
+    /// out.
+    struct Capture(Mutex<Vec<(::log::Level, String, String, u32)>>);
 
     impl ::log::Log for Capture {
         fn enabled(&self, _: &::log::Metadata<'_>) -> bool {
             true
         }
         fn log(&self, r: &::log::Record<'_>) {
-            let text = r.args().to_string();
-            if text.contains(": rpma::log::tests: ") {
-                self.0.lock().unwrap().push((r.level(), r.target().to_string(), text));
+            // This module's records only: by their target, as a logger's
+            // filter (`RUST_LOG=rpma::logging=debug`) selects them.
+            if r.target() == module_path!() {
+                assert_eq!(r.module_path(), Some(module_path!()));
+                let file = r.file().unwrap_or_default().to_string();
+                self.0.lock().unwrap().push((r.level(), r.args().to_string(), file, r.line().unwrap_or(0)));
             }
         }
         fn flush(&self) {}
@@ -432,9 +467,12 @@ mod tests {
         INSTALL.call_once(|| ::log::set_logger(&CAPTURE).expect("no other logger in rpma's unit tests"));
         let got = std::mem::take(&mut *CAPTURE.0.lock().unwrap());
         got.into_iter()
-            .map(|(l, target, text)| {
-                assert_eq!(target, "rpma");
-                (l, text.rsplit(": ").next().unwrap_or_default().to_string())
+            .map(|(l, text, file, line)| {
+                // The place that logged it, relative to the crate; the text
+                // alone.
+                assert_eq!(file, "src/logging.rs");
+                assert!(line > 400, "{line}: the line of the rpma_log! in the test");
+                (l, text)
             })
             .collect()
     }
@@ -528,12 +566,21 @@ mod tests {
     fn aux_format_is_librpmas() {
         let t = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123_456_000);
         let line = format_aux(
-            &LogRecord { level: LogLevel::Warning, file: "mr.rs", line: 7, func: "rpma::mr", args: format_args!("hi") },
+            &LogRecord {
+                level: LogLevel::Warning,
+                target: "rpma::mr",
+                file: "src/mr.rs",
+                line: 7,
+                func: "rpma::mr",
+                args: format_args!("hi"),
+            },
             t,
         );
         assert!(line.starts_with(&format!("Nov 14 22:13:20.123456 [{}] ", rpma_sys::thread_id())), "{line}");
-        assert!(line.ends_with("*WARNING* mr.rs: 7: rpma::mr: hi"), "{line}");
-        assert_eq!(month_day(0), (1, 1));
-        assert_eq!(month_day(59), (3, 1)); // 1970 is not a leap year
+        assert!(line.ends_with("*WARNING* src/mr.rs: 7: rpma::mr: hi"), "{line}");
+        assert_eq!(crate_relative("rpma/src/conn/parts.rs"), "src/conn/parts.rs");
+        assert_eq!(crate_relative("/r/registry/src/index/rpma-0.1.0/src/mr/mod.rs"), "src/mr/mod.rs");
+        assert_eq!(aux::month_day(0), (1, 1));
+        assert_eq!(aux::month_day(59), (3, 1)); // 1970 is not a leap year
     }
 }
