@@ -50,15 +50,12 @@ fn server(a: &Args) -> Res<()> {
     let conn = common::server_accept(&ep, None, &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
     let (local, remote) = (data_offset, cd.data_offset as u64);
-    match &dst {
-        Memory::Dram(m) => conn.read(m, local, &cd.mr, remote, HELLO_STR_SIZE, Flags::COMPLETION_ALWAYS, 0)?,
-        Memory::File(m) => conn.read(m, local, &cd.mr, remote, HELLO_STR_SIZE, Flags::COMPLETION_ALWAYS, 0)?,
-    }
+    conn.read(&dst.mr, local, &cd.mr, remote, HELLO_STR_SIZE, Flags::COMPLETION_ALWAYS, 0)?;
     common::wait_for(conn.cq(), CompletionOp::Read)?;
     let mut buf = vec![0u8; HELLO_STR_SIZE];
     dst.read_at(data_offset, &mut buf)?;
-    if let Memory::File(m) = dst {
-        m.dereg()?.persist()?;
+    if dst.is_file() {
+        dst.persist()?;
     }
     println!("New value: {}", common::cstr(&buf));
     common::close_first(conn)

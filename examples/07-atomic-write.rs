@@ -51,8 +51,8 @@ fn server(a: &Args) -> Res<()> {
     let used = (u64::from_le_bytes(used) as usize).clamp(DATA_OFFSET as usize, LOG_SIZE);
     let mut log = vec![0u8; used - DATA_OFFSET as usize];
     mem.read_at(DATA_OFFSET as usize, &mut log)?;
-    if let Memory::File(m) = mem {
-        m.dereg()?.persist()?;
+    if mem.is_file() {
+        mem.persist()?;
     }
     // Each NUL ends a word: one word a line.
     let text: String = String::from_utf8_lossy(&log).chars().map(|c| if c == '\0' { '\n' } else { c }).collect();

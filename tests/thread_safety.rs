@@ -37,6 +37,8 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<Messages>();
     send_sync::<AlignedBuf>();
     send_sync::<MappedFile>();
+    send_sync::<rpma::Memory>();
+    send_sync::<MrLocal<rpma::Memory>>();
     send_sync::<Completion>();
     send_sync::<CommonData>();
     send_sync::<FlushRequest>();

@@ -257,15 +257,30 @@ pub fn wait_all(cq: &Cq, ops: &[rpma::CompletionOp]) -> Res<Vec<Completion>> {
 }
 
 /// A registered region of `len` bytes: a file mapping when `path` is given
-/// (librpma's examples' `pmem-path`), else page-aligned DRAM.
-pub enum Memory {
-    Dram(rpma::MrLocal<rpma::AlignedBuf>),
-    File(rpma::MrLocal<rpma::MappedFile>),
+/// (librpma's examples' `pmem-path`), else page-aligned DRAM; rpma's
+/// [`rpma::Memory`] under one registration. Derefs to the region
+/// (`size`, `read_at`, `write_at`, `persist`).
+pub struct Memory {
+    pub mr: rpma::MrLocal<rpma::Memory>,
+    file: bool,
+}
+
+impl std::ops::Deref for Memory {
+    type Target = rpma::MrLocal<rpma::Memory>;
+    fn deref(&self) -> &Self::Target {
+        &self.mr
+    }
+}
+
+impl std::ops::DerefMut for Memory {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.mr
+    }
 }
 
 impl Memory {
     pub fn reg(peer: &Peer, path: Option<&str>, len: usize, usage: rpma::Usage) -> Res<Memory> {
-        Ok(match path {
+        let mem = match path {
             Some(p) => {
                 // A device DAX maps whole aligned units (2 MiB by default).
                 let dax =
@@ -274,70 +289,21 @@ impl Memory {
                 // SAFETY: the pmem-path is the example's own file (or
                 // device), which nothing else truncates while the example
                 // runs (as librpma's examples assume of theirs).
-                Memory::File(rpma::MrLocal::reg(peer, unsafe { rpma::MappedFile::open(p, len)? }, usage)?)
+                rpma::Memory::Mapped(unsafe { rpma::MappedFile::open(p, len)? })
             }
-            None => Memory::Dram(rpma::MrLocal::reg(peer, rpma::AlignedBuf::new(len)?, usage)?),
-        })
+            None => rpma::Memory::Dram(rpma::AlignedBuf::new(len)?),
+        };
+        Ok(Memory { mr: rpma::MrLocal::reg(peer, mem, usage)?, file: path.is_some() })
     }
     pub fn is_file(&self) -> bool {
-        matches!(self, Memory::File(_))
-    }
-    /// Whether the memory is a file on persistent memory (`MAP_SYNC`).
-    pub fn is_pmem(&self) -> bool {
-        matches!(self, Memory::File(m) if m.is_pmem())
-    }
-    /// The registered size in bytes.
-    pub fn size(&self) -> usize {
-        match self {
-            Memory::Dram(m) => m.size(),
-            Memory::File(m) => m.size(),
-        }
-    }
-    pub fn read_at(&self, off: usize, dst: &mut [u8]) -> rpma::Result<()> {
-        match self {
-            Memory::Dram(m) => m.read_at(off, dst),
-            Memory::File(m) => m.read_at(off, dst),
-        }
-    }
-    pub fn write_at(&mut self, off: usize, src: &[u8]) -> rpma::Result<()> {
-        match self {
-            Memory::Dram(m) => m.write_at(off, src),
-            Memory::File(m) => m.write_at(off, src),
-        }
+        self.file
     }
     pub fn common_data(
         &self,
         data_offset: u16,
         cfg: Option<&rpma::PeerCfg>,
     ) -> [u8; rpma::common_data::COMMON_DATA_SIZE] {
-        match self {
-            Memory::Dram(m) => rpma::CommonData::encode(data_offset, m, cfg),
-            Memory::File(m) => rpma::CommonData::encode(data_offset, m, cfg),
-        }
-    }
-    /// `conn.write(dst, dst_off, <this region>, src_off, len, flags, op_context)`.
-    pub fn write_to(
-        &self,
-        conn: &Conn,
-        dst: &rpma::MrRemote,
-        dst_off: u64,
-        src_off: usize,
-        len: usize,
-        flags: rpma::Flags,
-        op_context: u64,
-    ) -> rpma::Result<()> {
-        match self {
-            Memory::Dram(m) => conn.write(dst, dst_off, m, src_off, len, flags, op_context),
-            Memory::File(m) => conn.write(dst, dst_off, m, src_off, len, flags, op_context),
-        }
-    }
-    /// Makes a file's contents durable (`MappedFile::persist`: a cache
-    /// flush on DAX, `msync` elsewhere); nothing for DRAM.
-    pub fn persist(&self) -> rpma::Result<()> {
-        match self {
-            Memory::Dram(_) => Ok(()),
-            Memory::File(m) => m.persist(),
-        }
+        rpma::CommonData::encode(data_offset, &self.mr, cfg)
     }
 }
 
@@ -444,10 +410,10 @@ pub mod hello {
                 format!("{too_small} for writing the data of the assumed size ({room} < {HELLO_STR_SIZE})").into()
             );
         }
-        src.write_to(
-            conn,
+        conn.write(
             &cd.mr,
             dst_offset,
+            &src.mr,
             at + HELLO_STR_OFFSET,
             HELLO_STR_SIZE,
             rpma::Flags::COMPLETION_ON_ERROR,

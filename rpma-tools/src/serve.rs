@@ -74,46 +74,24 @@ pub struct ServeArgs {
     isolate: bool,
 }
 
-/// The served region.
-enum Region {
-    Dram(MrLocal<AlignedBuf>),
-    File(MrLocal<MappedFile>),
+/// The served region: DRAM, or the file `--pmem` names.
+type Region = MrLocal<rpma::Memory>;
+
+/// The whole region, to `conn` alone: read, write, atomics.
+fn export(region: &Region, conn: &Conn) -> rpma::Result<Export> {
+    let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC;
+    conn.export(region, 0, region.size(), access)
 }
 
-impl Region {
-    fn size(&self) -> usize {
-        match self {
-            Region::Dram(m) => m.size(),
-            Region::File(m) => m.size(),
-        }
-    }
-
-    fn is_pmem(&self) -> bool {
-        matches!(self, Region::File(m) if m.is_pmem())
-    }
-
-    /// The whole region, to `conn` alone: read, write, atomics.
-    fn export(&self, conn: &Conn) -> rpma::Result<Export> {
-        let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC;
-        match self {
-            Region::Dram(m) => conn.export(m, 0, m.size(), access),
-            Region::File(m) => conn.export(m, 0, m.size(), access),
-        }
-    }
-
-    /// What a GPSPM flush request asks for, its range checked against the
-    /// region: a file mapping's range is persisted (a CPU cache flush on
-    /// persistent memory, `msync` elsewhere). For DRAM there is nothing to
-    /// persist beyond the write having landed, as in librpma's example 09
-    /// server.
-    fn persist(&self, req: &FlushRequest) -> rpma::Result<()> {
-        req.check(self.size() as u64)?;
-        match self {
-            Region::Dram(_) => Ok(()),
-            // In range: `check` bounded both by the region's size.
-            Region::File(m) => m.persist_range(req.offset as usize, req.length as usize),
-        }
-    }
+/// What a GPSPM flush request asks for, its range checked against the
+/// region: a file mapping's range is persisted (a CPU cache flush on
+/// persistent memory, `msync` elsewhere). For DRAM there is nothing to
+/// persist beyond the write having landed, as in librpma's example 09
+/// server.
+fn persist(region: &Region, req: &FlushRequest) -> rpma::Result<()> {
+    req.check(region.size() as u64)?;
+    // In range: `check` bounded both by the region's size.
+    region.persist_range(req.offset as usize, req.length as usize)
 }
 
 /// Serves until killed, or until `--count` connections were served and
@@ -147,14 +125,14 @@ pub fn run(a: &ServeArgs) -> Res<()> {
             let f = unsafe { MappedFile::open(path, a.size) }?;
             pcfg.set_direct_write_to_pmem(f.is_pmem());
             let pmem = if f.is_pmem() { "persistent memory" } else { "not persistent memory" };
-            let mr = MrLocal::reg(&peer, f, usage)?;
+            let mr = MrLocal::reg(&peer, rpma::Memory::Mapped(f), usage)?;
             let pdata = CommonData::encode(0, &mr, Some(&pcfg));
-            (Region::File(mr), pdata, format!("{} ({pmem})", path.display()))
+            (mr, pdata, format!("{} ({pmem})", path.display()))
         }
         None => {
-            let mr = MrLocal::reg(&peer, AlignedBuf::new(a.size)?, usage)?;
+            let mr = MrLocal::reg(&peer, rpma::Memory::Dram(AlignedBuf::new(a.size)?), usage)?;
             let pdata = CommonData::encode(0, &mr, Some(&pcfg));
-            (Region::Dram(mr), pdata, "DRAM".to_string())
+            (mr, pdata, "DRAM".to_string())
         }
     };
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
@@ -284,7 +262,7 @@ fn describe(
         return Ok(None);
     }
     let (export, desc) = if how.exports {
-        let export = region.export(conn)?;
+        let export = export(region, conn)?;
         let desc = CommonData::encode_export(0, &export, Some(how.pcfg))?;
         (Some(export), desc.to_vec())
     } else {
@@ -341,7 +319,7 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(
             let (Some((r, len)), Some(s)) = (backlog.pop_front(), free.pop()) else { break };
             let req = FlushRequest::decode(&msgs.received(r, len)?)
                 .map_err(|e| format!("the client's GPSPM flush request: {e}"))?;
-            region.persist(&req)?;
+            persist(region, &req)?;
             // The client sends its next request once answered: the receive
             // for it goes first.
             msgs.post_recv(conn, r)?;

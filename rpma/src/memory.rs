@@ -5,6 +5,9 @@
 //! stay beside the trait's contract, reviewed together (SOUNDNESS.md's
 //! `memory.rs` rows).
 
+mod either;
+pub use either::{Memory, Persist};
+
 use crate::error::{Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;

@@ -455,24 +455,25 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     }
 }
 
-impl MrLocal<crate::memory::MappedFile> {
-    /// Makes the mapped file's contents durable, e.g. after the remote side
-    /// wrote into it (GPSPM): as [`MappedFile::persist`](crate::MappedFile::persist),
-    /// a CPU cache flush on persistent memory, `msync` elsewhere.
+impl<M: crate::memory::Persist> MrLocal<M> {
+    /// Makes the region's contents durable, e.g. after the remote side
+    /// wrote into it (GPSPM): for a mapping as
+    /// [`MappedFile::persist`](crate::MappedFile::persist), a CPU cache
+    /// flush on persistent memory, `msync` elsewhere; for
+    /// [`Memory`](crate::Memory)'s DRAM a range check.
     ///
     /// # Errors
-    /// As [`MappedFile::persist`](crate::MappedFile::persist).
+    /// As [`Persist::persist_range`](crate::memory::Persist::persist_range).
     pub fn persist(&self) -> Result<()> {
-        self.inner.mem.persist()
+        self.inner.mem.persist_range(0, self.size())
     }
 
     /// [`persist`](Self::persist) of `len` bytes at `offset` only, e.g. the
     /// range a GPSPM flush request names.
     ///
     /// # Errors
-    /// As [`MappedFile::persist_range`](crate::MappedFile::persist_range):
-    /// [`Error::Inval`] when the range exceeds the
-    /// mapping.
+    /// [`Error::Inval`] when the range exceeds the region; as
+    /// [`Persist::persist_range`](crate::memory::Persist::persist_range).
     pub fn persist_range(&self, offset: usize, len: usize) -> Result<()> {
         self.inner.mem.persist_range(offset, len)
     }
