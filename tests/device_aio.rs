@@ -1011,6 +1011,41 @@ device_tests!({
         });
     }
 
+    /// An awaited connect to an address nobody has (on the device's
+    /// subnet: the CM retries its request for about 100 s) leaves the
+    /// runtime's one thread running other tasks: no gap of half a second
+    /// between the ticks of a 10 ms timer; it is dropped after 4 s.
+    /// (Resolution runs on tokio's blocking pool; on rxe this address
+    /// resolves at once, so the resolution's own wait is not what this
+    /// exercises.)
+    fn an_awaited_connect_never_blocks_the_runtime() {
+        let cp = peer();
+        run(async move {
+            let gap = Arc::new(std::sync::Mutex::new(Duration::ZERO));
+            let g = gap.clone();
+            let ticker = tokio::spawn(async move {
+                let mut last = std::time::Instant::now();
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let mut g = g.lock().unwrap();
+                    *g = (*g).max(last.elapsed());
+                    last = std::time::Instant::now();
+                }
+            });
+            let mut cfg = rpma::ConnCfg::new();
+            cfg.set_timeout(Duration::from_millis(1500)).unwrap();
+            let t0 = std::time::Instant::now();
+            let connect = rpma::aio::connect(&cp, "192.0.2.77", next_port(), Some(&cfg), &[]);
+            let got = tokio::time::timeout(Duration::from_secs(4), connect).await;
+            let took = t0.elapsed();
+            ticker.abort();
+            assert!(!matches!(got, Ok(Ok(_))), "nobody has 192.0.2.77");
+            let gap = *gap.lock().unwrap();
+            println!("  connect to nobody, given up after {took:?}: the longest wait between ticks {gap:?}");
+            assert!(gap < Duration::from_millis(500), "the runtime was blocked for {gap:?}");
+        });
+    }
+
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let (sp, cp) = (peer(), peer());
         let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();

@@ -362,10 +362,11 @@ impl Stream for AsyncDevice<'_> {
     }
 }
 
-/// Connects to `addr:port` ([`ConnReq::new`], whose address and route
-/// resolution block for at most `cfg`'s timeout) and awaits the
-/// connection's establishment. Cancellation-safe: dropped before it
-/// returns, the connection is dropped.
+/// Connects to `addr:port` and awaits the connection's establishment.
+/// Address and route resolution ([`ConnReq::new`], which blocks for up to
+/// `cfg`'s timeout) run on tokio's blocking pool, never on the runtime's
+/// own threads. Cancellation-safe: dropped before it returns, the request
+/// or connection is dropped.
 ///
 /// # Errors
 /// As [`ConnReq::new`] and [`ConnReq::connect`]; [`Error::Unknown`] with
@@ -373,8 +374,21 @@ impl Stream for AsyncDevice<'_> {
 /// the first event when it is not `Established` (`Rejected` when nothing
 /// listens there, `Unreachable`, ...).
 pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, pdata: &[u8]) -> Result<Conn> {
-    let conn = ConnReq::new(peer, addr, port, cfg)?.connect(pdata)?;
+    let conn = resolved(peer, addr, port, cfg).await?.connect(pdata)?;
     established(conn, || format!("connecting to {addr}:{port}")).await
+}
+
+/// [`ConnReq::new`] on tokio's blocking pool: its resolution steps wait in
+/// librdmacm's calls.
+async fn resolved(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return Err(Error::inval("rpma::aio::connect: awaited only inside a tokio runtime"));
+    };
+    let (peer, addr, cfg) = (peer.clone(), addr.to_string(), cfg.cloned());
+    match rt.spawn_blocking(move || ConnReq::new(&peer, &addr, port, cfg.as_ref())).await {
+        Ok(req) => req,
+        Err(e) => Err(Error::Unknown(format!("rpma::aio::connect: the resolution task failed: {e}").into())),
+    }
 }
 
 /// Accepts the next connection request on `ep` with `pdata`, and awaits its
