@@ -140,7 +140,7 @@ impl AsyncConn {
     /// [`Error::Provider`] when the fds cannot be registered.
     pub fn new(mut conn: Conn) -> Result<AsyncConn> {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return Err(Error::inval("rpma::aio::AsyncConn: made only inside a tokio runtime"));
+            return Err(super::no_runtime("rpma::aio::AsyncConn: made only inside a tokio runtime".to_string()));
         };
         conn.hand_to_reaper(None)?;
         let shared = Shared::new(conn, true)?;

@@ -78,6 +78,12 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 /// `fd` made non-blocking and registered with the current runtime.
+/// [`Error::Inval`] with [`Detail::NoRuntime`](crate::error::Detail::NoRuntime).
+#[cold]
+pub(crate) fn no_runtime(text: String) -> Error {
+    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::NoRuntime, text))
+}
+
 fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>>> {
     // SAFETY: a `BorrowedFd<'a>` stays open and refers to the same file
     // description for 'a, and the `AsyncFd` holding it cannot outlive 'a.
@@ -92,7 +98,7 @@ fn register<'a>(fd: BorrowedFd<'a>, what: &str) -> Result<AsyncFd<BorrowedFd<'a>
 /// description while the registration lives.
 unsafe fn register_as<T: std::os::fd::AsRawFd>(fd: BorrowedFd<'_>, inner: T, what: &str) -> Result<AsyncFd<T>> {
     if tokio::runtime::Handle::try_current().is_err() {
-        return Err(Error::inval(format!("rpma::aio: the {what} fd can be awaited only inside a tokio runtime")));
+        return Err(no_runtime(format!("rpma::aio: the {what} fd can be awaited only inside a tokio runtime")));
     }
     set_nonblocking(fd, true)?;
     // SAFETY: this function's contract.
@@ -382,7 +388,7 @@ pub async fn connect(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>, 
 /// librdmacm's calls.
 async fn resolved(peer: &Peer, addr: &str, port: u16, cfg: Option<&ConnCfg>) -> Result<ConnReq> {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return Err(Error::inval("rpma::aio::connect: awaited only inside a tokio runtime"));
+        return Err(no_runtime("rpma::aio::connect: awaited only inside a tokio runtime".to_string()));
     };
     let (peer, addr, cfg) = (peer.clone(), addr.to_string(), cfg.cloned());
     match rt.spawn_blocking(move || ConnReq::new(&peer, &addr, port, cfg.as_ref())).await {

@@ -213,7 +213,7 @@ impl AsyncSharedCq {
     /// cannot be registered.
     pub fn new(scq: &SharedCq) -> Result<AsyncSharedCq> {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return Err(Error::inval("rpma::aio::AsyncSharedCq: made only inside a tokio runtime"));
+            return Err(super::no_runtime("rpma::aio::AsyncSharedCq: made only inside a tokio runtime".to_string()));
         };
         if scq.cq().set_reaped(true) {
             return Err(Error::inval("AsyncSharedCq::new: this SharedCq already has an AsyncSharedCq"));

@@ -80,10 +80,9 @@ impl fmt::Debug for Cq {
 /// The error of a poll or wait on a CQ an async reaper owns.
 #[cold]
 fn reaped() -> Error {
-    Error::inval(
-        "this CQ belongs to an async reaper (rpma::aio::AsyncConn or AsyncSharedCq), which takes its \
-         completions: await the operation or AsyncConn::next_completion instead",
-    )
+    let text = "this CQ belongs to an async reaper (rpma::aio::AsyncConn or AsyncSharedCq), which takes its \
+                completions: await the operation or AsyncConn::next_completion instead";
+    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::Reaped, text.into()))
 }
 
 impl Cq {

@@ -155,6 +155,26 @@ pub enum Detail {
         /// The connection's first event.
         event: crate::conn_event::ConnEvent,
     },
+    /// An operation's flags are invalid ([`Error::Inval`]): empty, no
+    /// completion mode (`FENCE` alone), or bits [`Flags`](crate::Flags)
+    /// does not define.
+    BadFlags {
+        /// The flags' bits.
+        bits: u32,
+    },
+    /// A registration's usage is invalid ([`Error::Inval`]): empty, or bits
+    /// [`Usage`](crate::Usage) does not define.
+    BadUsage {
+        /// The usage's bits.
+        bits: u32,
+    },
+    /// The CQ belongs to an async reaper (`rpma::aio::AsyncConn` or
+    /// `AsyncSharedCq`), which alone polls and waits on it
+    /// ([`Error::Inval`]): await the operations instead.
+    Reaped,
+    /// An `rpma::aio` type was made, or an awaited call made, outside a
+    /// tokio runtime ([`Error::Inval`]).
+    NoRuntime,
     /// An awaited operation (`rpma::aio::AsyncConn`) completed with an
     /// error status ([`Error::Provider`]).
     Completed {

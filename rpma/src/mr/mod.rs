@@ -472,11 +472,13 @@ pub(crate) fn check_usage(usage: Usage) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn bad_usage(usage: Usage) -> Error {
-    if usage.is_empty() {
-        return Error::inval("usage is empty; give at least one Usage flag");
-    }
-    let unknown = usage.bits() & !Usage::all().bits();
-    Error::inval(format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits()))
+    let text = if usage.is_empty() {
+        "usage is empty; give at least one Usage flag".to_string()
+    } else {
+        let unknown = usage.bits() & !Usage::all().bits();
+        format!("usage {:#x} has undefined bits {unknown:#x}", usage.bits())
+    };
+    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::BadUsage { bits: usage.bits() as u32 }, text))
 }
 
 #[cfg(test)]

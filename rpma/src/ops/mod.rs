@@ -120,15 +120,16 @@ impl Flags {
 #[cold]
 #[inline(never)]
 fn bad_flags(flags: Flags) -> Error {
-    if flags.is_empty() {
-        Error::inval("flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS")
+    let text = if flags.is_empty() {
+        "flags are empty: pass Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS".to_string()
     } else if !flags.intersects(Flags::COMPLETION_ON_ERROR) {
-        Error::inval(
-            "flags have no completion mode (FENCE alone is not enough): add Flags::COMPLETION_ON_ERROR or Flags::COMPLETION_ALWAYS",
-        )
+        "flags have no completion mode (FENCE alone is not enough): add Flags::COMPLETION_ON_ERROR or \
+         Flags::COMPLETION_ALWAYS"
+            .to_string()
     } else {
-        Error::inval(format!("flags {:#x} have undefined bits", flags.bits()))
-    }
+        format!("flags {:#x} have undefined bits", flags.bits())
+    };
+    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::BadFlags { bits: flags.bits() }, text))
 }
 
 /// The kind of flush (librpma's `enum rpma_flush_type`).
