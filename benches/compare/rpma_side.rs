@@ -89,11 +89,19 @@ fn spin_ok(cq: &Cq) -> Res<()> {
 /// instruction-count case, as the C program's `block`.
 fn block(cq: &Cq) -> Res<()> {
     cq.wait()?;
-    match cq.get_completion()? {
-        Some(wc) if wc.status.is_success() => Ok(()),
-        Some(wc) => Err(format!("{:?} failed: {}", wc.op, wc.status).into()),
-        None => Err("woken with no completion".into()),
+    match cq.get_completion() {
+        Ok(Some(wc)) if wc.status.is_success() => Ok(()),
+        Ok(Some(wc)) => Err(format!("{:?} failed: {}", wc.op, wc.status).into()),
+        Ok(None) => Err(no_completion()),
+        Err(e) => Err(e.into()),
     }
+}
+
+/// A wait that woke with nothing to take (out of line: the error path).
+#[cold]
+#[inline(never)]
+fn no_completion() -> Box<dyn std::error::Error> {
+    "woken with no completion".into()
 }
 
 /// Busy-polls `cq` until a completion of kind `op` (others are skipped).
