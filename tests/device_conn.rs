@@ -867,8 +867,8 @@ device_tests!({
         close(c, s);
     }
 
-    /// `post_unheld` (librpma's contract, the C ABI's posts): checked as
-    /// `post`, nothing recorded or held while the op context fits 56 bits;
+    /// `ops::Unheld` posts (librpma's contract, the C ABI's): checked as
+    /// held ones, nothing recorded or held while the op context fits 56 bits;
     /// a wider one is recorded (not held), and so is every later unheld post
     /// of the connection, so a signaled one retires an unsignaled wide one.
     fn unheld_posts_record_only_wide_contexts() {

@@ -50,10 +50,10 @@
 
 use std::fmt;
 
-mod aux;
-use aux::format_aux;
+mod stderr_line;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::RwLock;
+use stderr_line::format_aux;
 
 /// Severity of a message, librpma's `RPMA_LOG_*` values.
 ///
@@ -580,7 +580,7 @@ mod tests {
         assert!(line.ends_with("*WARNING* src/mr.rs: 7: rpma::mr: hi"), "{line}");
         assert_eq!(crate_relative("rpma/src/conn/parts.rs"), "src/conn/parts.rs");
         assert_eq!(crate_relative("/r/registry/src/index/rpma-0.1.0/src/mr/mod.rs"), "src/mr/mod.rs");
-        assert_eq!(aux::month_day(0), (1, 1));
-        assert_eq!(aux::month_day(59), (3, 1)); // 1970 is not a leap year
+        assert_eq!(stderr_line::month_day(0), (1, 1));
+        assert_eq!(stderr_line::month_day(59), (3, 1)); // 1970 is not a leap year
     }
 }

@@ -24,7 +24,7 @@ use crate::peer::Peer;
 /// recorded (the region still not held), and so are the connection's later
 /// unheld posts. Sends of a list of regions ([`WriteSg`](super::WriteSg),
 /// ...) are held whatever the wrapper says, as are operations awaited on an
-/// [`AsyncConn`](crate::aio::AsyncConn). A chain takes unheld and held
+/// `rpma::aio::AsyncConn`. A chain takes unheld and held
 /// operations alike; one with a held operation or a wide op context is
 /// recorded as a whole.
 ///
