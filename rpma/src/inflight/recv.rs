@@ -88,7 +88,9 @@ impl RecvTracker {
             // SAFETY: `sgl` lies in the regions the entry's hold keeps alive
             // until the receive completes or the queue is destroyed (a
             // failed destroy leaks the tracker, see `ConnParts::drop` and
-            // `SrqInner::drop`).
+            // `SrqInner::drop`); without a hold, the list is empty or the
+            // receive is an `ops::Unheld` one (`ConnReq::post`), whose
+            // creator keeps the regions (`Unheld::new`'s contract).
             unsafe { rpma_sys::wr::post_recv(queue, wr_id, sgl) }
         })
     }
