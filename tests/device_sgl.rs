@@ -2,7 +2,7 @@
 //! device: both sides in this process, over rxe0 in the harness VM when the
 //! host has no device.
 
-use rpma::error::{Detail, RPMA_E_INVAL};
+use rpma::error::{Arg, Detail, RPMA_E_INVAL};
 use rpma::ops::Sg;
 use rpma::ops::{ReadSg, RecvSg, SendInline, SendSg, WriteInline, WriteSg};
 use rpma::{AlignedBuf, CompletionOp, ConnCfg, Flags, MrLocal, MrRemote, Usage, WcStatus};
@@ -80,8 +80,7 @@ device_tests!({
             let e =
                 rpma::ConnReq::new(&peer(), &rpma_harness::addr(), rpma_harness::next_port(), Some(&cfg)).unwrap_err();
             assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
-            let want =
-                Detail::TooLong { what: "ConnCfg max_send_sge".into(), len: u64::from(max) + 1, max: max.into() };
+            let want = Detail::TooLong { what: Arg::MaxSendSge, len: u64::from(max) + 1, max: max.into() };
             assert_eq!(e.detail(), Some(&want), "{e}");
         }
         // A configured inline size the device cannot give fails at set-up.
@@ -192,7 +191,7 @@ device_tests!({
         let big = vec![Sg::new(&r2, 0, 1); s.max_recv_sge() as usize + 1];
         let d = refused(s.post(RecvSg::new(&big)));
         assert!(
-            matches!(&d, Detail::TooLong { what, len, max } if what == "recv_sg: dst" && *len == big.len() as u64 && len > max),
+            matches!(&d, Detail::TooLong { what, len, max } if *what == Arg::Dst && *len == big.len() as u64 && len > max),
             "{d:?}"
         );
         close(c, s);
@@ -273,39 +272,39 @@ device_tests!({
         let many = vec![Sg::new(&w, 0, 1); max + 1];
         assert_eq!(
             refused(c.post(WriteSg::new(&remote, 0, &many).flags(f))),
-            Detail::TooLong { what: "write_sg: src".into(), len: max as u64 + 1, max: max as u64 }
+            Detail::TooLong { what: Arg::Src, len: max as u64 + 1, max: max as u64 }
         );
         assert_eq!(
             refused(c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&w, 60, 8)]).flags(f))),
-            Detail::OutOfRange { what: "write_sg: src[1]".into(), offset: 60, len: 8, size: 64 }
+            Detail::OutOfRange { what: Arg::SrcElement(1), offset: 60, len: 8, size: 64 }
         );
         assert_eq!(
             refused(c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 8), Sg::new(&r, 0, 8)]).flags(f))),
-            Detail::UsageMissing { what: "write_sg: src[1]".into(), missing: Usage::WRITE_SRC }
+            Detail::UsageMissing { what: Arg::SrcElement(1), missing: Usage::WRITE_SRC }
         );
         assert_eq!(
             refused(c.post(WriteSg::new(&remote, 8190, &[Sg::new(&w, 0, 4)]).flags(f))),
-            Detail::OutOfRange { what: "write_sg: dst".into(), offset: 8190, len: 4, size: 8192 }
+            Detail::OutOfRange { what: Arg::Dst, offset: 8190, len: 4, size: 8192 }
         );
         let e = c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 4)]).flags(Flags::empty())).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL, "{e}");
         assert_eq!(e.detail(), Some(&Detail::BadFlags { bits: 0 }), "{e}");
         assert_eq!(
             refused(c.post(ReadSg::new(&[Sg::new(&r, 0, 8), Sg::new(&w, 0, 8)], &remote, 0).flags(f))),
-            Detail::UsageMissing { what: "read_sg: dst[1]".into(), missing: Usage::READ_DST }
+            Detail::UsageMissing { what: Arg::DstElement(1), missing: Usage::READ_DST }
         );
         assert_eq!(
             refused(c.post(SendSg::new(&[Sg::new(&w, 0, 8)]).flags(f))),
-            Detail::UsageMissing { what: "send_sg: src[0]".into(), missing: Usage::SEND }
+            Detail::UsageMissing { what: Arg::SrcElement(0), missing: Usage::SEND }
         );
         let other = region(s.peer(), 64, Usage::WRITE_SRC, 1);
         assert_eq!(
             refused(c.post(WriteSg::new(&remote, 0, &[Sg::new(&w, 0, 1), Sg::new(&other, 0, 1)]).flags(f))),
-            Detail::Foreign { what: "write_sg: src[1]".into() }
+            Detail::Foreign { what: Arg::SrcElement(1) }
         );
         assert_eq!(
             refused(c.post(RecvSg::new(&[Sg::new(&w, 0, 8)]))),
-            Detail::UsageMissing { what: "recv_sg: dst[0]".into(), missing: Usage::RECV }
+            Detail::UsageMissing { what: Arg::DstElement(0), missing: Usage::RECV }
         );
         assert_eq!(c.pending_sends(), 0, "nothing was posted");
         assert_eq!((w.in_flight(), r.in_flight()), (0, 0), "nothing is held");
@@ -331,11 +330,11 @@ device_tests!({
         assert_eq!(got, data[..max], "the inline bytes landed");
         assert_eq!(
             refused(c.post(WriteInline::new(&remote, 0, &data))),
-            Detail::TooLong { what: "write_inline".into(), len: max as u64 + 1, max: max as u64 }
+            Detail::TooLong { what: Arg::Data, len: max as u64 + 1, max: max as u64 }
         );
         assert_eq!(
             refused(c.post(WriteInline::new(&remote, 8190, &data[..4]))),
-            Detail::OutOfRange { what: "write_inline: dst".into(), offset: 8190, len: 4, size: 8192 }
+            Detail::OutOfRange { what: Arg::Dst, offset: 8190, len: 4, size: 8192 }
         );
         assert_eq!(c.pending_sends(), 0);
         // With immediate data: consumes a receive on the other side.
@@ -396,16 +395,16 @@ device_tests!({
         println!("  ConnCfg max_inline_data 0: granted {max}");
         assert_eq!(
             refused(c.post(WriteInline::new(&remote, 0, &vec![1u8; max + 1]))),
-            Detail::TooLong { what: "write_inline".into(), len: max as u64 + 1, max: max as u64 }
+            Detail::TooLong { what: Arg::Data, len: max as u64 + 1, max: max as u64 }
         );
         assert!(matches!(
             refused(c.post(SendInline::new(&vec![1u8; max + 1]))),
-            Detail::TooLong { what, .. } if what == "send_inline"
+            Detail::TooLong { what, .. } if what == Arg::Data
         ));
         let aw = c.atomic_write(&remote, 0, [1; 8], Flags::COMPLETION_ALWAYS, 1);
         if max < 8 {
             let d = refused(aw);
-            assert!(matches!(&d, Detail::TooLong { what, len: 8, .. } if what == "atomic_write"), "{d:?}");
+            assert!(matches!(&d, Detail::TooLong { what: Arg::Data, len: 8, .. }), "{d:?}");
         } else {
             aw.unwrap();
             assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);

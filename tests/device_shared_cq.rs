@@ -3,7 +3,7 @@
 
 mod common;
 use common::{close, peer, raise_fd_limit, server_region, Pair, T};
-use rpma::error::{Detail, RPMA_E_INVAL};
+use rpma::error::{Arg, Detail, Misuse, RPMA_E_INVAL};
 use rpma::{AlignedBuf, CompletionOp, Conn, ConnCfg, Flags, MrLocal, MrRemote, SharedCq, Usage};
 use rpma_harness::{device_tests, next_port};
 use std::collections::HashMap;
@@ -336,15 +336,13 @@ device_tests!({
         let mut cfg = shared_cfg(&scq);
         cfg.set_rcq_size(10);
         let e = rpma::ConnReq::new(&cp, &addr, next_port(), Some(&cfg)).unwrap_err();
-        // The text is what is tested: a configuration that cannot share is a
-        // bug in the calling code (no typed detail); the message says what
-        // to set.
-        assert!(e.to_string().contains("rcq_size 0"), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::Misuse(Misuse::SharedCqSettings)), "{e}");
         let mut cfg = shared_cfg(&scq);
         cfg.set_compl_channel(true);
-        assert_eq!(rpma::ConnReq::new(&cp, &addr, next_port(), Some(&cfg)).unwrap_err().code(), RPMA_E_INVAL);
+        let e = rpma::ConnReq::new(&cp, &addr, next_port(), Some(&cfg)).unwrap_err();
+        assert_eq!((e.code(), e.detail()), (RPMA_E_INVAL, Some(&Detail::Misuse(Misuse::SharedCqSettings))), "{e}");
         let e = rpma::ConnReq::new(&sp, &addr, next_port(), Some(&shared_cfg(&scq))).unwrap_err();
-        assert_eq!(e.detail(), Some(&Detail::Foreign { what: "the shared CQ".into() }), "{e}");
+        assert_eq!(e.detail(), Some(&Detail::Foreign { what: Arg::SharedCq }), "{e}");
         assert_eq!(SharedCq::new(&cp, 0).unwrap_err().code(), RPMA_E_INVAL);
         assert_eq!(SharedCq::new(&cp, u32::MAX).unwrap_err().code(), RPMA_E_INVAL);
         assert_eq!(scq.connections(), 0);

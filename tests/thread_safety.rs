@@ -92,6 +92,9 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::ops::WriteInline<'static>>();
     send_sync::<rpma::ops::SendInline<'static>>();
     send_sync::<rpma::error::Detail>();
+    send_sync::<rpma::error::Arg>();
+    send_sync::<rpma::error::Misuse>();
+    send_sync::<rpma::error::Wire>();
 }
 
 /// Public types that are deliberately not `Send + Sync`, with the reason

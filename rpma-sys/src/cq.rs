@@ -352,9 +352,8 @@ struct CqInner {
 }
 
 /// [`Cq::get_event`] acknowledges events in batches of this many:
-/// `ibv_ack_cq_events` takes a mutex and signals a condition variable
-/// (about 90 instructions), which `ibv_get_cq_event(3)` advises to
-/// amortise.
+/// `ibv_ack_cq_events` takes a mutex and signals a condition variable,
+/// which `ibv_get_cq_event(3)` advises to amortise.
 pub const ACK_BATCH: u32 = 64;
 
 // SAFETY: ibv_cq is usable from any thread; only Drop destroys it.

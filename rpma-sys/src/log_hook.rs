@@ -22,7 +22,16 @@ pub fn set(hook: Hook) {
 pub fn emit(level: log::Level, target: &'static str, file: &'static str, line: u32, args: fmt::Arguments<'_>) {
     match HOOK.get() {
         Some(h) => h(level, target, file, line, args),
-        None if level <= log::max_level() => log::logger().log(
+        None => to_facade(level, target, file, line, args),
+    }
+}
+
+/// One record to the `log` facade with its own target (module path), file
+/// and line, so a logger filters by module (`RUST_LOG=rpma::conn=debug`)
+/// and prints where it was made; nothing above `log::max_level()`.
+pub fn to_facade(level: log::Level, target: &'static str, file: &'static str, line: u32, args: fmt::Arguments<'_>) {
+    if level <= log::max_level() {
+        log::logger().log(
             &log::Record::builder()
                 .level(level)
                 .target(target)
@@ -31,8 +40,7 @@ pub fn emit(level: log::Level, target: &'static str, file: &'static str, line: u
                 .line(Some(line))
                 .args(args)
                 .build(),
-        ),
-        None => {}
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 use crate::conn::{Conn, ConnParts, NativeOps, QpLimits};
 use crate::conn_cfg::ConnCfg;
 use crate::cq::{ConnCq, Cq, Trackers};
-use crate::error::{Error, Result};
+use crate::error::{Arg, Error, Misuse, Named, Result};
 use crate::inflight::{RecvTracker, SendTracker};
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
@@ -153,7 +153,7 @@ impl ConnReq {
         };
         if private_data.len() > limit {
             let e = Error::too_long(
-                "private data",
+                Arg::PrivateData,
                 private_data.len() as u64,
                 limit as u64,
                 format!(
@@ -204,36 +204,39 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
     if let Some(s) = &srq {
         if !s.peer().same_pd(peer) {
             return Err(Error::foreign(
-                "the SRQ",
+                Arg::Srq,
                 "the SRQ was created on another peer (protection domain) than the connection's",
             ));
         }
     }
     if cfg.compl_channel() && srq.as_ref().is_some_and(|s| s.rcq().is_some()) {
-        return Err(Error::inval(
+        return Err(Error::misuse(
+            Misuse::SrqChannel,
             "a shared completion channel cannot be combined with an SRQ that has its own receive CQ",
         ));
     }
     if let Some(scq) = cfg.shared_cq() {
         if !scq.peer().same_pd(peer) {
             return Err(Error::foreign(
-                "the shared CQ",
+                Arg::SharedCq,
                 "the shared CQ was created on another peer than the connection's",
             ));
         }
         if cfg.rcq_size() > 0 || cfg.compl_channel() {
-            return Err(Error::inval(
+            return Err(Error::misuse(
+                Misuse::SharedCqSettings,
                 "a shared CQ takes the connection's receives too: set rcq_size 0 and no shared completion channel",
             ));
         }
     }
     let caps = peer.capabilities();
-    Capabilities::check_size("ConnCfg sq_size", cfg.sq_size(), caps.max_qp_wr, "max_qp_wr")?;
-    Capabilities::check_size("ConnCfg rq_size", cfg.rq_size(), caps.max_qp_wr, "max_qp_wr")?;
-    Capabilities::check_size("ConnCfg cq_size", cfg.cq_size(), caps.max_cqe, "max_cqe")?;
-    Capabilities::check_size("ConnCfg rcq_size", cfg.rcq_size(), caps.max_cqe, "max_cqe")?;
-    Capabilities::check_size("ConnCfg max_send_sge", cfg.max_send_sge(), caps.max_sge, "max_sge")?;
-    Capabilities::check_size("ConnCfg max_recv_sge", cfg.max_recv_sge(), caps.max_sge, "max_sge")?;
+    let check = |arg, text, size, max, limit| Capabilities::check_size(Named::new(arg, text), size, max, limit);
+    check(Arg::SqSize, "ConnCfg sq_size", cfg.sq_size(), caps.max_qp_wr, "max_qp_wr")?;
+    check(Arg::RqSize, "ConnCfg rq_size", cfg.rq_size(), caps.max_qp_wr, "max_qp_wr")?;
+    check(Arg::CqSize, "ConnCfg cq_size", cfg.cq_size(), caps.max_cqe, "max_cqe")?;
+    check(Arg::RcqSize, "ConnCfg rcq_size", cfg.rcq_size(), caps.max_cqe, "max_cqe")?;
+    check(Arg::MaxSendSge, "ConnCfg max_send_sge", cfg.max_send_sge(), caps.max_sge, "max_sge")?;
+    check(Arg::MaxRecvSge, "ConnCfg max_recv_sge", cfg.max_recv_sge(), caps.max_sge, "max_sge")?;
     let ctx = peer.context();
     let shared = if cfg.compl_channel() {
         Some(CompChannel::new(&ctx.0).map_err(|e| Error::provider_raw("ibv_create_comp_channel", e))?)

@@ -142,8 +142,10 @@ pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration)
     if addr.is_empty() || addr.contains('\0') {
         return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
     }
-    let timeout_ms = i32::try_from(timeout.as_millis())
-        .map_err(|_| Error::inval(format!("timeout {timeout:?} exceeds i32::MAX milliseconds")))?;
+    let timeout_ms = crate::error::timeout_ms(
+        crate::error::Named::new(crate::error::Arg::Timeout, "get_ibv_context_timeout: timeout"),
+        timeout,
+    )?;
     let passive = kind == ContextType::Local;
     let failed = |step: String, e: std::io::Error, always: bool| addr_failed(step, addr, e, always);
     let ai = AddrInfo::new(addr, None, passive).map_err(|e| failed(format!("rdma_getaddrinfo({addr})"), e, false))?;
@@ -351,6 +353,6 @@ mod tests {
             assert_eq!(get_ibv_context(a, ContextType::Local).unwrap_err().code(), crate::error::RPMA_E_INVAL);
         }
         let e = get_ibv_context_timeout("1.2.3.4", ContextType::Remote, Duration::from_secs(1 << 40)).unwrap_err();
-        assert!(e.to_string().contains("i32::MAX"), "{e}");
+        assert!(matches!(e.detail(), Some(crate::error::Detail::TooLong { max, .. }) if *max == i32::MAX as u64));
     }
 }

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::io;
 
 mod detail;
-pub use detail::Detail;
+pub use detail::{Arg, Detail, Misuse, Wire};
 
 /// A message naming what was wrong (which argument, which bound), and for
 /// the common causes a typed [`Detail`] to match instead of the text
@@ -244,26 +244,38 @@ impl Error {
 
     /// [`Error::Inval`] with [`Detail::TooLong`].
     #[cold]
-    pub(crate) fn too_long(what: &str, len: u64, max: u64, text: impl Into<String>) -> Error {
-        Error::Inval(Msg::detailed(Detail::TooLong { what: what.to_string(), len, max }, text.into()))
+    pub(crate) fn too_long(what: Arg, len: u64, max: u64, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::TooLong { what, len, max }, text.into()))
     }
 
     /// [`Error::Inval`] with [`Detail::Misaligned`].
     #[cold]
-    pub(crate) fn misaligned(what: &str, value: u64, align: u64, text: impl Into<String>) -> Error {
-        Error::Inval(Msg::detailed(Detail::Misaligned { what: what.to_string(), value, align }, text.into()))
+    pub(crate) fn misaligned(what: Arg, value: u64, align: u64, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Misaligned { what, value, align }, text.into()))
     }
 
     /// [`Error::Inval`] with [`Detail::Empty`].
     #[cold]
-    pub(crate) fn empty(what: &str, text: impl Into<String>) -> Error {
-        Error::Inval(Msg::detailed(Detail::Empty { what: what.to_string() }, text.into()))
+    pub(crate) fn empty(what: Arg, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Empty { what }, text.into()))
     }
 
     /// [`Error::Inval`] with [`Detail::Foreign`].
     #[cold]
-    pub(crate) fn foreign(what: &str, text: impl Into<String>) -> Error {
-        Error::Inval(Msg::detailed(Detail::Foreign { what: what.to_string() }, text.into()))
+    pub(crate) fn foreign(what: Arg, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Foreign { what }, text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::Misuse`].
+    #[cold]
+    pub(crate) fn misuse(rule: Misuse, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Misuse(rule), text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::Malformed`].
+    #[cold]
+    pub(crate) fn malformed(what: Wire, at: usize, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Malformed { what, at: at as u64 }, text.into()))
     }
 
     /// [`Error::Again`] with [`Detail::RegionBusy`].
@@ -295,6 +307,53 @@ impl Error {
     pub(crate) fn provider_raw(op: impl Into<Msg>, source: io::Error) -> Error {
         Error::Provider { op: op.into(), source }
     }
+}
+
+/// An argument as the checks name it: its [`Arg`] for the [`Detail`], and
+/// the words that begin the message (`"read: dst"`; an element's index is
+/// added when shown).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Named {
+    pub(crate) arg: Arg,
+    pub(crate) text: &'static str,
+}
+
+impl Named {
+    pub(crate) const fn new(arg: Arg, text: &'static str) -> Named {
+        Named { arg, text }
+    }
+
+    /// Element `i` of the list this names.
+    pub(crate) fn element(self, i: usize) -> Named {
+        let arg = match self.arg {
+            Arg::Dst | Arg::DstElement(_) => Arg::DstElement(i),
+            _ => Arg::SrcElement(i),
+        };
+        Named { arg, text: self.text }
+    }
+}
+
+impl std::fmt::Display for Named {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.arg {
+            Arg::SrcElement(i) | Arg::DstElement(i) => write!(f, "{}[{i}]", self.text),
+            _ => f.write_str(self.text),
+        }
+    }
+}
+
+/// `timeout` in whole milliseconds (rounded up: never shorter than asked),
+/// as librpma's calls take it.
+///
+/// # Errors
+/// [`Error::Inval`] with [`Detail::TooLong`] above `i32::MAX` ms.
+pub(crate) fn timeout_ms(what: Named, timeout: std::time::Duration) -> Result<i32> {
+    let ms = timeout.as_nanos().div_ceil(1_000_000);
+    i32::try_from(ms).map_err(|_| {
+        let len = u64::try_from(ms).unwrap_or(u64::MAX);
+        let text = format!("{what}: {timeout:?} is longer than librpma's calls take ({} ms)", i32::MAX);
+        Error::Inval(Msg::detailed(Detail::TooLong { what: what.arg, len, max: i32::MAX as u64 }, text))
+    })
 }
 
 /// librpma's `rpma_err_2str`: the fixed description of a code.
@@ -413,7 +472,7 @@ mod detail_tests {
 
     #[test]
     fn details_are_matched_and_errors_become_io_errors() {
-        let d = Detail::OutOfRange { what: "read: dst".into(), offset: 8, len: 8, size: 8 };
+        let d = Detail::OutOfRange { what: Arg::Dst, offset: 8, len: 8, size: 8 };
         let e = Error::Inval(Msg::detailed(d.clone(), "read: dst: offset 8 + length 8 exceeds 8".into()));
         assert_eq!(e.detail(), Some(&d));
         assert!(e.to_string().contains("exceeds 8"), "{e}");
@@ -427,36 +486,32 @@ mod detail_tests {
 
     #[test]
     fn checks_with_a_detail_keep_their_code_and_text() {
-        let e = crate::peer::Capabilities::check_size("ConnCfg sq_size", 5, 4, "max_qp_wr").unwrap_err();
+        let e = crate::peer::Capabilities::check_size(Named::new(Arg::SqSize, "ConnCfg sq_size"), 5, 4, "max_qp_wr")
+            .unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
-        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "ConnCfg sq_size".into(), len: 5, max: 4 }));
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: Arg::SqSize, len: 5, max: 4 }));
         assert_eq!(e.to_string(), "invalid argument: ConnCfg sq_size 5 exceeds the device's max_qp_wr 4");
         let e = crate::inflight::chain_is_full();
         let max = rpma_sys::chain::MAX_CHAIN as u64;
-        assert_eq!(e.detail(), Some(&Detail::TooLong { what: "chain".into(), len: max + 1, max }));
+        assert_eq!(e.detail(), Some(&Detail::TooLong { what: Arg::Chain, len: max + 1, max }));
         assert_eq!(e.to_string(), format!("invalid argument: a chain holds at most {max} operations"));
         let cases = [
             (
-                Error::misaligned(
-                    "atomic_write: dst_offset",
-                    4,
-                    8,
-                    "atomic_write: dst_offset 4 is not a multiple of 8",
-                ),
+                Error::misaligned(Arg::Dst, 4, 8, "atomic_write: dst_offset 4 is not a multiple of 8"),
                 RPMA_E_INVAL,
-                Detail::Misaligned { what: "atomic_write: dst_offset".into(), value: 4, align: 8 },
+                Detail::Misaligned { what: Arg::Dst, value: 4, align: 8 },
                 "invalid argument: atomic_write: dst_offset 4 is not a multiple of 8",
             ),
             (
-                Error::empty("write_sg: src", "write_sg: src: the list is empty"),
+                Error::empty(Arg::Src, "write_sg: src: the list is empty"),
                 RPMA_E_INVAL,
-                Detail::Empty { what: "write_sg: src".into() },
+                Detail::Empty { what: Arg::Src },
                 "invalid argument: write_sg: src: the list is empty",
             ),
             (
-                Error::foreign("the SRQ", "the SRQ was created on another peer"),
+                Error::foreign(Arg::Srq, "the SRQ was created on another peer"),
                 RPMA_E_INVAL,
-                Detail::Foreign { what: "the SRQ".into() },
+                Detail::Foreign { what: Arg::Srq },
                 "invalid argument: the SRQ was created on another peer",
             ),
             (

@@ -8,7 +8,7 @@
 mod either;
 pub use either::{Memory, Persist};
 
-use crate::error::{Error, Result};
+use crate::error::{Arg, Detail, Error, Msg, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
@@ -526,13 +526,7 @@ impl MappedFile {
     }
 
     fn check(&self, what: &str, offset: usize, len: usize) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len() => Ok(()),
-            _ => Err(Error::inval(format!(
-                "{what}: offset {offset} + length {len} exceeds the mapping's length {}",
-                self.len()
-            ))),
-        }
+        check_range(what, offset, len, self.len(), "the mapping's length")
     }
 
     /// Copies `dst.len()` bytes from `offset` of the mapping into `dst`.
@@ -629,6 +623,22 @@ unsafe impl RegMemory for MappedFile {
 
     fn is_pmem(&self) -> bool {
         MappedFile::is_pmem(self)
+    }
+}
+
+/// `offset + len` within memory of `size` bytes (`of`: its name in the
+/// message): the one range check of the memory types' own accessors.
+///
+/// # Errors
+/// [`Error::Inval`] with [`Detail::OutOfRange`] ([`Arg::Range`]).
+pub(crate) fn check_range(what: &str, offset: usize, len: usize, size: usize, of: &str) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => {
+            let text = format!("{what}: offset {offset} + length {len} exceeds {of} {size}");
+            let (offset, len, size) = (offset as u64, len as u64, size as u64);
+            Err(Error::Inval(Msg::detailed(Detail::OutOfRange { what: Arg::Range, offset, len, size }, text)))
+        }
     }
 }
 

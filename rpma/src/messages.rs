@@ -156,7 +156,7 @@ impl Messages {
             .ok_or_else(|| Error::inval(format!("send slot {n} does not exist (there are {count})")))?;
         if msg.len() > self.slot_size {
             return Err(Error::too_long(
-                "message",
+                crate::error::Arg::Message,
                 msg.len() as u64,
                 self.slot_size as u64,
                 format!("message of {} bytes exceeds the slot size {}", msg.len(), self.slot_size),

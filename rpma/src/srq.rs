@@ -1,7 +1,7 @@
 //! Shared receive queue and its configuration.
 
 use crate::cq::Cq;
-use crate::error::{Error, Result};
+use crate::error::{Arg, Error, Result};
 use crate::inflight::RecvTracker;
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
@@ -139,8 +139,9 @@ impl Srq {
     pub fn new(peer: &Peer, cfg: Option<&SrqCfg>) -> Result<Srq> {
         let cfg = cfg.copied().unwrap_or_default();
         let caps = peer.capabilities();
-        Capabilities::check_size("SrqCfg rq_size", cfg.rq_size, caps.max_srq_wr, "max_srq_wr")?;
-        Capabilities::check_size("SrqCfg rcq_size", cfg.rcq_size, caps.max_cqe, "max_cqe")?;
+        let named = crate::error::Named::new;
+        Capabilities::check_size(named(Arg::RqSize, "SrqCfg rq_size"), cfg.rq_size, caps.max_srq_wr, "max_srq_wr")?;
+        Capabilities::check_size(named(Arg::RcqSize, "SrqCfg rcq_size"), cfg.rcq_size, caps.max_cqe, "max_cqe")?;
         let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, SRQ_SGE)
             .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
         let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size)?);

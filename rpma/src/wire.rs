@@ -19,19 +19,29 @@
 //! | GPSPM flush request | 27 | `09 offset: u64 LE`, `11 length: u64 LE`, `19 op_context: u64 LE` (protobuf) |
 //! | GPSPM flush response | 9 | `09 op_context: u64 LE` (protobuf) |
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Wire};
+
+/// What a decoding error says: the layout and the byte where it stopped.
+#[cfg(test)]
+fn malformed(e: &Error) -> (Wire, u64) {
+    match e.detail() {
+        Some(&crate::error::Detail::Malformed { what, at }) => (what, at),
+        _ => panic!("not Malformed: {e}"),
+    }
+}
 
 /// Little-endian fields read in order from peer bytes. Each read takes the
 /// next `N` bytes or, when fewer are left, fails with [`Error::Inval`]
 /// naming `what`: decoding never indexes past the input.
 struct Le<'a> {
     rest: &'a [u8],
-    what: &'static str,
+    len: usize,
+    what: Wire,
 }
 
 impl<'a> Le<'a> {
-    fn new(bytes: &'a [u8], what: &'static str) -> Le<'a> {
-        Le { rest: bytes, what }
+    fn new(bytes: &'a [u8], what: Wire) -> Le<'a> {
+        Le { rest: bytes, len: bytes.len(), what }
     }
 
     fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
@@ -40,11 +50,11 @@ impl<'a> Le<'a> {
                 self.rest = tail;
                 Ok(*head)
             }
-            None => Err(Error::inval(format!(
-                "{}: {} bytes left where a field of {N} bytes starts",
+            None => Err(Error::malformed(
                 self.what,
-                self.rest.len()
-            ))),
+                self.len,
+                format!("{}: {} bytes left where a field of {N} bytes starts", self.what, self.rest.len()),
+            )),
         }
     }
 
@@ -146,24 +156,32 @@ pub(crate) fn decode_mr_ext(bytes: &[u8]) -> Result<(MrDesc, u8)> {
     let ext = match bytes.get(MR_DESCRIPTOR_SIZE) {
         Some(&MR_EXT_TAG) => match bytes.get(MR_DESCRIPTOR_SIZE + 1) {
             None => {
-                return Err(Error::inval(format!(
-                    "memory region descriptor: rpma's extension tag {MR_EXT_TAG:#04x} at byte 21 without its \
+                return Err(Error::malformed(
+                    Wire::MrDescriptor,
+                    bytes.len(),
+                    format!(
+                        "memory region descriptor: rpma's extension tag {MR_EXT_TAG:#04x} at byte 21 without its \
                      usage byte ({} bytes; the extended form is {MR_DESCRIPTOR_EXT_SIZE})",
-                    bytes.len()
-                )))
+                        bytes.len()
+                    ),
+                ))
             }
             Some(&e) if e == 0 || e & !MR_EXT_CARRIED != 0 => {
-                return Err(Error::inval(format!(
-                    "memory region descriptor: rpma's extension byte {e:#04x} is not a usage a descriptor \
+                return Err(Error::malformed(
+                    Wire::MrDescriptor,
+                    MR_DESCRIPTOR_SIZE + 1,
+                    format!(
+                        "memory region descriptor: rpma's extension byte {e:#04x} is not a usage a descriptor \
                      carries (known: 0x02, REMOTE_ATOMIC; 0x04, a memory window)"
-                )))
+                    ),
+                ))
             }
             Some(&e) => e,
         },
         _ => 0,
     };
     if d.usage == 0 && ext & !MR_EXT_WINDOW == 0 {
-        return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
+        return Err(usage_0());
     }
     Ok((d, ext))
 }
@@ -174,20 +192,28 @@ pub(crate) fn decode_mr_ext(bytes: &[u8]) -> Result<(MrDesc, u8)> {
 pub(crate) fn decode_mr(bytes: &[u8]) -> Result<MrDesc> {
     let d = decode_mr_fields(bytes)?;
     if d.usage == 0 {
-        return Err(Error::inval("memory region descriptor has usage 0 (the usage type of the memory is not set)"));
+        return Err(usage_0());
     }
     Ok(d)
+}
+
+/// A descriptor whose usage byte (byte 20) is 0.
+#[cold]
+fn usage_0() -> Error {
+    let text = "memory region descriptor has usage 0 (the usage type of the memory is not set)";
+    Error::malformed(Wire::MrDescriptor, MR_DESCRIPTOR_SIZE - 1, text)
 }
 
 /// librpma's 21 bytes, whatever their usage byte.
 fn decode_mr_fields(bytes: &[u8]) -> Result<MrDesc> {
     if bytes.len() < MR_DESCRIPTOR_SIZE {
-        return Err(Error::inval(format!(
-            "memory region descriptor is {} bytes long; it must be at least {MR_DESCRIPTOR_SIZE}",
-            bytes.len()
-        )));
+        return Err(Error::malformed(
+            Wire::MrDescriptor,
+            bytes.len(),
+            format!("memory region descriptor is {} bytes long; it must be at least {MR_DESCRIPTOR_SIZE}", bytes.len()),
+        ));
     }
-    let mut r = Le::new(bytes, "memory region descriptor");
+    let mut r = Le::new(bytes, Wire::MrDescriptor);
     Ok(MrDesc { addr: r.u64()?, size: r.u64()?, rkey: r.u32()?, usage: r.u8()? })
 }
 
@@ -197,11 +223,13 @@ pub(crate) fn encode_peer_cfg(direct_write_to_pmem: bool) -> [u8; PEER_CFG_DESCR
 
 pub(crate) fn decode_peer_cfg(bytes: &[u8]) -> Result<bool> {
     if bytes.is_empty() {
-        return Err(Error::inval(format!(
-            "peer configuration descriptor is 0 bytes long; it must be at least {PEER_CFG_DESCRIPTOR_SIZE}"
-        )));
+        return Err(Error::malformed(
+            Wire::PeerCfg,
+            0,
+            format!("peer configuration descriptor is 0 bytes long; it must be at least {PEER_CFG_DESCRIPTOR_SIZE}"),
+        ));
     }
-    Ok(Le::new(bytes, "peer configuration descriptor").u8()? != 0)
+    Ok(Le::new(bytes, Wire::PeerCfg).u8()? != 0)
 }
 
 #[cfg(test)]
@@ -234,11 +262,11 @@ mod tests {
         for n in 0..21 {
             let e = decode_mr(&GOLDEN[..n]).unwrap_err();
             assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
-            assert!(e.to_string().contains(&format!("{n} bytes long")), "{e}");
+            assert_eq!(malformed(&e), (Wire::MrDescriptor, n as u64), "{e}");
         }
         let mut g = GOLDEN;
         g[20] = 0;
-        assert!(decode_mr(&g).unwrap_err().to_string().contains("usage 0"));
+        assert_eq!(malformed(&decode_mr(&g).unwrap_err()), (Wire::MrDescriptor, 20));
     }
 
     #[test]
@@ -296,7 +324,7 @@ mod tests {
         }
         let mut g = GOLDEN;
         g[20] = 0;
-        assert!(decode_mr_ext(&g).unwrap_err().to_string().contains("usage 0"));
+        assert_eq!(malformed(&decode_mr_ext(&g).unwrap_err()), (Wire::MrDescriptor, 20));
     }
 
     #[test]
@@ -318,12 +346,12 @@ mod tests {
     fn mr_malformed_extensions_are_errors() {
         let e = decode_mr_ext(&GOLDEN_EXT[..22]).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
-        assert!(e.to_string().contains("without its usage byte"), "{e}");
+        assert_eq!(malformed(&e), (Wire::MrDescriptor, 22), "the tag without its usage byte: {e}");
         for bad in [0u8, 0x01, 0x08, 0x03, 0x80, 0xff] {
             let mut g = GOLDEN_EXT;
             g[22] = bad;
             let e = decode_mr_ext(&g).unwrap_err();
-            assert!(e.to_string().contains("not a usage a descriptor carries"), "{bad:#x}: {e}");
+            assert_eq!(malformed(&e), (Wire::MrDescriptor, 22), "{bad:#x}: {e}");
         }
     }
 
@@ -334,7 +362,7 @@ mod tests {
         assert!(!decode_peer_cfg(&[0]).unwrap());
         assert!(decode_peer_cfg(&[1]).unwrap());
         assert!(decode_peer_cfg(&[0x80, 0]).unwrap(), "any non-zero byte is true, extra bytes ignored");
-        assert!(decode_peer_cfg(&[]).unwrap_err().to_string().contains("0 bytes long"));
+        assert_eq!(malformed(&decode_peer_cfg(&[]).unwrap_err()), (Wire::PeerCfg, 0));
     }
 
     #[test]
@@ -379,12 +407,13 @@ pub(crate) fn encode_common(d: &CommonDataWire) -> [u8; COMMON_DATA_SIZE] {
 
 pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
     if bytes.len() < COMMON_DATA_SIZE {
-        return Err(Error::inval(format!(
-            "private data is {} bytes long; the examples' layout needs {COMMON_DATA_SIZE}",
-            bytes.len()
-        )));
+        return Err(Error::malformed(
+            Wire::CommonData,
+            bytes.len(),
+            format!("private data is {} bytes long; the examples' layout needs {COMMON_DATA_SIZE}", bytes.len()),
+        ));
     }
-    let mut r = Le::new(bytes, "private data");
+    let mut r = Le::new(bytes, Wire::CommonData);
     let d = CommonDataWire {
         data_offset: r.u16()?,
         mr_desc_size: r.u8()?,
@@ -392,10 +421,14 @@ pub(crate) fn decode_common(bytes: &[u8]) -> Result<CommonDataWire> {
         descriptors: r.take()?,
     };
     if d.mr_desc_size as usize + d.pcfg_desc_size as usize > d.descriptors.len() {
-        return Err(Error::inval(format!(
-            "private data claims {} + {} descriptor bytes; it holds at most 24",
-            d.mr_desc_size, d.pcfg_desc_size
-        )));
+        return Err(Error::malformed(
+            Wire::CommonData,
+            2,
+            format!(
+                "private data claims {} + {} descriptor bytes; it holds at most 24",
+                d.mr_desc_size, d.pcfg_desc_size
+            ),
+        ));
     }
     Ok(d)
 }
@@ -419,8 +452,13 @@ pub(crate) struct CommonDataDesc {
 pub(crate) fn decode_common_desc(bytes: &[u8]) -> Result<CommonDataDesc> {
     let w = decode_common(bytes)?;
     let (mr_end, pcfg_end) = (w.mr_desc_size as usize, w.mr_desc_size as usize + w.pcfg_desc_size as usize);
-    let (mr, mr_ext) = decode_mr_ext(&w.descriptors[..mr_end])
-        .map_err(|e| Error::inval(format!("private data: memory region descriptor: {e}")))?;
+    let (mr, mr_ext) = decode_mr_ext(&w.descriptors[..mr_end]).map_err(|e| {
+        let at = match e.detail() {
+            Some(crate::error::Detail::Malformed { at, .. }) => *at as usize,
+            _ => 0,
+        };
+        Error::malformed(Wire::CommonData, 4 + at, format!("private data: memory region descriptor: {e}"))
+    })?;
     let peer_cfg = (w.pcfg_desc_size > 0).then(|| decode_peer_cfg(&w.descriptors[mr_end..pcfg_end])).transpose()?;
     Ok(CommonDataDesc { data_offset: w.data_offset, mr, mr_ext, peer_cfg })
 }
@@ -445,7 +483,7 @@ mod common_tests {
         assert_eq!(decode_common(&padded).unwrap(), d);
         let mut bad = b;
         bad[2] = 24;
-        assert!(decode_common(&bad).unwrap_err().to_string().contains("24 + 1"));
+        assert_eq!(malformed(&decode_common(&bad).unwrap_err()), (Wire::CommonData, 2), "24 + 1 descriptor bytes");
         assert!(decode_common(&b[..27]).is_err());
     }
 
@@ -461,7 +499,7 @@ mod common_tests {
         let none = decode_common_desc(&encode_common(&CommonDataWire { pcfg_desc_size: 0, ..w })).unwrap();
         assert_eq!(none.peer_cfg, None);
         let e = decode_common_desc(&encode_common(&CommonDataWire { mr_desc_size: 20, ..w })).unwrap_err();
-        assert!(e.to_string().contains("private data: memory region descriptor"), "{e}");
+        assert_eq!(malformed(&e), (Wire::CommonData, 24), "the descriptor's 20 bytes end at 4 + 20: {e}");
     }
 }
 
@@ -529,11 +567,11 @@ pub(crate) fn encode_gpspm_response(op_context: u64) -> [u8; GPSPM_RESPONSE_SIZE
 }
 
 /// Reads a varint of at most `max` bytes at `*pos`, advancing `*pos`.
-fn read_varint(bytes: &[u8], pos: &mut usize, max: usize, what: &str) -> Result<u64> {
+fn read_varint(bytes: &[u8], pos: &mut usize, max: usize, what: Wire) -> Result<u64> {
     let mut v = 0u64;
     for i in 0..max {
         let Some(&b) = bytes.get(*pos) else {
-            return Err(Error::inval(format!("{what}: truncated varint at byte {}", *pos)));
+            return Err(Error::malformed(what, *pos, format!("{what}: truncated varint at byte {}", *pos)));
         };
         *pos += 1;
         // bits beyond 64 (a 10th byte above 1) are dropped, as protobuf-c does
@@ -542,11 +580,11 @@ fn read_varint(bytes: &[u8], pos: &mut usize, max: usize, what: &str) -> Result<
             return Ok(v);
         }
     }
-    Err(Error::inval(format!("{what}: a varint longer than {max} bytes ends at byte {}", *pos)))
+    Err(Error::malformed(what, *pos, format!("{what}: a varint longer than {max} bytes ends at byte {}", *pos)))
 }
 
 /// Advances `*pos` by `n` bytes, which must be there; returns where they start.
-fn take(bytes: &[u8], pos: &mut usize, n: u64, what: &str) -> Result<usize> {
+fn take(bytes: &[u8], pos: &mut usize, n: u64, what: Wire) -> Result<usize> {
     let start = *pos;
     let end = usize::try_from(n).ok().and_then(|n| start.checked_add(n)).filter(|&e| e <= bytes.len());
     match end {
@@ -554,16 +592,17 @@ fn take(bytes: &[u8], pos: &mut usize, n: u64, what: &str) -> Result<usize> {
             *pos = e;
             Ok(start)
         }
-        None => Err(Error::inval(format!(
-            "{what}: a field of {n} bytes at byte {start} runs past the end ({} bytes)",
-            bytes.len()
-        ))),
+        None => Err(Error::malformed(
+            what,
+            start,
+            format!("{what}: a field of {n} bytes at byte {start} runs past the end ({} bytes)", bytes.len()),
+        )),
     }
 }
 
 /// Decodes a proto2 message whose fields `names[i]` (numbered `i + 1`) are
 /// all `required fixed64`.
-fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str; N]) -> Result<[u64; N]> {
+fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: Wire, names: [&str; N]) -> Result<[u64; N]> {
     let mut values: [Option<u64>; N] = [None; N];
     let mut pos = 0;
     while pos < bytes.len() {
@@ -571,7 +610,7 @@ fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str;
         let tag = read_varint(bytes, &mut pos, 5, what)?;
         let (number, wire) = (tag >> 3, tag & 7);
         if number == 0 {
-            return Err(Error::inval(format!("{what}: field number 0 at byte {at}")));
+            return Err(Error::malformed(what, at, format!("{what}: field number 0 at byte {at}")));
         }
         match usize::try_from(number - 1).ok().filter(|&i| i < N) {
             Some(i) if wire == PB_I64 => {
@@ -581,11 +620,11 @@ fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str;
                 values[i] = Some(u64::from_le_bytes(le));
             }
             Some(i) => {
-                return Err(Error::inval(format!(
-                    "{what}: field {} ({}) has wire type {wire}; a fixed64 has 1",
-                    i + 1,
-                    names[i]
-                )))
+                return Err(Error::malformed(
+                    what,
+                    at,
+                    format!("{what}: field {} ({}) has wire type {wire}; a fixed64 has 1", i + 1, names[i]),
+                ))
             }
             // an unknown field: skipped
             None => match wire {
@@ -603,9 +642,11 @@ fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str;
                     take(bytes, &mut pos, 4, what)?;
                 }
                 _ => {
-                    return Err(Error::inval(format!(
-                        "{what}: field {number} at byte {at} has wire type {wire}, which is not supported"
-                    )))
+                    return Err(Error::malformed(
+                        what,
+                        at,
+                        format!("{what}: field {number} at byte {at} has wire type {wire}, which is not supported"),
+                    ))
                 }
             },
         }
@@ -613,12 +654,11 @@ fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str;
     let mut out = [0u64; N];
     for (i, v) in values.iter().enumerate() {
         out[i] = v.ok_or_else(|| {
-            Error::inval(format!(
-                "{what}: the required field {} ({}) is missing ({} bytes)",
-                i + 1,
-                names[i],
-                bytes.len()
-            ))
+            Error::malformed(
+                what,
+                bytes.len(),
+                format!("{what}: the required field {} ({}) is missing ({} bytes)", i + 1, names[i], bytes.len()),
+            )
         })?;
     }
     Ok(out)
@@ -626,12 +666,12 @@ fn decode_fixed64_fields<const N: usize>(bytes: &[u8], what: &str, names: [&str;
 
 pub(crate) fn decode_gpspm_request(bytes: &[u8]) -> Result<GpspmRequestWire> {
     let [offset, length, op_context] =
-        decode_fixed64_fields(bytes, "GPSPM flush request", ["offset", "length", "op_context"])?;
+        decode_fixed64_fields(bytes, Wire::GpspmRequest, ["offset", "length", "op_context"])?;
     Ok(GpspmRequestWire { offset, length, op_context })
 }
 
 pub(crate) fn decode_gpspm_response(bytes: &[u8]) -> Result<u64> {
-    let [op_context] = decode_fixed64_fields(bytes, "GPSPM flush response", ["op_context"])?;
+    let [op_context] = decode_fixed64_fields(bytes, Wire::GpspmResponse, ["op_context"])?;
     Ok(op_context)
 }
 
@@ -682,13 +722,12 @@ mod gpspm_tests {
         assert_eq!(req(&[&[0x80, 0x80, 0x80, 0x80, 0x10, 0x00], F1, F2, F3]).unwrap(), G);
         // refused: a missing field, a varint for a fixed64, a group, trailing
         // zero (field 0), wire type 6
-        let e = req(&[F1, F2]).unwrap_err().to_string();
-        assert!(e.contains("field 3 (op_context) is missing"), "{e}");
-        let e = req(&[&[0x08, 3], F2, F3]).unwrap_err().to_string();
-        assert!(e.contains("field 1 (offset) has wire type 0"), "{e}");
-        assert!(req(&[&[0x2b, 0x2c], F1, F2, F3]).unwrap_err().to_string().contains("wire type 3"));
-        assert!(req(&[F1, F2, F3, &[0]]).unwrap_err().to_string().contains("field number 0"));
-        assert!(req(&[&[0x0e], F1, F2, F3]).unwrap_err().to_string().contains("wire type 6"));
+        let at = |r: Result<GpspmRequestWire>| malformed(&r.unwrap_err());
+        assert_eq!(at(req(&[F1, F2])), (Wire::GpspmRequest, 18), "field 3 missing: found at the end");
+        assert_eq!(at(req(&[&[0x08, 3], F2, F3])), (Wire::GpspmRequest, 0), "field 1 as a varint");
+        assert_eq!(at(req(&[&[0x2b, 0x2c], F1, F2, F3])), (Wire::GpspmRequest, 0), "a group (wire type 3)");
+        assert_eq!(at(req(&[F1, F2, F3, &[0]])), (Wire::GpspmRequest, 27), "field number 0");
+        assert_eq!(at(req(&[&[0x0e], F1, F2, F3])), (Wire::GpspmRequest, 0), "wire type 6");
         // truncated: everywhere
         for n in 0..REQ.len() {
             assert!(decode_gpspm_request(&REQ[..n]).is_err(), "{n} bytes");
@@ -698,7 +737,8 @@ mod gpspm_tests {
         }
         // lengths that overflow, tags too long
         assert!(req(&[&[0x22, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01], F1, F2, F3]).is_err());
-        assert!(req(&[&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], F1, F2, F3]).unwrap_err().to_string().contains("longer"));
+        let e = req(&[&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], F1, F2, F3]).unwrap_err();
+        assert_eq!(malformed(&e), (Wire::GpspmRequest, 5), "a tag longer than 5 bytes: {e}");
         // the response's decoder skips the request's other fields
         assert_eq!(decode_gpspm_response(&REQ).unwrap(), 0x10);
     }

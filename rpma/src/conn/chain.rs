@@ -232,10 +232,14 @@ fn check_carried(qp: &rpma_sys::qp::Qp, ops: &SendChain) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn not_carried(i: usize) -> Error {
-    Error::unsupported(format!(
+    let detail = crate::error::Detail::NotInChain { index: i as u64 };
+    Error::NoSupp(crate::error::Msg::detailed(
+        detail,
+        format!(
         "chain operation {i}: the chain holds a native atomic write or flush, so it is posted through ibv_wr_*, and \
          this connection's QP carries only RDMA write and read there besides them (no sends, writes with \
          immediate data, compare-and-swap or fetch-and-add): post operation {i} on its own"
+    ),
     ))
 }
 

@@ -24,8 +24,8 @@ pub enum Detail {
     /// `offset + len` exceeds the `size` of the region (or list) the
     /// argument `what` names.
     OutOfRange {
-        /// The argument (`"read: dst"`).
-        what: String,
+        /// The argument ([`Arg::Dst`] for `read`'s `dst`).
+        what: Arg,
         /// The offset asked for.
         offset: u64,
         /// The length asked for.
@@ -35,8 +35,8 @@ pub enum Detail {
     },
     /// A region lacks usages the operation needs.
     UsageMissing {
-        /// The argument (`"write: src"`).
-        what: String,
+        /// The argument ([`Arg::Src`] for `write`'s `src`).
+        what: Arg,
         /// The usages to add (register the region with them).
         missing: crate::access::Usage,
     },
@@ -46,8 +46,9 @@ pub enum Detail {
     /// the connection's setup (private data), of a chain (operations) or of
     /// a message slot (bytes).
     TooLong {
-        /// The argument (`"write_inline"`, `"ConnCfg sq_size"`).
-        what: String,
+        /// The argument or setting ([`Arg::Data`] for an inline write,
+        /// [`Arg::SqSize`]).
+        what: Arg,
         /// The length or count asked for.
         len: u64,
         /// The most allowed.
@@ -56,8 +57,8 @@ pub enum Detail {
     /// An offset or address that must be a multiple of `align` is not
     /// (8-byte remote atomics, the atomic write).
     Misaligned {
-        /// The argument (`"atomic_write: dst_offset"`).
-        what: String,
+        /// The side whose offset it is ([`Arg::Dst`] for `atomic_write`).
+        what: Arg,
         /// The offset or address asked for.
         value: u64,
         /// The alignment it needs.
@@ -67,15 +68,16 @@ pub enum Detail {
     /// memory of 0 bytes to register, a scatter/gather list without
     /// elements.
     Empty {
-        /// The argument (`"write_sg: src"`).
-        what: String,
+        /// The argument ([`Arg::Src`] for `write_sg`'s `src`).
+        what: Arg,
     },
     /// A region, window, SRQ or shared completion queue belongs to another
     /// peer (protection domain), or a window to another connection, than
     /// the one it is used with.
     Foreign {
-        /// The argument (`"write_sg: src[1]"`, `"the SRQ"`).
-        what: String,
+        /// The argument ([`Arg::SrcElement(1)`](Arg::SrcElement),
+        /// [`Arg::Srq`]).
+        what: Arg,
     },
     /// The region is held ([`Error::Again`]): `in_flight` operations using
     /// it are in flight (reap their completions) and `windows` memory
@@ -103,6 +105,16 @@ pub enum Detail {
     /// The send queue has no free slot now ([`Error::Again`]): reap
     /// completions and post again.
     QueueFull,
+    /// The send queue's last free slot is kept for a signaled operation
+    /// ([`Error::Again`]): the operations before it are all unsignaled, so
+    /// reaping finds nothing to retire them. Post this one (or another)
+    /// with [`Flags::COMPLETION_ALWAYS`](crate::Flags::COMPLETION_ALWAYS)
+    /// and reap its completion, which retires them.
+    SignalNeeded,
+    /// The provider failed the post but may have queued the operation
+    /// ([`Error::Provider`]): its memory stays held until the connection's
+    /// completions account for it, as for a posted operation.
+    MaybeQueued,
     /// The connection is closed (disconnected, lost or rejected).
     Closed,
     /// The device, the connection or the remote side does not support
@@ -175,6 +187,45 @@ pub enum Detail {
     /// An `rpma::aio` type was made, or an awaited call made, outside a
     /// tokio runtime ([`Error::Inval`]).
     NoRuntime,
+    /// A flush of type [`Persistent`](crate::FlushType::Persistent) to a
+    /// peer that has not declared direct write to persistent memory
+    /// ([`Error::NoSupp`]): apply its [`PeerCfg`](crate::PeerCfg) with
+    /// [`Conn::apply_remote_peer_cfg`](crate::Conn::apply_remote_peer_cfg),
+    /// or flush with [`Visibility`](crate::FlushType::Visibility). (A
+    /// remote region registered without the flush's usage is
+    /// [`UsageMissing`](Detail::UsageMissing), also `NoSupp`.)
+    PeerNotPmem,
+    /// Operation `index` of a chain cannot travel in it
+    /// ([`Error::NoSupp`]): a chain holding a native atomic write or flush
+    /// posts through the extended interface, which carries only RDMA write
+    /// and read beside them on this connection. Post that operation on its
+    /// own.
+    NotInChain {
+        /// The operation's place in the chain (0 first).
+        index: u64,
+    },
+    /// The device grants a usage only on persistent memory
+    /// ([`Error::Provider`], `EINVAL`): rxe with native flush refuses
+    /// [`Usage::FLUSH_TYPE_PERSISTENT`](crate::Usage::FLUSH_TYPE_PERSISTENT)
+    /// on DRAM. Register DRAM without it.
+    NeedsPmem,
+    /// The memory needs On-Demand Paging (a file on FS-DAX) and the device
+    /// does not support it ([`Error::Provider`], `EOPNOTSUPP`).
+    NoOdp,
+    /// Bytes from the peer (or handed in as if from one) do not decode as
+    /// `what` ([`Error::Inval`]): the peer speaks another layout or
+    /// version, or the bytes are not a descriptor. `at` is the byte where
+    /// decoding stopped (the length when they are too short).
+    Malformed {
+        /// What the bytes were decoded as.
+        what: Wire,
+        /// The byte where decoding stopped.
+        at: u64,
+    },
+    /// A call that cannot succeed as written, whatever the device and the
+    /// peer do: a bug in the calling code, which the message says how to
+    /// change.
+    Misuse(Misuse),
     /// An awaited operation (`rpma::aio::AsyncConn`) completed with an
     /// error status ([`Error::Provider`]).
     Completed {
@@ -183,4 +234,131 @@ pub enum Detail {
         /// retry).
         status: u32,
     },
+}
+
+/// What a [`Detail`] is about: the argument, or the setting, of the call
+/// that was refused. Its message names the call too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Arg {
+    /// The operation's source: a region (local or remote), or a whole
+    /// scatter/gather list.
+    Src,
+    /// The operation's destination: a region, or a whole list.
+    Dst,
+    /// Element `index` (0 first) of the `src` list.
+    SrcElement(usize),
+    /// Element `index` (0 first) of the `dst` list.
+    DstElement(usize),
+    /// The data an operation carries itself: an inline write's bytes, an
+    /// atomic write's 8 bytes.
+    Data,
+    /// A range of a region's own memory (`MrLocal::read_at`, `write_at`,
+    /// `advise`).
+    Range,
+    /// The memory to register (`MrLocal::reg`, `rereg_memory`).
+    Memory,
+    /// The region a window is bound over (`bind_mw`'s `mr`).
+    Region,
+    /// The memory window.
+    Window,
+    /// The shared receive queue of a connection's configuration.
+    Srq,
+    /// The shared completion queue of a connection's configuration.
+    SharedCq,
+    /// The private data of a connection's setup.
+    PrivateData,
+    /// A message of [`Messages`](crate::messages::Messages) (its slot size).
+    Message,
+    /// The operations of a [`Chain`](crate::Chain).
+    Chain,
+    /// A timeout (`ConnCfg::set_timeout`, `get_ibv_context_timeout`).
+    Timeout,
+    /// The send queue's size (`ConnCfg::set_sq_size`).
+    SqSize,
+    /// The receive queue's size (`ConnCfg`, `SrqCfg`).
+    RqSize,
+    /// The completion queue's size (`ConnCfg::set_cq_size`,
+    /// `SharedCq::new`).
+    CqSize,
+    /// The receive completion queue's size (`ConnCfg`, `SrqCfg`).
+    RcqSize,
+    /// Scatter/gather elements a send takes (`ConnCfg::set_max_send_sge`).
+    MaxSendSge,
+    /// Scatter/gather elements a receive takes
+    /// (`ConnCfg::set_max_recv_sge`).
+    MaxRecvSge,
+}
+
+/// What a [`Detail::Malformed`] was decoded as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wire {
+    /// A memory region descriptor (librpma's 21 bytes, or rpma's 23).
+    MrDescriptor,
+    /// A peer configuration descriptor (1 byte).
+    PeerCfg,
+    /// Private data in the examples' `common_data` layout.
+    CommonData,
+    /// A GPSPM flush request (protobuf).
+    GpspmRequest,
+    /// A GPSPM flush response (protobuf).
+    GpspmResponse,
+}
+
+impl std::fmt::Display for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Wire::MrDescriptor => "memory region descriptor",
+            Wire::PeerCfg => "peer configuration descriptor",
+            Wire::CommonData => "private data",
+            Wire::GpspmRequest => "GPSPM flush request",
+            Wire::GpspmResponse => "GPSPM flush response",
+        })
+    }
+}
+
+/// Which rule a [`Detail::Misuse`] broke: calls that cannot succeed as
+/// written ([`Error::Inval`]). Nothing changed; the message says what to
+/// change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Misuse {
+    /// `bind_mw` of a window that is already bound: invalidate it first.
+    WindowBound,
+    /// The window is not bound (`invalidate_mw`, `Mw::descriptor`).
+    WindowNotBound,
+    /// `invalidate_mw` while an invalidation of the window is posted: reap
+    /// its completion.
+    InvalidationPosted,
+    /// `bind_mw` with remote write or atomic access over a region without
+    /// local write access.
+    WindowNeedsLocalWrite,
+    /// `bind_mw` with zero-based addressing of a type 1 window.
+    ZeroBasedNeedsType2,
+    /// The operation needs its own completion
+    /// ([`Flags::COMPLETION_ALWAYS`](crate::Flags::COMPLETION_ALWAYS)):
+    /// `invalidate_mw`, whose completion alone releases the region.
+    CompletionNeeded,
+    /// `Mw::remote_invalidated` with a completion that is not a successful
+    /// receive.
+    NotAReceive,
+    /// `Mw::remote_invalidated` with a completion naming the window's rkey
+    /// that no completion queue of the window's peer polled (built or
+    /// copied by hand): the device's report is what releases the window.
+    NotPolledHere,
+    /// `Mw::remote_invalidated` with a receive that invalidated another
+    /// rkey.
+    OtherRkey,
+    /// `Mw::remote_invalidated` with a receive naming no invalidated rkey:
+    /// the provider does not report it, or the send carried none. Drop
+    /// the window to release the region.
+    NoInvalidatedRkey,
+    /// A connection on a shared CQ with its own receive CQ (`rcq_size`) or
+    /// a shared completion channel: the shared CQ takes its receives too.
+    SharedCqSettings,
+    /// A shared completion channel with an SRQ that has its own receive CQ.
+    SrqChannel,
+    /// `MrLocal::rereg` with neither a peer nor a usage to change.
+    NothingToChange,
 }

@@ -168,7 +168,7 @@ impl SendChain {
 #[inline(never)]
 pub(crate) fn chain_is_full() -> Error {
     Error::too_long(
-        "chain",
+        crate::error::Arg::Chain,
         MAX_CHAIN as u64 + 1,
         MAX_CHAIN as u64,
         format!("a chain holds at most {MAX_CHAIN} operations"),

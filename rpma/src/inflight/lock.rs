@@ -2,14 +2,14 @@
 //! test-and-set lock without poisoning.
 //!
 //! Every tracked post and every completion takes the send tracker's lock
-//! once. `std::sync::Mutex` costs about 17 instructions a lock and unlock on
-//! x86-64 (the compare-exchange, two panic-count checks for poisoning, the
-//! swap and its waiter check); this one costs the compare-exchange and a
-//! store. The critical sections are short (a ring update, and one
-//! `ibv_post_send`, which itself takes the provider's spin lock on the same
-//! send queue), so a waiter spins briefly and then yields the CPU. The
-//! routing table's sections are a post with the first polls of its CQs, a
-//! drain of a CQ, a route (waking a waiter) or a slot's change.
+//! once. `std::sync::Mutex`'s lock and unlock are a compare-exchange, two
+//! panic-count checks for poisoning, a swap and its waiter check; this one's
+//! are the compare-exchange and a store. The critical sections are short (a
+//! ring update, and one `ibv_post_send`, which itself takes the provider's
+//! spin lock on the same send queue), so a waiter spins briefly and then
+//! yields the CPU. The routing table's sections are a post with the first
+//! polls of its CQs, a drain of a CQ, a route (waking a waiter) or a slot's
+//! change.
 //!
 //! No poisoning: the tracker recovered from a poisoned mutex anyway (its
 //! state stays consistent at every panic point: nothing in a critical

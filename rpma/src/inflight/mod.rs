@@ -111,13 +111,11 @@ pub(crate) struct SendOpRec {
 #[inline(never)]
 pub(crate) fn post_error(op: &'static str, e: rpma_sys::post::PostError) -> Error {
     if e.maybe_queued {
-        Error::provider_raw(
-            format!(
-                "{op} (the provider named no refused request, so it may have queued it: it may still run, and its \
-                 memory stays held until it or a later operation completes, or the connection is dropped)"
-            ),
-            e.error,
-        )
+        let text = format!(
+            "{op} (the provider named no refused request, so it may have queued it: it may still run, and its \
+             memory stays held until it or a later operation completes, or the connection is dropped)"
+        );
+        Error::provider_raw(crate::error::Msg::detailed(crate::error::Detail::MaybeQueued, text), e.error)
     } else {
         Error::provider_raw(op, e.error)
     }
@@ -217,7 +215,7 @@ mod tests {
         let hold: Hold = Arc::new(Tag);
         let t = SendTracker::new(4).unwrap();
         let e = t.post_with(rec(1, CompletionOp::Write, true, Some(hold.clone())), queued).unwrap_err();
-        assert!(e.to_string().contains("may have queued it"), "{e}");
+        assert_eq!(e.detail(), Some(&crate::error::Detail::MaybeQueued), "{e}");
         assert_eq!(t.pending(), 1, "recorded as posted");
         assert_eq!(Arc::strong_count(&hold), 2, "the hold is kept");
         let refused = |_| Err(PostError::refused(std::io::Error::from_raw_os_error(libc::ENOMEM)));
@@ -302,7 +300,7 @@ mod tests {
         t.post_with(rec(2, CompletionOp::Write, false, None), ok).unwrap();
         let e = t.post_with(rec(3, CompletionOp::Write, false, None), ok).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
-        assert!(e.to_string().contains("kept for a signaled operation"), "{e}");
+        assert_eq!(e.detail(), Some(&crate::error::Detail::SignalNeeded), "{e}");
         // ... which can be posted, and whose completion retires the rest.
         let mut id = 0;
         t.post_with(rec(4, CompletionOp::Flush, true, None), |i| {
@@ -311,7 +309,7 @@ mod tests {
         })
         .unwrap();
         let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
-        assert!(e.to_string().contains("the send queue is full"), "{e}");
+        assert_eq!(e.detail(), Some(&crate::error::Detail::QueueFull), "{e}");
         assert_eq!(t.complete(id, true), Some((4, CompletionOp::Flush)));
         assert_eq!(t.pending(), 0);
         // A queue of 1 takes signaled operations only.
@@ -417,7 +415,7 @@ mod tests {
         t.post_with(rec(4, CompletionOp::Write, true, None), ok).unwrap();
         let e = t.post_with(rec(5, CompletionOp::Write, true, None), ok).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_AGAIN);
-        assert!(e.to_string().contains("sq_size 3"), "{e}");
+        assert_eq!(e.detail(), Some(&crate::error::Detail::QueueFull), "{e}");
     }
 
     /// A chain takes an operation with a non-inline local range only with

@@ -469,17 +469,23 @@ fn chain_full(len: usize, depth: usize, need: usize) -> Error {
 #[cold]
 #[inline(never)]
 fn queue_full(len: usize, depth: usize, signaled: bool) -> Error {
-    let msg = if signaled || len >= depth {
-        format!(
-            "the send queue is full: {len} operation(s) posted and not yet retired (sq_size {depth}); \
+    let (detail, msg) = if signaled || len >= depth {
+        (
+            Detail::QueueFull,
+            format!(
+                "the send queue is full: {len} operation(s) posted and not yet retired (sq_size {depth}); \
              reap completions (Cq::get_wc, Cq::next_completion) and post again"
+            ),
         )
     } else {
-        format!(
-            "the send queue has {len} of its {depth} slots taken (sq_size {depth}) and the last one is kept for a \
+        (
+            Detail::SignalNeeded,
+            format!(
+                "the send queue has {len} of its {depth} slots taken (sq_size {depth}) and the last one is kept for a \
              signaled operation: post one with Flags::COMPLETION_ALWAYS and reap its completion, which retires the \
              unsignaled ones before it"
+            ),
         )
     };
-    Error::Again(Msg::detailed(Detail::QueueFull, msg))
+    Error::Again(Msg::detailed(detail, msg))
 }

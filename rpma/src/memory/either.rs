@@ -2,7 +2,7 @@
 //! what can be made durable.
 
 use super::{AlignedBuf, MappedFile, RegMemory};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Page-aligned DRAM or a file mapping, one type for a region whose kind is
 /// chosen at run time (a server given `--pmem PATH` or not, as librpma's
@@ -64,7 +64,7 @@ pub trait Persist: RegMemory + sealed::Sealed {
     /// Makes `len` bytes at `offset` durable.
     ///
     /// # Errors
-    /// [`Error::Inval`] when the range exceeds the memory; as
+    /// [`Error::Inval`](crate::Error::Inval) when the range exceeds the memory; as
     /// [`MappedFile::persist_range`] for a mapping.
     fn persist_range(&self, offset: usize, len: usize) -> Result<()>;
 }
@@ -78,13 +78,7 @@ impl Persist for MappedFile {
 impl Persist for Memory {
     fn persist_range(&self, offset: usize, len: usize) -> Result<()> {
         match self {
-            Memory::Dram(m) => match offset.checked_add(len) {
-                Some(end) if end <= m.len() => Ok(()),
-                _ => Err(Error::inval(format!(
-                    "Memory::persist_range: offset {offset} + length {len} exceeds the buffer's length {}",
-                    m.len()
-                ))),
-            },
+            Memory::Dram(m) => super::check_range("Memory::persist_range", offset, len, m.len(), "the buffer's length"),
             Memory::Mapped(m) => m.persist_range(offset, len),
         }
     }

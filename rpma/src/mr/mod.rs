@@ -11,7 +11,7 @@ pub(crate) use local::RegionHold;
 pub use remote::MrRemote;
 
 pub use crate::access::{usage_to_access, Access, Usage};
-use crate::error::{Detail, Error, Msg, Result};
+use crate::error::{Arg, Detail, Error, Msg, Named, Result};
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::peer::Peer;
@@ -314,7 +314,7 @@ fn len_fits(len: usize, limit: u64) -> bool {
 #[inline(never)]
 fn bad_length(len: usize, max: u64) -> Error {
     if len == 0 {
-        return Error::empty("memory to register", "memory to register is 0 bytes long; it must be at least 1 byte");
+        return Error::empty(Arg::Memory, "memory to register is 0 bytes long; it must be at least 1 byte");
     }
     Error::inval(format!("memory to register is {len} bytes long; the device's max_mr_size is {max}"))
 }
@@ -390,13 +390,14 @@ fn reg_failed(
         OdpFallback::Fail => {
             // rxe (and the IBA 1.5 rule it follows) grants persistent
             // flush only on memory the kernel knows as persistent.
-            let hint = if access.contains(Access::FLUSH_PERSISTENT) && e.raw_os_error() == Some(libc::EINVAL) {
-                " (the device refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is not persistent memory; \
-                 with native RDMA FLUSH, register DRAM without Usage::FLUSH_TYPE_PERSISTENT)"
-            } else {
-                ""
-            };
-            let op = format!("ibv_reg_mr({len} bytes, access {access:?}){hint}");
+            let op = format!("ibv_reg_mr({len} bytes, access {access:?})");
+            if access.contains(Access::FLUSH_PERSISTENT) && e.raw_os_error() == Some(libc::EINVAL) {
+                let text = format!(
+                    "{op} (the device refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is not persistent \
+                     memory; with native RDMA FLUSH, register DRAM without Usage::FLUSH_TYPE_PERSISTENT)"
+                );
+                return Err(Error::Provider { op: Msg::detailed(Detail::NeedsPmem, text), source: e });
+            }
             // Pinning counts against the memlock limit (without CAP_IPC_LOCK).
             if let Some(limit) = memlock_limit().filter(|_| e.raw_os_error() == Some(libc::ENOMEM)) {
                 let text = format!(
@@ -410,12 +411,11 @@ fn reg_failed(
         }
         OdpFallback::Refuse => {
             rpma_log!(LogLevel::Error, "ibv_reg_mr: {e}; peer does not support On-Demand Paging");
-            Err(Error::provider_raw(
-                format!(
-                    "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not support On-Demand Paging)"
-                ),
-                e,
-            ))
+            let text = format!(
+                "ibv_reg_mr({len} bytes, access {access:?}) (the memory cannot be pinned and the peer does not \
+                 support On-Demand Paging)"
+            );
+            Err(Error::Provider { op: Msg::detailed(Detail::NoOdp, text), source: e })
         }
         OdpFallback::Retry => {
             let odp_access = access | Access::ON_DEMAND;
@@ -444,7 +444,7 @@ fn memlock_limit() -> Option<u64> {
 /// one's). The side is a constant, not an argument: the hot path then
 /// loads nothing for the error it does not take.
 #[inline]
-fn check_within<const REMOTE: bool>(what: &str, offset: u64, len: u64, size: u64) -> Result<()> {
+fn check_within<const REMOTE: bool>(what: Named, offset: u64, len: u64, size: u64) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => Err(out_of_range::<REMOTE>(what, offset, len, size)),
@@ -453,10 +453,10 @@ fn check_within<const REMOTE: bool>(what: &str, offset: u64, len: u64, size: u64
 
 #[cold]
 #[inline(never)]
-fn out_of_range<const REMOTE: bool>(what: &str, offset: u64, len: u64, size: u64) -> Error {
+fn out_of_range<const REMOTE: bool>(what: Named, offset: u64, len: u64, size: u64) -> Error {
     let side = if REMOTE { "remote" } else { "local" };
     let text = format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}");
-    Error::Inval(Msg::detailed(Detail::OutOfRange { what: what.to_string(), offset, len, size }, text))
+    Error::Inval(Msg::detailed(Detail::OutOfRange { what: what.arg, offset, len, size }, text))
 }
 
 /// A usage with at least one flag and no undefined bit: the test inline,

@@ -1,7 +1,7 @@
 //! Re-registration of a live region (`ibv_rereg_mr`), with an emulation
 //! where the provider lacks it.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Misuse, Result};
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::mr::{check_usage, register, Access, MrLocal, MrParts, Usage};
@@ -154,7 +154,11 @@ impl<M: RegMemory> MrLocal<M> {
         usage: Option<Usage>,
     ) -> std::result::Result<Reregistered<M>, ReregError<M>> {
         if peer.is_none() && usage.is_none() {
-            return Err(unchanged(self, None, Error::inval("rereg: nothing to change (give a peer and/or a usage)")));
+            return Err(unchanged(
+                self,
+                None,
+                Error::misuse(Misuse::NothingToChange, "rereg: nothing to change (give a peer and/or a usage)"),
+            ));
         }
         let plan = match Plan::new(&self, peer, usage) {
             Ok(p) => p,
@@ -206,7 +210,7 @@ impl<M: RegMemory> MrLocal<M> {
             return Err(unchanged(
                 self,
                 Some(mem),
-                Error::empty("rereg_memory: the new memory", "rereg_memory: the new memory is 0 bytes long"),
+                Error::empty(crate::error::Arg::Memory, "rereg_memory: the new memory is 0 bytes long"),
             ));
         }
         let plan = match Plan::new(&self, peer, usage) {

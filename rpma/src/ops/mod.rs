@@ -70,7 +70,7 @@
 #![allow(private_interfaces, private_bounds)]
 
 use crate::access::Usage;
-use crate::error::{Error, Result};
+use crate::error::{Arg, Detail, Error, Msg, Named, Result};
 use crate::inflight::Hold;
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{MrLocal, MrRemote};
@@ -178,20 +178,26 @@ struct Remote<'a> {
 /// type ([`local_op!`]) rather than fields of each value, so an operation
 /// is small to build and to move (an awaited one lives in its future).
 struct Sides {
-    local: (Usage, &'static str),
-    remote: (Usage, &'static str),
+    local: (Usage, Named),
+    remote: (Usage, Named),
 }
 
-const READ: Sides = Sides { local: (Usage::READ_DST, "read: dst"), remote: (Usage::READ_SRC, "read: src") };
-const WRITE: Sides = Sides { local: (Usage::WRITE_SRC, "write: src"), remote: (Usage::WRITE_DST, "write: dst") };
-const SEND: Sides = Sides { local: (Usage::SEND, "send: src"), remote: (Usage::empty(), "") };
-const SEND_INV: Sides = Sides { local: (Usage::SEND, "send_with_inv: src"), remote: (Usage::empty(), "") };
-const COMPARE_AND_SWAP: Sides = Sides {
-    local: (Usage::READ_DST, "compare_and_swap: dst"),
-    remote: (Usage::REMOTE_ATOMIC, "compare_and_swap: src"),
-};
+/// A source and a destination named for messages.
+const fn sides(local: (Usage, Arg), remote: (Usage, Arg), names: [&'static str; 2]) -> Sides {
+    Sides { local: (local.0, Named::new(local.1, names[0])), remote: (remote.0, Named::new(remote.1, names[1])) }
+}
+
+const READ: Sides = sides((Usage::READ_DST, Arg::Dst), (Usage::READ_SRC, Arg::Src), ["read: dst", "read: src"]);
+const WRITE: Sides = sides((Usage::WRITE_SRC, Arg::Src), (Usage::WRITE_DST, Arg::Dst), ["write: src", "write: dst"]);
+const SEND: Sides = sides((Usage::SEND, Arg::Src), (Usage::empty(), Arg::Dst), ["send: src", ""]);
+const SEND_INV: Sides = sides((Usage::SEND, Arg::Src), (Usage::empty(), Arg::Dst), ["send_with_inv: src", ""]);
+const COMPARE_AND_SWAP: Sides = sides(
+    (Usage::READ_DST, Arg::Dst),
+    (Usage::REMOTE_ATOMIC, Arg::Src),
+    ["compare_and_swap: dst", "compare_and_swap: src"],
+);
 const FETCH_AND_ADD: Sides =
-    Sides { local: (Usage::READ_DST, "fetch_and_add: dst"), remote: (Usage::REMOTE_ATOMIC, "fetch_and_add: src") };
+    sides((Usage::READ_DST, Arg::Dst), (Usage::REMOTE_ATOMIC, Arg::Src), ["fetch_and_add: dst", "fetch_and_add: src"]);
 
 /// What a connection lends an operation to check and encode it: its peer,
 /// which operations its QP posts natively, its inline limit, whether the
@@ -621,14 +627,14 @@ impl sealed::Encode for AtomicWrite<'_> {
         let signaled = self.s.flags.signaled()?;
         let (dst, dst_offset) = (self.dst, self.dst_offset);
         check_atomic_write_offset(dst_offset)?;
-        dst.check_range("atomic_write: dst", dst_offset, 8)?;
-        validate::remote(dst, Usage::WRITE_DST, "atomic_write: dst", t.peer)?;
+        const DST: Named = Named::new(Arg::Dst, "atomic_write: dst");
+        dst.check_range(DST, dst_offset, 8)?;
+        validate::remote(dst, Usage::WRITE_DST, DST, t.peer)?;
         let (rkey, remote_addr, value) = (dst.rkey(), dst.addr().wrapping_add(dst_offset), self.value);
         let m = Meta { kind: CompletionOp::AtomicWrite, ctx: self.s.ctx, hold: HoldBy::Nothing };
         // One call to the sink per kind of request, so each sees its kind
-        // as a constant (a request chosen at run time is built in memory
-        // and matched again: 13 instructions an atomic write, measured
-        // through the C ABI).
+        // as a constant (a request chosen at run time would be built in
+        // memory and matched again).
         if t.native_atomic_write {
             let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
             sink.other(m, Wr::AtomicWrite { flags, rkey, remote_addr, value })
@@ -683,13 +689,13 @@ impl sealed::Encode for Flush<'_> {
         if !supported {
             return Err(unsupported_flush(self.ty, pmem));
         }
-        dst.check_range("flush: dst", dst_offset, len)?;
+        dst.check_range(Named::new(Arg::Dst, "flush: dst"), dst_offset, len)?;
         let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
         let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
         let ctx = self.s.ctx;
         // A window cannot grant the access a native flush needs: its flush
-        // is the read. (`&`, not `&&`: the short-circuit's branch cost the
-        // C ABI's `rpma_flush` 19 instructions.)
+        // is the read. (`&`, not `&&`: no short-circuit branch on the
+        // posting path.)
         if t.native_flush & !dst.is_window() {
             let ptype = match self.ty {
                 FlushType::Visibility => rpma_sys::qp::FLUSH_GLOBAL,
@@ -699,7 +705,7 @@ impl sealed::Encode for Flush<'_> {
             let wr = Wr::Flush { flags, rkey, remote_addr, len, ptype };
             return sink.other(Meta { kind: CompletionOp::Flush, ctx, hold: HoldBy::Nothing }, wr);
         }
-        dst.check_range("flush (APM reads 8 bytes at dst_offset)", dst_offset, 8)?;
+        dst.check_range(Named::new(Arg::Dst, "flush (APM reads 8 bytes at dst_offset)"), dst_offset, 8)?;
         // The APM read: 8 bytes into the connection's flush region, held
         // like any local region until the read completes.
         let wr = SendWr {
@@ -736,14 +742,22 @@ remote_only_op!(Flush);
 #[cold]
 #[inline(never)]
 fn unsupported_flush(ty: FlushType, pmem: bool) -> Error {
-    Error::unsupported(match ty {
-        FlushType::Persistent if !pmem => {
+    let (detail, text) = match ty {
+        FlushType::Persistent if !pmem => (
+            Detail::PeerNotPmem,
             "flush(Persistent): the remote peer does not support direct write to persistent memory \
-             (apply its PeerCfg with Conn::apply_remote_peer_cfg)"
-        }
-        FlushType::Persistent => "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
-        FlushType::Visibility => "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
-    })
+             (apply its PeerCfg with Conn::apply_remote_peer_cfg)",
+        ),
+        FlushType::Persistent => (
+            Detail::UsageMissing { what: Arg::Dst, missing: Usage::FLUSH_TYPE_PERSISTENT },
+            "flush(Persistent): the remote region was not registered with FLUSH_TYPE_PERSISTENT",
+        ),
+        FlushType::Visibility => (
+            Detail::UsageMissing { what: Arg::Dst, missing: Usage::FLUSH_TYPE_VISIBILITY },
+            "flush(Visibility): the remote region was not registered with FLUSH_TYPE_VISIBILITY",
+        ),
+    };
+    Error::NoSupp(Msg::detailed(detail, text.into()))
 }
 
 /// An atomic write's destination offset: a multiple of
@@ -765,7 +779,7 @@ fn check_atomic_write_offset(dst_offset: u64) -> Result<()> {
 /// # Errors
 /// [`Error::Inval`] with [`Detail::Misaligned`](crate::error::Detail::Misaligned) naming `what`.
 #[inline(always)]
-fn check_atomic_addr(what: &str, region: u64, offset: u64) -> Result<()> {
+fn check_atomic_addr(what: Named, region: u64, offset: u64) -> Result<()> {
     match region.wrapping_add(offset).is_multiple_of(ATOMIC_ALIGNMENT) {
         true => Ok(()),
         false => Err(misaligned(what, region, offset)),
@@ -776,7 +790,7 @@ fn check_atomic_addr(what: &str, region: u64, offset: u64) -> Result<()> {
 #[inline(never)]
 fn misaligned_atomic_write(dst_offset: u64) -> Error {
     Error::misaligned(
-        "atomic_write: dst_offset",
+        Arg::Dst,
         dst_offset,
         ATOMIC_WRITE_ALIGNMENT,
         format!("atomic_write: dst_offset {dst_offset} is not a multiple of {ATOMIC_WRITE_ALIGNMENT}"),
@@ -787,7 +801,7 @@ fn misaligned_atomic_write(dst_offset: u64) -> Error {
 #[inline(never)]
 fn no_inline8(max_inline_data: u32) -> Error {
     Error::too_long(
-        "atomic_write",
+        Arg::Data,
         8,
         max_inline_data.into(),
         format!(
@@ -799,19 +813,19 @@ fn no_inline8(max_inline_data: u32) -> Error {
 
 #[cold]
 #[inline(never)]
-fn no_atomics(what: &str, peer: &Peer) -> Error {
+fn no_atomics(what: Named, peer: &Peer) -> Error {
     Error::unsupported(format!(
         "{}: {} does not support remote atomics (atomic_cap is IBV_ATOMIC_NONE)",
-        what.split(':').next().unwrap_or(what),
+        what.text.split(':').next().unwrap_or(what.text),
         peer.device_name()
     ))
 }
 
 #[cold]
 #[inline(never)]
-fn misaligned(what: &str, region: u64, offset: u64) -> Error {
+fn misaligned(what: Named, region: u64, offset: u64) -> Error {
     Error::misaligned(
-        what,
+        what.arg,
         region.wrapping_add(offset),
         ATOMIC_ALIGNMENT,
         format!(

@@ -8,7 +8,7 @@
 use super::sealed::{Encode, Hold_, Receive};
 use super::{gather, Gathered, HoldBy, Meta, Operation, RecvOperation, Sg, Sink, Target};
 use crate::access::Usage;
-use crate::error::Result;
+use crate::error::{Arg, Named, Result};
 use crate::inflight::Hold;
 use crate::memory::RegMemory;
 use crate::mr::MrLocal;
@@ -58,9 +58,10 @@ impl<'a, M: RegMemory> Recv<'a, M> {
     /// memory to post.
     #[inline]
     fn sge(&self, peer: &Peer) -> Result<Option<Sge>> {
-        let len32 = validate::len32("recv", self.len)?;
-        self.dst.check_range("recv: dst", self.offset, self.len)?;
-        validate::local(self.dst, Usage::RECV, "recv: dst", peer)?;
+        const DST: Named = Named::new(Arg::Dst, "recv: dst");
+        let len32 = validate::len32(DST, self.len)?;
+        self.dst.check_range(DST, self.offset, self.len)?;
+        validate::local(self.dst, Usage::RECV, DST, peer)?;
         Ok((self.len > 0).then(|| self.dst.sge(self.offset, len32)))
     }
 }
@@ -104,7 +105,7 @@ impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
     /// The checks (count, every element's range, usage and peer, the total)
     /// and the list with its holds.
     fn gather(&self, peer: &Peer, max: u32, limit: &str) -> Result<Gathered> {
-        gather(self.dst, Usage::RECV, "recv_sg: dst", max, limit, peer)
+        gather(self.dst, Usage::RECV, Named::new(Arg::Dst, "recv_sg: dst"), max, limit, peer)
     }
 }
 
