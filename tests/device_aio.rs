@@ -837,6 +837,33 @@ device_tests!({
         });
     }
 
+    /// An AsyncConn dropped live, with an export still bound on it,
+    /// returns promptly in the task: the export's window ends with it.
+    fn a_live_async_connection_with_an_export_drops_promptly() {
+        let sp = peer();
+        let (c, s) = common::Pair::new().server_peer(&sp).connect();
+        let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND).unwrap();
+        run(async move {
+            let a = AsyncConn::new(s).unwrap();
+            let export = a.conn().export(&mr, 0, 512, MwAccess::REMOTE_READ).unwrap();
+            let t0 = std::time::Instant::now();
+            drop((a, c));
+            let took = t0.elapsed();
+            println!("  a live AsyncConn with an export dropped in {took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+            // The connection goes with its reaper, which ends at its next
+            // turn on the runtime.
+            let t0 = std::time::Instant::now();
+            while export.is_live() {
+                assert!(t0.elapsed() < Duration::from_secs(5), "the export outlived its connection");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            println!("  its export ended {:?} later", t0.elapsed());
+            drop(export);
+            drop(mr.dereg().expect("nothing holds the region"));
+        });
+    }
+
     fn a_task_whose_operations_complete_at_once_still_yields() {
         // rxe often completes a read before its post returns: the awaiting
         // future then takes its completion at once. Such a task must still

@@ -230,7 +230,6 @@ device_tests!({
             WcStatus::REM_ACCESS_ERR,
             "access after remote invalidate"
         );
-        drop((c, s));
         if wc.invalidated_rkey == Some(mw.rkey()) {
             mw.remote_invalidated(&wc).unwrap();
             assert!(!mw.is_bound());
@@ -253,6 +252,7 @@ device_tests!({
             assert_eq!(mr.bound_windows(), 0);
             mr.dereg().unwrap();
         }
+        drop((c, s));
     }
 
     /// A window's hold on its region ends only when the device confirms the
@@ -328,6 +328,33 @@ device_tests!({
         assert_eq!(mr.bound_windows(), 0);
         drop((c, s));
         mr.dereg().unwrap();
+    }
+
+    /// A type 2 window still bound when its connection goes ends with it:
+    /// the connection deallocates it before its QP (rxe otherwise waits
+    /// out a timeout of about 50 s destroying a QP a window is bound to),
+    /// the region is released, and the window refuses later binds.
+    fn a_bound_window_ends_with_its_connection() {
+        let sp = peer();
+        let mr = window_region(&sp);
+        let (c, s) = Pair::new().server_peer(&sp).connect();
+        let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
+        s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1).unwrap();
+        assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+        assert_eq!(mr.bound_windows(), 1);
+        let t0 = std::time::Instant::now();
+        drop((c, s)); // live: neither side disconnected
+        let took = t0.elapsed();
+        println!("  a live pair with a bound window dropped in {took:?}");
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        assert!(!mw.is_bound());
+        assert_eq!(mr.bound_windows(), 0, "the region is released");
+        let (c, s) = Pair::new().server_peer(&sp).connect();
+        let e = s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 4).unwrap_err();
+        assert_eq!((e.code(), e.detail()), (RPMA_E_INVAL, Some(&Detail::Closed)), "{e}");
+        drop(mw);
+        mr.dereg().unwrap();
+        close(c, s);
     }
 
     fn zero_based_region_remote_read_write() {

@@ -24,6 +24,25 @@ fn rnr_naks_sent(dev: &str) -> u64 {
 }
 
 device_tests!({
+    /// Dropping a connection that is still up returns promptly, whichever
+    /// side goes first (no implicit disconnect: the CM sends its DREQ).
+    fn dropping_live_connections_is_prompt() {
+        for server_first in [false, true] {
+            let (c, s) = Pair::new().connect();
+            let t0 = std::time::Instant::now();
+            if server_first {
+                drop(s);
+                drop(c);
+            } else {
+                drop(c);
+                drop(s);
+            }
+            let took = t0.elapsed();
+            println!("  a live pair dropped (server first: {server_first}) in {took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+        }
+    }
+
     fn connect_exchange_private_data_and_close() {
         let (c, s) = Pair::new().client_pdata(b"from-client").server_pdata(b"from-server".to_vec()).connect();
         assert!(s.private_data().starts_with(b"from-client"));

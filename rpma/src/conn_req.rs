@@ -363,6 +363,6 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         min_rnr_timer: cfg.min_rnr_timer(),
         limits,
         native,
-        exports: Default::default(),
+        ends: Default::default(),
     })
 }

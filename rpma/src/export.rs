@@ -63,8 +63,9 @@ struct Window(Mutex<Option<Mw>>);
 impl EndWithConn for Window {
     /// The `Mw`'s drop: a failed deallocation leaks the window and its
     /// region.
-    fn end(&self) {
-        drop(lock(&self.0).take());
+    fn end(&self, _qp_num: u32, _peer: &crate::Peer) {
+        let mw = lock(&self.0).take();
+        drop(mw); // after the lock
     }
 }
 
@@ -204,7 +205,7 @@ impl Conn {
         self.bind_mw(&mut mw, mr, offset, len, access, Flags::COMPLETION_ON_ERROR, EXPORT_BIND_CONTEXT)?;
         let mw = Arc::new(Window(Mutex::new(Some(mw))));
         let weak: std::sync::Weak<dyn EndWithConn> = Arc::downgrade(&mw) as _;
-        self.parts().exports.add(weak);
+        self.parts().ends.add(weak);
         Ok(Export { mw, usage })
     }
 

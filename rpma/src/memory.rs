@@ -444,7 +444,7 @@ impl MappedFile {
     ///
     /// # Errors
     /// [`Error::Inval`] for `len == 0` or a file shorter than `len`;
-    /// [`Error::Inval`] with [`Detail::Unsealable`](crate::error::Detail::Unsealable)
+    /// [`Error::Inval`] with [`Detail::Unsealable`]
     /// for a file without `F_SEAL_SHRINK` (ordinary files take no seals:
     /// use the `unsafe` [`open`](Self::open)), one sealed with `F_SEAL_SEAL`
     /// (it cannot take the seal above), or one already sealed against

@@ -3,7 +3,7 @@
 //! `ibv_bind_mw`, invalidation).
 
 use crate::access::{Access, Usage};
-use crate::conn::Conn;
+use crate::conn::{Conn, EndWithConn};
 use crate::error::{Arg, Error, Misuse, Named, Result};
 use crate::inflight::{Confirm, Hold, SendOpRec};
 use crate::logging::{rpma_log, LogLevel};
@@ -88,11 +88,67 @@ pub(crate) struct MwState {
     pub(crate) invalidating: Option<u32>,
 }
 
-pub(crate) struct MwShared(Mutex<MwState>);
+pub(crate) struct MwShared {
+    state: Mutex<MwState>,
+    /// The verbs window (`ibv_mw`), deallocated by whichever comes first:
+    /// the window's drop, or the end of the connection its type 2 binding
+    /// is on. Held across a bind or an invalidation's post; taken before
+    /// the state.
+    handle: Mutex<Option<rpma_sys::mw::Mw>>,
+}
 
 impl MwShared {
+    pub(crate) fn new(state: MwState, handle: Option<rpma_sys::mw::Mw>) -> MwShared {
+        MwShared { state: Mutex::new(state), handle: Mutex::new(handle) }
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, MwState> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The verbs window; `None` once deallocated.
+    pub(crate) fn handle(&self) -> MutexGuard<'_, Option<rpma_sys::mw::Mw>> {
+        self.handle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A type 2 window ends with the connection its binding is on: a QP with a
+/// type 2 window bound to it is not destroyed promptly (rxe waits out a
+/// timeout of tens of seconds for the window's reference), and the window
+/// serves nothing once its QP is gone. Deallocated as its drop would, the
+/// device's success ending the binding; a failure leaks both.
+impl EndWithConn for MwShared {
+    fn end(&self, qp_num: u32, peer: &Peer) {
+        let (mw, binding) = {
+            let mut handle = self.handle();
+            let mut st = self.lock();
+            if st.binding.as_ref().is_none_or(|b| b.qp_num != qp_num) {
+                return;
+            }
+            let Some(mw) = handle.take() else { return };
+            (mw, st.binding.take())
+        };
+        if let Some(b) = &binding {
+            peer.windows().keep_stale(b.qp_num, b.rkey);
+        }
+        // After the locks: the log function and the region's last drop.
+        dealloc(mw, binding);
+    }
+}
+
+/// `ibv_dealloc_mw`: on success the window no longer reaches its region and
+/// `binding` (its hold) goes; on failure both are leaked, never freed.
+fn dealloc(mw: rpma_sys::mw::Mw, binding: Option<Binding>) {
+    match mw.dealloc() {
+        Ok(()) => drop(binding),
+        Err((mw, e)) => {
+            rpma_log!(
+                LogLevel::Error,
+                "ibv_dealloc_mw: {e}; the window may still reach its region: leaking both instead of freeing"
+            );
+            std::mem::forget(mw);
+            std::mem::forget(binding);
+        }
     }
 }
 
@@ -138,8 +194,10 @@ impl Invalidate for MwShared {
 /// successful receive completion that the device marks as invalidating its
 /// rkey, as a completion queue of this peer's connections polls it
 /// ([`Mw::remote_invalidated`]), or a successful `ibv_dealloc_mw` when the
-/// window is dropped. If deallocation fails, the window and its region are
-/// leaked, never freed. Its [`descriptor`](Mw::descriptor) has the 21-byte
+/// window is dropped or, for a type 2 window, when the connection its
+/// binding is on goes (the window is deallocated with it: a later bind
+/// reports [`Detail::Closed`](crate::error::Detail::Closed)). If
+/// deallocation fails, the window and its region are leaked, never freed. Its [`descriptor`](Mw::descriptor) has the 21-byte
 /// format of a region's, so the remote side uses it as any
 /// [`MrRemote`](crate::MrRemote).
 ///
@@ -159,8 +217,6 @@ impl Invalidate for MwShared {
 /// # let _ = desc; Ok(()) }
 /// ```
 pub struct Mw {
-    /// `Some` until dropped (taken by `Drop` to deallocate it).
-    mw: Option<rpma_sys::mw::Mw>,
     ty: MwType,
     shared: Arc<MwShared>,
     peer: Peer,
@@ -209,9 +265,9 @@ impl Mw {
         }
         let mw = rpma_sys::mw::Mw::alloc(peer.pd(), ty).map_err(|e| Error::provider_raw("ibv_alloc_mw", e))?;
         let st = MwState { rkey: mw.rkey(), binding: None, invalidating: None };
-        let shared = Arc::new(MwShared(Mutex::new(st)));
+        let shared = Arc::new(MwShared::new(st, Some(mw)));
         // On failure the window is dropped unbound: ibv_dealloc_mw.
-        let m = Mw { mw: Some(mw), ty, shared, peer: peer.clone() };
+        let m = Mw { ty, shared, peer: peer.clone() };
         peer.windows().add(m.shared.clone())?;
         Ok(m)
     }
@@ -333,11 +389,6 @@ impl Mw {
         }
     }
 
-    /// The verbs window (present until the window is dropped).
-    pub(crate) fn sys(&self) -> Result<&rpma_sys::mw::Mw> {
-        self.mw.as_ref().ok_or_else(|| Error::Unknown("rpma bug: a memory window used after its drop".into()))
-    }
-
     pub(crate) fn shared(&self) -> &Arc<MwShared> {
         &self.shared
     }
@@ -345,27 +396,16 @@ impl Mw {
 
 impl Drop for Mw {
     fn drop(&mut self) {
-        let Some(mw) = self.mw.take() else { return };
+        // Nothing left when the window ended with its connection.
+        let Some(mw) = self.shared.handle().take() else { return };
         let binding = self.shared.lock().binding.take();
-        let ty = self.ty;
-        match mw.dealloc() {
-            Ok(()) => {
-                // A report of the binding may still be polled: its QP and
-                // rkey are kept stale, so it never ends a newer binding.
-                if let (Some(b), MwType::Type2) = (&binding, ty) {
-                    self.peer.windows().keep_stale(b.qp_num, b.rkey);
-                }
-                drop(binding) // the window is gone: the region is free
-            }
-            Err((mw, e)) => {
-                rpma_log!(
-                    LogLevel::Error,
-                    "ibv_dealloc_mw: {e}; the window may still reach its region: leaking both instead of freeing"
-                );
-                std::mem::forget(mw);
-                std::mem::forget(binding);
-            }
+        // A report of the binding may still be polled: its QP and rkey are
+        // kept stale (if the deallocation succeeds, the window is gone), so
+        // it never ends a newer binding.
+        if let (Some(b), MwType::Type2) = (&binding, self.ty) {
+            self.peer.windows().keep_stale(b.qp_num, b.rkey);
         }
+        dealloc(mw, binding);
     }
 }
 
@@ -396,7 +436,7 @@ mod loom_models {
             let region = Arc::new(Region(AtomicUsize::new(0)));
             let binding = Binding::new(0, 8, MwAccess::REMOTE_READ, 7, 1, region.clone());
             let st = MwState { rkey: 7, binding: Some(binding), invalidating: Some(7) };
-            let shared = Arc::new(MwShared(Mutex::new(st)));
+            let shared = Arc::new(MwShared::new(st, None));
             let windows = Arc::new(Windows::default());
             windows.add(shared.clone()).unwrap();
             let w2 = windows.clone();

@@ -51,9 +51,11 @@ use std::time::Duration;
 /// [`ConnEvent::Closed`], drop. Server: wait for `Closed`, `disconnect`, drop.
 /// Over IB/RoCE the side that disconnects first sees `Closed` only after the
 /// other side has called `disconnect` too (the CM's DREP answers its DREQ).
-/// Follow this order: dropping connections that are still up can make the
-/// kernel's CM wait out its timeouts in `rdma_destroy_id` (measured on rxe:
-/// up to about 50 s, depending on which side goes first).
+/// Dropping a connection that is still up is allowed and prompt (the CM
+/// tells the other side, which sees `Closed`): there is no implicit
+/// disconnect. Type 2 memory windows still bound on the connection end
+/// with it (deallocated before its QP, which a provider may otherwise be
+/// slow to destroy); the regions they hold are released then.
 ///
 /// # Thread safety
 /// `Conn` is `Send + Sync`: the data path may be used from several threads;

@@ -47,15 +47,16 @@ pub(crate) struct ConnParts {
     pub(crate) limits: QpLimits,
     /// Which operations the QP carries natively, read once at set-up.
     pub(crate) native: NativeOps,
-    /// What ends with the connection before its QP goes: its exports'
-    /// windows ([`crate::export`]).
-    pub(crate) exports: EndsWith,
+    /// What ends with the connection before its QP goes: the type 2
+    /// windows bound on it (exports' and users').
+    pub(crate) ends: EndsWith,
 }
 
-/// Something that ends with a connection, before its QP goes (an export's
-/// window, deallocated).
+/// Something that ends with a connection, before its QP goes: a type 2
+/// window bound on it, deallocated (an export's, or a user's `Mw`).
 pub(crate) trait EndWithConn: Send + Sync {
-    fn end(&self);
+    /// The connection whose QP is `qp_num`, on `peer`, is going.
+    fn end(&self, qp_num: u32, peer: &Peer);
 }
 
 /// A connection's [`EndWithConn`]s, held weakly: each lives as long as its
@@ -64,16 +65,21 @@ pub(crate) trait EndWithConn: Send + Sync {
 pub(crate) struct EndsWith(std::sync::Mutex<Vec<std::sync::Weak<dyn EndWithConn>>>);
 
 impl EndsWith {
+    /// Adds `w` unless it is there already (a window bound again).
     pub(crate) fn add(&self, w: std::sync::Weak<dyn EndWithConn>) {
         let mut all = crate::inflight::lock(&self.0);
         all.retain(|w| w.strong_count() > 0);
-        all.push(w);
+        if !all.iter().any(|x| std::sync::Weak::ptr_eq(x, &w)) {
+            all.push(w);
+        }
     }
 
-    fn end_all(&self) {
-        for w in std::mem::take(&mut *crate::inflight::lock(&self.0)) {
+    fn end_all(&self, qp_num: u32, peer: &Peer) {
+        // Taken out first: each ends after the list's lock is let go.
+        let all = std::mem::take(&mut *crate::inflight::lock(&self.0));
+        for w in all {
             if let Some(x) = w.upgrade() {
-                x.end();
+                x.end(qp_num, peer);
             }
         }
     }
@@ -124,18 +130,20 @@ impl QpLimits {
 impl Drop for ConnParts {
     fn drop(&mut self) {
         // librpma's order: the QP first, then (by field order) the CQs and
-        // the CM ID. Like librpma, no disconnect here: measured on rxe, an
-        // implicit disconnect makes the passive side of a pair dropped at
-        // once wait ~50 s in the CM's timewait; tear down with `disconnect`.
+        // the CM ID. Like librpma, no disconnect here: an implicit
+        // disconnect makes the passive side of a pair dropped at once wait
+        // out the CM's timewait (docs/devices.md).
         //
         // Completions still queued are reaped first, before and after the
         // QP goes, so the entries they name (receives taken from a shared
         // receive queue among them) are retired, not kept until the SRQ goes.
         self.drain_cqs();
-        // Exports end with the connection: their windows go before the QP
-        // they are bound to (rxe tears such a QP down slowly).
-        self.exports.end_all();
+        // Type 2 windows bound on the QP end with the connection, before
+        // it (rxe tears down a QP with a window bound to it slowly).
         let qp_num = self.id.qp().map(|q| q.qp_num());
+        if let Some(n) = qp_num {
+            self.ends.end_all(n, &self.peer);
+        }
         let destroyed = self.id.destroy_qp();
         if let (ConnCq::Shared(scq), Some(n)) = (&self.cq, qp_num) {
             // The QP's completions still in the CQ are retired, the other

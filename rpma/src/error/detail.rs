@@ -115,7 +115,8 @@ pub enum Detail {
     /// ([`Error::Provider`]): its memory stays held until the connection's
     /// completions account for it, as for a posted operation.
     MaybeQueued,
-    /// The connection is closed (disconnected, lost or rejected).
+    /// The connection is closed (disconnected, lost or rejected), or is
+    /// gone: a type 2 memory window bound on it was deallocated with it.
     Closed,
     /// The device, the connection or the remote side does not support
     /// what was asked ([`Error::NoSupp`]).

@@ -80,7 +80,8 @@ impl Conn {
             ));
         }
         let qp = parts.qp()?;
-        let sys_mw = mw.sys()?;
+        let handle = mw.shared().handle();
+        let sys_mw = handle.as_ref().ok_or_else(ended)?;
         let addr = mr.sys().device_addr() + offset as u64;
         let mut new_rkey = mw.rkey();
         let type2_rkey = match mw.mw_type() {
@@ -127,6 +128,14 @@ impl Conn {
         let mut st = mw.shared().lock();
         st.rkey = new_rkey;
         st.binding = Some(Binding::new(addr, len as u64, access, new_rkey, qp.qp_num(), mr.region_hold()));
+        drop(st);
+        if mw.mw_type() == MwType::Type2 {
+            // The window ends with this connection unless invalidated or
+            // dropped before.
+            let weak: std::sync::Weak<dyn EndWithConn> = Arc::downgrade(mw.shared()) as _;
+            parts.ends.add(weak);
+        }
+        drop(handle);
         posted
     }
 
@@ -192,7 +201,11 @@ impl Conn {
             hold: Some(hold),
             confirm: Some(shared.clone()),
         };
-        let sys_mw = mw.sys()?;
+        let handle = shared.handle();
+        let Some(sys_mw) = handle.as_ref() else {
+            shared.lock().invalidating = None;
+            return Err(ended());
+        };
         let r = parts.send.post_with(rec, |wr_id| match ty {
             MwType::Type2 => qp.post_local_inv(wr_id, true, fence, rkey),
             MwType::Type1 => {
@@ -216,4 +229,11 @@ impl Conn {
             }
         }
     }
+}
+
+/// A window used after the connection its type 2 binding was on ended it.
+#[cold]
+fn ended() -> Error {
+    let text = "the memory window was deallocated with the connection its binding was on: allocate another";
+    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::Closed, text.into()))
 }
