@@ -480,28 +480,39 @@ device_tests!({
     }
 
     /// Records carry their module as their target: `RUST_LOG` selects one
-    /// module (here the registration's debug line) and leaves the others
-    /// (the peer's info line). Run in a child of this binary, whose logger
-    /// reads its own `RUST_LOG`.
+    /// module and leaves the others. A child of this binary, whose logger
+    /// reads its own `RUST_LOG`, registers a region and connects a pair;
+    /// `rpma::mr=debug` shows the registration's debug line and not the
+    /// connection's, `rpma::conn=debug` the other way round. The same in a
+    /// release build: `cargo test --release --test device_mr
+    /// rust_log_selects_records_by_module` (docs/testing.md).
     fn rust_log_selects_records_by_module() {
         if std::env::var_os("RPMA_LOG_CHILD").is_some() {
             let p = peer();
             let _mr = MrLocal::reg(&p, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC).unwrap();
+            let (c, s) = common::Pair::new().connect();
+            common::close(c, s);
             return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "rust_log_selects_records_by_module"])
-            .env("RPMA_LOG_CHILD", "1")
-            .env("RUST_LOG", "rpma::mr=debug")
-            .env_remove("RUST_LOG_STYLE")
-            .output()
-            .expect("the test binary runs again");
-        assert!(out.status.success(), "{out:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        let mr: Vec<&str> =
-            err.lines().filter(|l| l.contains("rpma::mr") && l.contains("registered 4096 bytes")).collect();
-        assert_eq!(mr.len(), 1, "the registration's debug line, under its module: {err}");
-        assert!(!err.contains("peer on "), "another module's record passed the filter: {err}");
+        let child = |filter: &str| {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "rust_log_selects_records_by_module"])
+                .env("RPMA_LOG_CHILD", "1")
+                .env("RUST_LOG", filter)
+                .env_remove("RUST_LOG_STYLE")
+                .output()
+                .expect("the test binary runs again");
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let mr_line = |l: &&str| l.contains("rpma::mr") && l.contains("registered 4096 bytes");
+        let conn_line = |l: &&str| l.contains("rpma::conn_req") && l.contains("QP limits");
+        let err = child("rpma::mr=debug");
+        assert_eq!(err.lines().filter(mr_line).count(), 1, "the registration's debug line, under its module: {err}");
+        assert_eq!(err.lines().filter(conn_line).count(), 0, "another module's record passed the filter: {err}");
+        let err = child("rpma::conn=debug");
+        assert_eq!(err.lines().filter(conn_line).count(), 2, "each side's QP limits, under its module: {err}");
+        assert_eq!(err.lines().filter(mr_line).count(), 0, "another module's record passed the filter: {err}");
     }
 
     /// A registration over the memlock limit says so and what to do. Root
