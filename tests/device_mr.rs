@@ -5,7 +5,7 @@ mod common;
 use rpma::device::ContextType;
 use rpma::error::{Arg, Detail};
 use rpma::error::{RPMA_E_INVAL, RPMA_E_NOSUPP, RPMA_E_PROVIDER};
-use rpma::{Access, Advice, AdviseFlags, AlignedBuf, MrLocal, MrRemote, Peer, Usage};
+use rpma::{Access, Advice, AdviseFlags, AlignedBuf, Flags, HugeBuf, HugePage, MrLocal, MrRemote, Peer, Usage};
 use rpma_harness::{addr, device_tests, in_vm};
 use std::time::Duration;
 
@@ -43,6 +43,27 @@ fn expected_access(peer: &Peer, u: Usage) -> Access {
 /// persistent memory (measured on 6.12: `EINVAL` for DRAM); rpma reports
 /// that with an error saying so. Returns whether `u` was such a case (and
 /// checks the refusal).
+/// The 2 MiB pool's size set to `n` pages for a test in the harness VM,
+/// and set back to what it was when dropped (also when the test fails).
+struct Reserved(String);
+
+const POOL_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+
+impl Reserved {
+    fn set(n: u32) -> Reserved {
+        assert!(in_vm(), "the pool of a host is its own: only the harness VM's is changed");
+        let before = std::fs::read_to_string(POOL_2M).expect("the 2 MiB pool");
+        std::fs::write(POOL_2M, n.to_string()).expect("reserving huge pages");
+        Reserved(before)
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        let _ = std::fs::write(POOL_2M, self.0.trim());
+    }
+}
+
 fn refused_on_dram<M: rpma::RegMemory>(p: &Peer, u: Usage, dram: M) -> bool {
     if !(p.is_native_flush_supported() && u.contains(Usage::FLUSH_TYPE_PERSISTENT) && in_vm()) {
         return false;
@@ -477,6 +498,60 @@ device_tests!({
         let e = rpma::IbvContext::open(Some("no-such-device0")).unwrap_err();
         assert_eq!(e.code(), RPMA_E_PROVIDER);
         assert!(e.to_string().contains(&d.name), "names the devices there are: {e}");
+    }
+
+    /// A region on 2 MiB huge pages, written and read back over RDMA with
+    /// every byte checked; an empty pool is a typed error that says how to
+    /// reserve pages. In the harness VM the test reserves the pages itself
+    /// and gives them back; on another host it uses what is reserved there
+    /// and changes nothing.
+    fn a_huge_page_region_is_written_and_read_over_rdma() {
+        const LEN: usize = 4 << 20;
+        let reserved = in_vm().then(|| Reserved::set(4));
+        let buf = match HugeBuf::new(LEN, HugePage::Size2M) {
+            Ok(b) => b,
+            Err(e) if !in_vm() => {
+                assert!(matches!(e.detail(), Some(Detail::NoHugePages { page_size, .. }) if *page_size == 2 << 20));
+                println!("  no free 2 MiB pages on this host, refused as typed: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!((buf.len(), buf.page()), (LEN, HugePage::Size2M));
+        let sp = peer();
+        let mr = MrLocal::reg(&sp, buf, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
+        let (c, s) = common::Pair::new().server_peer(&sp).server_pdata(mr.descriptor().to_vec()).connect();
+        let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
+        let pattern: Vec<u8> = (0..LEN).map(|i| (i * 31 % 253) as u8).collect();
+        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(LEN).unwrap(), Usage::WRITE_SRC).unwrap();
+        src.write_at(0, &pattern).unwrap();
+        c.write(&remote, 0, &src, 0, LEN, Flags::COMPLETION_ALWAYS, 1).unwrap();
+        assert!(c.cq().next_completion(common::T).unwrap().status.is_success());
+        let dst = MrLocal::reg(c.peer(), AlignedBuf::new(LEN).unwrap(), Usage::READ_DST).unwrap();
+        c.read(&dst, 0, &remote, 0, LEN, Flags::COMPLETION_ALWAYS, 2).unwrap();
+        assert!(c.cq().next_completion(common::T).unwrap().status.is_success());
+        let (mut landed, mut back) = (vec![0u8; LEN], vec![0u8; LEN]);
+        mr.read_at(0, &mut landed).unwrap();
+        dst.read_at(0, &mut back).unwrap();
+        assert!(landed == pattern && back == pattern, "every byte, at the server and read back");
+        println!("  4 MiB on two 2 MiB pages: written and read back over RDMA");
+        common::close(c, s);
+        drop(mr.dereg().unwrap());
+        if reserved.is_some() {
+            // An empty pool: typed, with what to do.
+            let _empty = Reserved::set(0);
+            let e = HugeBuf::new(LEN, HugePage::Size2M).unwrap_err();
+            assert_eq!(e.detail(), Some(&Detail::NoHugePages { page_size: 2 << 20, free: Some(0) }), "{e}");
+            assert_eq!(e.errno(), Some(libc::ENOMEM), "{e}");
+            println!("  {e}");
+        }
+        match HugeBuf::new(1, HugePage::Size1G) {
+            Ok(b) => println!("  a 1 GiB page: {} bytes", b.len()),
+            Err(e) => {
+                assert!(matches!(e.detail(), Some(Detail::NoHugePages { page_size, .. }) if *page_size == 1 << 30));
+                println!("  1 GiB pages: {e}");
+            }
+        }
     }
 
     /// Records carry their module as their target: `RUST_LOG` selects one

@@ -36,6 +36,8 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::Export>();
     send_sync::<Messages>();
     send_sync::<AlignedBuf>();
+    send_sync::<rpma::HugeBuf>();
+    send_sync::<rpma::HugePage>();
     send_sync::<MappedFile>();
     send_sync::<rpma::Memory>();
     send_sync::<MrLocal<rpma::Memory>>();

@@ -1,7 +1,7 @@
 //! Shared file mappings (`mmap(MAP_SHARED)`), for registering files such as
 //! persistent memory on an FS-DAX file system or a device DAX character
 //! device, and the CPU's cache flush that makes stores to such a mapping
-//! durable.
+//! durable; private anonymous mappings on huge pages.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -177,6 +177,65 @@ pub unsafe fn flush_cpu(ptr: *const u8, len: usize) {
     {
         let _ = (ptr, len);
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A private, anonymous mapping on huge pages (`MAP_HUGETLB`), zeroed,
+/// unmapped on drop. Its pages are reserved from the pool when it is made
+/// (a private mapping without `MAP_NORESERVE`), so an empty pool is
+/// [`new`](Self::new)'s `ENOMEM`, never a `SIGBUS` at a later touch.
+#[derive(Debug)]
+pub struct HugeMapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value.
+unsafe impl Send for HugeMapping {}
+// SAFETY: shared access only hands out the address.
+unsafe impl Sync for HugeMapping {}
+
+impl HugeMapping {
+    /// Maps `len` bytes on huge pages of `1 << page_shift` bytes.
+    ///
+    /// # Errors
+    /// `EINVAL` for `len == 0`, a `len` that is not a multiple of the page
+    /// size or a shift over 63 (and from `mmap` for a page size the system
+    /// has no pool of); `ENOMEM` when the pool has too few free pages.
+    pub fn new(len: usize, page_shift: u32) -> io::Result<HugeMapping> {
+        let page = 1usize.checked_shl(page_shift).filter(|_| page_shift < 64);
+        if len == 0 || page.is_none_or(|p| !len.is_multiple_of(p)) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let flags = libc::MAP_PRIVATE
+            | libc::MAP_ANONYMOUS
+            | libc::MAP_HUGETLB
+            | ((page_shift as libc::c_int) << libc::MAP_HUGE_SHIFT);
+        // SAFETY: a fresh anonymous mapping chosen by the kernel; no
+        // existing memory is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(HugeMapping { ptr: p.cast(), len })
+    }
+
+    /// The mapping's start.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The mapping's length in bytes (never 0).
+    #[allow(clippy::len_without_is_empty, reason = "a mapping is never empty: `new` refuses 0 bytes")]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for HugeMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 

@@ -74,7 +74,7 @@ pub use device::IbvContext;
 pub use ep::Ep;
 pub use error::{err_2str, Error, Result};
 pub use export::Export;
-pub use memory::{AlignedBuf, MappedFile, Memory, RawMemory, RegMemory};
+pub use memory::{AlignedBuf, HugeBuf, HugePage, MappedFile, Memory, RawMemory, RegMemory};
 pub use mr::{Access, Advice, AdviseFlags, DeregError, MrLocal, MrRemote, Usage};
 pub use mw::{Mw, MwAccess, MwType};
 pub use ops::{Flags, FlushType};

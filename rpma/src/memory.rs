@@ -6,7 +6,9 @@
 //! `memory.rs` rows).
 
 mod either;
+mod huge;
 pub use either::{Memory, Persist};
+pub use huge::{HugeBuf, HugePage};
 
 use crate::error::{Arg, Detail, Error, Msg, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};

@@ -149,6 +149,16 @@ pub enum Detail {
         /// The soft limit, in bytes.
         limit: u64,
     },
+    /// A [`HugeBuf`](crate::HugeBuf) found too few free huge pages of
+    /// `page_size` bytes (`free` of them; [`Error::NoMem`]), or no pool of
+    /// that size at all (`free` is `None`; [`Error::NoSupp`]). The message
+    /// says how to reserve pages.
+    NoHugePages {
+        /// The page size asked for, in bytes.
+        page_size: u64,
+        /// The pool's free pages, when the system has that pool.
+        free: Option<u64>,
+    },
     /// A file handed to [`MappedFile::from_sealed_file`](crate::MappedFile::from_sealed_file)
     /// cannot be sealed so that no handle can remove its pages: it must
     /// carry `F_SEAL_SHRINK` and still take `F_SEAL_FUTURE_WRITE` (no
