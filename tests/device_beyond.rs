@@ -337,10 +337,7 @@ device_tests!({
     fn a_bound_window_ends_with_its_connection() {
         let sp = peer();
         let mr = window_region(&sp);
-        let (c, s) = Pair::new().server_peer(&sp).connect();
-        let mut mw = Mw::alloc(&sp, MwType::Type2).unwrap();
-        s.bind_mw(&mut mw, &mr, 0, 64, MwAccess::REMOTE_READ, Flags::COMPLETION_ALWAYS, 1).unwrap();
-        assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
+        let (c, s, mut mw, _) = bound_read_only_window(&sp, &mr);
         assert_eq!(mr.bound_windows(), 1);
         let t0 = std::time::Instant::now();
         drop((c, s)); // live: neither side disconnected

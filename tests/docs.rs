@@ -2,7 +2,8 @@
 //! `examples/client.rs`'s `run`, line for line (the example is built with
 //! the suite, and `rpma-tools`' device test runs it against `rpma serve` in
 //! its default mode); CONTRIBUTING.md's add-a-verb list names every file
-//! the last verb added touches; no example calls the test harness.
+//! the last verb added touches; no example calls the test harness; every
+//! file path and Rust item the docs name in a code span exists.
 
 /// The text of the README's first ```` ```rust ```` block.
 fn quick_start(readme: &str) -> Option<&str> {
@@ -83,4 +84,171 @@ fn no_example_uses_the_test_harness() {
     let mut found = std::collections::BTreeSet::new();
     files_naming(root, "examples", &["rpma_harness"], &mut found);
     assert!(found.is_empty(), "examples calling the test harness: {found:?}");
+}
+
+/// Identifiers defined or used in the workspace's code (comments left out):
+/// the Rust items the docs may name.
+fn code_words(root: &str) -> (std::collections::BTreeSet<String>, std::collections::BTreeSet<String>) {
+    let mut defined = std::collections::BTreeSet::new();
+    let mut words = std::collections::BTreeSet::new();
+    let mut files = Vec::new();
+    for dir in [
+        "rpma/src",
+        "rpma-sys/src",
+        "rpma-capi/src",
+        "rpma-tools/src",
+        "harness/src",
+        "mangen/src",
+        "tests",
+        "benches",
+        "examples",
+    ] {
+        rust_files(&format!("{root}/{dir}"), &mut files);
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+        let tokens: Vec<&str> = code
+            .iter()
+            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (i, w) in tokens.iter().enumerate() {
+            let keyword = ["fn", "struct", "enum", "trait", "type", "mod", "const", "static", "macro_rules"];
+            if i > 0 && keyword.contains(&tokens[i - 1]) {
+                defined.insert(w.to_string());
+            }
+            words.insert(w.to_string());
+        }
+    }
+    (defined, words)
+}
+
+fn rust_files(dir: &str, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(p.to_str().unwrap(), out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The Markdown files whose code spans must name what exists.
+fn checked_docs(root: &str) -> Vec<String> {
+    let mut docs = vec!["README.md".to_string(), "CONTRIBUTING.md".into(), "SOUNDNESS.md".into()];
+    for dir in ["docs", "rpma/doc"] {
+        let mut more: Vec<String> = std::fs::read_dir(format!("{root}/{dir}"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".md"))
+            .map(|n| format!("{dir}/{n}"))
+            .collect();
+        more.sort();
+        docs.extend(more);
+    }
+    docs
+}
+
+/// Every file path (a span with a `/`, or a `.rs` file) and every Rust item
+/// (`Type::member`, `rpma::module::Item`) that README.md, CONTRIBUTING.md,
+/// SOUNDNESS.md, docs/ and rpma(7) name in a code span exists: a path as a
+/// file or directory of the workspace (or of one of its crates or test
+/// folders), an item's type as a definition and its members in the code.
+/// Fenced blocks, spans with spaces, absolute paths, `target/` and the
+/// items of other crates are not checked.
+#[test]
+fn every_path_and_item_the_docs_name_exists() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (defined, words) = code_words(root);
+    let bases = [
+        "",
+        "rpma/src/",
+        "rpma-sys/src/",
+        "rpma-capi/src/",
+        "rpma-tools/src/",
+        "tests/",
+        "benches/",
+        "examples/",
+        "harness/",
+        "rpma/",
+        "rpma-sys/",
+        "rpma-capi/",
+        "rpma-tools/",
+    ];
+    let external = [
+        "std",
+        "core",
+        "alloc",
+        "io",
+        "libc",
+        "log",
+        "tokio",
+        "env_logger",
+        "serde",
+        "bincode",
+        "memmap2",
+        "loom",
+        "futures_core",
+        "rdma_sys",
+        "Arc",
+        "Mmap",
+        "AsyncFd",
+        "ManuallyDrop",
+        "Duration",
+        "Box",
+        "Vec",
+        "Option",
+        "Result",
+        "String",
+        "Mutex",
+        "Weak",
+    ];
+    let mut stale = Vec::new();
+    for doc in checked_docs(root) {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        // Fenced blocks left out: every other fence opens one.
+        let prose: String = text.split("```").step_by(2).collect::<Vec<_>>().join("\n");
+        for span in prose.split('`').skip(1).step_by(2).filter(|s| !s.contains([' ', '\n', '*'])) {
+            let path_like = span.chars().all(|c| c.is_ascii_alphanumeric() || "_.-/".contains(c))
+                && (span.contains('/') || span.ends_with(".rs"))
+                && !span.starts_with(['/', '.'])
+                && !span.starts_with(|c: char| c.is_ascii_digit())
+                && !span.starts_with("target/");
+            if path_like {
+                let p = span.trim_end_matches('/');
+                if !bases.iter().any(|b| std::path::Path::new(&format!("{root}/{b}{p}")).exists()) {
+                    stale.push(format!("{doc}: path `{span}`"));
+                }
+                continue;
+            }
+            let item = span.trim_end_matches("()");
+            let is_path = item.contains("::")
+                && item.split("::").all(|s| {
+                    !s.is_empty()
+                        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && !s.starts_with(char::is_numeric)
+                });
+            if !is_path {
+                continue;
+            }
+            let parts: Vec<&str> =
+                item.split("::").filter(|s| !matches!(*s, "rpma" | "rpma_sys" | "rpma_capi" | "crate")).collect();
+            let Some(first) = parts.first() else { continue };
+            if external.contains(first) {
+                continue;
+            }
+            let first_ok =
+                if first.starts_with(char::is_uppercase) { defined.contains(*first) } else { words.contains(*first) };
+            if !first_ok || !parts[1..].iter().all(|p| words.contains(*p)) {
+                stale.push(format!("{doc}: item `{span}`"));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "the docs name what does not exist (rename or remove the reference):\n{}",
+        stale.join("\n")
+    );
 }
