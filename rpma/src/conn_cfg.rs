@@ -96,8 +96,10 @@ impl ConnCfg {
     /// [`Error::Inval`] for a timeout longer than `i32::MAX` milliseconds
     /// (such as `Duration::MAX`: resolution has no "no limit").
     pub fn set_timeout(&mut self, timeout: Duration) -> Result<&mut Self> {
-        self.timeout_ms =
-            crate::error::timeout_ms(crate::error::Named::new(crate::error::Arg::Timeout, "ConnCfg timeout"), timeout)?;
+        self.timeout_ms = crate::error::timeout_ms(
+            &crate::error::Named::new(crate::error::Arg::Timeout, "ConnCfg timeout"),
+            timeout,
+        )?;
         Ok(self)
     }
 

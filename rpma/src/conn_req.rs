@@ -230,7 +230,7 @@ fn setup(peer: &Peer, mut id: CmId, cfg: &ConnCfg) -> Result<ConnParts> {
         }
     }
     let caps = peer.capabilities();
-    let check = |arg, text, size, max, limit| Capabilities::check_size(Named::new(arg, text), size, max, limit);
+    let check = |arg, text, size, max, limit| Capabilities::check_size(&Named::new(arg, text), size, max, limit);
     check(Arg::SqSize, "ConnCfg sq_size", cfg.sq_size(), caps.max_qp_wr, "max_qp_wr")?;
     check(Arg::RqSize, "ConnCfg rq_size", cfg.rq_size(), caps.max_qp_wr, "max_qp_wr")?;
     check(Arg::CqSize, "ConnCfg cq_size", cfg.cq_size(), caps.max_cqe, "max_cqe")?;

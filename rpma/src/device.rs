@@ -143,7 +143,7 @@ pub fn get_ibv_context_timeout(addr: &str, kind: ContextType, timeout: Duration)
         return Err(Error::inval(format!("address {addr:?} is empty or contains a NUL byte")));
     }
     let timeout_ms = crate::error::timeout_ms(
-        crate::error::Named::new(crate::error::Arg::Timeout, "get_ibv_context_timeout: timeout"),
+        &crate::error::Named::new(crate::error::Arg::Timeout, "get_ibv_context_timeout: timeout"),
         timeout,
     )?;
     let passive = kind == ContextType::Local;

@@ -347,7 +347,7 @@ impl std::fmt::Display for Named {
 ///
 /// # Errors
 /// [`Error::Inval`] with [`Detail::TooLong`] above `i32::MAX` ms.
-pub(crate) fn timeout_ms(what: Named, timeout: std::time::Duration) -> Result<i32> {
+pub(crate) fn timeout_ms(what: &Named, timeout: std::time::Duration) -> Result<i32> {
     let ms = timeout.as_nanos().div_ceil(1_000_000);
     i32::try_from(ms).map_err(|_| {
         let len = u64::try_from(ms).unwrap_or(u64::MAX);
@@ -486,7 +486,7 @@ mod detail_tests {
 
     #[test]
     fn checks_with_a_detail_keep_their_code_and_text() {
-        let e = crate::peer::Capabilities::check_size(Named::new(Arg::SqSize, "ConnCfg sq_size"), 5, 4, "max_qp_wr")
+        let e = crate::peer::Capabilities::check_size(&Named::new(Arg::SqSize, "ConnCfg sq_size"), 5, 4, "max_qp_wr")
             .unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert_eq!(e.detail(), Some(&Detail::TooLong { what: Arg::SqSize, len: 5, max: 4 }));

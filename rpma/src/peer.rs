@@ -62,7 +62,7 @@ pub struct Capabilities {
 impl Capabilities {
     /// `size` of `what` must not exceed the device's `max` (0: unknown, not
     /// checked), so sizes are refused before anything is allocated for them.
-    pub(crate) fn check_size(what: crate::error::Named, size: u32, max: u32, limit: &str) -> crate::Result<()> {
+    pub(crate) fn check_size(what: &crate::error::Named, size: u32, max: u32, limit: &str) -> crate::Result<()> {
         if max != 0 && size > max {
             return Err(crate::Error::too_long(
                 what.arg,

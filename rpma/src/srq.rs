@@ -140,8 +140,8 @@ impl Srq {
         let cfg = cfg.copied().unwrap_or_default();
         let caps = peer.capabilities();
         let named = crate::error::Named::new;
-        Capabilities::check_size(named(Arg::RqSize, "SrqCfg rq_size"), cfg.rq_size, caps.max_srq_wr, "max_srq_wr")?;
-        Capabilities::check_size(named(Arg::RcqSize, "SrqCfg rcq_size"), cfg.rcq_size, caps.max_cqe, "max_cqe")?;
+        Capabilities::check_size(&named(Arg::RqSize, "SrqCfg rq_size"), cfg.rq_size, caps.max_srq_wr, "max_srq_wr")?;
+        Capabilities::check_size(&named(Arg::RcqSize, "SrqCfg rcq_size"), cfg.rcq_size, caps.max_cqe, "max_cqe")?;
         let srq = rpma_sys::srq::Srq::new(peer.pd(), cfg.rq_size, SRQ_SGE)
             .map_err(|e| Error::provider_raw(format!("ibv_create_srq({} receives)", cfg.rq_size), e))?;
         let tracker = Arc::new(RecvTracker::new(true, cfg.rq_size)?);

@@ -14,13 +14,13 @@ use crate::peer::Peer;
 /// # Errors
 /// [`Error::Inval`] above 4 GiB - 1.
 #[inline]
-pub(crate) fn len32(what: Named, len: usize) -> Result<u32> {
+pub(crate) fn len32(what: &Named, len: usize) -> Result<u32> {
     u32::try_from(len).map_err(|_| too_long(what, len))
 }
 
 #[cold]
 #[inline(never)]
-fn too_long(what: Named, len: usize) -> Error {
+fn too_long(what: &Named, len: usize) -> Error {
     let text = format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries");
     Error::Inval(Msg::detailed(Detail::TooLong { what: what.arg, len: len as u64, max: u32::MAX.into() }, text))
 }
@@ -34,7 +34,7 @@ fn too_long(what: Named, len: usize) -> Error {
 // Always inlined: a program posting the same operation two ways (held and
 // unheld) would otherwise get it out of line in both.
 #[inline(always)]
-pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: Named, peer: &Peer) -> Result<()> {
+pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: &Named, peer: &Peer) -> Result<()> {
     if !mr.usage().contains(need) && peer.usage_checks() {
         return Err(bad_usage(what, "the region", mr.usage(), need));
     }
@@ -50,7 +50,7 @@ pub(crate) fn local<M: RegMemory>(mr: &MrLocal<M>, need: Usage, what: Named, pee
 /// # Errors
 /// [`Error::Inval`] naming what is missing.
 #[inline]
-pub(crate) fn remote(mr: &MrRemote, need: Usage, what: Named, peer: &Peer) -> Result<()> {
+pub(crate) fn remote(mr: &MrRemote, need: Usage, what: &Named, peer: &Peer) -> Result<()> {
     if !mr.usage().contains(need) && peer.usage_checks() {
         return Err(remote_missing(what, mr.usage(), need));
     }
@@ -60,7 +60,7 @@ pub(crate) fn remote(mr: &MrRemote, need: Usage, what: Named, peer: &Peer) -> Re
 /// [`remote`]'s refusal, out of the posting path.
 #[cold]
 #[inline(never)]
-fn remote_missing(what: Named, has: Usage, need: Usage) -> Error {
+fn remote_missing(what: &Named, has: Usage, need: Usage) -> Error {
     if need.contains(Usage::REMOTE_ATOMIC) {
         let text = format!(
             "{what}: the remote region does not grant atomics: its descriptor says {has:?}, without REMOTE_ATOMIC \
@@ -76,7 +76,7 @@ fn remote_missing(what: Named, has: Usage, need: Usage) -> Error {
 
 #[cold]
 #[inline(never)]
-fn bad_usage(what: Named, which: &str, has: Usage, need: Usage) -> Error {
+fn bad_usage(what: &Named, which: &str, has: Usage, need: Usage) -> Error {
     let text =
         format!("{what}: {which} was registered for {has:?}, not {need:?}: register it with {:?} added", need - has);
     Error::Inval(Msg::detailed(Detail::UsageMissing { what: what.arg, missing: need - has }, text))
@@ -84,7 +84,7 @@ fn bad_usage(what: Named, which: &str, has: Usage, need: Usage) -> Error {
 
 #[cold]
 #[inline(never)]
-fn other_peer(what: Named) -> Error {
+fn other_peer(what: &Named) -> Error {
     Error::foreign(what.arg, format!("{what}: the region is registered on another peer (protection domain)"))
 }
 
@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn lengths_above_32_bits_are_refused() {
-        let src = Named::new(crate::error::Arg::Src, "write: src");
+        let src = &Named::new(crate::error::Arg::Src, "write: src");
         assert_eq!(len32(src, 8).unwrap(), 8);
         assert_eq!(len32(src, u32::MAX as usize).unwrap(), u32::MAX);
         let e = len32(src, u32::MAX as usize + 1).unwrap_err();

@@ -80,7 +80,7 @@ impl SharedCq {
         if size == 0 {
             return Err(Error::inval("SharedCq::new: size 0; give at least the sq_size + rq_size of one connection"));
         }
-        let what = crate::error::Named::new(crate::error::Arg::CqSize, "SharedCq size");
+        let what = &crate::error::Named::new(crate::error::Arg::CqSize, "SharedCq size");
         crate::peer::Capabilities::check_size(what, size, max, "max_cqe")?;
         let routes = Arc::new(Routes::new(size)?);
         let cq = Cq::routed(peer, size, routes.clone())?;

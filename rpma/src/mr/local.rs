@@ -210,7 +210,7 @@ impl<M: RegMemory> MrLocal<M> {
     }
 
     #[inline]
-    pub(crate) fn check_range(&self, what: Named, offset: usize, len: usize) -> Result<()> {
+    pub(crate) fn check_range(&self, what: &Named, offset: usize, len: usize) -> Result<()> {
         check_within::<false>(what, offset as u64, len as u64, self.inner.len as u64)
     }
 
@@ -302,7 +302,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// # Errors
     /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
-        self.check_range(Named::new(Arg::Range, "read_at"), offset, dst.len())?;
+        self.check_range(&Named::new(Arg::Range, "read_at"), offset, dst.len())?;
         // SAFETY: the range is inside the owned, live memory (checked above);
         // raw copies create no reference to memory the device may write.
         unsafe { std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
@@ -330,7 +330,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// # Errors
     /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
     pub fn read_volatile_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
-        self.check_range(Named::new(Arg::Range, "read_volatile_at"), offset, dst.len())?;
+        self.check_range(&Named::new(Arg::Range, "read_volatile_at"), offset, dst.len())?;
         for (i, d) in dst.iter_mut().enumerate() {
             // SAFETY: inside the owned, live memory (checked above); a raw
             // volatile load creates no reference to memory the device may write.
@@ -348,7 +348,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// [`Error::Again`] while an operation using the region is in flight (the
     /// device may be reading or writing it).
     pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
-        self.check_range(Named::new(Arg::Range, "write_at"), offset, src.len())?;
+        self.check_range(&Named::new(Arg::Range, "write_at"), offset, src.len())?;
         if Arc::strong_count(&self.inner) > 1 {
             return Err(self.held_error("write_at"));
         }
@@ -368,7 +368,7 @@ impl<M: RegMemory> MrLocal<M> {
     ///   (`EOPNOTSUPP`, e.g. Soft-RoCE);
     /// * [`Error::Provider`] for any other errno.
     pub fn advise(&self, offset: usize, len: usize, advice: Advice, flags: AdviseFlags) -> Result<()> {
-        self.check_range(Named::new(Arg::Range, "advise"), offset, len)?;
+        self.check_range(&Named::new(Arg::Range, "advise"), offset, len)?;
         let len32 = u32::try_from(len).map_err(|_| Error::inval(format!("advise: length {len} exceeds u32::MAX")))?;
         let adv = match advice {
             Advice::Prefetch => 0,

@@ -444,7 +444,7 @@ fn memlock_limit() -> Option<u64> {
 /// one's). The side is a constant, not an argument: the hot path then
 /// loads nothing for the error it does not take.
 #[inline]
-fn check_within<const REMOTE: bool>(what: Named, offset: u64, len: u64, size: u64) -> Result<()> {
+fn check_within<const REMOTE: bool>(what: &Named, offset: u64, len: u64, size: u64) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => Err(out_of_range::<REMOTE>(what, offset, len, size)),
@@ -453,7 +453,7 @@ fn check_within<const REMOTE: bool>(what: Named, offset: u64, len: u64, size: u6
 
 #[cold]
 #[inline(never)]
-fn out_of_range<const REMOTE: bool>(what: Named, offset: u64, len: u64, size: u64) -> Error {
+fn out_of_range<const REMOTE: bool>(what: &Named, offset: u64, len: u64, size: u64) -> Error {
     let side = if REMOTE { "remote" } else { "local" };
     let text = format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}");
     Error::Inval(Msg::detailed(Detail::OutOfRange { what: what.arg, offset, len, size }, text))

@@ -90,7 +90,7 @@ impl MrRemote {
     }
 
     #[inline]
-    pub(crate) fn check_range(&self, what: Named, offset: u64, len: u64) -> Result<()> {
+    pub(crate) fn check_range(&self, what: &Named, offset: u64, len: u64) -> Result<()> {
         check_within::<true>(what, offset, len, self.size)
     }
 

@@ -54,8 +54,8 @@ impl Conn {
             ));
         }
         const MR: Named = Named::new(Arg::Region, "bind_mw: mr");
-        mr.check_range(MR, offset, len)?;
-        validate::local(mr, Usage::MW_BIND, MR, &parts.peer)?;
+        mr.check_range(&MR, offset, len)?;
+        validate::local(mr, Usage::MW_BIND, &MR, &parts.peer)?;
         if !mw.peer().same_pd(&parts.peer) {
             return Err(Error::foreign(
                 Arg::Window,

@@ -74,7 +74,7 @@ impl Gathered {
 pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
     list: &[Sg<'_, M>],
     need: Usage,
-    what: Named,
+    what: &Named,
     max: u32,
     limit: &str,
     peer: &Peer,
@@ -123,8 +123,8 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
 }
 
 /// One element: its range, usage and peer, named `what[i]` in errors.
-fn check_element<M: RegMemory>(e: &Sg<'_, M>, need: Usage, what: Named, i: usize, peer: &Peer) -> Result<()> {
-    let check = |name: Named| -> Result<()> {
+fn check_element<M: RegMemory>(e: &Sg<'_, M>, need: Usage, what: &Named, i: usize, peer: &Peer) -> Result<()> {
+    let check = |name: &Named| -> Result<()> {
         e.mr.check_range(name, e.offset, e.len)?;
         validate::local(e.mr, need, name, peer)
     };
@@ -132,7 +132,7 @@ fn check_element<M: RegMemory>(e: &Sg<'_, M>, need: Usage, what: Named, i: usize
         Ok(()) => Ok(()),
         // The error again, with the element's index in its name (built
         // only on this path).
-        Err(first) => match check(what.element(i)) {
+        Err(first) => match check(&what.element(i)) {
             Err(e) => Err(e),
             Ok(()) => Err(first),
         },
@@ -141,7 +141,7 @@ fn check_element<M: RegMemory>(e: &Sg<'_, M>, need: Usage, what: Named, i: usize
 
 #[cold]
 #[inline(never)]
-fn too_long(what: Named, i: usize, total: u64) -> Error {
+fn too_long(what: &Named, i: usize, total: u64) -> Error {
     Error::too_long(what.arg, total, u32::MAX.into(), format!(
         "{what}: the elements up to [{i}] add up to {total} bytes, more than 4 GiB - 1 (the most one work request carries)"
     ))
@@ -247,9 +247,9 @@ fn post_list<M: RegMemory + Send + Sync + 'static, S: Sink>(
     verb: SendOp,
     list: &[Sg<'_, M>],
     need: Usage,
-    what: Named,
+    what: &Named,
     (max, limit): (u32, &str),
-    remote: Option<(&MrRemote, u64, Usage, Named)>,
+    remote: Option<(&MrRemote, u64, Usage, &Named)>,
     s: Settings,
     t: &Target<'_>,
     sink: S,
@@ -273,9 +273,9 @@ const SEND_SGE: &str = "the connection's max_send_sge";
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
-        let remote = Some((self.dst, self.dst_offset, Usage::WRITE_DST, Named::new(Arg::Dst, "write_sg: dst")));
+        let remote = Some((self.dst, self.dst_offset, Usage::WRITE_DST, &Named::new(Arg::Dst, "write_sg: dst")));
         let max = (t.max_send_sge, SEND_SGE);
-        let src = Named::new(Arg::Src, "write_sg: src");
+        let src = &Named::new(Arg::Src, "write_sg: src");
         post_list(SendOp::Write, self.src, Usage::WRITE_SRC, src, max, remote, self.s, t, sink)
     }
 }
@@ -285,8 +285,8 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
         let rd = t.peer.capabilities().max_sge_rd;
         let max =
             if rd != 0 && rd < t.max_send_sge { (rd, "the device's max_sge_rd") } else { (t.max_send_sge, SEND_SGE) };
-        let remote = Some((self.src, self.src_offset, Usage::READ_SRC, Named::new(Arg::Src, "read_sg: src")));
-        let dst = Named::new(Arg::Dst, "read_sg: dst");
+        let remote = Some((self.src, self.src_offset, Usage::READ_SRC, &Named::new(Arg::Src, "read_sg: src")));
+        let dst = &Named::new(Arg::Dst, "read_sg: dst");
         post_list(SendOp::Read, self.dst, Usage::READ_DST, dst, max, remote, self.s, t, sink)
     }
 }
@@ -294,7 +294,7 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
 impl<M: RegMemory + Send + Sync + 'static> Encode for SendSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let max = (t.max_send_sge, SEND_SGE);
-        let src = Named::new(Arg::Src, "send_sg: src");
+        let src = &Named::new(Arg::Src, "send_sg: src");
         post_list(SendOp::Send, self.src, Usage::SEND, src, max, None, self.s, t, sink)
     }
 }
@@ -420,8 +420,8 @@ impl Encode for WriteInline<'_> {
     fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let (dst, off) = (self.dst, self.dst_offset);
         const DST: Named = Named::new(Arg::Dst, "write_inline: dst");
-        dst.check_range(DST, off, self.data.len() as u64)?;
-        validate::remote(dst, Usage::WRITE_DST, DST, t.peer)?;
+        dst.check_range(&DST, off, self.data.len() as u64)?;
+        validate::remote(dst, Usage::WRITE_DST, &DST, t.peer)?;
         let verb = self.imm.map_or(SendOp::Write, SendOp::WriteImm);
         post_inline(verb, Some((dst, off)), self.data, self.s, "write_inline", t, sink)
     }

@@ -178,26 +178,31 @@ struct Remote<'a> {
 /// type ([`local_op!`]) rather than fields of each value, so an operation
 /// is small to build and to move (an awaited one lives in its future).
 struct Sides {
-    local: (Usage, Named),
-    remote: (Usage, Named),
+    local: (Usage, &'static Named),
+    remote: (Usage, &'static Named),
 }
 
-/// A source and a destination named for messages.
-const fn sides(local: (Usage, Arg), remote: (Usage, Arg), names: [&'static str; 2]) -> Sides {
-    Sides { local: (local.0, Named::new(local.1, names[0])), remote: (remote.0, Named::new(remote.1, names[1])) }
-}
-
-const READ: Sides = sides((Usage::READ_DST, Arg::Dst), (Usage::READ_SRC, Arg::Src), ["read: dst", "read: src"]);
-const WRITE: Sides = sides((Usage::WRITE_SRC, Arg::Src), (Usage::WRITE_DST, Arg::Dst), ["write: src", "write: dst"]);
-const SEND: Sides = sides((Usage::SEND, Arg::Src), (Usage::empty(), Arg::Dst), ["send: src", ""]);
-const SEND_INV: Sides = sides((Usage::SEND, Arg::Src), (Usage::empty(), Arg::Dst), ["send_with_inv: src", ""]);
-const COMPARE_AND_SWAP: Sides = sides(
-    (Usage::READ_DST, Arg::Dst),
-    (Usage::REMOTE_ATOMIC, Arg::Src),
-    ["compare_and_swap: dst", "compare_and_swap: src"],
-);
-const FETCH_AND_ADD: Sides =
-    sides((Usage::READ_DST, Arg::Dst), (Usage::REMOTE_ATOMIC, Arg::Src), ["fetch_and_add: dst", "fetch_and_add: src"]);
+const NOTHING: &Named = &Named::new(Arg::Dst, "");
+const READ: Sides = Sides {
+    local: (Usage::READ_DST, &Named::new(Arg::Dst, "read: dst")),
+    remote: (Usage::READ_SRC, &Named::new(Arg::Src, "read: src")),
+};
+const WRITE: Sides = Sides {
+    local: (Usage::WRITE_SRC, &Named::new(Arg::Src, "write: src")),
+    remote: (Usage::WRITE_DST, &Named::new(Arg::Dst, "write: dst")),
+};
+const SEND: Sides =
+    Sides { local: (Usage::SEND, &Named::new(Arg::Src, "send: src")), remote: (Usage::empty(), NOTHING) };
+const SEND_INV: Sides =
+    Sides { local: (Usage::SEND, &Named::new(Arg::Src, "send_with_inv: src")), remote: (Usage::empty(), NOTHING) };
+const COMPARE_AND_SWAP: Sides = Sides {
+    local: (Usage::READ_DST, &Named::new(Arg::Dst, "compare_and_swap: dst")),
+    remote: (Usage::REMOTE_ATOMIC, &Named::new(Arg::Src, "compare_and_swap: src")),
+};
+const FETCH_AND_ADD: Sides = Sides {
+    local: (Usage::READ_DST, &Named::new(Arg::Dst, "fetch_and_add: dst")),
+    remote: (Usage::REMOTE_ATOMIC, &Named::new(Arg::Src, "fetch_and_add: src")),
+};
 
 /// What a connection lends an operation to check and encode it: its peer,
 /// which operations its QP posts natively, its inline limit, whether the
@@ -628,8 +633,8 @@ impl sealed::Encode for AtomicWrite<'_> {
         let (dst, dst_offset) = (self.dst, self.dst_offset);
         check_atomic_write_offset(dst_offset)?;
         const DST: Named = Named::new(Arg::Dst, "atomic_write: dst");
-        dst.check_range(DST, dst_offset, 8)?;
-        validate::remote(dst, Usage::WRITE_DST, DST, t.peer)?;
+        dst.check_range(&DST, dst_offset, 8)?;
+        validate::remote(dst, Usage::WRITE_DST, &DST, t.peer)?;
         let (rkey, remote_addr, value) = (dst.rkey(), dst.addr().wrapping_add(dst_offset), self.value);
         let m = Meta { kind: CompletionOp::AtomicWrite, ctx: self.s.ctx, hold: HoldBy::Nothing };
         // One call to the sink per kind of request, so each sees its kind
@@ -689,7 +694,7 @@ impl sealed::Encode for Flush<'_> {
         if !supported {
             return Err(unsupported_flush(self.ty, pmem));
         }
-        dst.check_range(Named::new(Arg::Dst, "flush: dst"), dst_offset, len)?;
+        dst.check_range(&Named::new(Arg::Dst, "flush: dst"), dst_offset, len)?;
         let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
         let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
         let ctx = self.s.ctx;
@@ -705,7 +710,7 @@ impl sealed::Encode for Flush<'_> {
             let wr = Wr::Flush { flags, rkey, remote_addr, len, ptype };
             return sink.other(Meta { kind: CompletionOp::Flush, ctx, hold: HoldBy::Nothing }, wr);
         }
-        dst.check_range(Named::new(Arg::Dst, "flush (APM reads 8 bytes at dst_offset)"), dst_offset, 8)?;
+        dst.check_range(&Named::new(Arg::Dst, "flush (APM reads 8 bytes at dst_offset)"), dst_offset, 8)?;
         // The APM read: 8 bytes into the connection's flush region, held
         // like any local region until the read completes.
         let wr = SendWr {
@@ -779,7 +784,7 @@ fn check_atomic_write_offset(dst_offset: u64) -> Result<()> {
 /// # Errors
 /// [`Error::Inval`] with [`Detail::Misaligned`](crate::error::Detail::Misaligned) naming `what`.
 #[inline(always)]
-fn check_atomic_addr(what: Named, region: u64, offset: u64) -> Result<()> {
+fn check_atomic_addr(what: &Named, region: u64, offset: u64) -> Result<()> {
     match region.wrapping_add(offset).is_multiple_of(ATOMIC_ALIGNMENT) {
         true => Ok(()),
         false => Err(misaligned(what, region, offset)),
@@ -813,7 +818,7 @@ fn no_inline8(max_inline_data: u32) -> Error {
 
 #[cold]
 #[inline(never)]
-fn no_atomics(what: Named, peer: &Peer) -> Error {
+fn no_atomics(what: &Named, peer: &Peer) -> Error {
     Error::unsupported(format!(
         "{}: {} does not support remote atomics (atomic_cap is IBV_ATOMIC_NONE)",
         what.text.split(':').next().unwrap_or(what.text),
@@ -823,7 +828,7 @@ fn no_atomics(what: Named, peer: &Peer) -> Error {
 
 #[cold]
 #[inline(never)]
-fn misaligned(what: Named, region: u64, offset: u64) -> Error {
+fn misaligned(what: &Named, region: u64, offset: u64) -> Error {
     Error::misaligned(
         what.arg,
         region.wrapping_add(offset),

@@ -59,9 +59,9 @@ impl<'a, M: RegMemory> Recv<'a, M> {
     #[inline]
     fn sge(&self, peer: &Peer) -> Result<Option<Sge>> {
         const DST: Named = Named::new(Arg::Dst, "recv: dst");
-        let len32 = validate::len32(DST, self.len)?;
-        self.dst.check_range(DST, self.offset, self.len)?;
-        validate::local(self.dst, Usage::RECV, DST, peer)?;
+        let len32 = validate::len32(&DST, self.len)?;
+        self.dst.check_range(&DST, self.offset, self.len)?;
+        validate::local(self.dst, Usage::RECV, &DST, peer)?;
         Ok((self.len > 0).then(|| self.dst.sge(self.offset, len32)))
     }
 }
@@ -105,7 +105,7 @@ impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
     /// The checks (count, every element's range, usage and peer, the total)
     /// and the list with its holds.
     fn gather(&self, peer: &Peer, max: u32, limit: &str) -> Result<Gathered> {
-        gather(self.dst, Usage::RECV, Named::new(Arg::Dst, "recv_sg: dst"), max, limit, peer)
+        gather(self.dst, Usage::RECV, &Named::new(Arg::Dst, "recv_sg: dst"), max, limit, peer)
     }
 }
 
