@@ -41,17 +41,13 @@ fn named_sources(section: &str) -> std::collections::BTreeSet<String> {
 /// The files under `dir` (recursively) whose code, outside comments, names
 /// one of `words`.
 fn files_naming(root: &str, dir: &str, words: &[&str], out: &mut std::collections::BTreeSet<String>) {
-    for e in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-        let e = e.unwrap();
-        let rel = format!("{dir}/{}", e.file_name().to_string_lossy());
-        if e.file_type().unwrap().is_dir() {
-            files_naming(root, &rel, words, out);
-        } else if rel.ends_with(".rs") {
-            let text = std::fs::read_to_string(e.path()).unwrap();
-            let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
-            if code.into_iter().any(|l| words.iter().any(|w| l.contains(w))) {
-                out.insert(rel);
-            }
+    let mut files = Vec::new();
+    rust_files(&format!("{root}/{dir}"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let mut code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+        if code.any(|l| words.iter().any(|w| l.contains(w))) {
+            out.insert(f.strip_prefix(root).unwrap().to_string_lossy().trim_start_matches('/').to_string());
         }
     }
 }
@@ -107,9 +103,9 @@ fn code_words(root: &str) -> (std::collections::BTreeSet<String>, std::collectio
     }
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let code: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
-        let tokens: Vec<&str> = code
-            .iter()
+        let tokens: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
             .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
             .filter(|w| !w.is_empty())
             .collect();

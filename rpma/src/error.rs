@@ -248,6 +248,18 @@ impl Error {
         Error::Inval(Msg::detailed(Detail::TooLong { what, len, max }, text.into()))
     }
 
+    /// [`Error::Inval`] with [`Detail::OutOfRange`].
+    #[cold]
+    pub(crate) fn out_of_range(what: Arg, offset: u64, len: u64, size: u64, text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::OutOfRange { what, offset, len, size }, text.into()))
+    }
+
+    /// [`Error::Inval`] with [`Detail::Closed`].
+    #[cold]
+    pub(crate) fn closed(text: impl Into<String>) -> Error {
+        Error::Inval(Msg::detailed(Detail::Closed, text.into()))
+    }
+
     /// [`Error::Inval`] with [`Detail::Misaligned`].
     #[cold]
     pub(crate) fn misaligned(what: Arg, value: u64, align: u64, text: impl Into<String>) -> Error {
@@ -352,7 +364,7 @@ pub(crate) fn timeout_ms(what: &Named, timeout: std::time::Duration) -> Result<i
     i32::try_from(ms).map_err(|_| {
         let len = u64::try_from(ms).unwrap_or(u64::MAX);
         let text = format!("{what}: {timeout:?} is longer than librpma's calls take ({} ms)", i32::MAX);
-        Error::Inval(Msg::detailed(Detail::TooLong { what: what.arg, len, max: i32::MAX as u64 }, text))
+        Error::too_long(what.arg, len, i32::MAX as u64, text)
     })
 }
 

@@ -10,7 +10,7 @@ mod huge;
 pub use either::{Memory, Persist};
 pub use huge::{HugeBuf, HugePage};
 
-use crate::error::{Arg, Detail, Error, Msg, Result};
+use crate::error::{Arg, Error, Result};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
@@ -446,7 +446,7 @@ impl MappedFile {
     ///
     /// # Errors
     /// [`Error::Inval`] for `len == 0` or a file shorter than `len`;
-    /// [`Error::Inval`] with [`Detail::Unsealable`]
+    /// [`Error::Inval`] with [`Detail::Unsealable`](crate::error::Detail::Unsealable)
     /// for a file without `F_SEAL_SHRINK` (ordinary files take no seals:
     /// use the `unsafe` [`open`](Self::open)), one sealed with `F_SEAL_SEAL`
     /// (it cannot take the seal above), or one already sealed against
@@ -632,14 +632,13 @@ unsafe impl RegMemory for MappedFile {
 /// message): the one range check of the memory types' own accessors.
 ///
 /// # Errors
-/// [`Error::Inval`] with [`Detail::OutOfRange`] ([`Arg::Range`]).
+/// [`Error::Inval`] with [`Detail::OutOfRange`](crate::error::Detail::OutOfRange) ([`Arg::Range`]).
 pub(crate) fn check_range(what: &str, offset: usize, len: usize, size: usize, of: &str) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => {
             let text = format!("{what}: offset {offset} + length {len} exceeds {of} {size}");
-            let (offset, len, size) = (offset as u64, len as u64, size as u64);
-            Err(Error::Inval(Msg::detailed(Detail::OutOfRange { what: Arg::Range, offset, len, size }, text)))
+            Err(Error::out_of_range(Arg::Range, offset as u64, len as u64, size as u64, text))
         }
     }
 }

@@ -197,9 +197,9 @@ impl Invalidate for MwShared {
 /// window is dropped or, for a type 2 window, when the connection its
 /// binding is on goes (the window is deallocated with it: a later bind
 /// reports [`Detail::Closed`](crate::error::Detail::Closed)). If
-/// deallocation fails, the window and its region are leaked, never freed. Its [`descriptor`](Mw::descriptor) has the 21-byte
-/// format of a region's, so the remote side uses it as any
-/// [`MrRemote`](crate::MrRemote).
+/// deallocation fails, the window and its region are leaked, never freed.
+/// Its [`descriptor`](Mw::descriptor) has the 21-byte format of a region's,
+/// so the remote side uses it as any [`MrRemote`](crate::MrRemote).
 ///
 /// ```no_run
 /// use rpma::{AlignedBuf, Flags, MrLocal, Mw, MwAccess, MwType, Usage};

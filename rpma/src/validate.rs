@@ -22,7 +22,7 @@ pub(crate) fn len32(what: &Named, len: usize) -> Result<u32> {
 #[inline(never)]
 fn too_long(what: &Named, len: usize) -> Error {
     let text = format!("{what}: length {len} exceeds 4 GiB - 1, the largest a single work request carries");
-    Error::Inval(Msg::detailed(Detail::TooLong { what: what.arg, len: len as u64, max: u32::MAX.into() }, text))
+    Error::too_long(what.arg, len as u64, u32::MAX.into(), text)
 }
 
 /// A local region used as `what` needs usage `need` (unless the peer

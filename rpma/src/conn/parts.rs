@@ -182,7 +182,7 @@ impl Drop for ConnParts {
 #[inline(never)]
 fn closed() -> Error {
     let text = "the connection is closed (disconnected, lost or rejected): nothing can be posted";
-    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::Closed, text.into()))
+    Error::closed(text)
 }
 
 #[cold]

@@ -456,7 +456,7 @@ fn check_within<const REMOTE: bool>(what: &Named, offset: u64, len: u64, size: u
 fn out_of_range<const REMOTE: bool>(what: &Named, offset: u64, len: u64, size: u64) -> Error {
     let side = if REMOTE { "remote" } else { "local" };
     let text = format!("{what}: offset {offset} + length {len} exceeds the {side} region's size {size}");
-    Error::Inval(Msg::detailed(Detail::OutOfRange { what: what.arg, offset, len, size }, text))
+    Error::out_of_range(what.arg, offset, len, size, text)
 }
 
 /// A usage with at least one flag and no undefined bit: the test inline,

@@ -235,5 +235,5 @@ impl Conn {
 #[cold]
 fn ended() -> Error {
     let text = "the memory window was deallocated with the connection its binding was on: allocate another";
-    Error::Inval(crate::error::Msg::detailed(crate::error::Detail::Closed, text.into()))
+    Error::closed(text)
 }

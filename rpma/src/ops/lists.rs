@@ -7,7 +7,7 @@
 use super::sealed::{Encode, Hold_};
 use super::{Flags, HoldBy, Meta, Operation, Settings, Sink, Target};
 use crate::access::Usage;
-use crate::error::{Arg, Detail, Error, Msg, Named, Result};
+use crate::error::{Arg, Error, Named, Result};
 use crate::inflight::Hold;
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote};
@@ -477,5 +477,5 @@ fn too_much_inline(what: &str, len: usize, max: u32) -> Error {
     let text = format!(
         "{what}: {len} bytes exceed the connection's max_inline_data {max} (granted for ConnCfg::set_max_inline_data)"
     );
-    Error::Inval(Msg::detailed(Detail::TooLong { what: Arg::Data, len: len as u64, max: max.into() }, text))
+    Error::too_long(Arg::Data, len as u64, max.into(), text)
 }
