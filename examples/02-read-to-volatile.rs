@@ -18,7 +18,7 @@ const KILOBYTE: usize = 1024;
 
 fn server(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, true)?;
-    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(HELLO.len())?, Usage::READ_SRC)?;
+    let mr = MrLocal::reg(&peer, AlignedBuf::new(HELLO.len())?, Usage::READ_SRC)?;
     mr.write_at(0, HELLO)?;
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let conn = common::server_accept(&ep, None, &CommonData::encode(0, &mr, None), &|_| Ok(()))?;

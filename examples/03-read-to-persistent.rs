@@ -31,7 +31,7 @@ fn server(a: &Args) -> Res<()> {
         Some(_) => (SIGNATURE.len() + HELLO_STR_SIZE, SIGNATURE.len()),
         None => (HELLO_STR_SIZE, 0),
     };
-    let mut dst = Memory::reg(&peer, path, len, Usage::READ_DST)?;
+    let dst = Memory::reg(&peer, path, len, Usage::READ_DST)?;
     if dst.is_file() {
         let mut sig = [0u8; SIGNATURE.len()];
         dst.read_at(0, &mut sig)?;
@@ -64,7 +64,7 @@ fn server(a: &Args) -> Res<()> {
 fn client(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, false)?;
     // hello_t { lang: en (0), str: "Hello world!" }
-    let mut src = MrLocal::reg(&peer, AlignedBuf::new(HELLO_T_SIZE)?, Usage::READ_SRC)?;
+    let src = MrLocal::reg(&peer, AlignedBuf::new(HELLO_T_SIZE)?, Usage::READ_SRC)?;
     src.write_at(0, &0u32.to_le_bytes())?;
     src.write_at(HELLO_STR_OFFSET, b"Hello world!\0")?;
     println!("Next value: Hello world!");

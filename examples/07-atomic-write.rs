@@ -34,7 +34,7 @@ fn server(a: &Args) -> Res<()> {
     } else {
         Usage::FLUSH_TYPE_VISIBILITY
     };
-    let mut mem = Memory::reg(&peer, path, LOG_SIZE, Usage::READ_SRC | Usage::WRITE_DST | flush)?;
+    let mem = Memory::reg(&peer, path, LOG_SIZE, Usage::READ_SRC | Usage::WRITE_DST | flush)?;
     let mut sig = [0u8; 8];
     mem.read_at(0, &mut sig)?;
     if !mem.is_file() || &sig != SIGNATURE {
@@ -64,7 +64,7 @@ fn client(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, false)?;
     let words: Vec<String> =
         if a.rest.is_empty() { vec!["1st_word".into(), "2nd_word".into(), "3rd_word".into()] } else { a.rest.clone() };
-    let mut src = MrLocal::reg(&peer, AlignedBuf::new(KILOBYTE)?, Usage::WRITE_SRC | Usage::READ_DST)?;
+    let src = MrLocal::reg(&peer, AlignedBuf::new(KILOBYTE)?, Usage::WRITE_SRC | Usage::READ_DST)?;
     // Four operations per word may be in flight: size the send queue (and
     // CQ) for them.
     let mut cfg = ConnCfg::new();

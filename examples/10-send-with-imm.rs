@@ -41,7 +41,7 @@ fn client(a: &Args) -> Res<()> {
         None => 1234,
     };
     let word = a.rest.get(1);
-    let mut m = MrLocal::reg(&peer, AlignedBuf::new(MSG_SIZE)?, Usage::SEND)?;
+    let m = MrLocal::reg(&peer, AlignedBuf::new(MSG_SIZE)?, Usage::SEND)?;
     let len = match word {
         Some(w) => {
             let w = w.as_bytes();

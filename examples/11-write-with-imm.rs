@@ -39,7 +39,7 @@ fn client(a: &Args) -> Res<()> {
         Some(s) => s.parse().map_err(|_| "The provided immediate data is too big or not a number")?,
         None => 1234,
     };
-    let mut src = MrLocal::reg(&peer, AlignedBuf::new(KILOBYTE)?, Usage::WRITE_SRC)?;
+    let src = MrLocal::reg(&peer, AlignedBuf::new(KILOBYTE)?, Usage::WRITE_SRC)?;
     src.write_at(0, &imm.to_le_bytes())?;
     let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;

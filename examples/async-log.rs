@@ -98,7 +98,7 @@ fn server(a: &Args) -> Res<()> {
                 let access = MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC;
                 let export = conn.conn().export(&log, 0, log.size(), access)?;
                 let desc = export.descriptor_ext()?;
-                let mut msg = MrLocal::reg(&peer, AlignedBuf::new(DESC)?, Usage::SEND)?;
+                let msg = MrLocal::reg(&peer, AlignedBuf::new(DESC)?, Usage::SEND)?;
                 msg.write_at(0, &desc)?;
                 conn.send(&msg, 0, desc.len()).await?;
                 Some(export)
@@ -180,7 +180,7 @@ async fn append(peer: Peer, addr: String, port: u16, c: usize, records: usize) -
     };
     let slots = ((log.size() as usize).saturating_sub(SLOTS_AT) / SLOT) as u64;
     let prev = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::READ_DST)?;
-    let mut rec = MrLocal::reg(&peer, AlignedBuf::new(SLOT)?, Usage::WRITE_SRC)?;
+    let rec = MrLocal::reg(&peer, AlignedBuf::new(SLOT)?, Usage::WRITE_SRC)?;
     for r in 0..records {
         // Reserve: the tail's previous value is this record's slot.
         let slot = conn.fetch_and_add(&prev, 0, &log, 0, 1).await?;

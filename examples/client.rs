@@ -45,7 +45,7 @@ pub fn run(addr: &str, port: u16) -> Result<(), Box<dyn std::error::Error>> {
     // RDMA write a reply, then flush it: the flush's completion says the
     // reply is visible at the server.
     let reply = b"Hello back from the rpma client!\0";
-    let mut src = MrLocal::reg(&peer, AlignedBuf::new(reply.len())?, Usage::WRITE_SRC)?;
+    let src = MrLocal::reg(&peer, AlignedBuf::new(reply.len())?, Usage::WRITE_SRC)?;
     src.write_at(0, reply)?;
     conn.write(&remote, 1024, &src, 0, reply.len(), Flags::COMPLETION_ON_ERROR, 2)?;
     conn.flush(&remote, 1024, reply.len() as u64, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 3)?;

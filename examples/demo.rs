@@ -22,7 +22,7 @@ fn server(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, true)?;
     println!("server: device {} capabilities {:?}", peer.device_name(), peer.capabilities());
     let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
-    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, usage)?;
+    let mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, usage)?;
     mr.write_at(0, GREETING)?;
     println!("server: registered {} bytes, access {:?}, rkey {:#x}", mr.size(), mr.access(), mr.rkey());
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
@@ -47,7 +47,7 @@ fn server(a: &Args) -> Res<()> {
 
 fn client(a: &Args) -> Res<()> {
     let peer = common::peer(&a.addr, false)?;
-    let mut local = MrLocal::reg(&peer, AlignedBuf::new(4096)?, Usage::READ_DST | Usage::WRITE_SRC)?;
+    let local = MrLocal::reg(&peer, AlignedBuf::new(4096)?, Usage::READ_DST | Usage::WRITE_SRC)?;
     let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
     let remote = cd.mr;

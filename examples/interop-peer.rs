@@ -17,7 +17,7 @@ fn server(a: &Args) -> Res<()> {
     let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY | Usage::FLUSH_TYPE_PERSISTENT;
     // With native RDMA FLUSH, Soft-RoCE grants persistent flush only on
     // persistent memory: offer visibility only, and say so.
-    let (mut mr, persistent) = match MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, usage) {
+    let (mr, persistent) = match MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, usage) {
         Ok(mr) => (mr, true),
         Err(e) => {
             println!("server: persistent flush refused on DRAM: offering visibility flush only ({e})");
@@ -62,7 +62,7 @@ fn server(a: &Args) -> Res<()> {
 fn client(a: &Args) -> Res<()> {
     let case = a.rest.first().ok_or("no CASE given")?.clone();
     let peer = common::peer(&a.addr, false)?;
-    let mut buf = MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)?;
+    let buf = MrLocal::reg(&peer, AlignedBuf::new(SIZE)?, Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)?;
     let msg = b"from the Rust client\0";
     buf.write_at(512, msg)?;
     let conn = common::client_connect(&peer, a, None, &[], &|_| Ok(()))?;

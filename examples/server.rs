@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The memory the client reads and writes, registered for both (and
     // for the flush that makes the client's write visible).
     let usage = Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY;
-    let mut mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, usage)?;
+    let mr = MrLocal::reg(&peer, AlignedBuf::new(4096)?, usage)?;
     mr.write_at(0, b"Hello from the rpma server!")?;
 
     // One connection: its descriptor travels in the private data.

@@ -7,7 +7,7 @@ mod common;
 use common::{peer, raise_fd_limit, T};
 use rpma::aio::AsyncConn;
 use rpma::conn::ConnEvent;
-use rpma::error::Detail;
+use rpma::error::{Detail, RangeUse};
 use rpma::{AlignedBuf, Ep, Flags, FlushType, MrLocal, MrRemote, MwAccess, Peer, Usage};
 use rpma_harness::{addr, device_tests, next_port};
 use std::sync::Arc;
@@ -115,7 +115,7 @@ device_tests!({
         run(async move {
             let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
             let remote = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
-            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
+            let src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
             src.write_at(0, b"with-imm").unwrap();
             src.write_at(8, b"sent-imm").unwrap();
             let w = conn.write_with_imm(&remote, 0, &src, 0, 8, 0xfeed).await.unwrap();
@@ -151,7 +151,7 @@ device_tests!({
                     tokio::spawn(async move {
                         let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.expect("connect");
                         let dst = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
-                        let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
+                        let src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
                         let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT + 8).unwrap(), Usage::READ_DST).unwrap();
                         let bytes: Vec<u8> = (0..SLOT).map(|k| (i * 31 + k) as u8).collect();
                         src.write_at(0, &bytes).unwrap();
@@ -189,14 +189,14 @@ device_tests!({
     fn futures_dropped_at_every_stage_lose_nothing() {
         let (sp, cp) = (peer(), peer());
         let usage = Usage::WRITE_DST | Usage::READ_SRC;
-        let mut region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
+        let region = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
         region.write_at(0, &[7u8; 4096]).unwrap();
         let port = next_port();
         let server = serve(&sp, port, 1, region.descriptor().to_vec());
         run(async move {
             let conn = Arc::new(AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap());
             let src = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
-            let mut dst = MrLocal::reg(&cp, AlignedBuf::new(4096).unwrap(), Usage::READ_DST).unwrap();
+            let dst = MrLocal::reg(&cp, AlignedBuf::new(4096).unwrap(), Usage::READ_DST).unwrap();
 
             // Before the post: nothing posted.
             drop(conn.read(&dst, 0, &src, 0, 4096));
@@ -210,7 +210,7 @@ device_tests!({
             // completion dropped with the future, or discarded by the
             // reaper): never both written.
             if let Err(e) = &e {
-                assert!(matches!(e.detail(), Some(Detail::RegionBusy { .. })), "{e}");
+                assert!(matches!(e.detail(), Some(Detail::RangeBusy { by: RangeUse::DeviceWrites, .. })), "{e}");
             }
             // The next operations' completions all arrive.
             for k in 0..16u64 {
@@ -281,7 +281,7 @@ device_tests!({
         const BIG: usize = 4 << 20;
         let (sp, cp) = (peer(), peer());
         let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::REMOTE_ATOMIC;
-        let mut region = MrLocal::reg(&sp, AlignedBuf::new(BIG + 64).unwrap(), usage).unwrap();
+        let region = MrLocal::reg(&sp, AlignedBuf::new(BIG + 64).unwrap(), usage).unwrap();
         let pattern: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
         region.write_at(0, &pattern).unwrap();
         let port = next_port();
@@ -469,7 +469,7 @@ device_tests!({
             use std::future::Future;
             use std::task::Poll;
             let a = AsyncConn::new(c).unwrap();
-            let mut msg = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+            let msg = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
             msg.write_at(0, &[0x11; 64]).unwrap();
             let mut fut = Box::pin(a.send(&msg, 0, 64));
             let pending = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx).is_pending())).await;
@@ -479,7 +479,7 @@ device_tests!({
             assert!(pending, "still waiting for the receive");
             drop(fut);
             let e = msg.write_at(0, &[0x22; 64]).unwrap_err();
-            assert!(matches!(e.detail(), Some(Detail::RegionBusy { .. })), "{e}");
+            assert!(matches!(e.detail(), Some(Detail::RangeBusy { by: RangeUse::DeviceReads, .. })), "{e}");
             s.recv(&rbuf, 0, 64, 5).unwrap();
             let wc = s.cq().next_completion(T).unwrap();
             assert!(wc.status.is_success() && wc.op_context == 5 && wc.byte_len == 64, "{wc:?}");
@@ -540,7 +540,7 @@ device_tests!({
             let plain = {
                 let (conn, dst, cp) = (conn.clone(), dst.clone(), cp.clone());
                 tokio::spawn(async move {
-                    let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::WRITE_SRC).unwrap();
+                    let src = MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::WRITE_SRC).unwrap();
                     for k in 0..TASKS {
                         src.write_at(0, &[k as u8 ^ 0xa5; SLOT as usize]).unwrap();
                         let at = (TASKS + k) * SLOT;
@@ -557,8 +557,7 @@ device_tests!({
                 .map(|t| {
                     let (conn, dst, cp) = (conn.clone(), dst.clone(), cp.clone());
                     tokio::spawn(async move {
-                        let mut src =
-                            MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::WRITE_SRC).unwrap();
+                        let src = MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::WRITE_SRC).unwrap();
                         let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT as usize).unwrap(), Usage::READ_DST).unwrap();
                         for r in 0..ROUNDS {
                             let bytes = [(t * 7 + r) as u8; SLOT as usize];
@@ -619,7 +618,7 @@ device_tests!({
         run(async move {
             let client = tokio::spawn(async move {
                 let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
-                let mut msg = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+                let msg = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
                 msg.write_at(0, b"streamed").unwrap();
                 conn.send(&msg, 0, 8).await.unwrap();
                 conn.disconnect().await.unwrap();
@@ -674,7 +673,7 @@ device_tests!({
             assert!(matches!(e, rpma::Error::Inval(_)), "{e}");
             let exchange = |conn: Arc<AsyncConn>, at: usize, seed: usize, cp: Peer| async move {
                 let dst = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
-                let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
+                let src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
                 let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::READ_DST).unwrap();
                 let bytes: Vec<u8> = (0..SLOT).map(|k| (seed * 37 + k) as u8).collect();
                 src.write_at(0, &bytes).unwrap();
@@ -737,7 +736,7 @@ device_tests!({
             use rpma::ops::{AtomicWrite, Flush, Write};
             let conn = AsyncConn::connect(&cp, &addr(), port, None, &[]).await.unwrap();
             let log = MrRemote::from_descriptor(conn.conn().private_data()).unwrap();
-            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+            let src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
             // librpma example 07's commit, ten times: the record, its
             // flush, the pointer to it, the pointer's flush (awaited).
             let quiet = Flags::COMPLETION_ON_ERROR;
@@ -790,7 +789,7 @@ device_tests!({
         // the client is refused and the region deregisters.
         let (sp, cp) = (peer(), peer());
         let (c, s) = common::Pair::new().server_peer(&sp).client_peer(&cp).connect();
-        let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
+        let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
         mr.write_at(0, &[0x5a; 4096]).unwrap();
         let rbuf = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
         c.recv(&rbuf, 0, 64, 1).unwrap();
@@ -802,7 +801,7 @@ device_tests!({
             let a = AsyncConn::new(s).unwrap();
             let mut export = a.conn().export(&mr, 1024, 512, MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE).unwrap();
             let desc = export.descriptor().unwrap();
-            let mut sbuf = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+            let sbuf = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
             sbuf.write_at(0, &desc).unwrap();
             assert!(a.send(&sbuf, 0, desc.len()).await.unwrap().status.is_success());
             let wc = c.cq().next_completion(T).unwrap();
@@ -817,7 +816,7 @@ device_tests!({
             let mut got = [0u8; 64];
             dst.read_at(0, &mut got).unwrap();
             assert_eq!(got, [0x5a; 64]);
-            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+            let src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
             src.write_at(0, &[0xa5; 64]).unwrap();
             c.write(&remote, 64, &src, 0, 64, Flags::COMPLETION_ALWAYS, 3).unwrap();
             assert!(c.cq().next_completion(T).unwrap().status.is_success());
@@ -874,7 +873,7 @@ device_tests!({
         // 2,000; every byte read is checked.
         const READS: usize = 2000;
         let (sp, cp) = (peer(), peer());
-        let mut region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        let region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
         region.write_at(0, &[0x3c; 64]).unwrap();
         let port = next_port();
         let server = serve(&sp, port, 1, region.descriptor().to_vec());
@@ -896,7 +895,7 @@ device_tests!({
                 widest
             });
             let reader = tokio::spawn(async move {
-                let mut dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
+                let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
                 for k in 0..READS {
                     dst.write_at(0, &[0u8; 64]).unwrap();
                     conn.read(&dst, 0, &src, 0, 64).await.unwrap();
@@ -962,7 +961,7 @@ device_tests!({
             // The client's send CQ on the same channel: awaited write and
             // read of the server's region.
             let dst = MrRemote::from_descriptor(c.conn().private_data()).unwrap();
-            let mut src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
+            let src = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
             let back = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
             src.write_at(0, b"to the srq, one").unwrap();
             c.write(&dst, 128, &src, 0, 15).await.unwrap();
@@ -980,7 +979,7 @@ device_tests!({
             inbox.read_at(0, &mut m).unwrap();
             assert_eq!(&m, b"to the srq, one");
             srq.recv(&inbox, 32, 8, 72).unwrap();
-            let mut src2 = MrLocal::reg(c2.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+            let src2 = MrLocal::reg(c2.peer(), AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
             src2.write_at(0, b"two, hub").unwrap();
             c2.send(&src2, 0, 8, Flags::COMPLETION_ALWAYS, 5).unwrap();
             assert_eq!(c2.cq().next_completion(T).unwrap().op_context, 5);
@@ -993,7 +992,7 @@ device_tests!({
             // another task after a pause: the client's task sleeps in its
             // receive until the reaper, woken through the shared channel,
             // routes the completion.
-            let mut out = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+            let out = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
             out.write_at(0, b"answered").unwrap();
             let s1 = s.clone();
             let answering = tokio::spawn(async move {

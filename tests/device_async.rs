@@ -88,7 +88,7 @@ device_tests!({
                         assert_eq!(std::thread::current().id(), thread);
                         let conn = connect(&cp, &addr(), port, None, &[]).await.expect("connect");
                         let dst = MrRemote::from_descriptor(conn.private_data()).unwrap();
-                        let mut src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
+                        let src = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::WRITE_SRC).unwrap();
                         let back = MrLocal::reg(&cp, AlignedBuf::new(SLOT).unwrap(), Usage::READ_DST).unwrap();
                         let cq = AsyncCq::new(conn.cq()).unwrap();
                         let at = (i * SLOT) as u64;
@@ -123,7 +123,7 @@ device_tests!({
 
     fn a_future_dropped_mid_wait_loses_no_completion() {
         let (sp, cp) = (peer(), peer());
-        let mut region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        let region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
         region.write_at(0, b"dropped futures lose nothing").unwrap();
         let port = next_port();
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
@@ -205,7 +205,7 @@ device_tests!({
 
     fn a_shared_completion_channel_is_awaited() {
         let (sp, cp) = (peer(), peer());
-        let mut region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        let region = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
         region.write_at(0, b"shared channel").unwrap();
         let port = next_port();
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());

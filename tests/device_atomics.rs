@@ -18,7 +18,7 @@ const A: Flags = Flags::COMPLETION_ALWAYS;
 /// A counter region of 4 KiB on `sp`, zeroed, granting atomics (and reads,
 /// so a C librpma peer sees a usable region).
 fn counter(sp: &Peer, usage: Usage) -> MrLocal<AlignedBuf> {
-    let mut mr = MrLocal::reg(sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
+    let mr = MrLocal::reg(sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
     mr.write_at(0, &[0u8; 4096]).unwrap();
     mr
 }
@@ -160,7 +160,7 @@ device_tests!({
 
     fn misaligned_refused_locally_and_by_the_device() {
         let sp = peer();
-        let mut m = counter(&sp, Usage::READ_SRC | Usage::REMOTE_ATOMIC);
+        let m = counter(&sp, Usage::READ_SRC | Usage::REMOTE_ATOMIC);
         m.write_at(0, &0x1111_2222_3333_4444u64.to_ne_bytes()).unwrap();
         m.write_at(8, &0x5555_6666_7777_8888u64.to_ne_bytes()).unwrap();
         let target = m;
@@ -187,7 +187,7 @@ device_tests!({
         // completion is the next one (nothing of the refused ones was
         // posted: `faa` checks the context).
         assert_eq!(faa(&c, &res, &remote, 8, 1, 79), 0x5555_6666_7777_8888);
-        let mut m = target;
+        let m = target;
         m.write_at(8, &0x5555_6666_7777_8888u64.to_ne_bytes()).unwrap();
         let target = m;
         assert_eq!(word(&target, 0), 0x1111_2222_3333_4444, "memory unchanged");
@@ -197,7 +197,7 @@ device_tests!({
 
     fn region_without_the_grant_refused_locally_and_by_the_device() {
         let sp = peer();
-        let mut target = counter(&sp, Usage::READ_SRC | Usage::WRITE_DST);
+        let target = counter(&sp, Usage::READ_SRC | Usage::WRITE_DST);
         target.write_at(0, &41u64.to_ne_bytes()).unwrap();
         assert!(!target.access().contains(rpma::Access::REMOTE_ATOMIC));
         let (c, s) = Pair::new().server_peer(&sp).connect();

@@ -11,7 +11,7 @@ use rpma_harness::{device_tests, in_vm};
 
 /// A server region that grants no remote access itself, only through windows.
 fn window_region(p: &rpma::Peer) -> MrLocal<AlignedBuf> {
-    let mut mr = MrLocal::reg(p, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::RECV).unwrap();
+    let mr = MrLocal::reg(p, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::RECV).unwrap();
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     mr.write_at(0, &pattern).unwrap();
     mr
@@ -122,8 +122,7 @@ device_tests!({
         assert_eq!(s.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
         let remote = MrRemote::from_descriptor(&mw.descriptor().unwrap()).unwrap();
         assert_eq!(remote.addr(), 0, "zero-based window");
-        let mut local =
-            MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         local.write_at(0, b"through the window").unwrap();
         c.write(&remote, 8, &local, 0, 18, Flags::COMPLETION_ALWAYS, 2).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -356,7 +355,7 @@ device_tests!({
 
     fn zero_based_region_remote_read_write() {
         let sp = peer();
-        let mut mr =
+        let mr =
             MrLocal::reg_zero_based(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         mr.write_at(100, b"zero-based!").unwrap();
         let (c, s) = Pair::new().server_peer(&sp).connect();
@@ -420,7 +419,7 @@ device_tests!({
 
     fn rereg_old_rkey_stops_working_and_new_memory_receives_data() {
         let sp = peer();
-        let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+        let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         mr.write_at(0, b"old memory").unwrap();
         let (c, s) = Pair::new().server_peer(&sp).connect();
         let old = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
@@ -440,7 +439,7 @@ device_tests!({
         let new = MrRemote::from_descriptor(&mr.descriptor()).unwrap();
         assert_eq!(new.size(), 8192);
         // Writes through the new registration land in the new memory.
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, b"via rereg").unwrap();
         c.write(&new, 5000, &src, 0, 9, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -484,7 +483,7 @@ device_tests!({
 
     fn rereg_refused_while_in_flight() {
         let sp = peer();
-        let mut smr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
+        let smr = MrLocal::reg(&sp, AlignedBuf::new(64).unwrap(), Usage::READ_SRC).unwrap();
         smr.write_at(0, &[1; 64]).unwrap();
         let (c, s) = Pair::new().server_peer(&sp).connect();
         let remote = MrRemote::from_descriptor(&smr.descriptor()).unwrap();

@@ -59,7 +59,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, usage);
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC).unwrap();
         println!("  path: {}", paths(&c));
         for round in 0..3u64 {
             let data = (0x1111_1111_0000_0000u64 + round).to_le_bytes();
@@ -105,7 +105,7 @@ device_tests!({
         s.recv(&smr, 6000, 64, 71).unwrap();
         s.recv(&smr, 6100, 64, 72).unwrap();
         s.recv(&smr, 6200, 64, 73).unwrap();
-        let mut local =
+        let local =
             MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
                 .unwrap();
         local.write_at(0, b"chained write").unwrap();
@@ -169,7 +169,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST | Usage::FLUSH_TYPE_VISIBILITY);
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, b"NOT HERE").unwrap();
         let mut before = vec![0u8; 8192];
         smr.read_at(0, &mut before).unwrap();
@@ -230,7 +230,7 @@ device_tests!({
             let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
             let remote = remote_of(&c);
             let forged = forged_rkey(&c);
-            let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+            let src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
             src.write_at(0, b"first!!!second!!third!!!").unwrap();
             let f = |last: bool| if last || !only_last_signaled { LOUD } else { QUIET };
             let mut ch = c.chain();
@@ -297,8 +297,7 @@ device_tests!({
         cfg.set_sq_size(2 * CHAIN_MAX as u32); // room for a whole chain
         let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = remote_of(&c);
-        let mut local =
-            MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         let pattern = |at: usize, n: usize| -> Vec<u8> { (at..at + n).map(|i| (i * 7 % 251) as u8).collect() };
         // 16 reads, only the last signaled, unheld.
         let mut ch = c.chain();
@@ -453,7 +452,7 @@ device_tests!({
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = remote_of(&c);
         s.recv(&smr, 7000, 64, 81).unwrap();
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC | Usage::SEND).unwrap();
         src.write_at(0, b"record!!").unwrap();
         let mut ch = c.chain();
         ch.push(Write::new(&remote, 500, &src, 0, 8).flags(QUIET).op_context(1)).unwrap();

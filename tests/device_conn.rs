@@ -128,8 +128,7 @@ device_tests!({
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         assert_eq!(remote.size(), 8192);
         let cp = c.cq();
-        let mut local =
-            MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         // read 4 KiB from offset 100
         c.read(&local, 10, &remote, 100, 4096, Flags::COMPLETION_ALWAYS, 1).unwrap();
         let wc = cp.next_completion(T).unwrap();
@@ -178,7 +177,7 @@ device_tests!({
         cfg.set_native_ops(false);
         let (c, s) = Pair::new().server_peer(&sp).client_cfg(&cfg).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-        let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, b"emulated").unwrap();
         c.write(&remote, 64, &local, 0, 8, Flags::COMPLETION_ON_ERROR, 1).unwrap();
         c.flush(&remote, 64, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 2).unwrap();
@@ -249,7 +248,7 @@ device_tests!({
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         c.apply_remote_peer_cfg(&PeerCfg::from_descriptor(&c.private_data()[rpma::MR_DESCRIPTOR_SIZE..]).unwrap());
-        let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, b"durable!").unwrap();
         c.write(&remote, 4096, &local, 0, 8, Flags::COMPLETION_ON_ERROR, 1).unwrap();
         c.flush(&remote, 4096, 8, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();
@@ -269,7 +268,7 @@ device_tests!({
         let smr = MrLocal::reg(s.peer(), AlignedBuf::new(256).unwrap(), Usage::RECV).unwrap();
         s.recv(&smr, 0, 64, 11).unwrap();
         s.recv(&smr, 64, 64, 12).unwrap();
-        let mut cmr = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::SEND).unwrap();
+        let cmr = MrLocal::reg(c.peer(), AlignedBuf::new(256).unwrap(), Usage::SEND).unwrap();
         cmr.write_at(0, b"ping").unwrap();
         c.send(&cmr, 0, 4, Flags::COMPLETION_ALWAYS, 21).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::Send);
@@ -296,7 +295,7 @@ device_tests!({
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let recv_mr = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
         s.recv(&recv_mr, 0, 0, 31).unwrap();
-        let mut cmr = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let cmr = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         cmr.write_at(0, b"imm!").unwrap();
         c.write_with_imm(&remote, 16, &cmr, 0, 4, Flags::COMPLETION_ALWAYS, 42, 32).unwrap();
         assert_eq!(c.cq().next_completion(T).unwrap().op, CompletionOp::WriteWithImm);
@@ -386,7 +385,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC);
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-        let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::READ_DST).unwrap();
         // Unsignaled reads keep the region held until a later signaled one completes.
         c.read(&local, 0, &remote, 0, 8192, Flags::COMPLETION_ON_ERROR, 1).unwrap();
         assert_eq!(local.in_flight(), 1);
@@ -584,7 +583,7 @@ device_tests!({
         dst.read_at(0, &mut got).unwrap();
         let want: Vec<u8> = (0..64u32).map(|i| (i * 7 % 251) as u8).collect();
         assert_eq!(got[..], want[..], "the server's pattern, over IPv6");
-        let mut src = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(&cp, AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, b"over v6!").unwrap();
         c.write(&remote, 4096, &src, 0, 8, Flags::COMPLETION_ON_ERROR, 2).unwrap();
         c.flush(&remote, 4096, 8, FlushType::Visibility, Flags::COMPLETION_ALWAYS, 3).unwrap();
@@ -674,7 +673,7 @@ device_tests!({
         assert!(s.rcq().is_none(), "the SRQ's RCQ is used");
         assert_eq!(s.recv(&smr, 0, 8, 0).unwrap_err().code(), RPMA_E_INVAL);
         assert_eq!(c.cq().wait().unwrap_err().code(), RPMA_E_SHARED_CHANNEL);
-        let mut cmr = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+        let cmr = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
         cmr.write_at(0, b"via srq").unwrap();
         c.send(&cmr, 0, 7, Flags::COMPLETION_ALWAYS, 52).unwrap();
         let (cq, is_rcq) = c.wait_timeout(T).unwrap();
@@ -720,7 +719,7 @@ device_tests!({
         let (smr, pdata) = server_region(&other, Usage::READ_SRC | Usage::WRITE_DST);
         let (c, s) = Pair::new().server_pdata(pdata).connect(); // server conn on a fresh PD
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-        let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         local.write_at(0, &[0xee; 64]).unwrap();
         c.write(&remote, 0, &local, 0, 64, Flags::COMPLETION_ALWAYS, 7).unwrap();
         let wc = c.cq().next_completion(T).unwrap();
@@ -793,8 +792,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-        let mut local =
-            MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
         local.write_at(0, &[0xa5; 64]).unwrap();
         let end = remote.size();
         let expect = |ctx: u64, op: CompletionOp| {
@@ -962,7 +960,7 @@ device_tests!({
         let (smr, pdata) = server_region(&sp, Usage::READ_SRC | Usage::WRITE_DST);
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         for k in 1..=20u8 {
             let rec = [k; 64];
             src.write_at(0, &rec).unwrap();

@@ -82,7 +82,7 @@ device_tests!({
             handles.push(thread::spawn(move || {
                 let (c, s) = Pair::new().server_peer(&sp).connect();
                 let remote = MrRemote::from_descriptor(&desc).unwrap();
-                let mut local =
+                let local =
                     MrLocal::reg(c.peer(), AlignedBuf::new(128).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
                 for m in 0..M {
                     let rec = [(t * M + m) as u8; 64];
@@ -141,7 +141,7 @@ device_tests!({
         for (t, rx) in rxs.into_iter().enumerate() {
             let (c, remote) = (c.clone(), remote);
             workers.push(thread::spawn(move || {
-                let mut local = MrLocal::reg(c.peer(), AlignedBuf::new(32).unwrap(), Usage::WRITE_SRC).unwrap();
+                let local = MrLocal::reg(c.peer(), AlignedBuf::new(32).unwrap(), Usage::WRITE_SRC).unwrap();
                 for m in 0..M {
                     local.write_at(0, &[(t * M + m) as u8; 32]).unwrap();
                     c.write(&remote, ((t * M + m) * 32) as u64, &local, 0, 32, Flags::COMPLETION_ALWAYS, t as u64)
@@ -196,7 +196,7 @@ device_tests!({
             assert_eq!(rc, 0, "epoll_ctl: {}", std::io::Error::last_os_error());
         }
         // Per connection: records done, and whether the read-back is in flight.
-        let mut local: Vec<_> = pairs
+        let local: Vec<_> = pairs
             .iter()
             .map(|(c, _)| {
                 MrLocal::reg(c.peer(), AlignedBuf::new(128).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap()

@@ -28,7 +28,7 @@ fn with_rkey(desc: &[u8], rkey: u32) -> MrRemote {
 /// of `bp` to `sp`'s server, and returns the write's completion status.
 fn write_from_new_conn(sp: &Peer, bp: &Peer, remote: &MrRemote) -> WcStatus {
     let (c, s) = Pair::new().server_peer(sp).client_peer(bp).connect();
-    let mut src = MrLocal::reg(bp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    let src = MrLocal::reg(bp, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
     src.write_at(0, &[0xee; 64]).unwrap();
     c.write(remote, 0, &src, 0, 64, Flags::COMPLETION_ALWAYS, 7).unwrap();
     let status = c.cq().next_completion(T).unwrap().status;
@@ -46,7 +46,7 @@ fn write_from_new_conn(sp: &Peer, bp: &Peer, remote: &MrRemote) -> WcStatus {
 fn deliver(s: &Conn, c: &Conn, desc: &[u8]) -> Vec<u8> {
     let rbuf = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::RECV).unwrap();
     c.recv(&rbuf, 0, 64, 1).unwrap();
-    let mut sbuf = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
+    let sbuf = MrLocal::reg(s.peer(), AlignedBuf::new(64).unwrap(), Usage::SEND).unwrap();
     sbuf.write_at(0, desc).unwrap();
     s.send(&sbuf, 0, desc.len(), Flags::COMPLETION_ALWAYS, 2).unwrap();
     assert!(s.cq().next_completion(T).unwrap().status.is_success());
@@ -65,7 +65,7 @@ device_tests!({
         // out, so rpma refuses a fetch-and-add through it before posting.
         let sp = peer();
         let ap = peer();
-        let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
+        let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
         mr.write_at(0, &[0; 4096]).unwrap();
         assert!(!mr.is_pmem());
         let (ca, sa) = Pair::new().server_peer(&sp).client_peer(&ap).connect();
@@ -91,7 +91,7 @@ device_tests!({
         }
         let e = ca.fetch_and_add(&old, 0, &plain, 0, 5, Flags::COMPLETION_ALWAYS, 12).unwrap_err();
         println!("  a fetch-and-add through the 21-byte descriptor: {e}");
-        let mut src = MrLocal::reg(&ap, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(&ap, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, &[0xc3; 64]).unwrap();
         ca.write(&view, 64, &src, 0, 64, Flags::COMPLETION_ON_ERROR, 13).unwrap();
         ca.flush(&view, 64, 64, rpma::FlushType::Visibility, Flags::COMPLETION_ALWAYS, 14).unwrap();
@@ -109,7 +109,7 @@ device_tests!({
     fn an_export_is_reached_by_its_connection_only() {
         let sp = peer();
         let (ap, bp) = (peer(), peer());
-        let mut mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
+        let mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), Usage::MW_BIND | Usage::WRITE_SRC).unwrap();
         mr.write_at(0, &[0x5a; 4096]).unwrap();
         let (ca, sa) = Pair::new().server_peer(&sp).client_peer(&ap).connect();
         let export = sa.export(&mr, 1024, 512, MwAccess::REMOTE_READ | MwAccess::REMOTE_WRITE).unwrap();
@@ -123,7 +123,7 @@ device_tests!({
         let mut got = [0u8; 512];
         back.read_at(0, &mut got).unwrap();
         assert_eq!(got, [0x5a; 512]);
-        let mut src = MrLocal::reg(&ap, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(&ap, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, &[0xa1; 64]).unwrap();
         ca.write(&a_view, 0, &src, 0, 64, Flags::COMPLETION_ALWAYS, 4).unwrap();
         assert_eq!(ca.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS);
@@ -241,7 +241,7 @@ device_tests!({
         let sp = peer();
         let (ap, bp) = (peer(), peer());
         let usage = Usage::WRITE_DST | Usage::READ_SRC;
-        let mut a_mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
+        let a_mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
         a_mr.write_at(0, &[0x5a; 4096]).unwrap();
         let b_mr = MrLocal::reg(&sp, AlignedBuf::new(4096).unwrap(), usage).unwrap();
         let (a_desc, b_desc) = (a_mr.descriptor().to_vec(), b_mr.descriptor().to_vec());

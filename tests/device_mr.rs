@@ -211,7 +211,7 @@ device_tests!({
             // read again or goes out of scope.
             #[allow(unsafe_code)]
             let raw = unsafe { rpma::RawMemory::new(backing.as_mut_ptr(), backing.len()) };
-            let mut mr = MrLocal::reg(&p, raw, Usage::RECV).unwrap();
+            let mr = MrLocal::reg(&p, raw, Usage::RECV).unwrap();
             mr.write_at(250, b"abcdef").unwrap();
             let mut out = [0u8; 6];
             mr.read_at(250, &mut out).unwrap();
@@ -246,8 +246,7 @@ device_tests!({
         let ra = MrRemote::from_descriptor(&c.private_data()[1..split]).unwrap();
         let rf = MrRemote::from_descriptor(&c.private_data()[split..]).unwrap();
         assert_eq!((ra.size(), rf.size()), (8192, 4096));
-        let mut local =
-            MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+        let local = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
         local.write_at(0, b"into the anonymous mapping").unwrap();
         local.write_at(64, b"into the file").unwrap();
         let wait = |ctx: u64| {
@@ -343,11 +342,11 @@ device_tests!({
             "the punch is refused"
         );
         let p = peer();
-        let mut mr = MrLocal::reg(&p, m, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
+        let mr = MrLocal::reg(&p, m, Usage::WRITE_DST | Usage::READ_SRC).unwrap();
         mr.write_at(HUGE - 8, b"last8byt").unwrap();
         let (c, s) = common::Pair::new().server_peer(&p).server_pdata(mr.descriptor().to_vec()).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, b"rdma-hug").unwrap();
         c.write(&remote, (HUGE / 2) as u64, &src, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert!(c.cq().next_completion(common::T).unwrap().status.is_success());
@@ -369,7 +368,7 @@ device_tests!({
 
     fn local_copies_are_bounds_checked() {
         let p = peer();
-        let mut mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+        let mr = MrLocal::reg(&p, AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
         let e = mr.write_at(60, &[0u8; 5]).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(matches!(e.detail(), Some(Detail::OutOfRange { offset: 60, len: 5, size: 64, .. })), "{e}");
@@ -523,7 +522,7 @@ device_tests!({
         let (c, s) = common::Pair::new().server_peer(&sp).server_pdata(mr.descriptor().to_vec()).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let pattern: Vec<u8> = (0..LEN).map(|i| (i * 31 % 253) as u8).collect();
-        let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(LEN).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(c.peer(), AlignedBuf::new(LEN).unwrap(), Usage::WRITE_SRC).unwrap();
         src.write_at(0, &pattern).unwrap();
         c.write(&remote, 0, &src, 0, LEN, Flags::COMPLETION_ALWAYS, 1).unwrap();
         assert!(c.cq().next_completion(common::T).unwrap().status.is_success());

@@ -52,11 +52,11 @@ fn allowed(u: Usage, op: Op) -> bool {
 /// the device let it through, after checking the bytes.
 fn run(u: Usage, op: Op) -> bool {
     let sp = peer();
-    let mut target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), u).unwrap();
+    let target = MrLocal::reg(&sp, AlignedBuf::new(SIZE).unwrap(), u).unwrap();
     target.write_at(0, &pattern()).unwrap();
     let (c, s) = Pair::new().server_peer(&sp).connect();
     let remote = claim_all(&target.descriptor());
-    let mut local =
+    let local =
         MrLocal::reg(c.peer(), AlignedBuf::new(SIZE).unwrap(), Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND)
             .unwrap();
     local.write_at(0, &[0xee; 64]).unwrap();
@@ -128,7 +128,7 @@ device_tests!({
         let sp = peer();
         let (c, s) = Pair::new().server_peer(&sp).connect();
         let cli = MrLocal::reg(c.peer(), AlignedBuf::new(8).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
-        let mut srv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+        let srv = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         let e = s.recv(&srv, 0, 8, 1).unwrap_err();
         assert_eq!(e.code(), RPMA_E_INVAL);
         assert!(matches!(e.detail(), Some(Detail::UsageMissing { missing, .. }) if *missing == Usage::RECV), "{e}");

@@ -65,7 +65,7 @@ device_tests!({
         let by_qp: HashMap<u32, usize> = pairs.iter().enumerate().map(|(i, (c, _, _))| (c.qp_num(), i)).collect();
         assert_eq!(by_qp.len(), n, "distinct QP numbers");
         // every connection writes its own 64 bytes and reads 64 others
-        let mut src = MrLocal::reg(&cp, AlignedBuf::new(64 * n).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(&cp, AlignedBuf::new(64 * n).unwrap(), Usage::WRITE_SRC).unwrap();
         let dst = MrLocal::reg(&cp, AlignedBuf::new(64 * n).unwrap(), Usage::READ_DST).unwrap();
         for i in 0..n {
             src.write_at(64 * i, &[i as u8 + 1; 64]).unwrap();
@@ -211,7 +211,7 @@ device_tests!({
         let scq = SharedCq::new(&cp, 128).unwrap();
         let pairs = conns(&cp, &sp, 3, &shared_cfg(&scq), &[]);
         let rbuf = MrLocal::reg(&cp, AlignedBuf::new(3 * 8).unwrap(), Usage::RECV).unwrap();
-        let mut msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+        let msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
         for (i, (c, _, _)) in pairs.iter().enumerate() {
             c.recv(&rbuf, 8 * i, 8, 70 + i as u64).unwrap();
         }
@@ -307,7 +307,7 @@ device_tests!({
             }
             assert!(posted >= 8, "rq_size receives fit: {posted}");
             // The peer sends one per receive; each completes here.
-            let mut msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
+            let msg = MrLocal::reg(&sp, AlignedBuf::new(8).unwrap(), Usage::SEND).unwrap();
             msg.write_at(0, &[7u8; 8]).unwrap();
             for _ in 0..posted {
                 s.send(&msg, 0, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
@@ -552,8 +552,7 @@ device_tests!({
         let fds = raise_fd_limit(4 * n as u64);
         assert!(fds >= 3 * n as u64, "{n} connections need about {} file descriptors; the limit is {fds}", 2 * n);
         let (sp, cp) = (peer(), peer());
-        let mut region =
-            MrLocal::reg(&sp, AlignedBuf::new(8 * n).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
+        let region = MrLocal::reg(&sp, AlignedBuf::new(8 * n).unwrap(), Usage::READ_SRC | Usage::WRITE_DST).unwrap();
         region.write_at(0, &vec![0u8; 8 * n]).unwrap();
         let mut desc = region.descriptor().to_vec();
         desc.extend_from_slice(&rpma::PeerCfg::new().descriptor());
@@ -588,7 +587,7 @@ device_tests!({
         assert_eq!((cq_c.connections(), cq_s.connections()), (n, n));
         let remotes: Vec<MrRemote> =
             pairs.iter().map(|(c, _)| MrRemote::from_descriptor(c.private_data()).unwrap()).collect();
-        let mut src = MrLocal::reg(&cp, AlignedBuf::new(8 * n).unwrap(), Usage::WRITE_SRC).unwrap();
+        let src = MrLocal::reg(&cp, AlignedBuf::new(8 * n).unwrap(), Usage::WRITE_SRC).unwrap();
         let dst = MrLocal::reg(&cp, AlignedBuf::new(8 * n).unwrap(), Usage::READ_DST).unwrap();
         for i in 0..n {
             src.write_at(8 * i, &(i as u64 + 1).to_le_bytes()).unwrap();

@@ -108,8 +108,7 @@ device_tests!({
             assert_eq!(cd.data_offset as u64, USED_AT, "example 07 sends the place of `used` as data_offset");
             assert_eq!(cd.mr.size(), LOG, "example 07's log size");
             let log = cd.mr;
-            let mut local =
-                MrLocal::reg(&peer, AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
+            let local = MrLocal::reg(&peer, AlignedBuf::new(64).unwrap(), Usage::READ_DST | Usage::WRITE_SRC).unwrap();
             conn.read(&local, 0, &log, USED_AT, 8, Flags::COMPLETION_ALWAYS, 0).unwrap();
             assert!(conn.cq().next_completion(T).unwrap().status.is_success());
             let mut b = [0u8; 8];

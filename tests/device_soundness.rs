@@ -63,7 +63,7 @@ fn untouched(live: &[Vec<u8>]) -> bool {
 /// not change.
 fn write_lands_in_leaked_memory(c: &Conn, dst: &MrRemote, ptr: *const u8, msg: &[u8]) {
     let live = live_allocations();
-    let mut src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
+    let src = MrLocal::reg(c.peer(), AlignedBuf::new(64).unwrap(), Usage::WRITE_SRC).unwrap();
     src.write_at(0, msg).unwrap();
     c.write(dst, 0, &src, 0, msg.len(), Flags::COMPLETION_ALWAYS, 1).unwrap();
     assert_eq!(c.cq().next_completion(T).unwrap().status, WcStatus::SUCCESS, "the device still reaches it");
@@ -412,7 +412,7 @@ device_tests!({
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let all = Usage::READ_DST | Usage::WRITE_SRC | Usage::SEND | Usage::RECV | Usage::MW_BIND;
-        let mut mr = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), all).unwrap();
+        let mr = MrLocal::reg(c.peer(), AlignedBuf::new(4096).unwrap(), all).unwrap();
         let mut rng = common::Rng(0x0dd_5123);
         let mut hostile: Vec<usize> = vec![
             0,

@@ -31,7 +31,7 @@ pub fn server(addr: &str, port: u16, n: usize, mode: &str) -> Res<()> {
     let peer = peer(addr, ContextType::Local)?;
     let usage = if export { Usage::MW_BIND | Usage::WRITE_SRC } else { Usage::READ_SRC };
     let region = MrLocal::reg(&peer, AlignedBuf::new(RANGE * n)?, usage)?;
-    let mut msg = MrLocal::reg(&peer, AlignedBuf::new(DESC * n)?, Usage::SEND)?;
+    let msg = MrLocal::reg(&peer, AlignedBuf::new(DESC * n)?, Usage::SEND)?;
     let ep = Ep::listen(&peer, addr, port)?;
     println!("READY");
     let pdata = if export { Vec::new() } else { region.descriptor().to_vec() };

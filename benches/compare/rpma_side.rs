@@ -158,7 +158,7 @@ pub fn server(addr: &str, port: u16, conns: usize) -> Res<()> {
     )?;
     let slots = MrLocal::reg(&peer, AlignedBuf::new(SLOTS * 8)?, Usage::RECV)?;
     let reply = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?;
-    let mut wsrc = MrLocal::reg(&peer, AlignedBuf::new(REGION)?, Usage::WRITE_SRC)?;
+    let wsrc = MrLocal::reg(&peer, AlignedBuf::new(REGION)?, Usage::WRITE_SRC)?;
     let ep = Ep::listen(&peer, addr, port)?;
     println!("READY");
     let cfg = cfg();
@@ -1100,7 +1100,7 @@ fn client_ir_commit_unheld(c: Client, iters: usize) -> Res<()> {
 /// `rpma::aio::AsyncConn` on a current-thread runtime (its reaper task
 /// routes the completion).
 fn client_ir_async(c: Client, iters: usize) -> Res<()> {
-    let Client { conn, remote, local, mut msg, .. } = c;
+    let Client { conn, remote, local, msg, .. } = c;
     msg.write_at(0, &[DONE])?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
     rt.block_on(async move {
@@ -1118,7 +1118,7 @@ fn client_ir_async(c: Client, iters: usize) -> Res<()> {
 /// once, before timing, as in the C program).
 pub fn client_conns(addr: &str, port: u16, n: usize) -> Res<()> {
     let peer = peer(addr, ContextType::Remote)?;
-    let mut msg = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?;
+    let msg = MrLocal::reg(&peer, AlignedBuf::new(8)?, Usage::SEND)?;
     msg.write_at(0, &[DONE])?;
     let t0 = Instant::now();
     for _ in 0..n {

@@ -85,7 +85,7 @@ pub fn server(a: &Args, shared: bool) -> Res<()> {
     if !old.is_empty() {
         println!("Old value: {old}");
     }
-    let mut msg = MrLocal::reg(
+    let msg = MrLocal::reg(
         &peer,
         AlignedBuf::new(MSG_REGION_SIZE)?,
         Usage::SEND | Usage::RECV | Usage::FLUSH_TYPE_VISIBILITY,
@@ -126,7 +126,7 @@ pub fn client(a: &Args, shared: bool) -> Res<()> {
     let (mut src, data_offset) =
         super::example_memory(&peer, path, offset, HELLO_T_SIZE, Usage::WRITE_SRC, &|m, at| hello::write(m, at, 0))?;
     println!("Next value: {}", hello::read(&src, data_offset)?.1);
-    let mut msg = MrLocal::reg(&peer, AlignedBuf::new(MSG_REGION_SIZE)?, Usage::SEND | Usage::RECV)?;
+    let msg = MrLocal::reg(&peer, AlignedBuf::new(MSG_REGION_SIZE)?, Usage::SEND | Usage::RECV)?;
     let conn = super::client_connect(&peer, a, Some(&cfg(shared)), &[], &|_| Ok(()))?;
     let cd = CommonData::decode(conn.private_data())?;
     let dst_offset =

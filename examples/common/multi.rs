@@ -193,7 +193,7 @@ pub fn client(a: &Args) -> Res<()> {
     let seed: u64 = a.rest.first().ok_or("usage: client ADDR PORT <seed>")?.parse()?;
     let peer = super::peer(&a.addr, false)?;
     let name = name_for(seed);
-    let mut src = MrLocal::reg(&peer, AlignedBuf::new(MAX_NAME_SIZE)?, Usage::READ_SRC)?;
+    let src = MrLocal::reg(&peer, AlignedBuf::new(MAX_NAME_SIZE)?, Usage::READ_SRC)?;
     src.write_at(0, name.as_bytes())?;
     println!("My names is: {name}");
     let conn = super::client_connect(&peer, a, None, &CommonData::encode(0, &src, None), &|_| Ok(()))?;

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::io;
 
 mod detail;
-pub use detail::{Arg, Detail, Misuse, Wire};
+pub use detail::{Arg, Detail, Misuse, RangeUse, Wire};
 
 /// A message naming what was wrong (which argument, which bound), and for
 /// the common causes a typed [`Detail`] to match instead of the text
@@ -294,6 +294,13 @@ impl Error {
     #[cold]
     pub(crate) fn region_busy(in_flight: u64, windows: u64, text: impl Into<String>) -> Error {
         Error::Again(Msg::detailed(Detail::RegionBusy { in_flight, windows }, text.into()))
+    }
+
+    /// [`Error::Again`] with [`Detail::RangeBusy`].
+    #[cold]
+    pub(crate) fn range_busy(offset: usize, len: usize, by: RangeUse, text: impl Into<String>) -> Error {
+        let detail = Detail::RangeBusy { offset: offset as u64, len: len as u64, by };
+        Error::Again(Msg::detailed(detail, text.into()))
     }
 
     /// [`Error::Inval`] with [`Detail::CqFull`].

@@ -68,6 +68,16 @@ pub unsafe trait RegMemory: 'static {
     fn is_pmem(&self) -> bool {
         false
     }
+
+    /// Whether the bytes change only through this value while a region
+    /// owns it: no other mapping of them (in this process or another) may
+    /// write them. Then [`MrLocal::update_at`](crate::MrLocal::update_at)
+    /// and [`view_at`](crate::MrLocal::view_at) may hand out references
+    /// into a region no remote peer can write. `false` unless an
+    /// implementation knows (it is part of the trait's `unsafe` contract).
+    fn is_exclusive(&self) -> bool {
+        false
+    }
 }
 
 // SAFETY: a Vec's heap buffer does not move when the Vec moves, and the
@@ -76,12 +86,20 @@ unsafe impl RegMemory for Vec<u8> {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
     }
+
+    fn is_exclusive(&self) -> bool {
+        true
+    }
 }
 
 // SAFETY: a boxed slice's heap buffer does not move when the box moves.
 unsafe impl RegMemory for Box<[u8]> {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
+    }
+
+    fn is_exclusive(&self) -> bool {
+        true
     }
 }
 
@@ -116,6 +134,12 @@ unsafe impl RegMemory for Box<[u8]> {
 unsafe impl RegMemory for memmap2::MmapMut {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
+    }
+
+    /// memmap2's file constructors make "no one else modifies the file"
+    /// the caller's promise; anonymous mappings are private.
+    fn is_exclusive(&self) -> bool {
+        true
     }
 }
 
@@ -168,6 +192,10 @@ impl RawMemory {
 unsafe impl RegMemory for RawMemory {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.ptr.as_ptr(), self.len)
+    }
+
+    fn is_exclusive(&self) -> bool {
+        true
     }
 }
 
@@ -249,6 +277,10 @@ impl std::fmt::Debug for AlignedBuf {
 unsafe impl RegMemory for AlignedBuf {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.ptr.as_ptr(), self.len())
+    }
+
+    fn is_exclusive(&self) -> bool {
+        true
     }
 }
 

@@ -56,6 +56,9 @@ pub(crate) struct Binding {
     /// The QP the bind was posted on (a type 2 window is tied to it).
     pub(crate) qp_num: u32,
     pub(crate) region: Arc<dyn RegionHold>,
+    /// The window's range of the region, in use as the device may use it
+    /// (written where the window grants remote write or atomic access).
+    _range: Hold,
 }
 
 impl Binding {
@@ -66,9 +69,10 @@ impl Binding {
         rkey: u32,
         qp_num: u32,
         region: Arc<dyn RegionHold>,
+        range: Hold,
     ) -> Binding {
         region.windows().fetch_add(1, Ordering::Relaxed);
-        Binding { addr, len, access, rkey, qp_num, region }
+        Binding { addr, len, access, rkey, qp_num, region, _range: range }
     }
 }
 

@@ -147,7 +147,7 @@ pub fn close(client: Conn, server: Conn) {
 
 /// The server exposes a region; its descriptor travels in private data.
 pub fn server_region(p: &Peer, usage: Usage) -> (MrLocal<AlignedBuf>, Vec<u8>) {
-    let mut mr = MrLocal::reg(p, AlignedBuf::new(8192).unwrap(), usage).unwrap();
+    let mr = MrLocal::reg(p, AlignedBuf::new(8192).unwrap(), usage).unwrap();
     let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
     mr.write_at(0, &pattern).unwrap();
     let mut pd = mr.descriptor().to_vec();
@@ -195,7 +195,7 @@ pub fn persist_over_rdma<M: rpma::RegMemory + Send + Sync + 'static>(
     let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
     assert!(remote.flush_type().contains(Usage::FLUSH_TYPE_PERSISTENT), "the descriptor offers a persistent flush");
     let pattern: Vec<u8> = (0..len as u32).map(|i| (i * 13 % 251) as u8).collect();
-    let mut src = MrLocal::reg(c.peer(), vec![0u8; len], Usage::WRITE_SRC | Usage::READ_DST).unwrap();
+    let src = MrLocal::reg(c.peer(), vec![0u8; len], Usage::WRITE_SRC | Usage::READ_DST).unwrap();
     src.write_at(0, &pattern).unwrap();
     c.write(&remote, at as u64, &src, 0, len, Flags::COMPLETION_ON_ERROR, 1).unwrap();
     c.flush(&remote, at as u64, len as u64, FlushType::Persistent, Flags::COMPLETION_ALWAYS, 2).unwrap();

@@ -19,7 +19,10 @@ impl Conn {
     /// [`Error::Inval`] when `flags` are empty, `len` exceeds 4 GiB - 1, a
     /// range exceeds its region (the message names which), `dst` lacks
     /// [`Usage::READ_DST`] or is on another peer, or `src` lacks
-    /// [`Usage::READ_SRC`]; [`Error::Again`] when the send queue is full;
+    /// [`Usage::READ_SRC`]; [`Error::Again`] when the send queue is full,
+    /// or with [`Detail::RangeBusy`](crate::error::Detail::RangeBusy)
+    /// while the CPU uses the local range
+    /// ([`MrLocal::write_at`](crate::MrLocal::write_at) on another thread);
     /// [`Error::Provider`] when posting fails.
     #[inline(always)]
     pub fn read<M: RegMemory + Send + Sync + 'static>(
@@ -287,8 +290,10 @@ impl Conn {
     /// # Errors
     /// [`Error::Inval`] when the range exceeds `dst`, `len` exceeds 4 GiB - 1,
     /// `dst` lacks [`Usage::RECV`] or is on another peer, or the connection
-    /// uses an SRQ; [`Error::Provider`] when posting fails (`ENOMEM`: the
-    /// receive queue is full).
+    /// uses an SRQ; [`Error::Again`] with
+    /// [`Detail::RangeBusy`](crate::error::Detail::RangeBusy) while the CPU
+    /// uses the range; [`Error::Provider`] when posting fails (`ENOMEM`:
+    /// the receive queue is full).
     pub fn recv<M: RegMemory + Send + Sync + 'static>(
         &self,
         dst: &MrLocal<M>,

@@ -37,7 +37,7 @@ use std::time::Duration;
 /// # #[allow(dead_code)]
 /// # fn f(conn: &rpma::Conn) -> rpma::Result<()> {
 /// let remote = CommonData::decode(conn.private_data())?.mr;
-/// let mut src = MrLocal::reg(conn.peer(), AlignedBuf::new(4096)?, Usage::WRITE_SRC)?;
+/// let src = MrLocal::reg(conn.peer(), AlignedBuf::new(4096)?, Usage::WRITE_SRC)?;
 /// src.write_at(0, b"log record")?;
 /// conn.write(&remote, 0, &src, 0, 10, Flags::COMPLETION_ON_ERROR, 1)?;
 /// conn.flush(&remote, 0, 10, rpma::FlushType::Visibility, Flags::COMPLETION_ALWAYS, 2)?;

@@ -172,7 +172,7 @@ impl Drop for ConnParts {
                 );
                 std::mem::forget(self.send.clone());
                 std::mem::forget(self.recv.clone());
-                std::mem::forget(self.flush_mr.hold()); // APM flush reads land here
+                std::mem::forget(self.flush_mr.keep()); // APM flush reads land here
             }
         }
     }
@@ -265,7 +265,7 @@ impl ConnParts {
         &self,
         kind: CompletionOp,
         ctx: u64,
-        hold: Option<impl FnOnce() -> Hold>,
+        hold: Option<impl FnOnce() -> Result<Hold>>,
         wr: SendWr,
     ) -> Result<()> {
         let qp = self.qp()?;

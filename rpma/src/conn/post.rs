@@ -34,8 +34,9 @@ impl Conn {
     /// The operation's checks (see its type and the librpma-named method
     /// of its verb): [`Error::Inval`] naming the broken bound or missing
     /// usage, [`Error::NoSupp`] for what the device or the remote side
-    /// cannot do; [`Error::Again`] when the send queue is full;
-    /// [`Error::Provider`] when posting fails.
+    /// cannot do; [`Error::Again`] when the send queue is full, or with
+    /// [`Detail::RangeBusy`](crate::error::Detail::RangeBusy) while the CPU
+    /// uses the local range; [`Error::Provider`] when posting fails.
     #[inline(always)]
     pub fn post<O: Operation>(&self, op: O) -> Result<()> {
         let t = self.target();
@@ -154,12 +155,12 @@ impl crate::Srq {
 /// `UNHELD` (an [`Unheld`](crate::ops::Unheld) operation) untracked whenever the op context fits
 /// the ID and no list is posted, else recorded without holding the
 /// caller's region (a list: tracked with its holds).
-struct Single<'c, H: FnOnce() -> Hold, const UNHELD: bool> {
+struct Single<'c, H: FnOnce() -> Result<Hold>, const UNHELD: bool> {
     conn: &'c Conn,
     hold: H,
 }
 
-impl<H: FnOnce() -> Hold, const UNHELD: bool> Single<'_, H, UNHELD> {
+impl<H: FnOnce() -> Result<Hold>, const UNHELD: bool> Single<'_, H, UNHELD> {
     /// Whether this post goes untracked although a hold was given: under
     /// `UNHELD`, when the op context fits the ID and no earlier post of the
     /// connection had to be recorded for a wider one
@@ -178,7 +179,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Single<'_, H, UNHELD> {
     }
 }
 
-impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
+impl<H: FnOnce() -> Result<Hold>, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> Result<()> {
         let parts = &self.conn.parts;
@@ -192,11 +193,11 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
             }
             // Recorded for its op context only: the caller keeps the region,
             // the entry holds the connection's flush region (harmless).
-            return parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr);
+            return parts.post(m.kind, m.ctx, Some(|| Ok(parts.flush_mr.keep())), wr);
         }
         match m.hold {
             HoldBy::Op => parts.post(m.kind, m.ctx, Some(self.hold), wr),
-            HoldBy::FlushRegion => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.hold()), wr),
+            HoldBy::FlushRegion => parts.post(m.kind, m.ctx, Some(|| Ok(parts.flush_mr.keep())), wr),
             HoldBy::Nothing | HoldBy::LentBytes | HoldBy::List => parts.post(m.kind, m.ctx, NO_HOLD, wr),
         }
     }
@@ -234,7 +235,7 @@ impl<H: FnOnce() -> Hold, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
             // SAFETY: `Unheld::new`'s caller keeps the receive's region.
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, sgl) };
         }
-        parts.post_recv(m.kind, m.ctx, sgl, Some((self.hold)()))
+        parts.post_recv(m.kind, m.ctx, sgl, Some((self.hold)()?))
     }
 
     /// A list is tracked with its holds; under `UNHELD` it is posted as a

@@ -90,6 +90,20 @@ pub enum Detail {
         /// Memory windows bound over the region.
         windows: u64,
     },
+    /// A range of the region is in use in a way that conflicts with the
+    /// call ([`Error::Again`]): `len` bytes at `offset` (the call's range)
+    /// overlap a range that `by` uses. The device's uses end with the
+    /// completions of the operations (reap them), the CPU's with the call
+    /// that stages or reads (retry). Ranges closer than the region's
+    /// [`granule`](crate::MrLocal::granule) count as overlapping.
+    RangeBusy {
+        /// Start of the call's range in the region.
+        offset: u64,
+        /// Its length in bytes.
+        len: u64,
+        /// The use it conflicts with.
+        by: RangeUse,
+    },
     /// The shared completion queue has no room for the connection:
     /// `reserved` of its `size` entries are reserved and the connection
     /// needs `need` more. Create the shared CQ larger, give the connection
@@ -301,6 +315,36 @@ pub enum Arg {
     MaxRecvSge,
 }
 
+/// How a range of a local region is in use ([`Detail::RangeBusy`]). The
+/// device may read a range while the CPU reads it; every other pair
+/// conflicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RangeUse {
+    /// Operations in flight read it (a write's or send's source).
+    DeviceReads,
+    /// Operations in flight write it (a read's destination, a receive, an
+    /// atomic's result, a window with remote write access bound over it).
+    DeviceWrites,
+    /// The CPU reads it ([`MrLocal::read_at`](crate::MrLocal::read_at),
+    /// [`view_at`](crate::MrLocal::view_at)).
+    CpuReads,
+    /// The CPU writes it ([`MrLocal::write_at`](crate::MrLocal::write_at),
+    /// [`update_at`](crate::MrLocal::update_at)).
+    CpuWrites,
+}
+
+impl std::fmt::Display for RangeUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RangeUse::DeviceReads => "operations in flight read it",
+            RangeUse::DeviceWrites => "operations in flight (or a bound window) write it",
+            RangeUse::CpuReads => "the CPU is reading it",
+            RangeUse::CpuWrites => "the CPU is writing it",
+        })
+    }
+}
+
 /// What a [`Detail::Malformed`] was decoded as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -372,4 +416,13 @@ pub enum Misuse {
     SrqChannel,
     /// `MrLocal::rereg` with neither a peer nor a usage to change.
     NothingToChange,
+    /// A reference into a region a remote peer may write
+    /// ([`Usage::WRITE_DST`](crate::Usage::WRITE_DST) or
+    /// [`Usage::REMOTE_ATOMIC`](crate::Usage::REMOTE_ATOMIC)): copy with
+    /// `read_at` and `write_at` instead.
+    RemotelyWritable,
+    /// A reference into memory another mapping or process may write
+    /// ([`RegMemory::is_exclusive`](crate::memory::RegMemory::is_exclusive)
+    /// is false): copy with `read_at` and `write_at` instead.
+    SharedMemory,
 }

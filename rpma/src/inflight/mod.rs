@@ -11,8 +11,10 @@
 
 use crate::error::Error;
 use crate::wrid::CompletionOp;
+use book::{Book, Span};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub(crate) mod book;
 mod chain;
 pub(crate) mod lock;
 mod recv;
@@ -22,16 +24,54 @@ pub(crate) use chain::{chain_is_full, SendChain};
 pub(crate) use recv::RecvTracker;
 pub(crate) use send::SendTracker;
 
-/// Anything kept alive by a reference.
-pub(crate) trait Held: Send + Sync {}
-impl<T: Send + Sync + ?Sized> Held for T {}
+/// Anything kept alive by a reference; a region also has the book of its
+/// ranges in use.
+pub(crate) trait Held: Send + Sync {
+    /// The region's range book, where a [`Hold`]'s range is released.
+    fn book(&self) -> Option<&Book> {
+        None
+    }
+}
 
-/// Keeps a registration and its memory alive.
-pub(crate) type Hold = Arc<dyn Held>;
+/// Keeps a registration and its memory alive and, for a region's range,
+/// the range in use as the operation uses it (released when the hold
+/// ends; a leaked hold keeps the range in use for ever, refusing the CPU's
+/// conflicting accesses, never allowing one).
+pub(crate) struct Hold {
+    keep: Arc<dyn Held>,
+    span: Option<Span>,
+}
+
+impl Hold {
+    /// A hold on `keep` alone.
+    #[inline(always)]
+    pub(crate) fn keep(keep: Arc<dyn Held>) -> Hold {
+        Hold { keep, span: None }
+    }
+
+    /// A hold on `keep` and the range `span` of its book took.
+    #[inline(always)]
+    pub(crate) fn ranged(keep: Arc<dyn Held>, span: Option<Span>) -> Hold {
+        Hold { keep, span }
+    }
+}
+
+impl Drop for Hold {
+    #[inline]
+    fn drop(&mut self) {
+        if let (Some(span), Some(book)) = (self.span, self.keep.book()) {
+            book.release(span);
+        }
+    }
+}
+
+impl Held for Vec<Hold> {}
+#[cfg(test)]
+impl Held for u8 {}
 
 /// No hold to take (an untracked or inline post), as the `hold` argument
 /// of the posting functions that take the hold late.
-pub(crate) const NO_HOLD: Option<fn() -> Hold> = None;
+pub(crate) const NO_HOLD: Option<fn() -> crate::error::Result<Hold>> = None;
 
 /// Told the outcome of the operation whose entry carries it, once its own
 /// completion is translated (a memory window's invalidation).
@@ -156,8 +196,8 @@ mod loom_models {
     fn loom_retire_races_a_post() {
         model(|| {
             let t = loom::sync::Arc::new(SendTracker::new(4).unwrap());
-            let hold: Hold = Arc::new(0u8);
-            t.post_with(rec(10, false, Some(hold.clone())), ok).unwrap();
+            let hold = Arc::new(0u8);
+            t.post_with(rec(10, false, Some(Hold::keep(hold.clone()))), ok).unwrap();
             let t2 = t.clone();
             let poster = loom::thread::spawn(move || t2.post_with(rec(11, true, None), ok).unwrap());
             let got = t.complete(1, true);
@@ -212,29 +252,30 @@ mod tests {
     fn a_post_that_may_have_been_queued_keeps_its_hold() {
         use rpma_sys::post::PostError;
         let queued = |_| Err(PostError { error: std::io::Error::from_raw_os_error(libc::EINVAL), maybe_queued: true });
-        let hold: Hold = Arc::new(Tag);
+        let hold = Arc::new(Tag);
         let t = SendTracker::new(4).unwrap();
-        let e = t.post_with(rec(1, CompletionOp::Write, true, Some(hold.clone())), queued).unwrap_err();
+        let e = t.post_with(rec(1, CompletionOp::Write, true, Some(Hold::keep(hold.clone()))), queued).unwrap_err();
         assert_eq!(e.detail(), Some(&crate::error::Detail::MaybeQueued), "{e}");
         assert_eq!(t.pending(), 1, "recorded as posted");
         assert_eq!(Arc::strong_count(&hold), 2, "the hold is kept");
         let refused = |_| Err(PostError::refused(std::io::Error::from_raw_os_error(libc::ENOMEM)));
-        t.post_with(rec(2, CompletionOp::Write, true, Some(hold.clone())), refused).unwrap_err();
+        t.post_with(rec(2, CompletionOp::Write, true, Some(Hold::keep(hold.clone()))), refused).unwrap_err();
         assert_eq!((t.pending(), Arc::strong_count(&hold)), (1, 2), "a refused one is not");
         // Its completion (or a later one's) releases it as any other.
         assert_eq!(t.complete(0, true), Some((1, CompletionOp::Write)));
         assert_eq!(Arc::strong_count(&hold), 1);
 
         let r = RecvTracker::new(false, 4).unwrap();
-        r.post_with(CompletionOp::Recv, 7, Some(hold.clone()), queued).unwrap_err();
+        r.post_with(CompletionOp::Recv, 7, Some(Hold::keep(hold.clone())), queued).unwrap_err();
         assert_eq!((r.pending(), Arc::strong_count(&hold)), (1, 2));
-        r.post_with(CompletionOp::Recv, 8, Some(hold.clone()), refused).unwrap_err();
+        r.post_with(CompletionOp::Recv, 8, Some(Hold::keep(hold.clone())), refused).unwrap_err();
         assert_eq!((r.pending(), Arc::strong_count(&hold)), (1, 2));
         assert_eq!(r.complete(0).map(|c| c.0), Some(7));
         assert_eq!(Arc::strong_count(&hold), 1);
     }
 
     struct Tag;
+    impl Held for Tag {}
 
     #[test]
     fn send_ring_wraps_and_ignores_unknown_ids() {
@@ -265,11 +306,11 @@ mod tests {
     #[test]
     fn one_unsignaled_predecessor_retires_with_its_successor() {
         let t = SendTracker::new(4).unwrap();
-        let hold: Hold = Arc::new(Tag);
+        let hold = Arc::new(Tag);
         for round in 0..10u64 {
             let mut ids = Vec::new();
             for (k, signaled) in [(0, false), (1, true)] {
-                t.post_with(rec(round * 10 + k, CompletionOp::Write, signaled, Some(hold.clone())), |id| {
+                t.post_with(rec(round * 10 + k, CompletionOp::Write, signaled, Some(Hold::keep(hold.clone()))), |id| {
                     ids.push(id);
                     Ok(())
                 })
@@ -282,7 +323,7 @@ mod tests {
         }
         let mut ids = Vec::new();
         for ctx in [1, 2] {
-            t.post_with(rec(ctx, CompletionOp::Read, true, Some(hold.clone())), |id| {
+            t.post_with(rec(ctx, CompletionOp::Read, true, Some(Hold::keep(hold.clone()))), |id| {
                 ids.push(id);
                 Ok(())
             })
@@ -324,8 +365,8 @@ mod tests {
         let hold: Arc<u8> = Arc::new(7);
         let mut ids = Vec::new();
         for (ctx, kind, h) in [
-            (10, CompletionOp::Write, Some(hold.clone() as Hold)),
-            (11, CompletionOp::Write, Some(hold.clone() as Hold)),
+            (10, CompletionOp::Write, Some(Hold::keep(hold.clone()))),
+            (11, CompletionOp::Write, Some(Hold::keep(hold.clone()))),
             (12, CompletionOp::Flush, None),
         ] {
             t.post_with(rec(ctx, kind, ctx == 12, h), |id| {
@@ -350,7 +391,7 @@ mod tests {
         let hold: Arc<u8> = Arc::new(7);
         let mut ids = Vec::new();
         for (ctx, kind) in [(1, CompletionOp::Read), (2, CompletionOp::Write), (3, CompletionOp::Send)] {
-            t.post_with(rec(ctx, kind, ctx != 2, Some(hold.clone() as Hold)), |id| {
+            t.post_with(rec(ctx, kind, ctx != 2, Some(Hold::keep(hold.clone()))), |id| {
                 ids.push(id);
                 Ok(())
             })
@@ -444,10 +485,10 @@ mod tests {
         assert_eq!(c.len(), 0, "nothing added");
         c.push(wr(true), 1, CompletionOp::Write, None).unwrap(); // inline: copied when posted
         for k in 1..MAX_CHAIN {
-            c.push(wr(false), k as u64, CompletionOp::Write, Some(hold.clone() as Hold)).unwrap();
+            c.push(wr(false), k as u64, CompletionOp::Write, Some(Hold::keep(hold.clone()))).unwrap();
         }
         assert!(c.is_full());
-        let e = c.push(wr(false), 99, CompletionOp::Write, Some(hold.clone() as Hold)).unwrap_err();
+        let e = c.push(wr(false), 99, CompletionOp::Write, Some(Hold::keep(hold.clone()))).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
         assert_eq!(Arc::strong_count(&hold), MAX_CHAIN, "the refused operation's hold is released");
         drop(c);

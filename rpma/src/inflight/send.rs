@@ -197,10 +197,9 @@ impl SendTracker {
     /// between (the whole post is inlined into each operation, and the
     /// entry written into its slot from registers).
     ///
-    /// `hold` is called once the post succeeded, before this returns: the
-    /// caller's borrow of the region keeps it alive until then, the hold
-    /// from then on (taking it late keeps it out of the registers the
-    /// checks and the post need).
+    /// `hold` is called before the post: the operation's range is in use
+    /// from before the device can reach it (a refused post drops the hold
+    /// again), and the hold keeps the region alive from then on.
     ///
     /// # Errors
     /// As [`post_with`](Self::post_with); [`Error::Unknown`] (a bug in
@@ -211,13 +210,19 @@ impl SendTracker {
         qp: &rpma_sys::qp::Qp,
         ctx: u64,
         kind: CompletionOp,
-        hold: Option<impl FnOnce() -> Hold>,
+        hold: Option<impl FnOnce() -> Result<Hold>>,
         wr: SendWr,
     ) -> Result<()> {
         if needs_hold(&wr) && hold.is_none() {
             return Err(Error::Unknown("rpma bug: a tracked send with a local range nothing holds".into()));
         }
         let signaled = wr.signaled;
+        // Taken before the post: the range is in use from before the device
+        // can reach it (a refused post drops it again).
+        let hold = match hold {
+            Some(h) => Some(h()?),
+            None => None,
+        };
         // Converted before the lock, straight into what the provider reads.
         let mut built = rpma_sys::wr::BuiltSend::ZERO;
         wr.build_in(&mut built);
@@ -229,7 +234,6 @@ impl SendTracker {
         // QP is destroyed (when that fails the connection leaks the
         // tracker, see `ConnParts::drop`).
         let posted = unsafe { qp.post_send(&mut built, wrid::send(seq)) };
-        let hold = hold.map(|h| h());
         if let Err(e) = posted {
             return Err(refused_or_queued(&mut g, seq, e, Entry::plain(ctx, kind, signaled, hold)));
         }

@@ -49,6 +49,13 @@ unsafe impl RegMemory for Memory {
             Memory::Mapped(m) => m.is_pmem(),
         }
     }
+
+    fn is_exclusive(&self) -> bool {
+        match self {
+            Memory::Dram(m) => m.is_exclusive(),
+            Memory::Mapped(m) => m.is_exclusive(),
+        }
+    }
 }
 
 mod sealed {

@@ -146,6 +146,10 @@ unsafe impl RegMemory for HugeBuf {
     fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
         (self.map.as_ptr(), self.len())
     }
+
+    fn is_exclusive(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

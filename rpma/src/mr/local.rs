@@ -3,6 +3,9 @@
 //! keep.
 
 use super::*;
+use crate::error::RangeUse;
+use crate::inflight::book::{Book, Span};
+use crate::inflight::{Held, Hold};
 use std::mem::MaybeUninit;
 
 impl<M: RegMemory> MrLocal<M> {
@@ -296,15 +299,22 @@ impl<M: RegMemory> MrLocal<M> {
 
     /// Copies `dst.len()` bytes from `offset` in the region into `dst`.
     ///
-    /// While an operation writing into the region (a read's destination, a
-    /// receive) is in flight, the bytes read are unspecified.
+    /// A remote peer may write a region with [`Usage::WRITE_DST`] at any
+    /// time: the bytes copied are then those of the moment, possibly torn.
     ///
     /// # Errors
-    /// [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size).
+    /// * [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size);
+    /// * [`Error::Again`] with [`Detail::RangeBusy`] while an operation in
+    ///   flight writes the range (a read's destination, a receive, an
+    ///   atomic's result, a window with remote write access) or another
+    ///   thread writes it: reap the completion, or retry.
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
-        self.check_range(&Named::new(Arg::Range, "read_at"), offset, dst.len())?;
-        // SAFETY: the range is inside the owned, live memory (checked above);
-        // raw copies create no reference to memory the device may write.
+        let what = Named::new(Arg::Range, "read_at");
+        self.check_range(&what, offset, dst.len())?;
+        let _span = self.use_range(&what, offset, dst.len(), RangeUse::CpuReads)?;
+        // SAFETY: the range is inside the owned, live memory (checked above)
+        // and no operation or thread writes it (its book says so); raw
+        // copies create no reference to memory a remote peer may write.
         unsafe { std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
@@ -341,20 +351,129 @@ impl<M: RegMemory> MrLocal<M> {
         Ok(())
     }
 
-    /// Copies `src` into the region at `offset`.
+    /// Copies `src` into the region at `offset`: staging the next record
+    /// while operations on other ranges of the region are in flight.
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(conn: &rpma::Conn, ring: &rpma::MrLocal<rpma::AlignedBuf>, dst: &rpma::MrRemote) -> rpma::Result<()> {
+    /// ring.write_at(0, b"record 0")?;
+    /// conn.write(dst, 0, ring, 0, 8, rpma::Flags::COMPLETION_ALWAYS, 0)?;
+    /// ring.write_at(4096, b"record 1")?; // while record 0 is in flight
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
-    /// [`Error::Inval`] when `offset + src.len()` exceeds [`size`](Self::size);
-    /// [`Error::Again`] while an operation using the region is in flight (the
-    /// device may be reading or writing it).
-    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
-        self.check_range(&Named::new(Arg::Range, "write_at"), offset, src.len())?;
-        if Arc::strong_count(&self.inner) > 1 {
-            return Err(self.held_error("write_at"));
-        }
-        // SAFETY: as in read_at; `&mut self` excludes local concurrent access.
+    /// * [`Error::Inval`] when `offset + src.len()` exceeds [`size`](Self::size);
+    /// * [`Error::Again`] with [`Detail::RangeBusy`] while an operation in
+    ///   flight reads or writes the range (the device may be reading or
+    ///   writing it), or another thread reads or writes it: reap the
+    ///   completion, or retry.
+    pub fn write_at(&self, offset: usize, src: &[u8]) -> Result<()> {
+        let what = Named::new(Arg::Range, "write_at");
+        self.check_range(&what, offset, src.len())?;
+        let _span = self.use_range(&what, offset, src.len(), RangeUse::CpuWrites)?;
+        // SAFETY: inside the owned, live memory (checked above), and no
+        // operation or thread uses the range (its book says so).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.inner.ptr.add(offset), src.len()) };
         Ok(())
+    }
+
+    /// Calls `f` with the `len` bytes at `offset` to fill in place (a
+    /// record built where it is sent from, with no copy), and returns what
+    /// it returns. While `f` runs no operation can use the range (a post
+    /// naming it is refused with [`Detail::RangeBusy`]); other ranges stay
+    /// free for posts and for other threads.
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # fn f(ring: &rpma::MrLocal<rpma::AlignedBuf>) -> rpma::Result<()> {
+    /// ring.update_at(64, 16, |rec| {
+    ///     rec[..8].copy_from_slice(&7u64.to_le_bytes());
+    ///     rec[8..].fill(0xab);
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// * [`Error::Inval`] when the range exceeds [`size`](Self::size); with
+    ///   [`Misuse::RemotelyWritable`] for a region a remote peer may write
+    ///   ([`Usage::WRITE_DST`], [`Usage::REMOTE_ATOMIC`]) and
+    ///   [`Misuse::SharedMemory`] for memory another mapping may write
+    ///   ([`RegMemory::is_exclusive`]): a reference there could change
+    ///   under `f`, so use [`write_at`](Self::write_at);
+    /// * [`Error::Again`] with [`Detail::RangeBusy`] as for
+    ///   [`write_at`](Self::write_at).
+    pub fn update_at<R>(&self, offset: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let what = Named::new(Arg::Range, "update_at");
+        self.check_in_place(&what, offset, len)?;
+        let _span = self.use_range(&what, offset, len, RangeUse::CpuWrites)?;
+        // SAFETY: inside the owned, live memory (checked above); no
+        // operation, thread or remote peer writes or reads the range while
+        // the span is held (its book, the region's access flags and the
+        // memory's `is_exclusive`), so this is the only reference to it.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.inner.ptr.add(offset), len) };
+        Ok(f(bytes))
+    }
+
+    /// Calls `f` with the `len` bytes at `offset` to read in place (a
+    /// received message parsed where it landed), and returns what it
+    /// returns. While `f` runs no operation can write the range.
+    ///
+    /// # Errors
+    /// * [`Error::Inval`] as for [`update_at`](Self::update_at);
+    /// * [`Error::Again`] with [`Detail::RangeBusy`] as for
+    ///   [`read_at`](Self::read_at).
+    pub fn view_at<R>(&self, offset: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let what = Named::new(Arg::Range, "view_at");
+        self.check_in_place(&what, offset, len)?;
+        let _span = self.use_range(&what, offset, len, RangeUse::CpuReads)?;
+        // SAFETY: inside the owned, live memory (checked above); no
+        // operation, thread or remote peer writes the range while the span
+        // is held (as in `update_at`).
+        let bytes = unsafe { std::slice::from_raw_parts(self.inner.ptr.add(offset), len) };
+        Ok(f(bytes))
+    }
+
+    /// The range check of the in-place accessors, and whether a reference
+    /// into the region can be handed out at all.
+    fn check_in_place(&self, what: &Named, offset: usize, len: usize) -> Result<()> {
+        self.check_range(what, offset, len)?;
+        if self.access().intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC) {
+            return Err(Error::misuse(
+                Misuse::RemotelyWritable,
+                format!(
+                    "{what}: the region grants remote write access ({:?}): copy with read_at/write_at",
+                    self.usage()
+                ),
+            ));
+        }
+        if !self.inner.mem.is_exclusive() {
+            return Err(Error::misuse(
+                Misuse::SharedMemory,
+                format!("{what}: another mapping may write the region's memory: copy with read_at/write_at"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The stripes of a range (`how` the CPU uses it), released when the
+    /// value is dropped.
+    #[inline]
+    fn use_range(&self, what: &Named, offset: usize, len: usize, how: RangeUse) -> Result<CpuSpan<'_>> {
+        match self.inner.book.take(offset, len, how) {
+            Ok(span) => Ok(CpuSpan { book: &self.inner.book, span }),
+            Err(by) => Err(range_busy(what, offset, len, by)),
+        }
+    }
+
+    /// The stripe size of the region's book of ranges in use: ranges
+    /// closer than this count as overlapping ([`Detail::RangeBusy`]), so
+    /// records staged beside operations in flight start on a multiple of
+    /// it. A power of two, at least 64 bytes, at least
+    /// [`size`](Self::size) / 4096.
+    pub fn granule(&self) -> usize {
+        self.inner.book.granule()
     }
 
     /// Advises the device about a range (`rpma_mr_advise`, `ibv_advise_mr`),
@@ -427,10 +546,16 @@ impl<M: RegMemory> MrLocal<M> {
 }
 
 /// A registration kept alive by a memory window bound over it.
-pub(crate) trait RegionHold: Send + Sync {
+pub(crate) trait RegionHold: Held {
     fn mr(&self) -> &Mr;
     /// The count of windows bound over the region.
     fn windows(&self) -> &AtomicUsize;
+}
+
+impl<M: RegMemory + Send + Sync> Held for MrInner<M> {
+    fn book(&self) -> Option<&Book> {
+        Some(&self.book)
+    }
 }
 
 impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
@@ -442,11 +567,47 @@ impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
     }
 }
 
+/// A range the CPU uses, released when dropped.
+struct CpuSpan<'a> {
+    book: &'a Book,
+    span: Option<Span>,
+}
+
+impl Drop for CpuSpan<'_> {
+    fn drop(&mut self) {
+        if let Some(span) = self.span {
+            self.book.release(span);
+        }
+    }
+}
+
+/// [`Error::Again`] naming the call's range and the use it conflicts with.
+#[cold]
+#[inline(never)]
+fn range_busy(what: &Named, offset: usize, len: usize, by: RangeUse) -> Error {
+    Error::range_busy(offset, len, by, format!("{what}: {len} byte(s) at offset {offset} are in use: {by}"))
+}
+
 impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
-    /// A reference that keeps the registration and memory alive while an
-    /// operation is in flight.
-    pub(crate) fn hold(&self) -> crate::inflight::Hold {
-        self.inner.clone()
+    /// A hold on the region for an operation that uses `len` bytes at
+    /// `offset` (checked by the caller) as `by` says: the registration and
+    /// memory stay alive, and the range in use, until the hold ends.
+    ///
+    /// # Errors
+    /// [`Error::Again`] with [`Detail::RangeBusy`] while the CPU uses the
+    /// range (`what` names the operation's side).
+    #[inline(always)]
+    pub(crate) fn hold_range(&self, what: &Named, offset: usize, len: usize, by: RangeUse) -> Result<Hold> {
+        match self.inner.book.take(offset, len, by) {
+            Ok(span) => Ok(Hold::ranged(self.inner.clone(), span)),
+            Err(found) => Err(range_busy(what, offset, len, found)),
+        }
+    }
+
+    /// A hold on the region without a range: for a connection's own
+    /// region, whose bytes no caller stages or reads.
+    pub(crate) fn keep(&self) -> Hold {
+        Hold::keep(self.inner.clone())
     }
 
     /// The same, with access to the registration.

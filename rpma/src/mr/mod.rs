@@ -11,7 +11,8 @@ pub(crate) use local::RegionHold;
 pub use remote::MrRemote;
 
 pub use crate::access::{usage_to_access, Access, Usage};
-use crate::error::{Arg, Detail, Error, Msg, Named, Result};
+use crate::error::{Arg, Detail, Error, Misuse, Msg, Named, Result};
+use crate::inflight::book::Book;
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::RegMemory;
 use crate::peer::Peer;
@@ -73,7 +74,7 @@ bitflags! {
 /// use rpma::{AlignedBuf, MrLocal, Usage};
 /// # #[allow(dead_code)]
 /// # fn f(peer: &rpma::Peer) -> rpma::Result<()> {
-/// let mut mr = MrLocal::reg(peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::WRITE_DST)?;
+/// let mr = MrLocal::reg(peer, AlignedBuf::new(4096)?, Usage::READ_SRC | Usage::WRITE_DST)?;
 /// mr.write_at(0, b"hello")?;
 /// let desc = mr.descriptor();       // 21 bytes for the other side
 /// # let _ = desc;
@@ -81,9 +82,33 @@ bitflags! {
 /// # let _ = buf; Ok(()) }
 /// ```
 ///
+/// # Ranges in use
+/// An operation in flight holds the range of the region it uses, as the
+/// device uses it: a write's or send's source is read (the CPU may read
+/// it, not write it), a read's or atomic's destination and a receive's
+/// buffer are written (the CPU may do neither). The CPU's accesses
+/// ([`read_at`](Self::read_at), [`write_at`](Self::write_at), and in place
+/// [`view_at`](Self::view_at), [`update_at`](Self::update_at)) succeed on
+/// ranges nothing uses in a conflicting way and are refused with
+/// [`Detail::RangeBusy`] otherwise; so are posts naming a range the CPU is
+/// writing. Several threads may stage into disjoint ranges while others
+/// post. Ranges are tracked in stripes of [`granule`](Self::granule)
+/// bytes: ranges in one stripe count as overlapping.
+///
+/// ```no_run
+/// use rpma::{AlignedBuf, Flags, MrLocal, Usage};
+/// # #[allow(dead_code)]
+/// # fn f(conn: &rpma::Conn, dst: &rpma::MrRemote) -> rpma::Result<()> {
+/// let ring = MrLocal::reg(conn.peer(), AlignedBuf::new(16 * 4096)?, Usage::WRITE_SRC)?;
+/// ring.write_at(0, b"record 0")?;
+/// conn.write(dst, 0, &ring, 0, 8, Flags::COMPLETION_ALWAYS, 0)?;
+/// ring.write_at(4096, b"record 1")?;                 // staged beside record 0 in flight
+/// assert!(ring.write_at(0, b"record 2").is_err());   // record 0's range: refused until reaped
+/// # Ok(()) }
+/// ```
+///
 /// # Thread safety
-/// `MrLocal<M>` is `Send`/`Sync` when `M` is. Reading the memory
-/// ([`read_at`](Self::read_at)) takes `&self`; writing it takes `&mut self`.
+/// `MrLocal<M>` is `Send`/`Sync` when `M` is; every access takes `&self`.
 pub struct MrLocal<M: RegMemory = Vec<u8>> {
     inner: Arc<MrInner<M>>,
 }
@@ -104,6 +129,8 @@ pub(crate) struct MrInner<M: RegMemory> {
     pub(crate) odp: bool,
     /// Memory windows bound over the region (each also holds a reference).
     windows: AtomicUsize,
+    /// The ranges the device and the CPU use.
+    book: Book,
 }
 
 /// The parts of a region, for deregistration and re-registration.
@@ -129,14 +156,16 @@ impl<M: RegMemory> MrInner<M> {
             len: p.len,
             odp: p.odp,
             windows: AtomicUsize::new(0),
+            book: Book::new(p.len),
         }
     }
 
     fn into_parts(self) -> MrParts<M> {
         let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so each field is moved out exactly
-        // once and the Drop below does not run.
+        // SAFETY: `me` is never dropped, so each field is moved out (or
+        // read and dropped) exactly once and the Drop below does not run.
         unsafe {
+            drop(std::ptr::read(&me.book));
             MrParts {
                 mr: ManuallyDrop::take(&mut me.mr),
                 mem: ManuallyDrop::take(&mut me.mem),
@@ -155,11 +184,12 @@ impl<M: RegMemory> MrInner<M> {
     #[inline(always)]
     fn into_mem(self) -> M {
         let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so `mem` and `peer` are moved out
-        // exactly once and the Drop below (which would deregister `mr`
+        // SAFETY: `me` is never dropped, so `mem`, `peer` and `book` are
+        // moved out exactly once and the Drop below (which would deregister `mr`
         // again) does not run.
         unsafe {
             drop(std::ptr::read(&me.peer));
+            drop(std::ptr::read(&me.book));
             ManuallyDrop::take(&mut me.mem)
         }
     }
@@ -215,8 +245,11 @@ impl<M: RegMemory> Drop for End<M> {
 // SAFETY: the raw pointer only refers to `mem`, which the region owns; moving
 // the region to another thread moves that ownership with it.
 unsafe impl<M: RegMemory + Send> Send for MrInner<M> {}
-// SAFETY: shared access only reads the memory (read_at) or immutable fields;
-// writes need `&mut MrLocal` and no operation in flight.
+// SAFETY: shared access reads and writes the memory only through ranges its
+// book hands out (a range the CPU writes is used by nobody else; one the CPU
+// reads is written by nobody else), or copies from raw pointers (`read_at`,
+// `read_volatile_at` of memory a remote peer may write); the other fields
+// are immutable or atomic.
 unsafe impl<M: RegMemory + Sync> Sync for MrInner<M> {}
 
 impl<M: RegMemory> std::fmt::Debug for MrLocal<M> {

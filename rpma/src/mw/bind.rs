@@ -2,6 +2,7 @@
 //! posts on its send queue.
 
 use super::*;
+use crate::error::RangeUse;
 use rpma_sys::wr::{MwBindInfo, WrFlags};
 
 /// The next rkey of a type 2 window after `rkey` that no report still
@@ -94,8 +95,15 @@ impl Conn {
                 )
             })?,
         };
+        // The window's range, taken before the post: the remote side may
+        // use it from the bind on.
+        let by = match access.intersects(MwAccess::REMOTE_WRITE | MwAccess::REMOTE_ATOMIC) {
+            true => RangeUse::DeviceWrites,
+            false => RangeUse::DeviceReads,
+        };
+        let range = mr.hold_range(&MR, offset, len, by)?;
         let rec =
-            SendOpRec { ctx: op_context, kind: CompletionOp::BindMw, signaled, hold: Some(mr.hold()), confirm: None };
+            SendOpRec { ctx: op_context, kind: CompletionOp::BindMw, signaled, hold: Some(mr.keep()), confirm: None };
         // Set when the provider refused the bind but may have queued it: the
         // window may then become bound on the device, so it is recorded as
         // bound (holding the region) all the same.
@@ -127,7 +135,7 @@ impl Conn {
         // successful deallocation ends the hold.
         let mut st = mw.shared().lock();
         st.rkey = new_rkey;
-        st.binding = Some(Binding::new(addr, len as u64, access, new_rkey, qp.qp_num(), mr.region_hold()));
+        st.binding = Some(Binding::new(addr, len as u64, access, new_rkey, qp.qp_num(), mr.region_hold(), range));
         drop(st);
         if mw.mw_type() == MwType::Type2 {
             // The window ends with this connection unless invalidated or
@@ -193,7 +201,7 @@ impl Conn {
             st.invalidating = Some(r.0);
             r
         };
-        let hold: Hold = Arc::new(region.clone());
+        let hold = Hold::keep(region.clone());
         let rec = SendOpRec {
             ctx: op_context,
             kind: CompletionOp::LocalInv,

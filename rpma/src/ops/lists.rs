@@ -105,19 +105,22 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
         g.n += 1;
     }
     // No element posted (an empty list, librpma's 0-byte form, or 0-byte
-    // elements only): no memory, nothing to hold.
-    let Some(first) = list.first().filter(|_| g.n > 0) else {
-        return Ok(g);
-    };
-    // One region for the whole list (the common case): its hold; else one
-    // hold per posted element, in one allocation made fallibly.
-    if list.iter().all(|e| std::ptr::eq(e.mr, first.mr)) {
-        g.hold = Some(first.mr.hold());
-    } else {
+    // elements only): no memory, nothing to hold. One posted element: its
+    // hold; more: one hold per element (each takes its own range), in one
+    // allocation made fallibly.
+    let by = super::device_use(need);
+    let mut posted = list.iter().enumerate().filter(|(_, e)| e.len > 0);
+    if g.n == 1 {
+        if let Some((i, e)) = posted.next() {
+            g.hold = Some(e.mr.hold_range(&what.element(i), e.offset, e.len, by)?);
+        }
+    } else if g.n > 1 {
         let mut holds: Vec<Hold> = Vec::new();
         holds.try_reserve_exact(g.n).map_err(|_| Error::nomem(format!("{what}: holds of {} regions", g.n)))?;
-        holds.extend(list.iter().filter(|e| e.len > 0).map(|e| e.mr.hold()));
-        g.hold = Some(Arc::new(holds));
+        for (i, e) in posted {
+            holds.push(e.mr.hold_range(&what.element(i), e.offset, e.len, by)?);
+        }
+        g.hold = Some(Hold::keep(Arc::new(holds)));
     }
     Ok(g)
 }
@@ -439,8 +442,8 @@ impl Encode for SendInline<'_> {
 macro_rules! list_op {
     ($t:ident $(<$m:ident>)?) => {
         impl<$($m: RegMemory + Send + Sync + 'static)?> Hold_ for $t<'_ $(, $m)?> {
-            fn hold(&self, t: &Target<'_>) -> Hold {
-                t.flush_mr.hold()
+            fn hold(&self, t: &Target<'_>) -> Result<Hold> {
+                Ok(t.flush_mr.keep())
             }
         }
         impl<$($m: RegMemory + Send + Sync + 'static)?> Operation for $t<'_ $(, $m)?> {}

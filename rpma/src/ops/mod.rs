@@ -70,7 +70,7 @@
 #![allow(private_interfaces, private_bounds)]
 
 use crate::access::Usage;
-use crate::error::{Arg, Detail, Error, Msg, Named, Result};
+use crate::error::{Arg, Detail, Error, Msg, Named, RangeUse, Result};
 use crate::inflight::Hold;
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{MrLocal, MrRemote};
@@ -220,6 +220,18 @@ pub(crate) struct Target<'a> {
     pub(crate) flush_mr: &'a MrLocal<AlignedBuf>,
 }
 
+/// How the device uses an operation's local range, from the usage the
+/// operation needs of its region: it writes a read's or an atomic's
+/// destination and a receive's buffer, and reads every other.
+#[inline(always)]
+pub(crate) fn device_use(need: Usage) -> RangeUse {
+    if need.intersects(Usage::READ_DST | Usage::RECV) {
+        RangeUse::DeviceWrites
+    } else {
+        RangeUse::DeviceReads
+    }
+}
+
 /// What keeps an encoded operation's local memory alive until it completes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HoldBy {
@@ -282,10 +294,16 @@ pub(crate) mod sealed {
 
     /// Holds an operation's local region ([`super::HoldBy::Op`]).
     pub trait Hold_ {
-        /// A hold on the region. Asked only of operations that report
+        /// A hold on the region and the operation's range in it, taken
+        /// before the post. Asked only of operations that report
         /// [`super::HoldBy::Op`]; the others answer with the connection's
         /// flush region (`t`), a harmless hold.
-        fn hold(&self, t: &Target<'_>) -> Hold;
+        ///
+        /// # Errors
+        /// [`Error::Again`](crate::Error::Again) with
+        /// [`Detail::RangeBusy`](crate::error::Detail::RangeBusy) while the
+        /// CPU uses the range.
+        fn hold(&self, t: &Target<'_>) -> Result<Hold>;
     }
 
     /// Checks a receive for a queue other than a connection's (an SRQ, a
@@ -437,8 +455,10 @@ macro_rules! local_op {
         }
         impl<M: RegMemory + std::marker::Send + Sync + 'static> sealed::Hold_ for $t<'_, M> {
             #[inline(always)]
-            fn hold(&self, _: &Target<'_>) -> Hold {
-                self.0.local.mr.hold()
+            fn hold(&self, _: &Target<'_>) -> Result<Hold> {
+                let sides: fn(&SendOp) -> &'static Sides = $sides;
+                let (need, what) = sides(&self.0.verb).local;
+                self.0.local.mr.hold_range(what, self.0.local.offset, self.0.len, device_use(need))
             }
         }
         impl<M: RegMemory + std::marker::Send + Sync + 'static> Operation for $t<'_, M> {}
@@ -732,8 +752,8 @@ macro_rules! remote_only_op {
     ($t:ident) => {
         impl sealed::Hold_ for $t<'_> {
             #[inline(always)]
-            fn hold(&self, t: &Target<'_>) -> Hold {
-                t.flush_mr.hold()
+            fn hold(&self, t: &Target<'_>) -> Result<Hold> {
+                Ok(t.flush_mr.keep())
             }
         }
         impl Operation for $t<'_> {}

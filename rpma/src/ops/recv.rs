@@ -58,13 +58,14 @@ impl<'a, M: RegMemory> Recv<'a, M> {
     /// memory to post.
     #[inline]
     fn sge(&self, peer: &Peer) -> Result<Option<Sge>> {
-        const DST: Named = Named::new(Arg::Dst, "recv: dst");
         let len32 = validate::len32(&DST, self.len)?;
         self.dst.check_range(&DST, self.offset, self.len)?;
         validate::local(self.dst, Usage::RECV, &DST, peer)?;
         Ok((self.len > 0).then(|| self.dst.sge(self.offset, len32)))
     }
 }
+
+const DST: Named = Named::new(Arg::Dst, "recv: dst");
 
 /// A receive scattering one message into the elements of `dst`, filled
 /// one after the other; every region in `dst` is held until it completes,
@@ -109,6 +110,14 @@ impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
     }
 }
 
+impl<M: RegMemory + Send + Sync + 'static> Recv<'_, M> {
+    /// The hold of the region and the range the device writes.
+    #[inline(always)]
+    fn dst_hold(&self) -> Result<Hold> {
+        self.dst.hold_range(&DST, self.offset, self.len, crate::error::RangeUse::DeviceWrites)
+    }
+}
+
 impl<M: RegMemory> Encode for Recv<'_, M> {
     #[inline]
     fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
@@ -126,14 +135,14 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for RecvSg<'_, M> {
 
 impl<M: RegMemory + Send + Sync + 'static> Hold_ for Recv<'_, M> {
     #[inline]
-    fn hold(&self, _: &Target<'_>) -> Hold {
-        self.dst.hold()
+    fn hold(&self, _: &Target<'_>) -> Result<Hold> {
+        self.dst_hold()
     }
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Hold_ for RecvSg<'_, M> {
-    fn hold(&self, t: &Target<'_>) -> Hold {
-        t.flush_mr.hold()
+    fn hold(&self, t: &Target<'_>) -> Result<Hold> {
+        Ok(t.flush_mr.keep())
     }
 }
 
@@ -146,7 +155,7 @@ impl<M: RegMemory + Send + Sync + 'static> Receive for Recv<'_, M> {
         post: impl FnOnce(u64, &[Sge], Option<Hold>) -> Result<()>,
     ) -> Result<()> {
         let sge = self.sge(peer)?;
-        post(self.ctx, sge.as_slice(), Some(self.dst.hold()))
+        post(self.ctx, sge.as_slice(), Some(self.dst_hold()?))
     }
 }
 

@@ -78,7 +78,7 @@ impl<O: Operation> Encode for Unheld<O> {
 
 impl<O: Operation> Hold_ for Unheld<O> {
     #[inline(always)]
-    fn hold(&self, t: &Target<'_>) -> Hold {
+    fn hold(&self, t: &Target<'_>) -> Result<Hold> {
         self.0.hold(t)
     }
 }
