@@ -420,9 +420,17 @@ impl Drop for Mw {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
+    use crate::error::RangeUse;
+    use crate::inflight::book::Book;
+    use crate::inflight::Held;
     use std::sync::atomic::AtomicUsize;
 
-    struct Region(AtomicUsize);
+    struct Region(AtomicUsize, Book);
+    impl Held for Region {
+        fn book(&self) -> Option<&Book> {
+            Some(&self.1)
+        }
+    }
     impl RegionHold for Region {
         fn mr(&self) -> &rpma_sys::mr::Mr {
             unreachable!("not used by the model")
@@ -437,8 +445,10 @@ mod loom_models {
         let mut b = loom::model::Builder::new();
         b.preemption_bound = Some(3);
         b.check(|| {
-            let region = Arc::new(Region(AtomicUsize::new(0)));
-            let binding = Binding::new(0, 8, MwAccess::REMOTE_READ, 7, 1, region.clone());
+            let region = Arc::new(Region(AtomicUsize::new(0), Book::new(64)));
+            let span = region.1.take(0, 8, RangeUse::DeviceReads).unwrap();
+            let range = Hold::ranged(region.clone(), span);
+            let binding = Binding::new(0, 8, MwAccess::REMOTE_READ, 7, 1, region.clone(), range);
             let st = MwState { rkey: 7, binding: Some(binding), invalidating: Some(7) };
             let shared = Arc::new(MwShared::new(st, None));
             let windows = Arc::new(Windows::default());
@@ -449,6 +459,8 @@ mod loom_models {
             poller.join().unwrap();
             assert!(shared.lock().binding.is_none());
             assert_eq!(region.0.load(Ordering::SeqCst), 0, "the hold ended once");
+            // ... and its range with it: the CPU may write it again.
+            region.1.release(region.1.take(0, 8, RangeUse::CpuWrites).unwrap().unwrap());
             windows.invalidated(1, 7); // a late report of the same rkey changes nothing
             assert_eq!(region.0.load(Ordering::SeqCst), 0);
         });
