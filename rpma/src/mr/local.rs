@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::error::RangeUse;
-use crate::inflight::book::{Book, Span};
+use crate::inflight::book::{Book, Span, Use};
 use crate::inflight::{Held, Hold};
 use std::mem::MaybeUninit;
 
@@ -299,22 +299,26 @@ impl<M: RegMemory> MrLocal<M> {
 
     /// Copies `dst.len()` bytes from `offset` in the region into `dst`.
     ///
-    /// A remote peer may write a region with [`Usage::WRITE_DST`] at any
-    /// time: the bytes copied are then those of the moment, possibly torn.
+    /// A copy, so it may run while the device writes the range (an
+    /// operation's destination in flight, or a remote peer's write into a
+    /// region with [`Usage::WRITE_DST`]): the bytes are then those of the
+    /// moment, possibly torn, never a reference into memory that changes.
+    /// Read a destination after its completion; for a reference instead,
+    /// which is refused while the device writes the range, see
+    /// [`view_at`](Self::view_at).
     ///
     /// # Errors
     /// * [`Error::Inval`] when `offset + dst.len()` exceeds [`size`](Self::size);
-    /// * [`Error::Again`] with [`Detail::RangeBusy`] while an operation in
-    ///   flight writes the range (a read's destination, a receive, an
-    ///   atomic's result, a window with remote write access) or another
-    ///   thread writes it: reap the completion, or retry.
+    /// * [`Error::Again`] with [`Detail::RangeBusy`] while another thread
+    ///   writes the range ([`write_at`](Self::write_at),
+    ///   [`update_at`](Self::update_at)): retry.
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         let what = Named::new(Arg::Range, "read_at");
         self.check_range(&what, offset, dst.len())?;
-        let _span = self.use_range(&what, offset, dst.len(), RangeUse::CpuReads)?;
+        let _span = self.use_range(&what, offset, dst.len(), Use::CpuCopies)?;
         // SAFETY: the range is inside the owned, live memory (checked above)
-        // and no operation or thread writes it (its book says so); raw
-        // copies create no reference to memory a remote peer may write.
+        // and no thread writes it (its book says so); raw copies create no
+        // reference to memory the device may write.
         unsafe { std::ptr::copy_nonoverlapping(self.inner.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
@@ -372,7 +376,7 @@ impl<M: RegMemory> MrLocal<M> {
     pub fn write_at(&self, offset: usize, src: &[u8]) -> Result<()> {
         let what = Named::new(Arg::Range, "write_at");
         self.check_range(&what, offset, src.len())?;
-        let _span = self.use_range(&what, offset, src.len(), RangeUse::CpuWrites)?;
+        let _span = self.use_range(&what, offset, src.len(), Use::CpuWrites)?;
         // SAFETY: inside the owned, live memory (checked above), and no
         // operation or thread uses the range (its book says so).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.inner.ptr.add(offset), src.len()) };
@@ -407,7 +411,7 @@ impl<M: RegMemory> MrLocal<M> {
     pub fn update_at<R>(&self, offset: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         let what = Named::new(Arg::Range, "update_at");
         self.check_in_place(&what, offset, len)?;
-        let _span = self.use_range(&what, offset, len, RangeUse::CpuWrites)?;
+        let _span = self.use_range(&what, offset, len, Use::CpuWrites)?;
         // SAFETY: inside the owned, live memory (checked above); no
         // operation, thread or remote peer writes or reads the range while
         // the span is held (its book, the region's access flags and the
@@ -427,7 +431,7 @@ impl<M: RegMemory> MrLocal<M> {
     pub fn view_at<R>(&self, offset: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let what = Named::new(Arg::Range, "view_at");
         self.check_in_place(&what, offset, len)?;
-        let _span = self.use_range(&what, offset, len, RangeUse::CpuReads)?;
+        let _span = self.use_range(&what, offset, len, Use::CpuReads)?;
         // SAFETY: inside the owned, live memory (checked above); no
         // operation, thread or remote peer writes the range while the span
         // is held (as in `update_at`).
@@ -460,7 +464,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// The stripes of a range (`how` the CPU uses it), released when the
     /// value is dropped.
     #[inline]
-    fn use_range(&self, what: &Named, offset: usize, len: usize, how: RangeUse) -> Result<CpuSpan<'_>> {
+    fn use_range(&self, what: &Named, offset: usize, len: usize, how: Use) -> Result<CpuSpan<'_>> {
         match self.inner.book.take(offset, len, how) {
             Ok(span) => Ok(CpuSpan { book: &self.inner.book, span }),
             Err(by) => Err(range_busy(what, offset, len, by)),
@@ -598,7 +602,7 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     /// range (`what` names the operation's side).
     #[inline(always)]
     pub(crate) fn hold_range(&self, what: &Named, offset: usize, len: usize, by: RangeUse) -> Result<Hold> {
-        match self.inner.book.take(offset, len, by) {
+        match self.inner.book.take(offset, len, by.into()) {
             Ok(span) => Ok(Hold::ranged(self.inner.clone(), span)),
             Err(found) => Err(range_busy(what, offset, len, found)),
         }

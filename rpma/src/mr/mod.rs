@@ -162,10 +162,9 @@ impl<M: RegMemory> MrInner<M> {
 
     fn into_parts(self) -> MrParts<M> {
         let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so each field is moved out (or
-        // read and dropped) exactly once and the Drop below does not run.
+        // SAFETY: `me` is never dropped, so each field is moved out exactly
+        // once and the Drop below does not run (the book owns nothing).
         unsafe {
-            drop(std::ptr::read(&me.book));
             MrParts {
                 mr: ManuallyDrop::take(&mut me.mr),
                 mem: ManuallyDrop::take(&mut me.mem),
@@ -184,12 +183,11 @@ impl<M: RegMemory> MrInner<M> {
     #[inline(always)]
     fn into_mem(self) -> M {
         let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so `mem`, `peer` and `book` are
-        // moved out exactly once and the Drop below (which would deregister `mr`
+        // SAFETY: `me` is never dropped, so `mem` and `peer` are moved out
+        // exactly once and the Drop below (which would deregister `mr`
         // again) does not run.
         unsafe {
             drop(std::ptr::read(&me.peer));
-            drop(std::ptr::read(&me.book));
             ManuallyDrop::take(&mut me.mem)
         }
     }
