@@ -11,7 +11,7 @@
 
 use crate::error::Error;
 use crate::wrid::CompletionOp;
-use book::{Book, Span};
+use book::RangeHold;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub(crate) mod book;
@@ -24,50 +24,28 @@ pub(crate) use chain::{chain_is_full, SendChain};
 pub(crate) use recv::RecvTracker;
 pub(crate) use send::SendTracker;
 
-/// Anything kept alive by a reference; a region also has the book of its
-/// ranges in use.
-pub(crate) trait Held: Send + Sync {
-    /// The region's range book, where a [`Hold`]'s range is released.
-    fn book(&self) -> Option<&Book> {
-        None
-    }
-}
+/// Anything kept alive by a reference.
+pub(crate) trait Held: Send + Sync {}
+impl<T: Send + Sync + ?Sized> Held for T {}
 
-/// Keeps a registration and its memory alive and, for a region's range,
-/// the range in use as the operation uses it (released when the hold
-/// ends; a leaked hold keeps the range in use for ever, refusing the CPU's
-/// conflicting accesses, never allowing one).
-pub(crate) struct Hold {
-    keep: Arc<dyn Held>,
-    span: Option<Span>,
+/// What an operation in flight keeps: a range of a region, in use as the
+/// operation uses it (which keeps the region alive: [`book`]), or anything
+/// else by a reference count (a list's holds, the connection's own
+/// region). A leaked hold keeps its range in use for ever, refusing the
+/// CPU's conflicting accesses, never allowing one.
+#[allow(dead_code)] // each kept for its drop
+pub(crate) enum Hold {
+    Range(RangeHold),
+    Keep(Arc<dyn Held>),
 }
 
 impl Hold {
     /// A hold on `keep` alone.
     #[inline(always)]
     pub(crate) fn keep(keep: Arc<dyn Held>) -> Hold {
-        Hold { keep, span: None }
-    }
-
-    /// A hold on `keep` and the range `span` of its book took.
-    #[inline(always)]
-    pub(crate) fn ranged(keep: Arc<dyn Held>, span: Option<Span>) -> Hold {
-        Hold { keep, span }
+        Hold::Keep(keep)
     }
 }
-
-impl Drop for Hold {
-    #[inline]
-    fn drop(&mut self) {
-        if let (Some(span), Some(book)) = (self.span, self.keep.book()) {
-            book.release(span);
-        }
-    }
-}
-
-impl Held for Vec<Hold> {}
-#[cfg(test)]
-impl Held for u8 {}
 
 /// No hold to take (an untracked or inline post), as the `hold` argument
 /// of the posting functions that take the hold late.
@@ -275,7 +253,6 @@ mod tests {
     }
 
     struct Tag;
-    impl Held for Tag {}
 
     #[test]
     fn send_ring_wraps_and_ignores_unknown_ids() {

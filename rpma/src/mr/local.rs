@@ -7,6 +7,7 @@ use crate::error::RangeUse;
 use crate::inflight::book::{Book, Span, Use};
 use crate::inflight::{Held, Hold};
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
 impl<M: RegMemory> MrLocal<M> {
     /// Whether the registered memory is persistent memory
@@ -224,10 +225,14 @@ impl<M: RegMemory> MrLocal<M> {
     /// The registration and memory, when nothing holds them; else the
     /// region back with the error saying what holds it.
     pub(crate) fn into_parts(self, what: &str) -> std::result::Result<MrParts<M>, (MrLocal<M>, Error)> {
-        match Arc::try_unwrap(self.inner) {
+        if self.inner.book.ops() != 0 {
+            let e = self.held_error(what);
+            return Err((self, e));
+        }
+        match Arc::try_unwrap(self.inner.into_arc()) {
             Ok(inner) => Ok(inner.into_parts()),
             Err(inner) => {
-                let mr = MrLocal { inner };
+                let mr = MrLocal { inner: Owner::new(inner) };
                 let e = mr.held_error(what);
                 Err((mr, e))
             }
@@ -248,18 +253,18 @@ impl<M: RegMemory> MrLocal<M> {
         // of the same size and alignment (`MaybeUninit<T>` has `T`'s).
         unsafe {
             inner.write(MrInner::new(p));
-            MrLocal { inner: Arc::from_raw(inner) }
+            MrLocal { inner: Owner::new(Arc::from_raw(inner)) }
         }
     }
 
     pub(crate) fn from_parts(parts: MrParts<M>) -> MrLocal<M> {
-        MrLocal { inner: Arc::new(MrInner::new(parts)) }
+        MrLocal { inner: Owner::new(Arc::new(MrInner::new(parts))) }
     }
 
     /// Number of posted operations using this region that have not completed
     /// yet (0 when it is idle).
     pub fn in_flight(&self) -> usize {
-        (Arc::strong_count(&self.inner) - 1).saturating_sub(self.bound_windows())
+        self.inner.book.ops().saturating_sub(self.bound_windows())
     }
 
     /// Number of memory windows bound over this region (as far as this side
@@ -465,7 +470,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// value is dropped.
     #[inline]
     fn use_range(&self, what: &Named, offset: usize, len: usize, how: Use) -> Result<CpuSpan<'_>> {
-        match self.inner.book.take(offset, len, how) {
+        match self.inner.book.take_cpu(offset, len, how) {
             Ok(span) => Ok(CpuSpan { book: &self.inner.book, span }),
             Err(by) => Err(range_busy(what, offset, len, by)),
         }
@@ -526,7 +531,8 @@ impl<M: RegMemory> MrLocal<M> {
         // Deregistered in place, so a failure hands the region back as it
         // is, and success frees the allocation reading only the memory and
         // the peer out of it.
-        let Some(inner) = Arc::get_mut(&mut region.inner) else {
+        let idle = region.inner.book.ops() == 0;
+        let Some(inner) = Arc::get_mut(region.inner.arc_mut()).filter(|_| idle) else {
             let error = region.held_error("dereg");
             return Err(DeregError { mr: region, error });
         };
@@ -539,7 +545,7 @@ impl<M: RegMemory> MrLocal<M> {
         // to a region) and `self` is owned, so this unwraps; were it shared
         // after all, the region is leaked, not dropped (its Drop would
         // deregister again).
-        match Arc::try_unwrap(region.inner) {
+        match Arc::try_unwrap(region.inner.into_arc()) {
             Ok(inner) => Ok(inner.into_mem()),
             Err(shared) => {
                 std::mem::forget(shared);
@@ -556,12 +562,6 @@ pub(crate) trait RegionHold: Held {
     fn windows(&self) -> &AtomicUsize;
 }
 
-impl<M: RegMemory + Send + Sync> Held for MrInner<M> {
-    fn book(&self) -> Option<&Book> {
-        Some(&self.book)
-    }
-}
-
 impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
     fn mr(&self) -> &Mr {
         &self.mr
@@ -574,14 +574,12 @@ impl<M: RegMemory + Send + Sync> RegionHold for MrInner<M> {
 /// A range the CPU uses, released when dropped.
 struct CpuSpan<'a> {
     book: &'a Book,
-    span: Option<Span>,
+    span: Span,
 }
 
 impl Drop for CpuSpan<'_> {
     fn drop(&mut self) {
-        if let Some(span) = self.span {
-            self.book.release(span);
-        }
+        self.book.release_cpu(self.span);
     }
 }
 
@@ -594,16 +592,24 @@ fn range_busy(what: &Named, offset: usize, len: usize, by: RangeUse) -> Error {
 
 impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     /// A hold on the region for an operation that uses `len` bytes at
-    /// `offset` (checked by the caller) as `by` says: the registration and
-    /// memory stay alive, and the range in use, until the hold ends.
+    /// `offset` (checked by the caller) as `by` says: the range in use, and
+    /// the registration and memory alive (the book counts the operation),
+    /// until the hold ends.
     ///
     /// # Errors
     /// [`Error::Again`] with [`Detail::RangeBusy`] while the CPU uses the
     /// range (`what` names the operation's side).
     #[inline(always)]
     pub(crate) fn hold_range(&self, what: &Named, offset: usize, len: usize, by: RangeUse) -> Result<Hold> {
-        match self.inner.book.take(offset, len, by.into()) {
-            Ok(span) => Ok(Hold::ranged(self.inner.clone(), span)),
+        let book = NonNull::new(Arc::as_ptr(&self.inner).cast_mut()).map(NonNull::cast::<Book>);
+        let Some(book) = book else { return Err(range_busy(what, offset, len, by)) };
+        // SAFETY: the book is the first field of this region (`repr(C)`),
+        // reached with the provenance of `Arc::as_ptr`; the region lives
+        // while this owner does, and when the owner is dropped with
+        // operations in flight it leaves its reference to the book, whose
+        // release of the last one drops it (`Owner`'s drop).
+        match unsafe { Book::hold(book, offset, len, by.into()) } {
+            Ok(range) => Ok(Hold::Range(range)),
             Err(found) => Err(range_busy(what, offset, len, found)),
         }
     }
@@ -611,12 +617,12 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     /// A hold on the region without a range: for a connection's own
     /// region, whose bytes no caller stages or reads.
     pub(crate) fn keep(&self) -> Hold {
-        Hold::keep(self.inner.clone())
+        Hold::keep((*self.inner).clone())
     }
 
     /// The same, with access to the registration.
     pub(crate) fn region_hold(&self) -> Arc<dyn RegionHold> {
-        self.inner.clone()
+        (*self.inner).clone()
     }
 }
 
