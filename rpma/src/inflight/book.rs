@@ -261,11 +261,11 @@ impl Book {
     /// address, and its region alive, until the hold is dropped: the
     /// region's owner keeps it, and when dropped leaves it to the book
     /// ([`orphan`](Self::orphan)).
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) unsafe fn hold(this: NonNull<Book>, offset: usize, len: usize, by: Use) -> Result<RangeHold, RangeUse> {
         debug_assert!(by.is_device());
         // SAFETY: live (this function's contract).
-        let span = unsafe { this.as_ref() }.take(offset, len, by)?;
+        let span = unsafe { this.as_ref() }.take_device(offset, len, by)?;
         Ok(RangeHold { book: this, span })
     }
 
@@ -274,12 +274,61 @@ impl Book {
     ///
     /// # Errors
     /// As [`hold`](Self::hold).
+    #[inline(never)]
     pub(crate) fn take_cpu(&self, offset: usize, len: usize, by: Use) -> Result<Span, RangeUse> {
         debug_assert!(!by.is_device());
         self.take(offset, len, by)
     }
 
+    /// The posting path: one word for a use of the whole region or of
+    /// 0 bytes, two for a use of one stripe, the rest out of line.
     #[inline(always)]
+    fn take_device(&self, offset: usize, len: usize, by: Use) -> Result<Span, RangeUse> {
+        if len == 0 {
+            return self.take(offset, len, by);
+        }
+        // `offset + len` is at most the region's size (checked by the caller).
+        let end = offset.wrapping_add(len - 1);
+        let (first, last) = (offset >> self.shift, end >> self.shift);
+        if first == 0 && last == self.last as usize {
+            let old = self.whole.fetch_add(by.whole_unit(), Ordering::AcqRel);
+            if old & by.whole_conflicts() != 0 {
+                return Err(self.refused(None, by, old));
+            }
+            return Ok(Span { first: WHOLE, last: WHOLE, by });
+        }
+        match self.stripes.get(first) {
+            Some(stripe) if first == last => {
+                let ops = self.whole.fetch_add(OPS.unit, Ordering::AcqRel);
+                let old = stripe.fetch_add(by.unit(), Ordering::AcqRel);
+                if (ops & OPS.full()) | (old & by.stripe_conflicts()) != 0 {
+                    return Err(self.refused(Some(stripe), by, old));
+                }
+                Ok(Span { first: first as u8, last: first as u8, by })
+            }
+            _ => self.take(offset, len, by),
+        }
+    }
+
+    /// A device use the word(s) refused: backs out of them (`stripe`, and
+    /// the operation in `whole`; or the whole-region use), and names why.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, stripe: Option<&AtomicU64>, by: Use, old: u64) -> RangeUse {
+        match stripe {
+            None => {
+                self.whole.fetch_sub(by.whole_unit(), Ordering::Release);
+                found(&WHOLE_USES, old, by.whole_conflicts(), by)
+            }
+            Some(stripe) => {
+                stripe.fetch_sub(by.unit(), Ordering::Release);
+                self.whole.fetch_sub(OPS.unit, Ordering::Release);
+                found(&STRIPE_USES, old, by.stripe_conflicts(), by)
+            }
+        }
+    }
+
+    #[inline(never)]
     fn take(&self, offset: usize, len: usize, by: Use) -> Result<Span, RangeUse> {
         if len == 0 {
             if by.is_device() {
@@ -370,19 +419,18 @@ impl Book {
             // operation (this function's contract); no reference to it
             // outlives this block.
             let book = unsafe { this.as_ref() };
-            let unit = match span.first {
-                WHOLE => span.by.whole_unit(),
-                EMPTY => OPS.unit,
-                first => {
-                    let by = span.by.unit();
-                    match book.stripes.get(first as usize) {
-                        Some(stripe) if first == span.last => {
-                            stripe.fetch_sub(by, Ordering::Release);
+            let unit = if span.first == WHOLE {
+                span.by.whole_unit()
+            } else {
+                if span.first != EMPTY {
+                    match book.stripes.get(span.first as usize) {
+                        Some(stripe) if span.first == span.last => {
+                            stripe.fetch_sub(span.by.unit(), Ordering::Release);
                         }
                         _ => book.release_stripes(span),
                     }
-                    OPS.unit
                 }
+                OPS.unit
             };
             book.whole.fetch_sub(unit, Ordering::AcqRel)
         };
