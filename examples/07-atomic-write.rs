@@ -21,7 +21,7 @@ const USED_OFFSET: usize = 8;
 const DATA_OFFSET: u64 = 16;
 /// The log's size (`LOG_SIZE`): signature, used, 1024 bytes of data.
 const LOG_SIZE: usize = 16 + 1024;
-/// The client's staging buffer (`KILOBYTE`).
+/// The client's buffer (`KILOBYTE`), one word at a time.
 const KILOBYTE: usize = 1024;
 /// The last flush of each word carries this context (as librpma's example).
 const FLUSH_ID: u64 = 0xF01D;
@@ -65,11 +65,10 @@ fn client(a: &Args) -> Res<()> {
     let words: Vec<String> =
         if a.rest.is_empty() { vec!["1st_word".into(), "2nd_word".into(), "3rd_word".into()] } else { a.rest.clone() };
     let src = MrLocal::reg(&peer, AlignedBuf::new(KILOBYTE)?, Usage::WRITE_SRC | Usage::READ_DST)?;
-    // Four operations per word may be in flight: size the send queue (and
-    // CQ) for them.
+    // One word's four operations are in flight at a time: size the send
+    // queue (and CQ) for them.
     let mut cfg = ConnCfg::new();
-    cfg.set_sq_size(4 * words.len() as u32 + 1);
-    cfg.set_cq_size(4 * words.len() as u32 + 1);
+    cfg.set_sq_size(5).set_cq_size(5);
     let conn = common::client_connect(&peer, a, Some(&cfg), &[], &|_| Ok(()))?;
     // As librpma's example: assume the server can write directly to its
     // persistent memory (only used when its region offers persistent flush).
@@ -94,26 +93,19 @@ fn client(a: &Args) -> Res<()> {
     } else {
         FlushType::Visibility
     };
-    // Stage every word (with its NUL) at its own place in the buffer: a
-    // region is not rewritten while operations using it may be in flight.
-    let mut staged = Vec::new();
-    let mut at = 0;
+    // Each word (with its NUL) in the one buffer, as librpma's client: the
+    // previous word's write is done once its last flush completed (the
+    // send queue completes in order), so the buffer is free again.
     for w in &words {
         let mut bytes = w.as_bytes()[..w.len().min(KILOBYTE - 1)].to_vec();
         bytes.push(0);
-        if at + bytes.len() > KILOBYTE {
-            return Err("the words do not fit the 1024-byte buffer".into());
-        }
-        src.write_at(at, &bytes)?;
-        staged.push((at, bytes.len()));
-        at += bytes.len();
-    }
-    for &(src_off, len) in &staged {
+        let len = bytes.len();
         if used + len as u64 > log.size() {
             common::close_first(conn)?;
             return Err("Log size exhausted.".into());
         }
-        conn.write(log, used, &src, src_off, len, Flags::COMPLETION_ON_ERROR, 1)?;
+        src.write_at(0, &bytes)?;
+        conn.write(log, used, &src, 0, len, Flags::COMPLETION_ON_ERROR, 1)?;
         conn.flush(log, used, len as u64, ft, Flags::COMPLETION_ON_ERROR, 2)?;
         used += len as u64;
         conn.atomic_write(log, used_at, used.to_le_bytes(), Flags::COMPLETION_ON_ERROR, 3)?;

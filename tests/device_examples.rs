@@ -180,6 +180,12 @@ device_tests!({
         run("07-atomic-write", &["used value: 16", "1st_word\n2nd_word\n3rd_word\n"]);
     }
 
+    fn ex_ring_log() {
+        // 1024 records built in place in a 16-slot ring while the writes of
+        // the others are in flight; the server checks every byte.
+        run("ring-log", &["log: 1024 records of 256 bytes, every byte as staged", "client: 1024 records from one 16-slot ring"]);
+    }
+
     fn ex_08_messages_ping_pong() {
         run("08-messages-ping-pong", &["Value sent: 7", "Value received: 8", "Value sent: 8", "Value received: 9"]);
     }

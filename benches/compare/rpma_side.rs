@@ -930,6 +930,9 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
     if case == "commit_unheld_chain" {
         return client_ir_commit_unheld(c, iters);
     }
+    if let Some(per_buffer) = case.strip_prefix("stage_").and_then(|k| k.strip_suffix("@16")) {
+        return client_ir_stage(c, per_buffer == "regs", iters);
+    }
     // `CASE@QD`: QD operations posted, then reaped up to 64 per poll with
     // a blocking wait whenever the CQ is empty (as the C program).
     // `read_chain@QD`, `write_chain@QD`: the QD operations as one chain.
@@ -1036,6 +1039,29 @@ fn reap(cq: &Cq, wc: &mut [Completion; 64], want: usize) -> Res<()> {
 /// loop at depth would), out of `client_ir` so that its inlining stays as
 /// it was.
 #[inline(never)]
+/// `stage_ring@16`, `stage_regs@16`: a log's records of 64 bytes staged
+/// (`write_at`) and written at depth 16, from 16 slots of one registered
+/// ring or from 16 registrations (one per buffer); every 16th signaled.
+fn client_ir_stage(c: Client, per_buffer: bool, iters: usize) -> Res<()> {
+    const REC: usize = 64;
+    let peer = c.conn.peer().clone();
+    let ring = MrLocal::reg(&peer, AlignedBuf::new(16 * REC)?, Usage::WRITE_SRC)?;
+    let regs: Vec<_> =
+        (0..16).map(|_| MrLocal::reg(&peer, AlignedBuf::new(REC)?, Usage::WRITE_SRC)).collect::<Result<_, _>>()?;
+    let mut wc = [Cq::EMPTY; 64];
+    let record = [0x5au8; REC];
+    for _ in 0..iters / 16 {
+        for i in 0..16 {
+            let f = if i == 15 { Flags::COMPLETION_ALWAYS } else { Flags::COMPLETION_ON_ERROR };
+            let (src, at) = if per_buffer { (&regs[i], 0) } else { (&ring, i * REC) };
+            src.write_at(at, &record)?;
+            c.conn.write(&c.remote, (i * REC) as u64, src, at, REC, f, 0)?;
+        }
+        reap(c.conn.cq(), &mut wc, 1)?;
+    }
+    Ok(())
+}
+
 fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {
     let (last, base) = match base.strip_suffix("_last") {
         Some(b) => (true, b),
