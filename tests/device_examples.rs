@@ -183,7 +183,10 @@ device_tests!({
     fn ex_ring_log() {
         // 1024 records built in place in a 16-slot ring while the writes of
         // the others are in flight; the server checks every byte.
-        run("ring-log", &["log: 1024 records of 256 bytes, every byte as staged", "client: 1024 records from one 16-slot ring"]);
+        run(
+            "ring-log",
+            &["log: 1024 records of 256 bytes, every byte as staged", "client: 1024 records from one 16-slot ring"],
+        );
     }
 
     fn ex_08_messages_ping_pong() {

@@ -1051,15 +1051,16 @@ fn client_ir_stage(c: Client, per_buffer: bool, iters: usize) -> Res<()> {
     let mut wc = [Cq::EMPTY; 64];
     let record = [0x5au8; REC];
     for _ in 0..iters / 16 {
-        for i in 0..16 {
+        for (i, reg) in regs.iter().enumerate() {
             let f = if i == 15 { Flags::COMPLETION_ALWAYS } else { Flags::COMPLETION_ON_ERROR };
-            let (src, at) = if per_buffer { (&regs[i], 0) } else { (&ring, i * REC) };
+            let (src, at) = if per_buffer { (reg, 0) } else { (&ring, i * REC) };
             src.write_at(at, &record)?;
             c.conn.write(&c.remote, (i * REC) as u64, src, at, REC, f, 0)?;
         }
         reap(c.conn.cq(), &mut wc, 1)?;
     }
-    Ok(())
+    drop((ring, regs));
+    c.close()
 }
 
 fn client_ir_unheld(c: Client, base: &str, qd: usize, iters: usize) -> Res<()> {

@@ -5,7 +5,7 @@
 use super::Conn;
 use crate::error::Result as R;
 use crate::error::{Error, Result};
-use crate::inflight::Hold;
+use crate::inflight::Holding;
 use crate::inflight::{chain_is_full, SendChain};
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
@@ -246,13 +246,13 @@ fn not_carried(i: usize) -> Error {
 /// The sink of [`Chain::push`]: the request appended with what holds it;
 /// `UNHELD` (an [`Unheld`](crate::ops::Unheld) operation): with nothing
 /// holding it.
-struct Push<'a, 'c, H: FnOnce() -> Result<Hold>, const UNHELD: bool> {
+struct Push<'a, 'c, H: FnOnce() -> Holding, const UNHELD: bool> {
     ops: &'a mut SendChain,
     conn: &'c Conn,
     hold: H,
 }
 
-impl<H: FnOnce() -> Result<Hold>, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
+impl<H: FnOnce() -> Holding, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn push(self, m: Meta, wr: Wr) -> R<()> {
         if UNHELD {
@@ -268,8 +268,8 @@ impl<H: FnOnce() -> Result<Hold>, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
             };
         }
         let hold = match m.hold {
-            HoldBy::Op => Some((self.hold)()?),
-            HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.keep()),
+            HoldBy::Op => Some((self.hold)().map_err(crate::inflight::unbox)?),
+            HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.keep().map_err(crate::inflight::unbox)?),
             HoldBy::Nothing => None,
             HoldBy::LentBytes | HoldBy::List => return Err(not_chained(m.hold)),
         };
@@ -277,7 +277,7 @@ impl<H: FnOnce() -> Result<Hold>, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     }
 }
 
-impl<H: FnOnce() -> Result<Hold>, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
+impl<H: FnOnce() -> Holding, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> R<()> {
         self.push(m, Wr::Plain(wr))

@@ -3,7 +3,7 @@
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::{untracked, Hold, RecvTracker, SendTracker};
+use crate::inflight::{untracked, Hold, Holding, RecvTracker, SendTracker};
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::AlignedBuf;
 use crate::mr::MrLocal;
@@ -172,7 +172,7 @@ impl Drop for ConnParts {
                 );
                 std::mem::forget(self.send.clone());
                 std::mem::forget(self.recv.clone());
-                std::mem::forget(self.flush_mr.keep()); // APM flush reads land here
+                std::mem::forget(self.flush_mr.region_hold()); // APM flush reads land here
             }
         }
     }
@@ -265,7 +265,7 @@ impl ConnParts {
         &self,
         kind: CompletionOp,
         ctx: u64,
-        hold: Option<impl FnOnce() -> Result<Hold>>,
+        hold: Option<impl FnOnce() -> Holding>,
         wr: SendWr,
     ) -> Result<()> {
         let qp = self.qp()?;

@@ -4,7 +4,7 @@
 //! keeps the region alive.
 //!
 //! The region is cut into at most [`STRIPES`] stripes of a power of two
-//! bytes (at least 8), each one `AtomicU64` of counts: the operations the
+//! bytes (at least 64, a cache line), each one `AtomicU64` of counts: the operations the
 //! device reads the stripe for, those it writes it for, the CPU's readers by
 //! reference, its readers by copy, and its writer. The region's `whole` word
 //! counts every operation in flight (`OPS`), the device's uses that cover
@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Stripes of a region's book.
 pub(crate) const STRIPES: usize = 64;
-const MIN_SHIFT: u32 = 3;
+const MIN_SHIFT: u32 = 6;
 
 /// A count in a word: its unit and width.
 #[derive(Clone, Copy)]
@@ -374,7 +374,12 @@ impl Book {
             add_unless(&self.whole, unit, bad).map_err(|old| found(&WHOLE_USES, old, bad, by))?;
         }
         let bad_stripe = by.stripe_conflicts();
-        let taken = self.add_stripes(first, last, by, |s| add_unless(s, by.unit(), bad_stripe));
+        let taken = match self.stripes.get(first as usize) {
+            Some(stripe) if first == last => add_unless(stripe, by.unit(), bad_stripe)
+                .map(drop)
+                .map_err(|old| found(&STRIPE_USES, old, bad_stripe, by)),
+            _ => self.add_stripes(first, last, by, |s| add_unless(s, by.unit(), bad_stripe)),
+        };
         if taken.is_err() && unit != 0 {
             self.whole.fetch_sub(unit, Ordering::Release);
         }
@@ -462,7 +467,12 @@ impl Book {
         if unit != 0 {
             self.whole.fetch_sub(unit, Ordering::Release);
         }
-        self.release_stripes(span);
+        match self.stripes.get(span.first as usize) {
+            Some(stripe) if span.first == span.last => {
+                stripe.fetch_sub(span.by.unit(), Ordering::Release);
+            }
+            _ => self.release_stripes(span),
+        }
     }
 }
 
@@ -555,8 +565,10 @@ mod tests {
     }
 
     #[test]
-    fn stripes_are_at_least_8_bytes_and_at_most_64() {
-        for (len, granule, last) in [(1, 8, 0), (8, 8, 0), (9, 8, 1), (512, 8, 63), (513, 16, 32), (4096, 64, 63)] {
+    fn stripes_are_at_least_64_bytes_and_at_most_64() {
+        for (len, granule, last) in
+            [(1, 64, 0), (64, 64, 0), (65, 64, 1), (4096, 64, 63), (4097, 128, 32), (8192, 128, 63)]
+        {
             let b = Book::new(len, count_frees);
             assert_eq!((b.granule(), b.last), (granule, last), "len {len}");
         }
@@ -673,7 +685,7 @@ mod loom_models {
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
 
-    /// Two 8-byte stripes of memory, each a loom cell, so that loom
+    /// Two 64-byte stripes of memory, each a loom cell, so that loom
     /// reports any write that races another access to it.
     struct Region {
         book: Book,
@@ -681,11 +693,11 @@ mod loom_models {
     }
 
     fn region() -> Arc<Region> {
-        Arc::new(Region { book: Book::new(16, count_frees), bytes: [UnsafeCell::new(0), UnsafeCell::new(0)] })
+        Arc::new(Region { book: Book::new(128, count_frees), bytes: [UnsafeCell::new(0), UnsafeCell::new(0)] })
     }
 
     fn access(r: &Region, offset: usize, len: usize, by: Use) {
-        for stripe in (offset / 8)..=((offset + len - 1) / 8) {
+        for stripe in (offset / 64)..=((offset + len - 1) / 64) {
             match by {
                 Use::DeviceReads | Use::CpuReads | Use::CpuCopies => {
                     r.bytes[stripe].with(|p| unsafe { p.read() });
@@ -731,7 +743,7 @@ mod loom_models {
         loom::model(|| {
             // A device write of both stripes (the whole region) against two
             // stages, one per stripe.
-            let done = run([(0, 16, Use::DeviceWrites), (8, 8, Use::CpuWrites), (0, 8, Use::CpuWrites)]);
+            let done = run([(0, 128, Use::DeviceWrites), (64, 64, Use::CpuWrites), (0, 64, Use::CpuWrites)]);
             // A refusal comes from a use that went ahead: never all three.
             assert!(done.iter().any(|d| *d));
         });
@@ -740,7 +752,7 @@ mod loom_models {
     #[test]
     fn loom_stripe_posts_against_stages_across_stripes() {
         loom::model(|| {
-            let done = run([(0, 8, Use::DeviceWrites), (4, 8, Use::CpuWrites), (8, 8, Use::DeviceReads)]);
+            let done = run([(0, 64, Use::DeviceWrites), (32, 64, Use::CpuWrites), (64, 64, Use::DeviceReads)]);
             assert!(done.iter().any(|d| *d));
         });
     }
@@ -748,7 +760,7 @@ mod loom_models {
     #[test]
     fn loom_readers_share_and_copies_meet_writers() {
         loom::model(|| {
-            let done = run([(0, 8, Use::DeviceReads), (0, 16, Use::CpuWrites), (2, 4, Use::CpuCopies)]);
+            let done = run([(0, 64, Use::DeviceReads), (0, 128, Use::CpuWrites), (16, 32, Use::CpuCopies)]);
             // Readers never refuse each other; a writer may be refused.
             assert!(done[0] && done[2] || done[1]);
         });
@@ -770,7 +782,7 @@ mod loom_models {
             owned.freed.fetch_add(1, Ordering::AcqRel);
         }
         loom::model(|| {
-            let r = Arc::new(Owned { book: Book::new(16, free), freed: Default::default() });
+            let r = Arc::new(Owned { book: Book::new(128, free), freed: Default::default() });
             // SAFETY: the model's region outlives the holds (its `Arc` is
             // dropped last).
             let book = NonNull::from(&r.book);

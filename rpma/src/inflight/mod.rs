@@ -36,20 +36,31 @@ impl<T: Send + Sync + ?Sized> Held for T {}
 #[allow(dead_code)] // each kept for its drop
 pub(crate) enum Hold {
     Range(RangeHold),
-    Keep(Arc<dyn Held>),
+    /// Boxed: the hold stays two words, so a [`Holding`] is returned in
+    /// registers on the posting path.
+    Keep(Box<Arc<dyn Held>>),
 }
 
 impl Hold {
     /// A hold on `keep` alone.
-    #[inline(always)]
     pub(crate) fn keep(keep: Arc<dyn Held>) -> Hold {
-        Hold::Keep(keep)
+        Hold::Keep(Box::new(keep))
     }
+}
+
+/// A hold, or why it was refused (boxed: see [`Hold::Keep`]).
+pub(crate) type Holding = std::result::Result<Hold, Box<Error>>;
+
+/// The error of a refused [`Holding`].
+#[cold]
+#[allow(clippy::boxed_local)] // the map_err of a Holding
+pub(crate) fn unbox(e: Box<Error>) -> Error {
+    *e
 }
 
 /// No hold to take (an untracked or inline post), as the `hold` argument
 /// of the posting functions that take the hold late.
-pub(crate) const NO_HOLD: Option<fn() -> crate::error::Result<Hold>> = None;
+pub(crate) const NO_HOLD: Option<fn() -> Holding> = None;
 
 /// Told the outcome of the operation whose entry carries it, once its own
 /// completion is translated (a memory window's invalidation).

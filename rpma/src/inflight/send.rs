@@ -2,7 +2,7 @@
 
 use super::chain::{chain_failed, SendChain};
 use super::lock::{SpinGuard, SpinLock};
-use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec};
+use super::{post_error, too_deep, Confirm, Entry, Holding, SendOpRec};
 use crate::error::{Detail, Error, Msg, Result};
 use crate::logging::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
@@ -210,7 +210,7 @@ impl SendTracker {
         qp: &rpma_sys::qp::Qp,
         ctx: u64,
         kind: CompletionOp,
-        hold: Option<impl FnOnce() -> Result<Hold>>,
+        hold: Option<impl FnOnce() -> Holding>,
         wr: SendWr,
     ) -> Result<()> {
         if needs_hold(&wr) && hold.is_none() {
@@ -220,7 +220,7 @@ impl SendTracker {
         // Taken before the post: the range is in use from before the device
         // can reach it (a refused post drops it again).
         let hold = match hold {
-            Some(h) => Some(h()?),
+            Some(h) => Some(h().map_err(super::unbox)?),
             None => None,
         };
         // Converted before the lock, straight into what the provider reads.

@@ -5,7 +5,7 @@
 use super::*;
 use crate::error::RangeUse;
 use crate::inflight::book::{Book, Span, Use};
-use crate::inflight::{Held, Hold};
+use crate::inflight::{Held, Hold, Holding};
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
@@ -600,9 +600,9 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
     /// [`Error::Again`] with [`Detail::RangeBusy`] while the CPU uses the
     /// range (`what` names the operation's side).
     #[inline(always)]
-    pub(crate) fn hold_range(&self, what: &Named, offset: usize, len: usize, by: RangeUse) -> Result<Hold> {
+    pub(crate) fn hold_range(&self, what: &Named, offset: usize, len: usize, by: RangeUse) -> Holding {
         let book = NonNull::new(Arc::as_ptr(&self.inner).cast_mut()).map(NonNull::cast::<Book>);
-        let Some(book) = book else { return Err(range_busy(what, offset, len, by)) };
+        let Some(book) = book else { return Err(Box::new(range_busy(what, offset, len, by))) };
         // SAFETY: the book is the first field of this region (`repr(C)`),
         // reached with the provenance of `Arc::as_ptr`; the region lives
         // while this owner does, and when the owner is dropped with
@@ -610,14 +610,17 @@ impl<M: RegMemory + Send + Sync + 'static> MrLocal<M> {
         // release of the last one drops it (`Owner`'s drop).
         match unsafe { Book::hold(book, offset, len, by.into()) } {
             Ok(range) => Ok(Hold::Range(range)),
-            Err(found) => Err(range_busy(what, offset, len, found)),
+            Err(found) => Err(Box::new(range_busy(what, offset, len, found))),
         }
     }
 
-    /// A hold on the region without a range: for a connection's own
-    /// region, whose bytes no caller stages or reads.
-    pub(crate) fn keep(&self) -> Hold {
-        Hold::keep((*self.inner).clone())
+    /// A hold on the region without a range (its operation counted, 0
+    /// bytes in use): for a connection's own region, whose bytes no caller
+    /// stages or reads, and the region of a memory window's bind.
+    #[inline(always)]
+    pub(crate) fn keep(&self) -> Holding {
+        const KEEP: Named = Named::new(Arg::Region, "the operation's region");
+        self.hold_range(&KEEP, 0, 0, RangeUse::DeviceReads)
     }
 
     /// The same, with access to the registration.

@@ -101,9 +101,14 @@ impl Conn {
             true => RangeUse::DeviceWrites,
             false => RangeUse::DeviceReads,
         };
-        let range = mr.hold_range(&MR, offset, len, by)?;
-        let rec =
-            SendOpRec { ctx: op_context, kind: CompletionOp::BindMw, signaled, hold: Some(mr.keep()), confirm: None };
+        let range = mr.hold_range(&MR, offset, len, by).map_err(crate::inflight::unbox)?;
+        let rec = SendOpRec {
+            ctx: op_context,
+            kind: CompletionOp::BindMw,
+            signaled,
+            hold: Some(mr.keep().map_err(crate::inflight::unbox)?),
+            confirm: None,
+        };
         // Set when the provider refused the bind but may have queued it: the
         // window may then become bound on the device, so it is recorded as
         // bound (holding the region) all the same.

@@ -8,7 +8,7 @@ use super::sealed::{Encode, Hold_};
 use super::{Flags, HoldBy, Meta, Operation, Settings, Sink, Target};
 use crate::access::Usage;
 use crate::error::{Arg, Error, Named, Result};
-use crate::inflight::Hold;
+use crate::inflight::{unbox, Hold, Holding};
 use crate::memory::RegMemory;
 use crate::mr::{MrLocal, MrRemote};
 use crate::peer::Peer;
@@ -112,13 +112,13 @@ pub(crate) fn gather<M: RegMemory + Send + Sync + 'static>(
     let mut posted = list.iter().enumerate().filter(|(_, e)| e.len > 0);
     if g.n == 1 {
         if let Some((i, e)) = posted.next() {
-            g.hold = Some(e.mr.hold_range(&what.element(i), e.offset, e.len, by)?);
+            g.hold = Some(e.mr.hold_range(&what.element(i), e.offset, e.len, by).map_err(unbox)?);
         }
     } else if g.n > 1 {
         let mut holds: Vec<Hold> = Vec::new();
         holds.try_reserve_exact(g.n).map_err(|_| Error::nomem(format!("{what}: holds of {} regions", g.n)))?;
         for (i, e) in posted {
-            holds.push(e.mr.hold_range(&what.element(i), e.offset, e.len, by)?);
+            holds.push(e.mr.hold_range(&what.element(i), e.offset, e.len, by).map_err(unbox)?);
         }
         g.hold = Some(Hold::keep(Arc::new(holds)));
     }
@@ -442,8 +442,8 @@ impl Encode for SendInline<'_> {
 macro_rules! list_op {
     ($t:ident $(<$m:ident>)?) => {
         impl<$($m: RegMemory + Send + Sync + 'static)?> Hold_ for $t<'_ $(, $m)?> {
-            fn hold(&self, t: &Target<'_>) -> Result<Hold> {
-                Ok(t.flush_mr.keep())
+            fn hold(&self, t: &Target<'_>) -> Holding {
+                t.flush_mr.keep()
             }
         }
         impl<$($m: RegMemory + Send + Sync + 'static)?> Operation for $t<'_ $(, $m)?> {}

@@ -71,7 +71,7 @@
 
 use crate::access::Usage;
 use crate::error::{Arg, Detail, Error, Msg, Named, RangeUse, Result};
-use crate::inflight::Hold;
+use crate::inflight::Holding;
 use crate::memory::{AlignedBuf, RegMemory};
 use crate::mr::{MrLocal, MrRemote};
 use crate::peer::Peer;
@@ -282,7 +282,7 @@ pub(crate) trait Sink {
 pub(crate) mod sealed {
     use super::{Sink, Target};
     use crate::error::Result;
-    use crate::inflight::Hold;
+    use crate::inflight::{Hold, Holding};
     use crate::peer::Peer;
 
     /// Checks an operation and hands it to a [`Sink`] (sealed: only this
@@ -303,7 +303,7 @@ pub(crate) mod sealed {
         /// [`Error::Again`](crate::Error::Again) with
         /// [`Detail::RangeBusy`](crate::error::Detail::RangeBusy) while the
         /// CPU uses the range.
-        fn hold(&self, t: &Target<'_>) -> Result<Hold>;
+        fn hold(&self, t: &Target<'_>) -> Holding;
     }
 
     /// Checks a receive for a queue other than a connection's (an SRQ, a
@@ -455,7 +455,7 @@ macro_rules! local_op {
         }
         impl<M: RegMemory + std::marker::Send + Sync + 'static> sealed::Hold_ for $t<'_, M> {
             #[inline(always)]
-            fn hold(&self, _: &Target<'_>) -> Result<Hold> {
+            fn hold(&self, _: &Target<'_>) -> Holding {
                 let sides: fn(&SendOp) -> &'static Sides = $sides;
                 let (need, what) = sides(&self.0.verb).local;
                 self.0.local.mr.hold_range(what, self.0.local.offset, self.0.len, device_use(need))
@@ -752,8 +752,8 @@ macro_rules! remote_only_op {
     ($t:ident) => {
         impl sealed::Hold_ for $t<'_> {
             #[inline(always)]
-            fn hold(&self, t: &Target<'_>) -> Result<Hold> {
-                Ok(t.flush_mr.keep())
+            fn hold(&self, t: &Target<'_>) -> Holding {
+                t.flush_mr.keep()
             }
         }
         impl Operation for $t<'_> {}

@@ -9,7 +9,7 @@ use super::sealed::{Encode, Hold_, Receive};
 use super::{gather, Gathered, HoldBy, Meta, Operation, RecvOperation, Sg, Sink, Target};
 use crate::access::Usage;
 use crate::error::{Arg, Named, Result};
-use crate::inflight::Hold;
+use crate::inflight::{Hold, Holding};
 use crate::memory::RegMemory;
 use crate::mr::MrLocal;
 use crate::peer::Peer;
@@ -113,7 +113,7 @@ impl<M: RegMemory + Send + Sync + 'static> RecvSg<'_, M> {
 impl<M: RegMemory + Send + Sync + 'static> Recv<'_, M> {
     /// The hold of the region and the range the device writes.
     #[inline(always)]
-    fn dst_hold(&self) -> Result<Hold> {
+    fn dst_hold(&self) -> Holding {
         self.dst.hold_range(&DST, self.offset, self.len, crate::error::RangeUse::DeviceWrites)
     }
 }
@@ -135,14 +135,14 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for RecvSg<'_, M> {
 
 impl<M: RegMemory + Send + Sync + 'static> Hold_ for Recv<'_, M> {
     #[inline]
-    fn hold(&self, _: &Target<'_>) -> Result<Hold> {
+    fn hold(&self, _: &Target<'_>) -> Holding {
         self.dst_hold()
     }
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Hold_ for RecvSg<'_, M> {
-    fn hold(&self, t: &Target<'_>) -> Result<Hold> {
-        Ok(t.flush_mr.keep())
+    fn hold(&self, t: &Target<'_>) -> Holding {
+        t.flush_mr.keep()
     }
 }
 
@@ -155,7 +155,7 @@ impl<M: RegMemory + Send + Sync + 'static> Receive for Recv<'_, M> {
         post: impl FnOnce(u64, &[Sge], Option<Hold>) -> Result<()>,
     ) -> Result<()> {
         let sge = self.sge(peer)?;
-        post(self.ctx, sge.as_slice(), Some(self.dst_hold()?))
+        post(self.ctx, sge.as_slice(), Some(self.dst_hold().map_err(crate::inflight::unbox)?))
     }
 }
 

@@ -4,7 +4,7 @@
 use super::sealed::{Encode, Hold_, Receive};
 use super::{Operation, RecvOperation, Sink, Target};
 use crate::error::Result;
-use crate::inflight::Hold;
+use crate::inflight::{Hold, Holding};
 use crate::peer::Peer;
 
 /// An operation whose local regions the caller keeps alive until its
@@ -78,7 +78,7 @@ impl<O: Operation> Encode for Unheld<O> {
 
 impl<O: Operation> Hold_ for Unheld<O> {
     #[inline(always)]
-    fn hold(&self, t: &Target<'_>) -> Result<Hold> {
+    fn hold(&self, t: &Target<'_>) -> Holding {
         self.0.hold(t)
     }
 }
