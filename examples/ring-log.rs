@@ -41,7 +41,8 @@ fn record(n: usize, out: &mut [u8]) {
 fn server(a: &Args) -> Res<()> {
     let n = records(a)?;
     let peer = common::peer(&a.addr, true)?;
-    let log = MrLocal::reg(&peer, AlignedBuf::new(n * RECORD)?, Usage::WRITE_DST | Usage::READ_SRC)?;
+    let usage = Usage::WRITE_DST | Usage::READ_SRC | Usage::FLUSH_TYPE_VISIBILITY;
+    let log = MrLocal::reg(&peer, AlignedBuf::new(n * RECORD)?, usage)?;
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let pdata = CommonData::encode(0, &log, None);
     let conn = common::server_accept(&ep, None, &pdata, &|_| Ok(()))?;

@@ -96,6 +96,7 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::error::Detail>();
     send_sync::<rpma::error::Arg>();
     send_sync::<rpma::error::Misuse>();
+    send_sync::<rpma::error::RangeUse>();
     send_sync::<rpma::error::Wire>();
 }
 

@@ -4,6 +4,8 @@
 //! operations on a local region, `remote.rs` the remote region.
 
 mod local;
+use local::{free_region, Owner};
+mod ranges;
 mod remote;
 pub mod rereg;
 
@@ -20,7 +22,6 @@ use crate::wire::{self, MrDesc};
 use bitflags::bitflags;
 use rpma_sys::mr::Mr;
 use std::mem::ManuallyDrop;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -112,61 +113,6 @@ bitflags! {
 /// `MrLocal<M>` is `Send`/`Sync` when `M` is; every access takes `&self`.
 pub struct MrLocal<M: RegMemory = Vec<u8>> {
     inner: Owner<M>,
-}
-
-/// The owner's reference to its region: dropped as any `Arc`, unless
-/// operations are still in flight (which hold no reference count: the
-/// region's book counts them); then left to the book, whose release of the
-/// last one drops it ([`free_region`]).
-struct Owner<M: RegMemory>(ManuallyDrop<Arc<MrInner<M>>>);
-
-impl<M: RegMemory> Owner<M> {
-    fn new(region: Arc<MrInner<M>>) -> Owner<M> {
-        Owner(ManuallyDrop::new(region))
-    }
-
-    /// The reference, without this value's drop.
-    fn into_arc(self) -> Arc<MrInner<M>> {
-        let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so the reference is taken once.
-        unsafe { ManuallyDrop::take(&mut me.0) }
-    }
-
-    fn arc_mut(&mut self) -> &mut Arc<MrInner<M>> {
-        &mut self.0
-    }
-}
-
-impl<M: RegMemory> std::ops::Deref for Owner<M> {
-    type Target = Arc<MrInner<M>>;
-    fn deref(&self) -> &Arc<MrInner<M>> {
-        &self.0
-    }
-}
-
-impl<M: RegMemory> Drop for Owner<M> {
-    fn drop(&mut self) {
-        // SAFETY: taken once, here (`into_arc` skips this drop).
-        let region = unsafe { ManuallyDrop::take(&mut self.0) };
-        if region.book.orphan() {
-            // Operations in flight: the release of the last one drops this
-            // reference (the book's `free`, `free_region`).
-            let _ = Arc::into_raw(region);
-        }
-    }
-}
-
-/// A region's book's `free`: drops the reference its owner left when it
-/// was dropped with operations in flight ([`Owner`]'s drop).
-///
-/// # Safety
-/// `book` is the book of an `MrInner<M>`, with the provenance of
-/// `Arc::as_ptr` (the `RangeHold`s take it so), whose owner left its
-/// reference with `Arc::into_raw`; called once.
-unsafe fn free_region<M: RegMemory>(book: NonNull<Book>) {
-    // SAFETY: `MrInner` is `repr(C)` with its book first, so the book's
-    // address is the region's, the pointer `Arc::into_raw` returned.
-    drop(unsafe { Arc::from_raw(book.as_ptr().cast_const().cast::<MrInner<M>>()) });
 }
 
 /// The registration and its memory, shared with in-flight operations and
