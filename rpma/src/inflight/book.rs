@@ -344,21 +344,12 @@ impl Book {
             self.take_cpu_words(first, last, by)?;
             return Ok(Span { first, last, by });
         }
-        if first == 0 && last == self.last {
-            let bad = by.whole_conflicts();
-            add_or_back_out(&self.whole, by.whole_unit(), bad).map_err(|old| found(&WHOLE_USES, old, bad, by))?;
-            return Ok(Span { first: WHOLE, last: WHOLE, by });
-        }
-        // The operation in `whole`, its use in its stripes.
+        // A device use of several stripes (`take_device` takes the whole
+        // region and one stripe itself): the operation in `whole`, its use
+        // in its stripes.
         add_or_back_out(&self.whole, OPS.unit, OPS.full()).map_err(|old| found(&WHOLE_USES, old, OPS.full(), by))?;
         let (unit, bad) = (by.unit(), by.stripe_conflicts());
-        let taken = match self.stripes.get(first as usize) {
-            Some(stripe) if first == last => {
-                add_or_back_out(stripe, unit, bad).map(drop).map_err(|old| found(&STRIPE_USES, old, bad, by))
-            }
-            _ => self.add_stripes(first, last, by, |s| add_or_back_out(s, unit, bad)),
-        };
-        if let Err(e) = taken {
+        if let Err(e) = self.add_stripes(first, last, by, |s| add_or_back_out(s, unit, bad)) {
             // Nothing was orphaned meanwhile: the caller borrows the owner.
             self.whole.fetch_sub(OPS.unit, Ordering::Release);
             return Err(e);
