@@ -5,13 +5,13 @@
 use super::Conn;
 use crate::error::Result as R;
 use crate::error::{Error, Result};
-use crate::inflight::Holding;
+use crate::inflight::Take;
 use crate::inflight::{chain_is_full, SendChain};
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
 #[cfg(doc)]
 use crate::ops::Flags;
-use crate::ops::{Gathered, HoldBy, Meta, Operation, Sink};
+use crate::ops::{Gathered, HoldBy, HoldOf, Meta, Operation, Sink};
 use rpma_sys::chain::MAX_CHAIN;
 use rpma_sys::wr::SendWr;
 use rpma_sys::wr::Wr;
@@ -119,7 +119,7 @@ impl<'c> Chain<'c> {
         }
         let conn = self.conn;
         let t = conn.target();
-        op.encode(&t, Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) })?;
+        op.encode(&t, Push::<_, false> { ops: &mut self.ops, conn, hold: HoldOf(&op, &t) })?;
         Ok(self)
     }
 
@@ -134,7 +134,7 @@ impl<'c> Chain<'c> {
         let conn = self.conn;
         let t = conn.target();
         let given = std::cell::Cell::new(0);
-        let push = Push::<_, false> { ops: &mut self.ops, conn, hold: || op.hold(&t) };
+        let push = Push::<_, false> { ops: &mut self.ops, conn, hold: HoldOf(&op, &t) };
         op.encode(&t, super::post::Awaited { inner: push, ctx, given: &given })?;
         Ok(given.get())
     }
@@ -246,13 +246,13 @@ fn not_carried(i: usize) -> Error {
 /// The sink of [`Chain::push`]: the request appended with what holds it;
 /// `UNHELD` (an [`Unheld`](crate::ops::Unheld) operation): with nothing
 /// holding it.
-struct Push<'a, 'c, H: FnOnce() -> Holding, const UNHELD: bool> {
+struct Push<'a, 'c, H: Take, const UNHELD: bool> {
     ops: &'a mut SendChain,
     conn: &'c Conn,
     hold: H,
 }
 
-impl<H: FnOnce() -> Holding, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
+impl<H: Take, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn push(self, m: Meta, wr: Wr) -> R<()> {
         if UNHELD {
@@ -268,7 +268,7 @@ impl<H: FnOnce() -> Holding, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
             };
         }
         let hold = match m.hold {
-            HoldBy::Op => Some((self.hold)().map_err(crate::inflight::unbox)?),
+            HoldBy::Op => Some(self.hold.take().map_err(crate::inflight::unbox)?),
             HoldBy::FlushRegion => Some(self.conn.parts.flush_mr.keep().map_err(crate::inflight::unbox)?),
             HoldBy::Nothing => None,
             HoldBy::LentBytes | HoldBy::List => return Err(not_chained(m.hold)),
@@ -277,7 +277,7 @@ impl<H: FnOnce() -> Holding, const UNHELD: bool> Push<'_, '_, H, UNHELD> {
     }
 }
 
-impl<H: FnOnce() -> Holding, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
+impl<H: Take, const UNHELD: bool> Sink for Push<'_, '_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> R<()> {
         self.push(m, Wr::Plain(wr))

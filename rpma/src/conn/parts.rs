@@ -3,7 +3,7 @@
 
 use crate::cq::{ConnCq, Cq};
 use crate::error::{Error, Result};
-use crate::inflight::{untracked, Hold, Holding, RecvTracker, SendTracker};
+use crate::inflight::{untracked, Hold, RecvTracker, SendTracker};
 use crate::logging::{rpma_log, LogLevel};
 use crate::memory::AlignedBuf;
 use crate::mr::MrLocal;
@@ -265,7 +265,7 @@ impl ConnParts {
         &self,
         kind: CompletionOp,
         ctx: u64,
-        hold: Option<impl FnOnce() -> Holding>,
+        hold: Option<impl crate::inflight::Take>,
         wr: SendWr,
     ) -> Result<()> {
         let qp = self.qp()?;

@@ -5,10 +5,10 @@
 
 use super::Conn;
 use crate::error::{Error, Result};
-use crate::inflight::{Holding, SendOpRec, NO_HOLD};
+use crate::inflight::{SendOpRec, Take, NO_HOLD};
 #[allow(unused_imports)] // the sealed traits' methods
 use crate::ops::sealed::{Encode, Hold_};
-use crate::ops::{Gathered, HoldBy, Meta, Operation, RecvOperation, Sink, Target};
+use crate::ops::{Gathered, HoldBy, HoldOf, KeepOf, Meta, Operation, RecvOperation, Sink, Target};
 use crate::wrid::CompletionOp;
 use rpma_sys::wr::{SendWr, Sge, Wr};
 
@@ -40,7 +40,7 @@ impl Conn {
     #[inline(always)]
     pub fn post<O: Operation>(&self, op: O) -> Result<()> {
         let t = self.target();
-        op.encode(&t, Single::<_, false> { conn: self, hold: || op.hold(&t) })
+        op.encode(&t, Single::<_, false> { conn: self, hold: HoldOf(&op, &t) })
     }
 
     /// Posts `op` checked, as [`post`](Conn::post), with the op context
@@ -53,7 +53,7 @@ impl Conn {
     pub(crate) fn post_awaited<O: Operation>(&self, op: O, ctx: u64) -> Result<u64> {
         let t = self.target();
         let given = std::cell::Cell::new(0);
-        let single = Single::<_, false> { conn: self, hold: || op.hold(&t) };
+        let single = Single::<_, false> { conn: self, hold: HoldOf(&op, &t) };
         op.encode(&t, Awaited { inner: single, ctx, given: &given })?;
         Ok(given.get())
     }
@@ -155,12 +155,12 @@ impl crate::Srq {
 /// `UNHELD` (an [`Unheld`](crate::ops::Unheld) operation) untracked whenever the op context fits
 /// the ID and no list is posted, else recorded without holding the
 /// caller's region (a list: tracked with its holds).
-struct Single<'c, H: FnOnce() -> Holding, const UNHELD: bool> {
+struct Single<'c, H: Take, const UNHELD: bool> {
     conn: &'c Conn,
     hold: H,
 }
 
-impl<H: FnOnce() -> Holding, const UNHELD: bool> Single<'_, H, UNHELD> {
+impl<H: Take, const UNHELD: bool> Single<'_, H, UNHELD> {
     /// Whether this post goes untracked although a hold was given: under
     /// `UNHELD`, when the op context fits the ID and no earlier post of the
     /// connection had to be recorded for a wider one
@@ -179,7 +179,7 @@ impl<H: FnOnce() -> Holding, const UNHELD: bool> Single<'_, H, UNHELD> {
     }
 }
 
-impl<H: FnOnce() -> Holding, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
+impl<H: Take, const UNHELD: bool> Sink for Single<'_, H, UNHELD> {
     #[inline(always)]
     fn plain(self, m: Meta, wr: SendWr) -> Result<()> {
         let parts = &self.conn.parts;
@@ -193,11 +193,11 @@ impl<H: FnOnce() -> Holding, const UNHELD: bool> Sink for Single<'_, H, UNHELD> 
             }
             // Recorded for its op context only: the caller keeps the region,
             // the entry holds the connection's flush region (harmless).
-            return parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.keep()), wr);
+            return parts.post(m.kind, m.ctx, Some(KeepOf(&parts.flush_mr)), wr);
         }
         match m.hold {
             HoldBy::Op => parts.post(m.kind, m.ctx, Some(self.hold), wr),
-            HoldBy::FlushRegion => parts.post(m.kind, m.ctx, Some(|| parts.flush_mr.keep()), wr),
+            HoldBy::FlushRegion => parts.post(m.kind, m.ctx, Some(KeepOf(&parts.flush_mr)), wr),
             HoldBy::Nothing | HoldBy::LentBytes | HoldBy::List => parts.post(m.kind, m.ctx, NO_HOLD, wr),
         }
     }
@@ -235,7 +235,7 @@ impl<H: FnOnce() -> Holding, const UNHELD: bool> Sink for Single<'_, H, UNHELD> 
             // SAFETY: `Unheld::new`'s caller keeps the receive's region.
             return unsafe { parts.recv.post_unheld(parts.recv_qp()?, m.ctx, sgl) };
         }
-        parts.post_recv(m.kind, m.ctx, sgl, Some((self.hold)().map_err(crate::inflight::unbox)?))
+        parts.post_recv(m.kind, m.ctx, sgl, Some(self.hold.take().map_err(crate::inflight::unbox)?))
     }
 
     /// A list is tracked with its holds; under `UNHELD` it is posted as a

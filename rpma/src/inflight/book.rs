@@ -170,8 +170,10 @@ impl Use {
     }
 }
 
-/// The words one use of a range took, for its release.
+/// The words one use of a range took, for its release. Aligned so that a
+/// release loads it as one word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(4))]
 pub(crate) struct Span {
     /// The first stripe; [`WHOLE`] for a device use counted in `whole`
     /// alone, [`EMPTY`] for 0 bytes (a device use counts its operation).

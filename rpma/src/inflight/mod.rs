@@ -42,10 +42,26 @@ pub(crate) enum Hold {
 }
 
 impl Hold {
+    /// Ends `hold`: a range's release inline (the retire of an ordinary
+    /// operation), anything else's drop out of line.
+    #[inline(always)]
+    pub(crate) fn release(hold: Option<Hold>) {
+        match hold {
+            Some(Hold::Range(range)) => drop(range),
+            other => drop_other(other),
+        }
+    }
+
     /// A hold on `keep` alone.
     pub(crate) fn keep(keep: Arc<dyn Held>) -> Hold {
         Hold::Keep(Box::new(keep))
     }
+}
+
+/// [`Hold::release`] of anything but a range.
+#[inline(never)]
+fn drop_other(hold: Option<Hold>) {
+    drop(hold)
 }
 
 /// A hold, or why it was refused (boxed: see [`Hold::Keep`]).
@@ -56,6 +72,21 @@ pub(crate) type Holding = std::result::Result<Hold, Box<Error>>;
 #[allow(clippy::boxed_local)] // the map_err of a Holding
 pub(crate) fn unbox(e: Box<Error>) -> Error {
     *e
+}
+
+/// Takes an operation's hold, when its post needs one (before the post):
+/// what the posting functions are given instead of the hold itself, so
+/// that an operation whose post needs none takes none. Inlined into the
+/// post (a closure's call is not), so the hold comes back in registers.
+pub(crate) trait Take {
+    fn take(self) -> Holding;
+}
+
+impl Take for fn() -> Holding {
+    #[inline(always)]
+    fn take(self) -> Holding {
+        self()
+    }
 }
 
 /// No hold to take (an untracked or inline post), as the `hold` argument
@@ -69,48 +100,71 @@ pub(crate) trait Confirm: Send + Sync {
 }
 
 // `repr(C)`: the context and kind first, in the order of a `Completion`'s
-// `op_context` and `op`, so a retire copies them as one 16-byte block.
+// `op_context` and `op`, so a retire copies them as one 16-byte block; the
+// flags a word of their own, so an entry is written as five words.
 #[repr(C)]
 pub(crate) struct Entry {
     pub(crate) ctx: u64,
     pub(crate) kind: CompletionOp,
-    /// Whether the device reports this operation's own completion.
-    signaled: bool,
-    /// A later completion showed the device is done with it; its own
-    /// completion has been polled but not translated yet (another thread).
-    done: bool,
-    /// Whether the send tracker keeps a [`Confirm`] for it (in a side
-    /// list, so the entries of ordinary operations stay small).
-    confirms: bool,
     hold: Option<Hold>,
+    flags: u64,
 }
+
+/// The device reports this operation's own completion.
+const SIGNALED: u64 = 1;
+/// A later completion showed the device is done with it; its own
+/// completion has been polled but not translated yet (another thread).
+const DONE: u64 = 2;
+/// The send tracker keeps a [`Confirm`] for it (in a side list, so the
+/// entries of ordinary operations stay small).
+const CONFIRMS: u64 = 4;
 
 impl Entry {
     /// The entry of a posted send-queue operation, and what to tell of its
     /// completion (kept beside the ring).
     #[inline(always)]
     pub(crate) fn send(op: SendOpRec) -> (Entry, Option<Arc<dyn Confirm>>) {
-        let e = Entry {
-            ctx: op.ctx,
-            kind: op.kind,
-            signaled: op.signaled,
-            done: false,
-            confirms: op.confirm.is_some(),
-            hold: op.hold,
-        };
+        let confirms = if op.confirm.is_some() { CONFIRMS } else { 0 };
+        let e = Entry { ctx: op.ctx, kind: op.kind, hold: op.hold, flags: u64::from(op.signaled) | confirms };
         (e, op.confirm)
     }
 
     /// The entry of a send-queue operation without a [`Confirm`].
     #[inline(always)]
     pub(crate) fn plain(ctx: u64, kind: CompletionOp, signaled: bool, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind, signaled, done: false, confirms: false, hold }
+        Entry { ctx, kind, hold, flags: u64::from(signaled) }
     }
 
     /// The entry of a posted receive, recorded as `kind` (a receive's, or
     /// an awaited one's: [`wrid::awaited`](crate::wrid)).
     pub(crate) fn recv(ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind, signaled: true, done: false, confirms: false, hold }
+        Entry { ctx, kind, hold, flags: SIGNALED }
+    }
+
+    /// Whether the device reports this operation's own completion.
+    #[inline(always)]
+    pub(crate) fn signaled(&self) -> bool {
+        self.flags & SIGNALED != 0
+    }
+
+    /// Whether a later completion retired it (its own still to come).
+    #[inline(always)]
+    pub(crate) fn done(&self) -> bool {
+        self.flags & DONE != 0
+    }
+
+    /// Whether the send tracker keeps a [`Confirm`] for it.
+    #[inline(always)]
+    pub(crate) fn confirms(&self) -> bool {
+        self.flags & CONFIRMS != 0
+    }
+
+    /// Marks it retired by a later completion, releasing its hold (the
+    /// device is done with it); its own completion still finds it.
+    #[inline(always)]
+    pub(crate) fn mark_done(&mut self) {
+        self.flags |= DONE;
+        self.hold = None;
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::chain::{chain_failed, SendChain};
 use super::lock::{SpinGuard, SpinLock};
-use super::{post_error, too_deep, Confirm, Entry, Holding, SendOpRec};
+use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec, Take};
 use crate::error::{Detail, Error, Msg, Result};
 use crate::logging::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
@@ -118,12 +118,11 @@ impl Ring {
         for k in 0..ahead {
             let i = (head as usize + k) & mask;
             let Some(p) = &mut slots[i] else { continue };
-            if p.signaled {
-                p.done = true;
-                p.hold = None;
+            if p.signaled() {
+                p.mark_done();
                 all_gone = false;
             } else {
-                let had_confirm = p.confirms;
+                let had_confirm = p.confirms();
                 slots[i] = None;
                 if had_confirm {
                     take_confirm(confirms, head.wrapping_add(k as u64) & SEND_SEQ_MASK);
@@ -210,7 +209,7 @@ impl SendTracker {
         qp: &rpma_sys::qp::Qp,
         ctx: u64,
         kind: CompletionOp,
-        hold: Option<impl FnOnce() -> Holding>,
+        hold: Option<impl Take>,
         wr: SendWr,
     ) -> Result<()> {
         if needs_hold(&wr) && hold.is_none() {
@@ -220,7 +219,7 @@ impl SendTracker {
         // Taken before the post: the range is in use from before the device
         // can reach it (a refused post drops it again).
         let hold = match hold {
-            Some(h) => Some(h().map_err(super::unbox)?),
+            Some(h) => Some(h.take().map_err(super::unbox)?),
             None => None,
         };
         // Converted before the lock, straight into what the provider reads.
@@ -327,12 +326,14 @@ impl SendTracker {
         // The common case (every operation signaled): the oldest one, with
         // no confirm, and the next one (if any) still waiting.
         if ahead == 0 {
-            if let Some(e) = g.slot(head).take_if(|e| !e.confirms) {
+            if let Some(e) = g.slot(head).take_if(|e| !e.confirms()) {
                 g.head = (head + 1) & SEND_SEQ_MASK;
                 g.len -= 1;
                 g.skip_retired();
                 drop(g);
-                return Some((e.ctx, e.kind)); // `e`'s hold is released here, unlocked
+                let Entry { ctx, kind, hold, .. } = e;
+                Hold::release(hold); // unlocked
+                return Some((ctx, kind));
             }
         }
         // The persistence idiom (a write, then the signaled flush that
@@ -341,16 +342,20 @@ impl SendTracker {
         // predecessors here cost more than `complete_slow`.)
         if ahead == 1 {
             let next = (head + 1) & SEND_SEQ_MASK;
-            let plain = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.confirms);
-            if plain(g.slot(next)) && g.slot(head).as_ref().is_some_and(|p| !p.signaled && !p.confirms) {
+            let plain = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.confirms());
+            if plain(g.slot(next)) && g.slot(head).as_ref().is_some_and(|p| !p.signaled() && !p.confirms()) {
                 let before = g.slot(head).take();
                 let e = g.slot(next).take();
                 g.head = (head + 2) & SEND_SEQ_MASK;
                 g.len -= 2;
                 g.skip_retired();
                 drop(g);
-                drop(before);
-                return e.map(|e| (e.ctx, e.kind));
+                if let Some(b) = before {
+                    Hold::release(b.hold);
+                }
+                let Entry { ctx, kind, hold, .. } = e?;
+                Hold::release(hold);
+                return Some((ctx, kind));
             }
         }
         Self::complete_slow(g, ahead, success)
@@ -373,7 +378,7 @@ impl SendTracker {
             g.len -= ahead + 1;
         }
         g.skip_retired();
-        let confirm = if e.confirms {
+        let confirm = if e.confirms() {
             take_confirm(&mut g.confirms, head.wrapping_add(ahead as u64) & SEND_SEQ_MASK)
         } else {
             None
@@ -390,7 +395,7 @@ impl SendTracker {
     pub(crate) fn pending(&self) -> usize {
         let g = self.q.lock();
         let mask = g.slots.len() - 1;
-        (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done)).count()
+        (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done())).count()
     }
 }
 

@@ -325,6 +325,28 @@ pub(crate) mod sealed {
     }
 }
 
+/// An operation's hold, taken by its post when it needs one
+/// ([`Take`](crate::inflight::Take)): the operation and its target.
+pub(crate) struct HoldOf<'o, 't, O>(pub(crate) &'o O, pub(crate) &'o Target<'t>);
+
+impl<O: sealed::Hold_> crate::inflight::Take for HoldOf<'_, '_, O> {
+    #[inline(always)]
+    fn take(self) -> Holding {
+        self.0.hold(self.1)
+    }
+}
+
+/// A hold on a region without a range ([`MrLocal::keep`]): a
+/// connection's own region.
+pub(crate) struct KeepOf<'a>(pub(crate) &'a MrLocal<AlignedBuf>);
+
+impl crate::inflight::Take for KeepOf<'_> {
+    #[inline(always)]
+    fn take(self) -> Holding {
+        self.0.keep()
+    }
+}
+
 /// An operation [`Conn::post`](crate::Conn::post) and
 /// [`Chain::push`](crate::Chain::push) post: every type of this module on
 /// memory the library can hold until the completion
