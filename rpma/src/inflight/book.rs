@@ -170,16 +170,59 @@ impl Use {
     }
 }
 
-/// The words one use of a range took, for its release. Aligned so that a
-/// release loads it as one word.
+/// The words one use of a range took, for its release, packed in one
+/// word: the first stripe (bits 0-7; [`WHOLE`] for a device use counted
+/// in `whole` alone, [`EMPTY`] for 0 bytes, where a device use counts its
+/// operation), the last (8-15), the use (16-23: its field's shift), and
+/// for a device use what its release subtracts from `whole` (24-63: its
+/// operation, and its use when counted there), so that a release decodes
+/// nothing but shifts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(4))]
-pub(crate) struct Span {
-    /// The first stripe; [`WHOLE`] for a device use counted in `whole`
-    /// alone, [`EMPTY`] for 0 bytes (a device use counts its operation).
-    first: u8,
-    last: u8,
-    by: Use,
+pub(crate) struct Span(u64);
+
+impl Span {
+    #[inline(always)]
+    fn new(first: u8, last: u8, by: Use) -> Span {
+        let whole = match (by.is_device(), first) {
+            (false, _) => 0,
+            (true, WHOLE) => by.whole_unit(),
+            (true, _) => OPS.unit,
+        };
+        Span(u64::from(first) | u64::from(last) << 8 | u64::from(by as u8) << 16 | whole << 24)
+    }
+
+    #[inline(always)]
+    fn first(self) -> u8 {
+        self.0 as u8
+    }
+
+    #[inline(always)]
+    fn last(self) -> u8 {
+        (self.0 >> 8) as u8
+    }
+
+    /// Its unit in a stripe's word.
+    #[inline(always)]
+    fn unit(self) -> u64 {
+        1 << ((self.0 >> 16) & 63)
+    }
+
+    #[inline(always)]
+    fn by(self) -> Use {
+        match (self.0 >> 16) as u8 {
+            0 => Use::DeviceReads,
+            18 => Use::DeviceWrites,
+            36 => Use::CpuReads,
+            45 => Use::CpuCopies,
+            _ => Use::CpuWrites,
+        }
+    }
+
+    /// What a device use's release subtracts from `whole`.
+    #[inline(always)]
+    fn whole_unit(self) -> u64 {
+        self.0 >> 24
+    }
 }
 
 const WHOLE: u8 = u8::MAX;
@@ -297,7 +340,7 @@ impl Book {
             if old & by.whole_conflicts() != 0 {
                 return Err(self.refused(None, by, old));
             }
-            return Ok(Span { first: WHOLE, last: WHOLE, by });
+            return Ok(Span::new(WHOLE, WHOLE, by));
         }
         match self.stripes.get(first) {
             Some(stripe) if first == last => {
@@ -306,7 +349,7 @@ impl Book {
                 if (ops & OPS.full()) | (old & by.stripe_conflicts()) != 0 {
                     return Err(self.refused(Some(stripe), by, old));
                 }
-                Ok(Span { first: first as u8, last: first as u8, by })
+                Ok(Span::new(first as u8, first as u8, by))
             }
             _ => self.take(offset, len, by),
         }
@@ -337,14 +380,14 @@ impl Book {
                 add_or_back_out(&self.whole, OPS.unit, OPS.full())
                     .map_err(|old| found(&WHOLE_USES, old, OPS.full(), by))?;
             }
-            return Ok(Span { first: EMPTY, last: EMPTY, by });
+            return Ok(Span::new(EMPTY, EMPTY, by));
         }
         // `offset + len` is at most the region's size (checked by the caller).
         let end = offset.wrapping_add(len - 1);
         let (first, last) = ((offset >> self.shift) as u8, (end >> self.shift) as u8);
         if !by.is_device() {
             self.take_cpu_words(first, last, by)?;
-            return Ok(Span { first, last, by });
+            return Ok(Span::new(first, last, by));
         }
         // A device use of several stripes (`take_device` takes the whole
         // region and one stripe itself): the operation in `whole`, its use
@@ -356,7 +399,7 @@ impl Book {
             self.whole.fetch_sub(OPS.unit, Ordering::Release);
             return Err(e);
         }
-        Ok(Span { first, last, by })
+        Ok(Span::new(first, last, by))
     }
 
     /// A CPU use: counted in `whole` (but a copy), then in its stripes.
@@ -417,20 +460,16 @@ impl Book {
             // operation (this function's contract); no reference to it
             // outlives this block.
             let book = unsafe { this.as_ref() };
-            let unit = if span.first == WHOLE {
-                span.by.whole_unit()
-            } else {
-                if span.first != EMPTY {
-                    match book.stripes.get(span.first as usize) {
-                        Some(stripe) if span.first == span.last => {
-                            stripe.fetch_sub(span.by.unit(), Ordering::Release);
-                        }
-                        _ => book.release_stripes(span),
+            let first = span.first();
+            if first < EMPTY {
+                match book.stripes.get(first as usize) {
+                    Some(stripe) if first == span.last() => {
+                        stripe.fetch_sub(span.unit(), Ordering::Release);
                     }
+                    _ => book.release_stripes(span),
                 }
-                OPS.unit
-            };
-            book.whole.fetch_sub(unit, Ordering::AcqRel)
+            }
+            book.whole.fetch_sub(span.whole_unit(), Ordering::AcqRel)
         };
         if whole & (ORPHAN | OPS.all()) == ORPHAN | OPS.unit {
             // SAFETY: the last operation of an orphaned region ended: its
@@ -444,8 +483,8 @@ impl Book {
     #[cold]
     #[inline(never)]
     fn release_stripes(&self, span: Span) {
-        let unit = span.by.unit();
-        let stripes = self.stripes.get(span.first as usize..=span.last as usize).unwrap_or(&[]);
+        let unit = span.unit();
+        let stripes = self.stripes.get(span.first() as usize..=span.last() as usize).unwrap_or(&[]);
         for s in stripes {
             s.fetch_sub(unit, Ordering::Release);
         }
@@ -453,16 +492,17 @@ impl Book {
 
     /// Releases what [`take_cpu`](Self::take_cpu) took.
     pub(crate) fn release_cpu(&self, span: Span) {
-        if span.first == EMPTY {
+        let first = span.first();
+        if first == EMPTY {
             return;
         }
-        let unit = span.by.whole_unit();
+        let unit = span.by().whole_unit();
         if unit != 0 {
             self.whole.fetch_sub(unit, Ordering::Release);
         }
-        match self.stripes.get(span.first as usize) {
-            Some(stripe) if span.first == span.last => {
-                stripe.fetch_sub(span.by.unit(), Ordering::Release);
+        match self.stripes.get(first as usize) {
+            Some(stripe) if first == span.last() => {
+                stripe.fetch_sub(span.unit(), Ordering::Release);
             }
             _ => self.release_stripes(span),
         }
@@ -533,6 +573,19 @@ fn found(uses: &[(Field, RangeUse)], old: u64, bad: u64, by: Use) -> RangeUse {
 #[cfg(test)]
 unsafe fn count_frees(_: NonNull<Book>) {
     FREES.with(|f| f.set(f.get() + 1));
+}
+
+/// A book outside a region, for the tests of other modules: its `free`
+/// counts its calls.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn test_book(len: usize) -> Book {
+    Book::new(len, count_frees)
+}
+
+/// Operations in flight on `b` (the tests').
+#[cfg(all(test, not(loom)))]
+pub(crate) fn test_ops(b: &Book) -> usize {
+    b.ops()
 }
 
 #[cfg(test)]

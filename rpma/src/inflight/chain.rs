@@ -82,11 +82,17 @@ impl SendChain {
     /// rpma) for a non-inline local range `hold` does not hold.
     #[inline(always)]
     pub(crate) fn push(&mut self, wr: Wr, ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Result<()> {
-        if matches!(&wr, Wr::Plain(p) if needs_hold(p)) && hold.is_none() {
+        let range = match hold {
+            Some(Hold::Range(range)) => Some(range),
+            None => None,
+            // Lists (the only operations that keep more) are not chained.
+            Some(Hold::Keep(_)) => return Err(Error::Unknown("rpma bug: a chained operation keeps a list".into())),
+        };
+        if matches!(&wr, Wr::Plain(p) if needs_hold(p)) && range.is_none() {
             return Err(Error::Unknown("rpma bug: a chained local range nothing holds".into()));
         }
         let signaled = wr.signaled();
-        self.ops.push(wr, Entry::plain(ctx, kind, signaled, hold)).map_err(|_| chain_is_full())?;
+        self.ops.push(wr, Entry::plain(ctx, kind, signaled, range)).map_err(|_| chain_is_full())?;
         self.last_signaled = signaled;
         Ok(())
     }

@@ -42,26 +42,10 @@ pub(crate) enum Hold {
 }
 
 impl Hold {
-    /// Ends `hold`: a range's release inline (the retire of an ordinary
-    /// operation), anything else's drop out of line.
-    #[inline(always)]
-    pub(crate) fn release(hold: Option<Hold>) {
-        match hold {
-            Some(Hold::Range(range)) => drop(range),
-            other => drop_other(other),
-        }
-    }
-
     /// A hold on `keep` alone.
     pub(crate) fn keep(keep: Arc<dyn Held>) -> Hold {
         Hold::Keep(Box::new(keep))
     }
-}
-
-/// [`Hold::release`] of anything but a range.
-#[inline(never)]
-fn drop_other(hold: Option<Hold>) {
-    drop(hold)
 }
 
 /// A hold, or why it was refused (boxed: see [`Hold::Keep`]).
@@ -100,13 +84,16 @@ pub(crate) trait Confirm: Send + Sync {
 }
 
 // `repr(C)`: the context and kind first, in the order of a `Completion`'s
-// `op_context` and `op`, so a retire copies them as one 16-byte block; the
-// flags a word of their own, so an entry is written as five words.
+// `op_context` and `op`, so a retire copies them as one 16-byte block.
+// Five plain words (no enum but the kind, whose tag marks an empty slot):
+// an entry is written and read word by word.
 #[repr(C)]
 pub(crate) struct Entry {
     pub(crate) ctx: u64,
     pub(crate) kind: CompletionOp,
-    hold: Option<Hold>,
+    /// The range the operation holds (what most operations keep); anything
+    /// else it keeps is beside the ring ([`Side`]).
+    range: Option<RangeHold>,
     flags: u64,
 }
 
@@ -115,30 +102,35 @@ const SIGNALED: u64 = 1;
 /// A later completion showed the device is done with it; its own
 /// completion has been polled but not translated yet (another thread).
 const DONE: u64 = 2;
-/// The send tracker keeps a [`Confirm`] for it (in a side list, so the
-/// entries of ordinary operations stay small).
-const CONFIRMS: u64 = 4;
+/// The send tracker keeps a [`Side`] for it.
+const SIDE: u64 = 4;
+
+/// What a send-queue operation keeps beside the ring, by sequence number
+/// (rare, so ordinary entries stay small): a memory window's [`Confirm`],
+/// a hold other than a range (a list's holds, a bind's region).
+pub(crate) struct Side {
+    pub(crate) confirm: Option<Arc<dyn Confirm>>,
+    pub(crate) keep: Option<Hold>,
+}
 
 impl Entry {
-    /// The entry of a posted send-queue operation, and what to tell of its
-    /// completion (kept beside the ring).
+    /// The entry of a posted send-queue operation, and what it keeps
+    /// beside the ring.
     #[inline(always)]
-    pub(crate) fn send(op: SendOpRec) -> (Entry, Option<Arc<dyn Confirm>>) {
-        let confirms = if op.confirm.is_some() { CONFIRMS } else { 0 };
-        let e = Entry { ctx: op.ctx, kind: op.kind, hold: op.hold, flags: u64::from(op.signaled) | confirms };
-        (e, op.confirm)
+    pub(crate) fn send(op: SendOpRec) -> (Entry, Option<Side>) {
+        let (range, keep) = match op.hold {
+            Some(Hold::Range(range)) => (Some(range), None),
+            keep => (None, keep),
+        };
+        let side = (op.confirm.is_some() || keep.is_some()).then(|| Side { confirm: op.confirm, keep });
+        let flags = u64::from(op.signaled) | if side.is_some() { SIDE } else { 0 };
+        (Entry { ctx: op.ctx, kind: op.kind, range, flags }, side)
     }
 
-    /// The entry of a send-queue operation without a [`Confirm`].
+    /// The entry of a send-queue operation that keeps a range at most.
     #[inline(always)]
-    pub(crate) fn plain(ctx: u64, kind: CompletionOp, signaled: bool, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind, hold, flags: u64::from(signaled) }
-    }
-
-    /// The entry of a posted receive, recorded as `kind` (a receive's, or
-    /// an awaited one's: [`wrid::awaited`](crate::wrid)).
-    pub(crate) fn recv(ctx: u64, kind: CompletionOp, hold: Option<Hold>) -> Entry {
-        Entry { ctx, kind, hold, flags: SIGNALED }
+    pub(crate) fn plain(ctx: u64, kind: CompletionOp, signaled: bool, range: Option<RangeHold>) -> Entry {
+        Entry { ctx, kind, range, flags: u64::from(signaled) }
     }
 
     /// Whether the device reports this operation's own completion.
@@ -153,18 +145,25 @@ impl Entry {
         self.flags & DONE != 0
     }
 
-    /// Whether the send tracker keeps a [`Confirm`] for it.
+    /// Whether the send tracker keeps a [`Side`] for it.
     #[inline(always)]
-    pub(crate) fn confirms(&self) -> bool {
-        self.flags & CONFIRMS != 0
+    pub(crate) fn has_side(&self) -> bool {
+        self.flags & SIDE != 0
     }
 
-    /// Marks it retired by a later completion, releasing its hold (the
+    /// Marks it retired by a later completion, releasing its range (the
     /// device is done with it); its own completion still finds it.
     #[inline(always)]
     pub(crate) fn mark_done(&mut self) {
         self.flags |= DONE;
-        self.hold = None;
+        self.range = None;
+    }
+
+    /// Empties the entry (retired): what it reports, and its range, for
+    /// the caller to release (after the tracker's lock).
+    #[inline(always)]
+    pub(crate) fn retire(self) -> (u64, CompletionOp, Option<RangeHold>) {
+        (self.ctx, self.kind, self.range)
     }
 }
 
@@ -520,21 +519,28 @@ mod tests {
                 inline,
             })
         };
-        let hold: Arc<u8> = Arc::new(7);
+        let book = book::test_book(4096);
+        let range = || {
+            // SAFETY: the book outlives the chain and its holds.
+            let r = unsafe { book::Book::hold(std::ptr::NonNull::from(&book), 0, 8, book::Use::DeviceReads) };
+            Some(Hold::Range(r.unwrap()))
+        };
         let mut c = SendChain::new(false);
         let e = c.push(wr(false), 1, CompletionOp::Write, None).unwrap_err();
         assert!(matches!(e, Error::Unknown(_)), "{e}");
+        let e = c.push(wr(false), 1, CompletionOp::Write, Some(Hold::keep(Arc::new(7u8)))).unwrap_err();
+        assert!(matches!(e, Error::Unknown(_)), "a list is not chained: {e}");
         assert_eq!(c.len(), 0, "nothing added");
         c.push(wr(true), 1, CompletionOp::Write, None).unwrap(); // inline: copied when posted
         for k in 1..MAX_CHAIN {
-            c.push(wr(false), k as u64, CompletionOp::Write, Some(Hold::keep(hold.clone()))).unwrap();
+            c.push(wr(false), k as u64, CompletionOp::Write, range()).unwrap();
         }
         assert!(c.is_full());
-        let e = c.push(wr(false), 99, CompletionOp::Write, Some(Hold::keep(hold.clone()))).unwrap_err();
+        let e = c.push(wr(false), 99, CompletionOp::Write, range()).unwrap_err();
         assert_eq!(e.code(), crate::error::RPMA_E_INVAL);
-        assert_eq!(Arc::strong_count(&hold), MAX_CHAIN, "the refused operation's hold is released");
+        assert_eq!(book::test_ops(&book), MAX_CHAIN - 1, "the refused operation's hold is released");
         drop(c);
-        assert_eq!(Arc::strong_count(&hold), 1, "a chain dropped unposted releases its holds");
+        assert_eq!(book::test_ops(&book), 0, "a chain dropped unposted releases its holds");
     }
 
     #[test]

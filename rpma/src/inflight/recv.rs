@@ -1,6 +1,6 @@
 //! The receive queue's tracker (a QP's or an SRQ's): slots by index.
 
-use super::{lock, post_error, too_deep, Entry, Hold};
+use super::{lock, post_error, too_deep, Hold};
 use crate::error::Result;
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::wr::{RecvQueue, Sge};
@@ -18,6 +18,14 @@ pub(crate) struct RecvTracker {
 struct Slots {
     entries: Vec<Option<Entry>>,
     free: Vec<usize>,
+}
+
+/// A posted receive: what its completion reports, what it keeps alive.
+struct Entry {
+    ctx: u64,
+    kind: CompletionOp,
+    #[allow(dead_code)] // kept for its drop
+    hold: Option<Hold>,
 }
 
 impl RecvTracker {
@@ -57,7 +65,7 @@ impl RecvTracker {
             }
             // Posted, or maybe queued: recorded with its hold either way.
             _ => {
-                let entry = Some(Entry::recv(ctx, kind, hold));
+                let entry = Some(Entry { ctx, kind, hold });
                 match g.entries.get_mut(idx) {
                     Some(slot) => *slot = entry,
                     None => g.entries.push(entry),

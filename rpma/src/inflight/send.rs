@@ -2,13 +2,12 @@
 
 use super::chain::{chain_failed, SendChain};
 use super::lock::{SpinGuard, SpinLock};
-use super::{post_error, too_deep, Confirm, Entry, Hold, SendOpRec, Take};
+use super::{post_error, too_deep, Entry, Hold, SendOpRec, Side, Take};
 use crate::error::{Detail, Error, Msg, Result};
 use crate::logging::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::post::PostError;
 use rpma_sys::wr::{SendSgl, SendWr, Sge};
-use std::sync::Arc;
 
 /// The send queue of one QP: a ring of `depth` slots in posting order. The
 /// work request ID of an entry is its sequence number, so a completion finds
@@ -31,9 +30,10 @@ struct Ring {
     len: usize,
     /// `slots[seq & mask]`; the length is a power of two at least `depth`.
     slots: Box<[Option<Entry>]>,
-    /// The [`Confirm`]s of the entries marked `confirms`, by sequence
-    /// number (memory-window invalidations only: rarely more than one).
-    confirms: Vec<(u64, Arc<dyn Confirm>)>,
+    /// The [`Side`]s of the entries that have one, by sequence number
+    /// (memory-window invalidations and binds, lists: rarely more than
+    /// one).
+    sides: Vec<(u64, Side)>,
 }
 
 impl Ring {
@@ -51,13 +51,13 @@ impl Ring {
         unsafe { self.slots.get_unchecked_mut(i) }
     }
 
-    /// Records `op` as sequence number `seq` (room in `confirms` was
+    /// Records `op` as sequence number `seq` (room in `sides` was
     /// reserved before posting).
     #[inline(always)]
     fn record(&mut self, seq: u64, op: SendOpRec) {
-        let (entry, confirm) = Entry::send(op);
-        if let Some(c) = confirm {
-            self.confirms.push((seq, c));
+        let (entry, side) = Entry::send(op);
+        if let Some(side) = side {
+            self.sides.push((seq, side));
         }
         self.put(seq, entry);
     }
@@ -75,9 +75,9 @@ impl Ring {
         self.len += 1;
     }
 
-    /// Reserves room for `n` more confirms, before posting.
-    fn reserve_confirms(&mut self, n: usize) -> Result<()> {
-        self.confirms.try_reserve(n).map_err(|_| Error::nomem("cannot record a memory-window invalidation"))
+    /// Reserves room for `n` more sides, before posting.
+    fn reserve_sides(&mut self, n: usize) -> Result<()> {
+        self.sides.try_reserve(n).map_err(|_| Error::nomem("cannot record what an operation keeps"))
     }
 
     /// Moves the head past the retired (empty) slots at the front, if
@@ -111,21 +111,26 @@ impl Ring {
     fn retire_before(&mut self, head: u64, ahead: usize) -> bool {
         // The slots apart from the confirms, so the loop keeps them in
         // registers while dropping holds.
-        let Ring { slots, confirms, .. } = self;
+        let Ring { slots, sides, .. } = self;
         let slots = &mut slots[..];
         let mask = slots.len() - 1;
         let mut all_gone = true;
         for k in 0..ahead {
             let i = (head as usize + k) & mask;
             let Some(p) = &mut slots[i] else { continue };
+            let seq = head.wrapping_add(k as u64) & SEND_SEQ_MASK;
             if p.signaled() {
                 p.mark_done();
+                if p.has_side() {
+                    // Its confirm waits for its own completion.
+                    drop(sides.iter_mut().find(|(s, _)| *s == seq).and_then(|(_, side)| side.keep.take()));
+                }
                 all_gone = false;
             } else {
-                let had_confirm = p.confirms();
+                let had_side = p.has_side();
                 slots[i] = None;
-                if had_confirm {
-                    take_confirm(confirms, head.wrapping_add(k as u64) & SEND_SEQ_MASK);
+                if had_side {
+                    take_side(sides, seq);
                 }
             }
         }
@@ -133,12 +138,12 @@ impl Ring {
     }
 }
 
-/// Takes the confirm of sequence number `seq` from `confirms`.
+/// Takes the side of sequence number `seq` from `sides`.
 #[cold]
 #[inline(never)]
-fn take_confirm(confirms: &mut Vec<(u64, Arc<dyn Confirm>)>, seq: u64) -> Option<Arc<dyn Confirm>> {
-    let i = confirms.iter().position(|(s, _)| *s == seq)?;
-    Some(confirms.swap_remove(i).1)
+fn take_side(sides: &mut Vec<(u64, Side)>, seq: u64) -> Option<Side> {
+    let i = sides.iter().position(|(s, _)| *s == seq)?;
+    Some(sides.swap_remove(i).1)
 }
 
 impl SendTracker {
@@ -152,7 +157,7 @@ impl SendTracker {
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(|_| too_deep("send", depth))?;
         slots.resize_with(n, || None);
-        let ring = Ring { head: 0, len: 0, slots: slots.into_boxed_slice(), confirms: Vec::new() };
+        let ring = Ring { head: 0, len: 0, slots: slots.into_boxed_slice(), sides: Vec::new() };
         Ok(SendTracker { q: SpinLock::new(ring), depth })
     }
 
@@ -160,14 +165,14 @@ impl SendTracker {
     /// free. The last free slot is kept for a signaled operation: a queue
     /// of unsignaled ones only could never be retired.
     #[inline(always)]
-    fn reserve(&self, signaled: bool, confirms: bool) -> Result<(SpinGuard<'_, Ring>, u64)> {
+    fn reserve(&self, signaled: bool, side: bool) -> Result<(SpinGuard<'_, Ring>, u64)> {
         let mut g = self.q.lock();
         if g.len + usize::from(!signaled) >= self.depth {
             return Err(queue_full(g.len, self.depth, signaled));
         }
         let seq = (g.head + g.len as u64) & SEND_SEQ_MASK;
-        if confirms {
-            g.reserve_confirms(1)?;
+        if side {
+            g.reserve_sides(1)?;
         }
         Ok((g, seq))
     }
@@ -181,7 +186,8 @@ impl SendTracker {
     /// reported as an error.
     #[inline(always)]
     pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> Result<(), PostError>) -> Result<()> {
-        let (mut g, seq) = self.reserve(op.signaled, op.confirm.is_some())?;
+        let side = op.confirm.is_some() || matches!(op.hold, Some(Hold::Keep(_)));
+        let (mut g, seq) = self.reserve(op.signaled, side)?;
         let res = post(wrid::send(seq));
         if !matches!(&res, Err(e) if !e.maybe_queued) {
             g.record(seq, op);
@@ -218,9 +224,11 @@ impl SendTracker {
         let signaled = wr.signaled;
         // Taken before the post: the range is in use from before the device
         // can reach it (a refused post drops it again).
-        let hold = match hold {
-            Some(h) => Some(h.take().map_err(super::unbox)?),
+        let range = match hold.map(Take::take) {
+            Some(Ok(Hold::Range(range))) => Some(range),
             None => None,
+            Some(Ok(keep)) => return self.post_kept(qp, ctx, kind, keep, wr),
+            Some(Err(e)) => return Err(super::unbox(e)),
         };
         // Converted before the lock, straight into what the provider reads.
         let mut built = rpma_sys::wr::BuiltSend::ZERO;
@@ -234,10 +242,19 @@ impl SendTracker {
         // tracker, see `ConnParts::drop`).
         let posted = unsafe { qp.post_send(&mut built, wrid::send(seq)) };
         if let Err(e) = posted {
-            return Err(refused_or_queued(&mut g, seq, e, Entry::plain(ctx, kind, signaled, hold)));
+            return Err(refused_or_queued(&mut g, seq, e, Entry::plain(ctx, kind, signaled, range)));
         }
-        g.put(seq, Entry::plain(ctx, kind, signaled, hold));
+        g.put(seq, Entry::plain(ctx, kind, signaled, range));
         Ok(())
+    }
+
+    /// [`post_send`](Self::post_send) of an operation that keeps something
+    /// other than a range: its local range as a list of one.
+    #[cold]
+    #[inline(never)]
+    fn post_kept(&self, qp: &rpma_sys::qp::Qp, ctx: u64, kind: CompletionOp, keep: Hold, wr: SendWr) -> Result<()> {
+        let rec = SendOpRec { ctx, kind, signaled: wr.signaled, hold: Some(keep), confirm: None };
+        self.post_send_sgl(qp, rec, SendWr { sge: None, ..wr }, wr.sge.as_slice())
     }
 
     /// Posts `chain` on `qp` with one call and records its entries under
@@ -326,13 +343,13 @@ impl SendTracker {
         // The common case (every operation signaled): the oldest one, with
         // no confirm, and the next one (if any) still waiting.
         if ahead == 0 {
-            if let Some(e) = g.slot(head).take_if(|e| !e.confirms()) {
+            if let Some(e) = g.slot(head).take_if(|e| !e.has_side()) {
                 g.head = (head + 1) & SEND_SEQ_MASK;
                 g.len -= 1;
                 g.skip_retired();
                 drop(g);
-                let Entry { ctx, kind, hold, .. } = e;
-                Hold::release(hold); // unlocked
+                let (ctx, kind, range) = e.retire();
+                drop(range); // unlocked
                 return Some((ctx, kind));
             }
         }
@@ -342,19 +359,17 @@ impl SendTracker {
         // predecessors here cost more than `complete_slow`.)
         if ahead == 1 {
             let next = (head + 1) & SEND_SEQ_MASK;
-            let plain = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.confirms());
-            if plain(g.slot(next)) && g.slot(head).as_ref().is_some_and(|p| !p.signaled() && !p.confirms()) {
+            let plain = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.has_side());
+            if plain(g.slot(next)) && g.slot(head).as_ref().is_some_and(|p| !p.signaled() && !p.has_side()) {
                 let before = g.slot(head).take();
                 let e = g.slot(next).take();
                 g.head = (head + 2) & SEND_SEQ_MASK;
                 g.len -= 2;
                 g.skip_retired();
                 drop(g);
-                if let Some(b) = before {
-                    Hold::release(b.hold);
-                }
-                let Entry { ctx, kind, hold, .. } = e?;
-                Hold::release(hold);
+                drop(before.and_then(|b| b.retire().2));
+                let (ctx, kind, range) = e?.retire();
+                drop(range);
                 return Some((ctx, kind));
             }
         }
@@ -378,17 +393,16 @@ impl SendTracker {
             g.len -= ahead + 1;
         }
         g.skip_retired();
-        let confirm = if e.confirms() {
-            take_confirm(&mut g.confirms, head.wrapping_add(ahead as u64) & SEND_SEQ_MASK)
-        } else {
-            None
-        };
+        let side =
+            if e.has_side() { take_side(&mut g.sides, head.wrapping_add(ahead as u64) & SEND_SEQ_MASK) } else { None };
         drop(g);
+        let (ctx, kind, range) = e.retire();
+        drop(range);
         drop(unlocked);
-        if let Some(c) = confirm {
+        if let Some(c) = side.and_then(|s| s.confirm) {
             c.completed(success);
         }
-        Some((e.ctx, e.kind))
+        Some((ctx, kind))
     }
 
     /// Operations posted and not yet retired.
