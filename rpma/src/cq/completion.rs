@@ -44,6 +44,38 @@ pub struct Completion {
     pub invalidated_rkey: Option<u32>,
 }
 
+/// The completion of `w`, its entry retired from the tracker its ID
+/// points to ([`retire`]); a send's built in its own branch (the common
+/// case: what the entry reported stays in registers), the others out of
+/// line.
+#[inline(always)]
+pub(super) fn translate(
+    w: &PolledWc,
+    send: Option<&SendTracker>,
+    recv: Option<&RecvTracker>,
+    srq_recv: Option<&RecvTracker>,
+    windows: &Windows,
+) -> Completion {
+    if let WrId::Send(seq) = WrId::decode(w.wr_id()) {
+        return match send.and_then(|t| t.complete(seq, w.status() == 0)) {
+            Some(found) => completion(w, found, windows),
+            None => completion(w, unknown(w), windows),
+        };
+    }
+    translate_other(w, recv, srq_recv, windows)
+}
+
+/// [`translate`] of a receive's or an untracked operation's completion.
+#[inline(never)]
+fn translate_other(
+    w: &PolledWc,
+    recv: Option<&RecvTracker>,
+    srq_recv: Option<&RecvTracker>,
+    windows: &Windows,
+) -> Completion {
+    completion(w, retire(w, None, recv, srq_recv), windows)
+}
+
 /// The completion of `w`, given what its tracker recorded (`found`); a
 /// successful receive that invalidated a window of the peer's (`windows`)
 /// ends that window's binding.

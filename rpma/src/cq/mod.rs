@@ -437,8 +437,7 @@ impl Cq {
 
     #[inline]
     fn translate(&self, w: &PolledWc) -> Completion {
-        let found = retire(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref());
-        completion(w, found, &self.windows)
+        completion::translate(w, self.send.as_deref(), self.recv.as_deref(), self.srq_recv.as_deref(), &self.windows)
     }
 }
 

@@ -462,11 +462,11 @@ impl Book {
             let book = unsafe { this.as_ref() };
             let first = span.first();
             if first < EMPTY {
-                match book.stripes.get(first as usize) {
-                    Some(stripe) if first == span.last() => {
-                        stripe.fetch_sub(span.unit(), Ordering::Release);
-                    }
-                    _ => book.release_stripes(span),
+                if first == span.last() {
+                    // Masked: a span names stripes of its book only.
+                    book.stripes[first as usize % STRIPES].fetch_sub(span.unit(), Ordering::Release);
+                } else {
+                    book.release_stripes(span);
                 }
             }
             book.whole.fetch_sub(span.whole_unit(), Ordering::AcqRel)
