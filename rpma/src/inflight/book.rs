@@ -330,7 +330,11 @@ impl Book {
     #[inline(always)]
     fn take_device(&self, offset: usize, len: usize, by: Use) -> Result<Span, RangeUse> {
         if len == 0 {
-            return self.take(offset, len, by);
+            // The operation alone (a flush's read into the connection's
+            // own region, a 0-byte operation).
+            add_or_back_out(&self.whole, OPS.unit, OPS.full())
+                .map_err(|old| found(&WHOLE_USES, old, OPS.full(), by))?;
+            return Ok(Span::new(EMPTY, EMPTY, by));
         }
         // `offset + len` is at most the region's size (checked by the caller).
         let end = offset.wrapping_add(len - 1);
@@ -376,10 +380,8 @@ impl Book {
     #[inline(never)]
     fn take(&self, offset: usize, len: usize, by: Use) -> Result<Span, RangeUse> {
         if len == 0 {
-            if by.is_device() {
-                add_or_back_out(&self.whole, OPS.unit, OPS.full())
-                    .map_err(|old| found(&WHOLE_USES, old, OPS.full(), by))?;
-            }
+            // The CPU's use of nothing (the device's: `take_device`).
+            debug_assert!(!by.is_device());
             return Ok(Span::new(EMPTY, EMPTY, by));
         }
         // `offset + len` is at most the region's size (checked by the caller).

@@ -185,7 +185,7 @@ impl<M: RegMemory> MrLocal<M> {
     /// closer than this count as overlapping ([`Detail::RangeBusy`]), so
     /// records staged beside operations in flight start on a multiple of
     /// it. A power of two, at least 64 bytes, at least
-    /// [`size`](Self::size) / 4096.
+    /// [`size`](Self::size) / 64 (the book has 64 stripes).
     pub fn granule(&self) -> usize {
         self.inner.book.granule()
     }
