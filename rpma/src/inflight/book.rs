@@ -471,12 +471,16 @@ impl Book {
                     book.release_stripes(span);
                 }
             }
-            book.whole.fetch_sub(span.whole_unit(), Ordering::AcqRel)
+            book.whole.fetch_sub(span.whole_unit(), Ordering::AcqRel).wrapping_sub(span.whole_unit())
         };
-        if whole & (ORPHAN | OPS.all()) == ORPHAN | OPS.unit {
+        // Left with the orphan bit alone: no operation, and nothing else
+        // (the CPU's uses borrow the owner, so none outlives it; one whose
+        // guard was leaked would keep the region for ever, never free it).
+        if whole == ORPHAN {
             // SAFETY: the last operation of an orphaned region ended: its
             // owner's reference is the book's to drop, once (`free`'s
-            // contract); nothing refers to the book any more.
+            // contract: `OPS` reached zero once); nothing refers to the
+            // book any more.
             unsafe { free(this) }
         }
     }

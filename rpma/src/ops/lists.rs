@@ -276,10 +276,11 @@ const SEND_SGE: &str = "the connection's max_send_sge";
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for WriteSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
-        let remote = Some((self.dst, self.dst_offset, Usage::WRITE_DST, &Named::new(Arg::Dst, "write_sg: dst")));
+        const DST: Named = Named::new(Arg::Dst, "write_sg: dst");
+        const SRC: Named = Named::new(Arg::Src, "write_sg: src");
+        let remote = Some((self.dst, self.dst_offset, Usage::WRITE_DST, &DST));
         let max = (t.max_send_sge, SEND_SGE);
-        let src = &Named::new(Arg::Src, "write_sg: src");
-        post_list(SendOp::Write, self.src, Usage::WRITE_SRC, src, max, remote, self.s, t, sink)
+        post_list(SendOp::Write, self.src, Usage::WRITE_SRC, &SRC, max, remote, self.s, t, sink)
     }
 }
 
@@ -288,17 +289,18 @@ impl<M: RegMemory + Send + Sync + 'static> Encode for ReadSg<'_, M> {
         let rd = t.peer.capabilities().max_sge_rd;
         let max =
             if rd != 0 && rd < t.max_send_sge { (rd, "the device's max_sge_rd") } else { (t.max_send_sge, SEND_SGE) };
-        let remote = Some((self.src, self.src_offset, Usage::READ_SRC, &Named::new(Arg::Src, "read_sg: src")));
-        let dst = &Named::new(Arg::Dst, "read_sg: dst");
-        post_list(SendOp::Read, self.dst, Usage::READ_DST, dst, max, remote, self.s, t, sink)
+        const SRC: Named = Named::new(Arg::Src, "read_sg: src");
+        const DST: Named = Named::new(Arg::Dst, "read_sg: dst");
+        let remote = Some((self.src, self.src_offset, Usage::READ_SRC, &SRC));
+        post_list(SendOp::Read, self.dst, Usage::READ_DST, &DST, max, remote, self.s, t, sink)
     }
 }
 
 impl<M: RegMemory + Send + Sync + 'static> Encode for SendSg<'_, M> {
     fn encode<S: Sink>(&self, t: &Target<'_>, sink: S) -> Result<()> {
         let max = (t.max_send_sge, SEND_SGE);
-        let src = &Named::new(Arg::Src, "send_sg: src");
-        post_list(SendOp::Send, self.src, Usage::SEND, src, max, None, self.s, t, sink)
+        const SRC: Named = Named::new(Arg::Src, "send_sg: src");
+        post_list(SendOp::Send, self.src, Usage::SEND, &SRC, max, None, self.s, t, sink)
     }
 }
 

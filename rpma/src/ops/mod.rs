@@ -736,7 +736,11 @@ impl sealed::Encode for Flush<'_> {
         if !supported {
             return Err(unsupported_flush(self.ty, pmem));
         }
-        dst.check_range(&Named::new(Arg::Dst, "flush: dst"), dst_offset, len)?;
+        // Named as constants: a reference to a static, not a value built
+        // on the stack for each post.
+        const DST: Named = Named::new(Arg::Dst, "flush: dst");
+        const APM: Named = Named::new(Arg::Dst, "flush (APM reads 8 bytes at dst_offset)");
+        dst.check_range(&DST, dst_offset, len)?;
         let flags = WrFlags { wr_id: 0, signaled, fence: self.s.flags.fence() };
         let (rkey, remote_addr) = (dst.rkey(), dst.addr().wrapping_add(dst_offset));
         let ctx = self.s.ctx;
@@ -752,7 +756,7 @@ impl sealed::Encode for Flush<'_> {
             let wr = Wr::Flush { flags, rkey, remote_addr, len, ptype };
             return sink.other(Meta { kind: CompletionOp::Flush, ctx, hold: HoldBy::Nothing }, wr);
         }
-        dst.check_range(&Named::new(Arg::Dst, "flush (APM reads 8 bytes at dst_offset)"), dst_offset, 8)?;
+        dst.check_range(&APM, dst_offset, 8)?;
         // The APM read: 8 bytes into the connection's flush region, held
         // like any local region until the read completes.
         let wr = SendWr {
