@@ -45,9 +45,9 @@ pub struct Completion {
 }
 
 /// The completion of `w`, its entry retired from the tracker its ID
-/// points to ([`retire`]); a send's built in its own branch (the common
-/// case: what the entry reported stays in registers), the others out of
-/// line.
+/// points to ([`retire`]); a tracked send's built in its own branch (the
+/// common case: what the entry reported stays in registers), the others
+/// through [`retire`].
 #[inline(always)]
 pub(super) fn translate(
     w: &PolledWc,
@@ -66,7 +66,7 @@ pub(super) fn translate(
 }
 
 /// [`translate`] of a receive's or an untracked operation's completion.
-#[inline(never)]
+#[inline]
 fn translate_other(
     w: &PolledWc,
     recv: Option<&RecvTracker>,
