@@ -588,12 +588,6 @@ pub(crate) fn test_book(len: usize) -> Book {
     Book::new(len, count_frees)
 }
 
-/// Operations in flight on `b` (the tests').
-#[cfg(all(test, not(loom)))]
-pub(crate) fn test_ops(b: &Book) -> usize {
-    b.ops()
-}
-
 #[cfg(test)]
 std::thread_local!(static FREES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
 
