@@ -1,13 +1,15 @@
 //! Book-keeping of posted operations: what each one keeps alive and which
 //! user context its completion returns.
 //!
-//! Every posted work request gets an entry holding an `Arc` of the local
-//! region it uses ([`Hold`]), so the registration and its memory outlive the
-//! operation even if the user drops the [`MrLocal`](crate::MrLocal). A send
-//! queue completes in order: a completion for entry `s` retires every entry
-//! posted before it, including unsignaled ones. Receives are retired one by
-//! one. Entries still pending when the QP (or SRQ) is destroyed are released
-//! after that, when the device can no longer touch the memory.
+//! Every posted work request gets an entry holding the range of the local
+//! region it uses ([`Hold`], counted in the region's [`book`]), so the
+//! registration and its memory outlive the operation even if the user
+//! drops the [`MrLocal`](crate::MrLocal), and the CPU's conflicting uses
+//! of the range are refused. A send queue completes in order: a completion for
+//! entry `s` retires every entry posted before it, including unsignaled
+//! ones. Receives are retired one by one. Entries still pending when the
+//! QP (or SRQ) is destroyed are released after that, when the device can
+//! no longer touch the memory.
 
 use crate::error::Error;
 use crate::wrid::CompletionOp;
