@@ -120,12 +120,13 @@ impl Entry {
     /// beside the ring.
     #[inline(always)]
     pub(crate) fn send(op: SendOpRec) -> (Entry, Option<Side>) {
+        let has_side = op.has_side();
         let (range, keep) = match op.hold {
             Some(Hold::Range(range)) => (Some(range), None),
             keep => (None, keep),
         };
-        let side = (op.confirm.is_some() || keep.is_some()).then(|| Side { confirm: op.confirm, keep });
-        let flags = u64::from(op.signaled) | if side.is_some() { SIDE } else { 0 };
+        let side = has_side.then(|| Side { confirm: op.confirm, keep });
+        let flags = u64::from(op.signaled) | if has_side { SIDE } else { 0 };
         (Entry { ctx: op.ctx, kind: op.kind, range, flags }, side)
     }
 
@@ -185,6 +186,15 @@ pub(crate) struct SendOpRec {
     pub(crate) signaled: bool,
     pub(crate) hold: Option<Hold>,
     pub(crate) confirm: Option<Arc<dyn Confirm>>,
+}
+
+impl SendOpRec {
+    /// Whether its entry needs a [`Side`]: a confirm, or a hold other
+    /// than a range.
+    #[inline(always)]
+    pub(crate) fn has_side(&self) -> bool {
+        self.confirm.is_some() || matches!(self.hold, Some(Hold::Keep(_)))
+    }
 }
 
 /// The error of a post the provider refused. When it may have queued the

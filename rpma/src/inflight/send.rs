@@ -186,8 +186,7 @@ impl SendTracker {
     /// reported as an error.
     #[inline(always)]
     pub(crate) fn post_with(&self, op: SendOpRec, post: impl FnOnce(u64) -> Result<(), PostError>) -> Result<()> {
-        let side = op.confirm.is_some() || matches!(op.hold, Some(Hold::Keep(_)));
-        let (mut g, seq) = self.reserve(op.signaled, side)?;
+        let (mut g, seq) = self.reserve(op.signaled, op.has_side())?;
         let res = post(wrid::send(seq));
         if !matches!(&res, Err(e) if !e.maybe_queued) {
             g.record(seq, op);
