@@ -4,7 +4,6 @@ use super::chain::{chain_failed, SendChain};
 use super::lock::{SpinGuard, SpinLock};
 use super::{post_error, too_deep, Entry, Hold, SendOpRec, Side, Take};
 use crate::error::{Detail, Error, Msg, Result};
-use crate::logging::{rpma_log, LogLevel};
 use crate::wrid::{self, CompletionOp, SEND_SEQ_MASK};
 use rpma_sys::post::PostError;
 use rpma_sys::wr::{SendSgl, SendWr, Sge};
@@ -39,8 +38,8 @@ struct Ring {
 impl Ring {
     /// The slot of sequence number `seq`, without a bounds check: the
     /// hot paths index the ring once per operation, and the check (the
-    /// length could be zero as far as the compiler knows) costs two
-    /// instructions each time.
+    /// length could be zero as far as the compiler knows) would be paid
+    /// each time.
     #[inline(always)]
     fn slot(&mut self, seq: u64) -> &mut Option<Entry> {
         let i = seq as usize & (self.slots.len() - 1);
@@ -63,15 +62,14 @@ impl Ring {
     }
 
     /// Records `entry`, posted (or possibly queued), as sequence number
-    /// `seq`: its slot is free, since the ring had room (else the old
-    /// entry is leaked, never dropped: see [`overwritten`]).
+    /// `seq`: its slot is free, since the ring had room. Were it not (a
+    /// bug in rpma), the old entry is leaked, never dropped: its hold may
+    /// still cover memory the device reaches.
     #[inline(always)]
     fn put(&mut self, seq: u64, entry: Entry) {
         let slot = self.slot(seq);
-        if slot.is_some() {
-            overwritten(slot); // never: the ring had room
-        }
-        *slot = Some(entry);
+        debug_assert!(slot.is_none(), "send-queue slot {seq} still taken");
+        std::mem::forget(slot.replace(entry));
         self.len += 1;
     }
 
@@ -409,34 +407,6 @@ impl SendTracker {
         let g = self.q.lock();
         let mask = g.slots.len() - 1;
         (0..g.len).filter(|k| g.slots[(g.head as usize + k) & mask].as_ref().is_some_and(|e| !e.done())).count()
-    }
-}
-
-/// Empties a slot that should have been empty (a bug in rpma), leaking
-/// its entry (whose hold may still cover memory the device reaches): out
-/// of line, so the common post writes its entry straight into the slot.
-#[cold]
-#[inline(never)]
-fn overwritten(slot: &mut Option<Entry>) {
-    // Counted, not logged: the ring's lock is held here (the tracker's
-    // drop reports it).
-    LEAKED_SLOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::mem::forget(slot.take());
-}
-
-/// Send-queue slots found still taken when posting (an rpma bug): their
-/// entries were leaked. Reported when a tracker is dropped.
-static LEAKED_SLOTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-impl Drop for SendTracker {
-    fn drop(&mut self) {
-        let n = LEAKED_SLOTS.swap(0, std::sync::atomic::Ordering::Relaxed);
-        if n > 0 {
-            rpma_log!(
-                LogLevel::Error,
-                "rpma bug: {n} send-queue slot(s) were still taken when posting; their entries were leaked"
-            );
-        }
     }
 }
 
