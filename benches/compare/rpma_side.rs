@@ -959,8 +959,8 @@ pub fn client_ir(addr: &str, port: u16, case: &str, iters: usize) -> Res<()> {
         };
         let f = Flags::COMPLETION_ALWAYS;
         for _ in 0..iters / qd {
-            // Four loops, not one with the flags chosen per operation: that
-            // form cost the signaled chain 15 instructions an operation.
+            // Four loops, not one with the flags chosen per operation: the
+            // choice inside the loop is work the C program does not do.
             match (chained, last) {
                 (true, false) => {
                     let mut chain = c.conn.chain();

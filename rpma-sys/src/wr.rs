@@ -256,7 +256,7 @@ impl SendBackend for Classic<'_> {
     }
 
     // Always inline: where the operation is known (a chain's push), its
-    // arm alone remains (out of line it cost a chained read 17).
+    // arm alone remains; out of line, every push would pay the match.
     #[inline(always)]
     fn op(&mut self, op: SendOp, remote_addr: u64, rkey: u32) {
         use ffi::ibv_wr_opcode as o;

@@ -3,7 +3,7 @@
 //!
 //! long because: every `RegMemory` implementation and its safety argument
 //! stay beside the trait's contract, reviewed together (SOUNDNESS.md's
-//! `memory.rs` rows).
+//! `memory.rs` entries).
 
 mod either;
 mod huge;

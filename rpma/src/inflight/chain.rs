@@ -26,8 +26,7 @@ pub(crate) struct SendChain {
     /// [`post_untracked`](Self::post_untracked) may post them without a
     /// record. (Counted by `push_unheld` alone, so the held `push` writes
     /// nothing more; the IDs go into the list's own requests, since room
-    /// for them beside it cost every chain a larger stack frame: 9
-    /// instructions for example 07's commit.)
+    /// for them beside it would give every chain a larger stack frame.)
     pub(super) unheld: u8,
     pub(super) fit: u8,
 }
