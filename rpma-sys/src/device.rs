@@ -102,8 +102,8 @@ pub enum Transport {
 }
 
 /// The capabilities librpma probes through `ibv_query_device_ex`, plus the
-/// limits rpma validates against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// limits rpma validates against and the identity `ibv_devinfo` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DeviceCaps {
     /// On-demand paging usable for RC RDMA read and write
     /// (`IBV_ODP_SUPPORT` and RC caps with both `WRITE` and `READ`).
@@ -134,6 +134,43 @@ pub struct DeviceCaps {
     /// `IBV_ATOMIC_GLOB` 2): 8-byte compare-and-swap and fetch-and-add
     /// are supported unless it is `IBV_ATOMIC_NONE`.
     pub atomic_cap: u32,
+    /// `fw_ver`: the firmware version, as the provider writes it.
+    pub fw_ver: String,
+    /// `vendor_id` (the IEEE OUI).
+    pub vendor_id: u32,
+    /// `vendor_part_id`.
+    pub vendor_part_id: u32,
+    /// `hw_ver`.
+    pub hw_ver: u32,
+    /// `max_qp_rd_atom`: RDMA READs and atomics one QP answers at once.
+    pub max_qp_rd_atom: u32,
+    /// `max_qp_init_rd_atom`: RDMA READs and atomics one QP issues at once.
+    pub max_qp_init_rd_atom: u32,
+    /// `phys_port_cnt`: the ports, numbered from 1.
+    pub phys_port_cnt: u8,
+}
+
+/// What `ibv_query_port` reports of one port, beyond what sysfs lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortAttrs {
+    /// `active_mtu` in bytes (`None`: a code rdma-core does not name).
+    pub active_mtu: Option<u32>,
+    /// `max_mtu` in bytes (`None`: a code rdma-core does not name).
+    pub max_mtu: Option<u32>,
+    /// `lid`: the port's local identifier (0 on RoCE and iWARP).
+    pub lid: u16,
+    /// `sm_lid`: the LID of the subnet manager (0 on RoCE and iWARP).
+    pub sm_lid: u16,
+}
+
+/// The bytes of an `enum ibv_mtu` code (`IBV_MTU_256` .. `IBV_MTU_4096`).
+// bindgen's enum representations differ between rdma-core versions.
+#[allow(clippy::unnecessary_cast)]
+pub fn mtu_bytes(code: u32) -> Option<u32> {
+    [ffi::IBV_MTU_256, ffi::IBV_MTU_512, ffi::IBV_MTU_1024, ffi::IBV_MTU_2048, ffi::IBV_MTU_4096]
+        .iter()
+        .position(|&c| c as u32 == code)
+        .map(|i| 256 << i)
 }
 
 impl DeviceCaps {
@@ -383,6 +420,36 @@ impl Context {
         from_errno_ret(rc, "ibv_query_device_ex")?;
         Ok(caps_from_attr(&attr))
     }
+
+    /// Queries port `port` (from 1) with `ibv_query_port`.
+    ///
+    /// # Errors
+    /// The errno of `ibv_query_port` (`EINVAL` for a port the device lacks).
+    pub fn query_port(&self, port: u8) -> io::Result<PortAttrs> {
+        // SAFETY: ibv_port_attr is plain data for which all-zero is valid.
+        let mut attr: ffi::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: live context, valid out-pointer.
+        let rc = unsafe { ffi::ibv_query_port(self.inner.ctx, port, &mut attr) };
+        from_errno_ret(rc, "ibv_query_port")?;
+        Ok(port_from_attr(&attr))
+    }
+}
+
+// bindgen's enum representations differ between rdma-core versions.
+#[allow(clippy::unnecessary_cast)]
+fn port_from_attr(attr: &ffi::ibv_port_attr) -> PortAttrs {
+    PortAttrs {
+        active_mtu: mtu_bytes(attr.active_mtu as u32),
+        max_mtu: mtu_bytes(attr.max_mtu as u32),
+        lid: attr.lid,
+        sm_lid: attr.sm_lid,
+    }
+}
+
+/// `fw_ver`: the text up to its NUL (all of it when there is none).
+fn fw_text(raw: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 // bindgen's enum representations differ between rdma-core versions.
@@ -409,6 +476,13 @@ fn caps_from_attr(attr: &ffi::ibv_device_attr_ex) -> DeviceCaps {
         max_sge: o.max_sge.max(0) as u32,
         max_sge_rd: o.max_sge_rd.max(0) as u32,
         atomic_cap: o.atomic_cap as u32,
+        fw_ver: fw_text(&o.fw_ver),
+        vendor_id: o.vendor_id,
+        vendor_part_id: o.vendor_part_id,
+        hw_ver: o.hw_ver,
+        max_qp_rd_atom: o.max_qp_rd_atom.max(0) as u32,
+        max_qp_init_rd_atom: o.max_qp_init_rd_atom.max(0) as u32,
+        phys_port_cnt: o.phys_port_cnt,
     }
 }
 
@@ -440,5 +514,30 @@ mod tests {
         assert!(caps_from_attr(&attr(0, 0, 1 << 40)).native_atomic_write);
         assert!(!caps_from_attr(&attr(0, 0, 1 << 38)).native_flush, "both flush types are required");
         assert!(caps_from_attr(&attr(0, 0, (1 << 38) | (1 << 39))).native_flush);
+    }
+
+    #[test]
+    fn identity_and_port_attributes_convert() {
+        let mut a = attr(0, 0, 0);
+        for (d, s) in a.orig_attr.fw_ver.iter_mut().zip(b"20.31.1014\0junk") {
+            *d = *s as std::os::raw::c_char;
+        }
+        a.orig_attr.max_qp_rd_atom = -1;
+        a.orig_attr.max_qp_init_rd_atom = 16;
+        let c = caps_from_attr(&a);
+        assert_eq!((c.fw_ver.as_str(), c.max_qp_rd_atom, c.max_qp_init_rd_atom), ("20.31.1014", 0, 16));
+        // A firmware text that fills the array has no NUL: all of it is kept.
+        a.orig_attr.fw_ver = [b'9' as std::os::raw::c_char; 64];
+        assert_eq!(caps_from_attr(&a).fw_ver.len(), 64);
+        let mtus: Vec<_> = (0..7).map(mtu_bytes).collect();
+        assert_eq!(mtus, [None, Some(256), Some(512), Some(1024), Some(2048), Some(4096), None]);
+        // SAFETY: plain data, all-zero is valid.
+        let mut p: ffi::ibv_port_attr = unsafe { std::mem::zeroed() };
+        p.active_mtu = ffi::IBV_MTU_1024;
+        p.max_mtu = ffi::IBV_MTU_4096;
+        p.lid = 7;
+        p.sm_lid = 1;
+        let want = PortAttrs { active_mtu: Some(1024), max_mtu: Some(4096), lid: 7, sm_lid: 1 };
+        assert_eq!(port_from_attr(&p), want);
     }
 }

@@ -33,14 +33,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Every RDMA device: ports, state, link layer, GIDs with their IP
-    /// addresses, and what rpma does there (native flush and atomic write,
-    /// On-Demand Paging, memory windows, limits).
-    Devices {
-        /// JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Every RDMA device: firmware, vendor and part, READs and atomics in
+    /// flight, ports with state, link layer, MTUs, LIDs and GIDs with their
+    /// IP addresses, and what rpma does there (native flush and atomic
+    /// write, atomics, On-Demand Paging, memory windows, limits), or why
+    /// the device could not be probed.
+    Devices(devices::DevicesArgs),
     /// Exposes a region at ADDR:PORT to the clients that connect (`ping`,
     /// `bench`, or librpma's examples' clients), several at once, and
     /// answers their GPSPM flush requests.
@@ -62,22 +60,26 @@ fn main() {
         );
     }
     let r = match cli.cmd {
-        Cmd::Devices { json } => devices::run(json),
+        Cmd::Devices(a) => devices::run(&a),
         Cmd::Serve(a) => serve::run(&a),
         Cmd::Ping(a) => bench::ping(&a),
         Cmd::Bench(a) => bench::run(&a),
     };
     if let Err(e) = r {
-        // The error, then its sources (a provider's errno text).
-        let mut msg = format!("rpma: {e}");
-        let mut cause = e.source();
-        while let Some(c) = cause {
-            msg.push_str(&format!(": {c}"));
-            cause = c.source();
-        }
-        eprintln!("{msg}");
+        eprintln!("rpma: {}", chain(&*e));
         std::process::exit(1);
     }
+}
+
+/// An error, then its sources (a provider's errno text), as one line.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    msg
 }
 
 /// Every command's error: rpma's, or a message.

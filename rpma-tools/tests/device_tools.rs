@@ -29,21 +29,71 @@ device_tests!({
         let o = rpma(&["devices", "--json"]);
         assert!(o.status.success(), "{}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-        let dev =
-            v.as_array()
-                .unwrap()
-                .iter()
-                .find(|d| {
-                    d["ports"].as_array().unwrap().iter().any(|p| {
-                        p["gids"].as_array().unwrap().iter().any(|g| g["ip"].as_str() == Some(addr().as_str()))
-                    })
-                })
-                .unwrap_or_else(|| panic!("no device with {} in {v}", addr()));
-        assert!(dev["rpma"]["max_qp_wr"].as_u64().unwrap() > 0, "{dev}");
+        let has_addr = |p: &serde_json::Value| {
+            p["gids"].as_array().unwrap().iter().any(|g| g["ip"].as_str() == Some(addr().as_str()))
+        };
+        let dev = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["ports"].as_array().unwrap().iter().any(has_addr))
+            .unwrap_or_else(|| panic!("no device with {} in {v}", addr()));
+        let name = dev["name"].as_str().unwrap().to_string();
+        // Probed without error, every capability there.
+        assert!(dev["error"].is_null(), "{dev}");
+        let caps = &dev["rpma"];
+        assert!(caps["max_qp_wr"].as_u64().unwrap() > 0, "{dev}");
+        for k in ["atomics", "native_flush", "native_atomic_write", "odp", "mw_type1", "mw_type2", "iwarp"] {
+            assert!(caps[k].is_boolean(), "{k}: {dev}");
+        }
+        for k in ["max_mr_size", "max_mr", "max_cqe", "max_srq_wr", "max_sge", "max_sge_rd"] {
+            assert!(caps[k].is_u64(), "{k}: {dev}");
+        }
+        // ibv_devinfo's fields.
+        assert!(dev["fw_ver"].is_string(), "{dev}");
+        for k in ["vendor_id", "vendor_part_id", "hw_ver", "max_qp_init_rd_atom"] {
+            assert!(dev[k].is_u64(), "{k}: {dev}");
+        }
+        assert!(dev["max_qp_rd_atom"].as_u64().unwrap() > 0, "{dev}");
+        let ac = dev["atomic_cap"].as_str().unwrap();
+        assert!(["ATOMIC_NONE", "ATOMIC_HCA", "ATOMIC_GLOB"].contains(&ac), "{dev}");
+        assert_eq!(caps["atomics"].as_bool(), Some(ac != "ATOMIC_NONE"), "{dev}");
+        let port = dev["ports"].as_array().unwrap().iter().find(|p| has_addr(p)).unwrap();
+        let mtus = [256, 512, 1024, 2048, 4096];
+        let (active, max) = (port["active_mtu"].as_u64().unwrap(), port["max_mtu"].as_u64().unwrap());
+        assert!(mtus.contains(&active) && mtus.contains(&max) && active <= max, "{port}");
+        assert!(port["lid"].is_u64() && port["sm_lid"].is_u64() && port["error"].is_null(), "{port}");
+
         let o = rpma(&["devices"]);
         let t = text(&o);
-        assert!(o.status.success() && t.contains(&addr()) && t.contains("rpma: flush"), "{t}");
+        for want in [addr().as_str(), "rpma: flush", "fw_ver", "atomic_cap", "active_mtu", "sm_lid"] {
+            assert!(o.status.success() && t.contains(want), "{want}: {t}");
+        }
         println!("{t}");
+
+        // -d: that device alone; -i: that port alone.
+        let o = rpma(&["devices", "-d", &name, "-i", "1", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let devs = v.as_array().unwrap();
+        assert!(devs.len() == 1 && devs[0]["name"] == name.as_str(), "{v}");
+        let ports = devs[0]["ports"].as_array().unwrap();
+        assert!(ports.len() == 1 && ports[0]["port"] == 1, "{v}");
+        // An unknown device: a message and exit status 1, in both forms.
+        for json in [false, true] {
+            let mut args = vec!["devices", "-d", "nosuchdev"];
+            if json {
+                args.push("--json");
+            }
+            let o = rpma(&args);
+            let t = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.code() == Some(1) && t.contains("nosuchdev") && t.contains(&name), "{}", text(&o));
+        }
+        // -l: names only.
+        let o = rpma(&["devices", "-l"]);
+        let t = text(&o);
+        assert!(o.status.success() && t.contains("found") && t.lines().any(|l| l.trim() == name), "{t}");
+        assert!(!t.contains("GID"), "{t}");
     }
 
     fn serve_ping_and_bench_every_workload() {

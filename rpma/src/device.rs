@@ -17,7 +17,9 @@ use rpma_sys::device::{Context, DeviceList};
 use std::time::Duration;
 
 mod list;
-pub use list::{devices, DeviceInfo, GidInfo, LinkLayer, PhysState, PortInfo, PortState, Rate};
+pub use list::{
+    devices, AtomicCap, DeviceAttrs, DeviceInfo, GidInfo, LinkLayer, PhysState, PortAttrs, PortInfo, PortState, Rate,
+};
 
 /// ```no_run
 /// let ctx = rpma::IbvContext::open(Some("rxe0"))?;
@@ -76,6 +78,54 @@ impl IbvContext {
     /// The device's kernel name (e.g. `rxe0`).
     pub fn device_name(&self) -> String {
         self.0.device_name()
+    }
+
+    /// What the device says of itself (`ibv_query_device`): firmware
+    /// version, vendor and part, READs and atomics in flight, which atomics
+    /// it carries out; what `ibv_devinfo` prints first.
+    ///
+    /// ```no_run
+    /// let ctx = rpma::IbvContext::open(Some("rxe0"))?;
+    /// let a = ctx.attributes()?;
+    /// println!("{} fw {} ({:#06x}:{}), {}", ctx.device_name(), a.fw_ver, a.vendor_id, a.vendor_part_id, a.atomic_cap);
+    /// # Ok::<(), rpma::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Provider`] when `ibv_query_device_ex` fails.
+    pub fn attributes(&self) -> Result<DeviceAttrs> {
+        let c = self.0.query_caps().map_err(|e| Error::provider_raw("ibv_query_device_ex", e))?;
+        Ok(DeviceAttrs {
+            fw_ver: c.fw_ver,
+            vendor_id: c.vendor_id,
+            vendor_part_id: c.vendor_part_id,
+            hw_ver: c.hw_ver,
+            max_qp_rd_atom: c.max_qp_rd_atom,
+            max_qp_init_rd_atom: c.max_qp_init_rd_atom,
+            atomic_cap: list::AtomicCap::from_code(c.atomic_cap),
+            phys_port_cnt: c.phys_port_cnt,
+        })
+    }
+
+    /// What port `port` (from 1) says of itself (`ibv_query_port`): its
+    /// active and largest MTU, its LID and its subnet manager's; what
+    /// `ibv_devinfo` prints of a port beyond [`devices`].
+    ///
+    /// ```no_run
+    /// let ctx = rpma::IbvContext::open(Some("rxe0"))?;
+    /// let p = ctx.port_attributes(1)?;
+    /// println!("port 1: MTU {:?} of {:?}, LID {}, SM LID {}", p.active_mtu, p.max_mtu, p.lid, p.sm_lid);
+    /// # Ok::<(), rpma::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Inval`] for a port number above 255 (none has one);
+    /// [`Error::Provider`] when `ibv_query_port` fails (`EINVAL`: the
+    /// device has no such port).
+    pub fn port_attributes(&self, port: u32) -> Result<PortAttrs> {
+        let n = u8::try_from(port).map_err(|_| Error::inval(format!("port {port}: ports are numbered 1 to 255")))?;
+        let a = self.0.query_port(n).map_err(|e| Error::provider_raw(format!("ibv_query_port (port {port})"), e))?;
+        Ok(PortAttrs { port, active_mtu: a.active_mtu, max_mtu: a.max_mtu, lid: a.lid, sm_lid: a.sm_lid })
     }
 
     /// The context's address, what C code knows as `struct ibv_context *`

@@ -46,6 +46,26 @@ pub(crate) unsafe fn ibv_query_device_ex(ctx: *mut ffi::ibv_context, attr: *mut 
     }
 }
 
+/// `ibv_query_port`: the provider's `query_port` of an extended context,
+/// else the context's compat entry point into a zeroed attribute (the
+/// compat layout is a prefix of `ibv_port_attr`), like the C inline.
+///
+/// # Safety
+/// `ctx` is a live context; `attr` is valid for writes.
+pub(crate) unsafe fn ibv_query_port(ctx: *mut ffi::ibv_context, port: u8, attr: *mut ffi::ibv_port_attr) -> c_int {
+    // SAFETY: per the function contract.
+    unsafe {
+        if let Some(f) = ctx_op!(ctx, query_port) {
+            return f(ctx, port, attr, size_of::<ffi::ibv_port_attr>());
+        }
+        std::ptr::write_bytes(attr, 0, 1);
+        match (*ctx).ops._compat_query_port {
+            Some(f) => f(ctx, port, attr.cast()),
+            None => libc::EOPNOTSUPP,
+        }
+    }
+}
+
 /// `ibv_create_cq_ex`; NULL with errno `EOPNOTSUPP` when the provider lacks it.
 ///
 /// # Safety

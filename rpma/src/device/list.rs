@@ -1,7 +1,8 @@
 //! Discovery: the host's RDMA devices, their ports, GIDs and the IP
 //! addresses that reach them, read from sysfs (`/sys/class/infiniband`, what
-//! `ibv_devinfo -v` and `rdma link show` read), and the hints the first
-//! errors give from them.
+//! `ibv_devinfo -v` and `rdma link show` read), what a device and a port
+//! report when asked ([`DeviceAttrs`], [`PortAttrs`]), and the hints the
+//! first errors give from them.
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -52,9 +53,11 @@ impl PortInfo {
     }
 }
 
-/// Names the kernel gives codes of the IBA (`"4: ACTIVE"` in sysfs).
+/// Names the kernel gives codes of the IBA (`"4: ACTIVE"` in sysfs), and
+/// libibverbs codes `ibv_devinfo` names; `$other` prefixes a code with no
+/// name.
 macro_rules! coded {
-    ($(#[$m:meta])* $t:ident { $($(#[$vm:meta])* $v:ident = $code:literal, $name:literal;)* }) => {
+    ($(#[$m:meta])* $t:ident, $other:literal { $($(#[$vm:meta])* $v:ident = $code:literal, $name:literal;)* }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[non_exhaustive]
@@ -65,8 +68,8 @@ macro_rules! coded {
         }
 
         impl $t {
-            /// The state of the IBA's `code`.
-            fn from_code(code: u32) -> $t {
+            /// The value of `code`.
+            pub(crate) fn from_code(code: u32) -> $t {
                 match code {
                     $($code => $t::$v,)*
                     n => $t::Other(n),
@@ -74,12 +77,12 @@ macro_rules! coded {
             }
         }
 
-        /// The kernel's name of the state (`ibv_devinfo` prints the same).
+        /// The kernel's name (`ibv_devinfo` prints the same).
         impl fmt::Display for $t {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 match self {
                     $($t::$v => f.write_str($name),)*
-                    $t::Other(n) => write!(f, "state {n}"),
+                    $t::Other(n) => write!(f, concat!($other, " {}"), n),
                 }
             }
         }
@@ -88,7 +91,7 @@ macro_rules! coded {
 
 coded!(
     /// A port's logical state (`ibv_port_attr.state`, sysfs `state`).
-    PortState {
+    PortState, "state" {
         /// No state change (`IBV_PORT_NOP`), or none reported.
         Nop = 0, "NOP";
         /// The link is down.
@@ -107,7 +110,7 @@ coded!(
 coded!(
     /// A port's physical state (`ibv_port_attr.phys_state`, sysfs
     /// `phys_state`).
-    PhysState {
+    PhysState, "state" {
         /// Powered down.
         Sleep = 1, "Sleep";
         /// Looking for a link partner.
@@ -124,6 +127,82 @@ coded!(
         PhyTest = 7, "Phy Test";
     }
 );
+
+coded!(
+    /// Which remote atomics a device carries out (`ibv_device_attr.atomic_cap`):
+    /// [`Conn::compare_and_swap`](crate::Conn::compare_and_swap) and
+    /// [`Conn::fetch_and_add`](crate::Conn::fetch_and_add) need one other than
+    /// [`Unsupported`](AtomicCap::Unsupported).
+    AtomicCap, "atomic_cap" {
+        /// None (`IBV_ATOMIC_NONE`).
+        Unsupported = 0, "ATOMIC_NONE";
+        /// Atomic among the operations of this device only (`IBV_ATOMIC_HCA`).
+        Hca = 1, "ATOMIC_HCA";
+        /// Atomic also against the host's CPUs and other devices
+        /// (`IBV_ATOMIC_GLOB`).
+        Global = 2, "ATOMIC_GLOB";
+    }
+);
+
+/// What a device says of itself when asked (`ibv_query_device`), beyond
+/// rpma's probe ([`Peer::capabilities`](crate::Peer::capabilities)): the
+/// identity and limits `ibv_devinfo` prints first, from
+/// [`IbvContext::attributes`](crate::IbvContext::attributes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceAttrs {
+    /// The firmware version, as the driver writes it: to compare with the
+    /// vendor's release notes or a peer's, when a feature or fix depends on it.
+    pub fw_ver: String,
+    /// The vendor's IEEE OUI (`0x02c9`: Mellanox/NVIDIA): with
+    /// [`vendor_part_id`](Self::vendor_part_id), which adapter this is.
+    pub vendor_id: u32,
+    /// The vendor's part number (`4123`: ConnectX-6): which model, for the
+    /// vendor's documentation and known issues.
+    pub vendor_part_id: u32,
+    /// The hardware revision: which stepping of the part, for errata.
+    pub hw_ver: u32,
+    /// How many RDMA READs and atomics a queue pair answers at once
+    /// (`max_qp_rd_atom`): what bounds a peer's reads in flight against this
+    /// device (a deeper queue of reads waits for it).
+    pub max_qp_rd_atom: u32,
+    /// How many RDMA READs and atomics a queue pair issues at once
+    /// (`max_qp_init_rd_atom`): what bounds this side's reads in flight.
+    pub max_qp_init_rd_atom: u32,
+    /// Which remote atomics the device carries out: whether compare-and-swap
+    /// and fetch-and-add work, and against whom they are atomic.
+    pub atomic_cap: AtomicCap,
+    /// How many ports the device has (numbered from 1): the ports
+    /// [`IbvContext::port_attributes`](crate::IbvContext::port_attributes)
+    /// takes.
+    pub phys_port_cnt: u8,
+}
+
+/// What a port says of itself when asked (`ibv_query_port`), beyond what
+/// [`PortInfo`] reads from sysfs: the MTUs and LIDs `ibv_devinfo` prints,
+/// from [`IbvContext::port_attributes`](crate::IbvContext::port_attributes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PortAttrs {
+    /// The port number (from 1).
+    pub port: u32,
+    /// The path MTU in use, in bytes (256 to 4096; `None`: a code libibverbs
+    /// does not name): the largest payload of one packet, so messages
+    /// longer than it go as several packets; both sides of a connection
+    /// must agree on it (on RoCE it follows the interface's MTU).
+    pub active_mtu: Option<u32>,
+    /// The largest MTU the port supports, in bytes (`None` as above): what
+    /// [`active_mtu`](Self::active_mtu) could be raised to.
+    pub max_mtu: Option<u32>,
+    /// The port's local identifier on an InfiniBand subnet (0 on RoCE and
+    /// iWARP, or before the subnet manager assigned one): an InfiniBand
+    /// port without one cannot connect.
+    pub lid: u16,
+    /// The LID of the InfiniBand subnet manager the port reports to (0 on
+    /// RoCE and iWARP, or when no subnet manager runs): on InfiniBand, 0
+    /// means start one (`opensm`).
+    pub sm_lid: u16,
+}
 
 /// A port's link layer (sysfs `link_layer`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -455,6 +534,11 @@ mod tests {
         assert_eq!(r("fast"), None);
         assert_eq!(PortState::from_code(4), PortState::Active);
         assert_eq!(PortState::from_code(9), PortState::Other(9));
+        assert_eq!(PortState::Other(9).to_string(), "state 9");
+        assert_eq!(AtomicCap::from_code(1), AtomicCap::Hca);
+        assert_eq!(AtomicCap::from_code(2).to_string(), "ATOMIC_GLOB");
+        assert_eq!(AtomicCap::from_code(0).to_string(), "ATOMIC_NONE");
+        assert_eq!(AtomicCap::from_code(7).to_string(), "atomic_cap 7");
     }
 
     #[test]
