@@ -133,7 +133,8 @@ fn rust_files(dir: &str, out: &mut Vec<std::path::PathBuf>) {
 
 /// The Markdown files whose code spans must name what exists.
 fn checked_docs(root: &str) -> Vec<String> {
-    let mut docs = vec!["README.md".to_string(), "CONTRIBUTING.md".into(), "SOUNDNESS.md".into()];
+    let mut docs =
+        vec!["README.md".to_string(), "CONTRIBUTING.md".into(), "SOUNDNESS.md".into(), "BENCHMARKS.md".into()];
     for dir in ["docs", "rpma/doc"] {
         let mut more: Vec<String> = std::fs::read_dir(format!("{root}/{dir}"))
             .unwrap()
@@ -149,7 +150,7 @@ fn checked_docs(root: &str) -> Vec<String> {
 
 /// Every file path (a span with a `/`, or a `.rs` file) and every Rust item
 /// (`Type::member`, `rpma::module::Item`) that README.md, CONTRIBUTING.md,
-/// SOUNDNESS.md, docs/ and rpma(7) name in a code span exists: a path as a
+/// SOUNDNESS.md, BENCHMARKS.md, docs/ and rpma(7) name in a code span exists: a path as a
 /// file or directory of the workspace (or of one of its crates or test
 /// folders), an item's type as a definition and its members in the code.
 /// Fenced blocks, spans with spaces, absolute paths, `target/` and the
@@ -246,5 +247,66 @@ fn every_path_and_item_the_docs_name_exists() {
         stale.is_empty(),
         "the docs name what does not exist (rename or remove the reference):\n{}",
         stale.join("\n")
+    );
+}
+
+/// Tables a person can read: no cell of the checked docs runs over 200
+/// characters (what needs more is prose under
+/// the table).
+#[test]
+fn table_cells_stay_readable() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut long = Vec::new();
+    for doc in checked_docs(root) {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| l.starts_with('|')) {
+            let widest = line.trim().trim_matches('|').split('|').map(|c| c.trim().chars().count()).max();
+            if let Some(n) = widest.filter(|n| *n > 200) {
+                long.push(format!("{doc}:{}: a cell of {n} characters", i + 1));
+            }
+        }
+    }
+    assert!(long.is_empty(), "table cells over 200 characters (write prose instead):\n{}", long.join("\n"));
+}
+
+/// BENCHMARKS.md is a report of what holds now (history lives in
+/// `benches/results/` and git): at most 200 lines.
+#[test]
+fn the_benchmark_report_stays_short() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md")).unwrap();
+    let n = text.lines().count();
+    assert!(n <= 200, "BENCHMARKS.md has {n} lines (at most 200: move history to benches/results/)");
+}
+
+/// Code comments keep a decision and its reason, not its measurement: an
+/// instruction count in a comment goes stale with the next compiler, and
+/// the figures live in BENCHMARKS.md.
+#[test]
+fn code_comments_carry_no_instruction_counts() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut files = Vec::new();
+    for dir in ["rpma/src", "rpma-sys/src", "rpma-capi/src", "rpma-tools/src", "examples", "benches", "tests"] {
+        rust_files(&format!("{root}/{dir}"), &mut files);
+    }
+    let mut found = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let Some(comment) = line.trim_start().strip_prefix("//") else { continue };
+            let words: Vec<&str> = comment.split_whitespace().collect();
+            let counted = words.windows(2).any(|w| {
+                w[1].starts_with("instruction")
+                    && w[0].chars().any(|c| c.is_ascii_digit())
+                    && w[0].chars().all(|c| c.is_ascii_digit() || c == '.' || c == ',')
+            });
+            if counted {
+                found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "instruction counts in code comments (link to BENCHMARKS.md instead):\n{}",
+        found.join("\n")
     );
 }
