@@ -1,138 +1,18 @@
-//! `rpma ping` and `rpma bench`: a client of `rpma serve`.
+//! `rpma bench`: a workload against a `rpma serve` target.
 
-use crate::serve::{EXPORT, GPSPM_QD, MSG_SIZE};
+use crate::client::{check, close, connect, peer, Target};
+use crate::serve::MSG_SIZE;
 use crate::{Res, BOUND, MAX_QD};
 use hdrhistogram::Histogram;
-use rpma::common_data::COMMON_DATA_SIZE;
-use rpma::device::{get_ibv_context, ContextType};
 use rpma::gpspm::{FlushRequest, FlushResponse};
 use rpma::messages::{Messages, MsgAccess, Slot};
 use rpma::utils::poll_fds;
-use rpma::{AlignedBuf, CommonData, Completion, Conn, ConnCfg, ConnEvent, ConnReq, Cq, Flags, FlushType};
+use rpma::{AlignedBuf, Completion, Conn, Cq, Flags, FlushType};
 use rpma::{MrLocal, MrRemote, Peer, Usage};
 use serde::Serialize;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-
-/// The target of `ping` and `bench`.
-#[derive(clap::Args)]
-pub struct Target {
-    /// The address of a `rpma serve` target.
-    addr: String,
-    /// Its port.
-    port: u16,
-}
-
-/// A peer on the device that reaches the target.
-fn peer(t: &Target) -> Res<Peer> {
-    Ok(Peer::new(&get_ibv_context(&t.addr, ContextType::Remote)?)?)
-}
-
-/// Connects with queues for `depth` operations in flight; with `gpspm` the
-/// target is asked for `depth` receives (see [`GPSPM_QD`]). The target's
-/// region and peer configuration come as the connection's first message
-/// (see [`EXPORT`]), into a receive posted before connecting.
-fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRemote)> {
-    let mut cfg = ConnCfg::new();
-    // A write + flush, or a write + GPSPM request, is two work requests; a
-    // GPSPM request also brings a response; one more receive (and its
-    // completion) for the descriptor.
-    cfg.set_sq_size(2 * depth + 1);
-    cfg.set_cq_size(if gpspm { 3 } else { 2 } * depth + 2);
-    cfg.set_rq_size(depth + 1);
-    let pdata = if gpspm { format!("{EXPORT}{GPSPM_QD}{depth}") } else { EXPORT.to_string() };
-    let desc = MrLocal::reg(peer, AlignedBuf::new(COMMON_DATA_SIZE)?, Usage::RECV)?;
-    let req = ConnReq::new(peer, &t.addr, t.port, Some(&cfg))?;
-    req.recv(&desc, 0, COMMON_DATA_SIZE, DESC_CONTEXT)?;
-    let conn = req.connect(pdata.as_bytes())?;
-    match conn.next_event_timeout(BOUND)? {
-        ConnEvent::Established => {}
-        ev => return Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port).into()),
-    }
-    let cd = conn.cq().next_completion(BOUND).map_err(|e| e.to_string()).and_then(|wc| {
-        match wc.status.is_success() && wc.op_context == DESC_CONTEXT {
-            true => {
-                let mut b = vec![0u8; (wc.byte_len as usize).min(COMMON_DATA_SIZE)];
-                desc.read_at(0, &mut b).map_err(|e| e.to_string())?;
-                CommonData::decode(&b).map_err(|e| e.to_string())
-            }
-            false => Err(format!("{wc:?}")),
-        }
-    });
-    let cd = match cd {
-        Ok(cd) => cd,
-        Err(e) => {
-            let _ = close(conn);
-            return Err(format!("{}:{} sent no region descriptor ({e}): is it `rpma serve`?", t.addr, t.port).into());
-        }
-    };
-    if let Some(pc) = cd.peer_cfg {
-        conn.apply_remote_peer_cfg(&pc);
-    }
-    Ok((conn, cd.mr))
-}
-
-/// The op context of the descriptor's receive.
-const DESC_CONTEXT: u64 = u64::MAX - 0x44;
-
-/// `wc`, if it succeeded.
-fn check(wc: &Completion) -> Res<()> {
-    if !wc.status.is_success() {
-        return Err(format!("operation {:#x} ({:?}) failed: {}", wc.op_context, wc.op, wc.status).into());
-    }
-    Ok(())
-}
-
-fn close(conn: Conn) -> Res<()> {
-    conn.disconnect()?;
-    let _ = conn.next_event_timeout(BOUND);
-    Ok(())
-}
-
-/// What `rpma ping` takes.
-#[derive(clap::Args)]
-pub struct PingArgs {
-    #[command(flatten)]
-    target: Target,
-    /// Round trips.
-    #[arg(short, long, default_value_t = 10)]
-    count: u64,
-    /// Bytes each read brings back.
-    #[arg(long, default_value_t = 64)]
-    size: usize,
-}
-
-/// Reads `--size` bytes `--count` times, printing each round trip.
-pub fn ping(a: &PingArgs) -> Res<()> {
-    let peer = peer(&a.target)?;
-    let (conn, remote) = connect(&peer, &a.target, 1, false)?;
-    if a.size == 0 || a.size as u64 > remote.size() {
-        let _ = close(conn);
-        return Err(format!("--size {} must be 1 to the target's {} bytes", a.size, remote.size()).into());
-    }
-    let dst = MrLocal::reg(&peer, AlignedBuf::new(a.size)?, Usage::READ_DST)?;
-    let mut h = Histogram::<u64>::new(3)?;
-    for seq in 0..a.count {
-        let t = Instant::now();
-        conn.read(&dst, 0, &remote, 0, a.size, Flags::COMPLETION_ALWAYS, seq)?;
-        check(&conn.cq().next_completion(BOUND)?)?;
-        let ns = t.elapsed().as_nanos() as u64;
-        h.record(ns.max(1))?;
-        println!("{} bytes from {}: seq={seq} time={:.3} ms", a.size, a.target.addr, ns as f64 / 1e6);
-    }
-    println!(
-        "--- {} rpma ping: {} reads, min/p50/avg/p99/max = {:.3}/{:.3}/{:.3}/{:.3}/{:.3} ms",
-        a.target.addr,
-        h.len(),
-        h.min() as f64 / 1e6,
-        h.value_at_quantile(0.5) as f64 / 1e6,
-        h.mean() / 1e6,
-        h.value_at_quantile(0.99) as f64 / 1e6,
-        h.max() as f64 / 1e6
-    );
-    close(conn)
-}
 
 /// The workloads of fio's librpma engines.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum, Serialize)]

@@ -8,7 +8,10 @@
 //! latency percentiles.
 
 mod bench;
+mod client;
 mod devices;
+mod meta;
+mod ping;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -44,7 +47,7 @@ enum Cmd {
     /// answers their GPSPM flush requests.
     Serve(serve::ServeArgs),
     /// Round trips to a `rpma serve` target: RDMA reads of `--size` bytes.
-    Ping(bench::PingArgs),
+    Ping(ping::PingArgs),
     /// A workload against a `rpma serve` target, as fio's librpma engines
     /// ran it.
     Bench(bench::BenchArgs),
@@ -62,7 +65,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Devices(a) => devices::run(&a),
         Cmd::Serve(a) => serve::run(&a),
-        Cmd::Ping(a) => bench::ping(&a),
+        Cmd::Ping(a) => ping::ping(&a),
         Cmd::Bench(a) => bench::run(&a),
     };
     if let Err(e) = r {
