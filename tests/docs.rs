@@ -210,7 +210,7 @@ fn every_path_and_item_the_docs_name_exists() {
         for span in prose.split('`').skip(1).step_by(2).filter(|s| !s.contains([' ', '\n', '*'])) {
             let path_like = span.chars().all(|c| c.is_ascii_alphanumeric() || "_.-/".contains(c))
                 && (span.contains('/') || span.ends_with(".rs"))
-                && !span.starts_with(['/', '.'])
+                && !span.starts_with(['/', '.', '-'])
                 && !span.starts_with(|c: char| c.is_ascii_digit())
                 && !span.starts_with("target/");
             if path_like {

@@ -8,7 +8,7 @@ use rpma::device::{get_ibv_context, ContextType};
 use rpma::{AlignedBuf, CommonData, Completion, Conn, ConnCfg, ConnEvent, ConnReq, MrLocal, MrRemote, Peer, Usage};
 
 /// The target of `ping` and `bench`.
-#[derive(clap::Args)]
+#[derive(clap::Args, serde::Serialize)]
 pub struct Target {
     /// The address of a `rpma serve` target.
     pub addr: String,

@@ -24,6 +24,29 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// `r`, a `bench --json` report of one size, checked: its provenance, and
+/// figures that agree with each other (rate = operations / seconds,
+/// bandwidth = rate x size, percentiles in order). Returns the row.
+fn checked_report<'a>(r: &'a serde_json::Value, addr: &str, w: &str, iters: u64) -> &'a serde_json::Value {
+    assert_eq!((r["tool"].as_str(), r["address"].as_str()), (Some("rpma"), Some(addr)), "{r}");
+    assert!(r["version"].is_string() && r["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
+    assert!(r["device"].as_str().is_some_and(|d| !d.is_empty()), "{r}");
+    assert_eq!(r["options"]["workload"], w, "{r}");
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{r}");
+    let row = &rows[0];
+    let f = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k}: {row}"));
+    assert_eq!(row["n_iterations"].as_u64(), Some(iters), "{row}");
+    let rate = iters as f64 / f("seconds");
+    assert!((f("MsgRate") * 1e6 - rate).abs() <= rate * 1e-9, "rate = operations / seconds: {row}");
+    let bw = rate * f("MsgSize") / 1048576.0;
+    assert!((f("BW_average") - bw).abs() <= bw * 1e-9 && f("BW_peak") >= f("BW_average"), "bandwidth: {row}");
+    let order = ["t_min", "t_typical", "percentile_99", "percentile_99.9", "t_max"];
+    assert!(order.windows(2).all(|p| f(p[0]) <= f(p[1])) && f("t_min") > 0.0, "percentiles: {row}");
+    assert!(f("t_min") <= f("t_avg") && f("t_avg") <= f("t_max") && f("t_stdev") >= 0.0, "{row}");
+    row
+}
+
 device_tests!({
     fn devices_lists_the_test_device() {
         let o = rpma(&["devices", "--json"]);
@@ -99,13 +122,14 @@ device_tests!({
     fn serve_ping_and_bench_every_workload() {
         let port = next_port().to_string();
         let a = addr();
-        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "9"]).spawn().unwrap();
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "12"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
         let o = rpma(&["ping", &a, &port, "-c", "5"]);
         let t = text(&o);
         assert!(o.status.success() && t.contains("seq=4") && t.contains("5 reads"), "{t}");
         println!("{}", t.lines().last().unwrap());
-        for (w, busy) in [
+        // Every workload, busy-polled (the default) and on events (-e).
+        for (w, events) in [
             ("read", false),
             ("write", false),
             ("write-flush", false),
@@ -113,32 +137,76 @@ device_tests!({
             ("gpspm", false),
             ("read", true),
             ("gpspm", true),
+            ("read-write", false),
         ] {
-            let mut args =
-                vec!["bench", &a, &port, "--workload", w, "--bs", "512", "--qd", "4", "--time", "1", "--json"];
-            if busy {
-                args.push("--busy-poll");
+            let mut args = vec!["bench", &a, &port, "-w", w, "-t", "4", "-n", "200", "--json"];
+            if w != "atomic-write" {
+                args.extend(["-s", "512"]);
+            }
+            if events {
+                args.push("-e");
+            }
+            if w == "read-write" {
+                args.extend(["--rwmixread", "70", "--random"]);
             }
             let o = rpma(&args);
             assert!(o.status.success(), "{w}: {}", text(&o));
             let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-            assert!(r["ops"].as_u64().unwrap() > 0 && r["lat_us"]["p99"].as_f64().unwrap() > 0.0, "{r}");
-            assert_eq!(r["workload"], w);
-            assert_eq!((r["conns"].as_u64(), r["threads"].as_u64()), (Some(1), Some(1)), "{r}");
+            let row = checked_report(&r, &a, w, 200);
             println!(
-                "  {w}{}: {} ops, {:.0} IOPS, p50 {} us, p99.9 {} us",
-                if busy { " (busy-poll)" } else { "" },
-                r["ops"],
-                r["iops"].as_f64().unwrap(),
-                r["lat_us"]["p50"],
-                r["lat_us"]["p99_9"]
+                "  {w}{}: {:.0} op/s, t_typical {:.1} us, t_avg {:.1} us, 99.9% {:.1} us",
+                if events { " (events)" } else { "" },
+                row["MsgRate"].as_f64().unwrap() * 1e6,
+                row["t_typical"].as_f64().unwrap(),
+                row["t_avg"].as_f64().unwrap(),
+                row["percentile_99.9"].as_f64().unwrap()
             );
         }
+        // The sweep (-a): every size the 1 MiB region holds, 2 B up.
+        let o = rpma(&["bench", &a, &port, "-a", "-n", "10", "--warmup", "1", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let sizes: Vec<u64> = r["results"].as_array().unwrap().iter().map(|x| x["MsgSize"].as_u64().unwrap()).collect();
+        assert_eq!(sizes, (1..=20).map(|k| 1u64 << k).collect::<Vec<_>>(), "{r}");
+        // The text report: perftest's headers, a row per size with the
+        // iterations asked; a timed run (-D, and --count's old name for
+        // -n is refused beside it) prints a progress line a second.
+        let o = rpma(&["bench", &a, &port, "-s", "64", "-D", "4"]);
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", text(&o));
+        for want in ["#bytes", "BW peak[MiB/sec]", "MsgRate[Mpps]", "t_typical[usec]", "99.9% percentile[usec]"] {
+            assert!(out.contains(want), "{want}: {out}");
+        }
+        assert!(err.lines().filter(|l| l.contains("operations/s")).count() >= 2, "progress: {err}");
+        print!("{out}");
+        let o = rpma(&["bench", &a, &port, "--count", "5", "-D", "1"]);
+        assert!(o.status.code() == Some(2) && text(&o).contains("cannot be used with"), "{}", text(&o));
         // A DRAM target offers no persistent flush: said, not attempted.
-        let o = rpma(&["bench", &a, &port, "--workload", "write-persist", "--time", "1"]);
+        let o = rpma(&["bench", &a, &port, "--workload", "write-persist", "-n", "10"]);
         assert!(!o.status.success() && text(&o).contains("serve a --pmem path"), "{}", text(&o));
         let st = srv.wait().unwrap();
-        assert!(st.success(), "the target served its 9 connections and exited: {st}");
+        assert!(st.success(), "the target served its 12 connections and exited: {st}");
+    }
+
+    /// `serve --pmem` on a plain file offers the persistent flush (GPSPM
+    /// persists it with `msync`) but no direct write to persistent memory,
+    /// so a `bench -w write-persist` client refuses the run, saying why.
+    /// (On rxe a region on FS-DAX cannot be registered: no ODP.)
+    fn bench_write_persist_needs_direct_write_to_pmem() {
+        let a = addr();
+        let path = std::env::temp_dir().join(format!("rpma-tools-pmem-{}", std::process::id()));
+        let port = next_port().to_string();
+        let mut srv = Command::new(RPMA)
+            .args(["serve", &a, &port, "--pmem", path.to_str().unwrap(), "--size", "65536", "--count", "1"])
+            .spawn()
+            .unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let o = rpma(&["bench", &a, &port, "-w", "write-persist", "-s", "512", "-n", "100"]);
+        let st = srv.wait();
+        let _ = std::fs::remove_file(&path);
+        assert!(!o.status.success() && text(&o).contains("direct write to persistent memory"), "{}", text(&o));
+        assert!(st.is_ok_and(|s| s.success()), "the target served its connection and exited");
+        println!("  write-persist against a plain file: refused, the client says why");
     }
 
     /// The README's quick start, as written, against `rpma serve` in its
@@ -170,19 +238,17 @@ device_tests!({
         assert!(o.status.success() && text(&o).contains("2 reads"), "{}", text(&o));
         for w in ["read", "write", "gpspm"] {
             let mut args = vec!["bench", &a, &port, "--workload", w, "--json"];
-            args.extend("--bs 512 --qd 4 --conns 4 --threads 2 --time 1".split(' '));
+            args.extend("-s 512 -t 4 -q 4 --threads 2 -n 400".split(' '));
             let o = rpma(&args);
             assert!(o.status.success(), "{w}: {}", text(&o));
             let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-            assert_eq!((r["conns"].as_u64(), r["threads"].as_u64()), (Some(4), Some(2)), "{r}");
-            assert!(r["ops"].as_u64().unwrap() > 0 && r["lat_us"]["p99"].as_f64().unwrap() > 0.0, "{r}");
-            assert_eq!(r["workload"], w);
+            let row = checked_report(&r, &a, w, 400);
+            assert_eq!((r["options"]["qp"].as_u64(), r["options"]["threads"].as_u64()), (Some(4), Some(2)), "{r}");
             println!(
-                "  {w}, 4 connections, 2 threads: {} ops, {:.0} IOPS, p50 {} us, p99.9 {} us",
-                r["ops"],
-                r["iops"].as_f64().unwrap(),
-                r["lat_us"]["p50"],
-                r["lat_us"]["p99_9"]
+                "  {w}, 4 connections, 2 threads: {:.0} op/s, t_typical {:.1} us, 99.9% {:.1} us",
+                row["MsgRate"].as_f64().unwrap() * 1e6,
+                row["t_typical"].as_f64().unwrap(),
+                row["percentile_99.9"].as_f64().unwrap()
             );
         }
         let st = srv.wait().unwrap();
@@ -240,11 +306,13 @@ device_tests!({
     fn bad_input_is_refused_with_a_message() {
         let a = addr();
         for (args, says) in [
-            (vec!["bench", &a, "1", "--qd", "0"], "--qd"),
-            (vec!["bench", &a, "1", "--time=-1"], "--time"),
-            (vec!["bench", &a, "1", "--conns", "0"], "--conns 0"),
+            (vec!["bench", &a, "1", "-t", "0"], "--tx-depth"),
+            (vec!["bench", &a, "1", "-D=-1"], "--duration"),
+            (vec!["bench", &a, "1", "-q", "0"], "--qp 0"),
             (vec!["bench", &a, "1", "--threads", "0"], "--threads 0"),
-            (vec!["bench", &a, "1", "--conns", "2", "--threads", "3"], "--threads 3 exceeds --conns 2"),
+            (vec!["bench", &a, "1", "-q", "2", "--threads", "3"], "--threads 3 exceeds --qp 2"),
+            (vec!["bench", &a, "1", "-n", "5", "-D", "1"], "cannot be used with"),
+            (vec!["bench", &a, "1", "-w", "read", "--rwmixread", "50"], "read-write workload"),
             (vec!["bench", &a, "1", "--workload", "nope"], "nope"),
             (vec!["ping", "127.0.0.1", "1"], "loopback"),
             (vec!["serve", "192.0.2.77", "1"], "no RDMA device has the address 192.0.2.77"),
