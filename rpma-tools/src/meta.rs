@@ -1,4 +1,3 @@
-#![allow(dead_code)]
 //! What every `--json` report carries beside its figures: the tool and its
 //! version, when it ran, where (the device and the address) and every
 //! option it ran with, defaults included.
