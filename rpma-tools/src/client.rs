@@ -78,15 +78,17 @@ fn dial(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrLocal<
 
 /// The descriptor sent as `conn`'s first message, into `desc`.
 fn first_message(conn: &Conn, desc: &MrLocal<AlignedBuf>) -> Result<CommonData, String> {
-    conn.cq().next_completion(BOUND).map_err(|e| e.to_string()).and_then(|wc| {
-        match wc.status.is_success() && wc.op_context == DESC_CONTEXT {
-            true => {
-                let mut b = vec![0u8; (wc.byte_len as usize).min(COMMON_DATA_SIZE)];
-                desc.read_at(0, &mut b).map_err(|e| e.to_string())?;
-                CommonData::decode(&b).map_err(|e| e.to_string())
-            }
-            false => Err(format!("{wc:?}")),
+    let wc = conn.cq().next_completion(BOUND).map_err(|e| match e {
+        rpma::Error::NoCompletion => format!("no message within {} s", BOUND.as_secs()),
+        e => e.to_string(),
+    });
+    wc.and_then(|wc| match wc.status.is_success() && wc.op_context == DESC_CONTEXT {
+        true => {
+            let mut b = vec![0u8; (wc.byte_len as usize).min(COMMON_DATA_SIZE)];
+            desc.read_at(0, &mut b).map_err(|e| e.to_string())?;
+            CommonData::decode(&b).map_err(|e| e.to_string())
         }
+        false => Err(format!("{wc:?}")),
     })
 }
 
