@@ -26,6 +26,33 @@ pub fn peer(t: &Target) -> Res<Peer> {
 /// region and peer configuration come as the connection's first message
 /// (see [`EXPORT`]), into a receive posted before connecting.
 pub fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRemote)> {
+    let (conn, desc) = dial(peer, t, depth, gpspm)?;
+    let target = format!("{}:{}", t.addr, t.port);
+    let cd = first_message(&conn, &desc).map_err(|why| NoDescriptor { target, why, private_data: false });
+    take(conn, cd)
+}
+
+/// As [`connect`] with a depth of 1, also to a librpma server (librpma's
+/// examples, fio's librpma_apm_server): the descriptor in the target's
+/// private data is taken when there is one; else the first message is
+/// awaited. A `rpma serve` target without `--isolate` sends both: the
+/// message's receive completes later, with [`DESC_CONTEXT`], for the caller
+/// to pass over.
+pub fn connect_any(peer: &Peer, t: &Target) -> Res<(Conn, MrRemote)> {
+    let (conn, desc) = dial(peer, t, 1, false)?;
+    let cd = match CommonData::decode(conn.private_data()) {
+        Ok(cd) => Ok(cd),
+        Err(pd) => first_message(&conn, &desc).map_err(|e| NoDescriptor {
+            target: format!("{}:{}", t.addr, t.port),
+            why: format!("private data: {pd}; first message: {e}"),
+            private_data: true,
+        }),
+    };
+    take(conn, cd)
+}
+
+/// A connection whose region descriptor's receive is posted.
+fn dial(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrLocal<AlignedBuf>)> {
     let mut cfg = ConnCfg::new();
     // A write + flush, or a write + GPSPM request, is two work requests; a
     // GPSPM request also brings a response; one more receive (and its
@@ -39,24 +66,40 @@ pub fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, M
     req.recv(&desc, 0, COMMON_DATA_SIZE, DESC_CONTEXT)?;
     let conn = req.connect(pdata.as_bytes())?;
     match conn.next_event_timeout(BOUND)? {
-        ConnEvent::Established => {}
-        ev => return Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port).into()),
+        ConnEvent::Established => Ok((conn, desc)),
+        ConnEvent::Rejected => Err(format!(
+            "{}:{} refused the connection: is a server listening there, with room for another connection?",
+            t.addr, t.port
+        )
+        .into()),
+        ev => Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port).into()),
     }
-    let cd = conn.cq().next_completion(BOUND).map_err(|e| e.to_string()).and_then(|wc| {
-        match wc.status.is_success() && wc.op_context == DESC_CONTEXT {
-            true => {
-                let mut b = vec![0u8; (wc.byte_len as usize).min(COMMON_DATA_SIZE)];
-                desc.read_at(0, &mut b).map_err(|e| e.to_string())?;
-                CommonData::decode(&b).map_err(|e| e.to_string())
-            }
-            false => Err(format!("{wc:?}")),
-        }
+}
+
+/// The descriptor sent as `conn`'s first message, into `desc`.
+fn first_message(conn: &Conn, desc: &MrLocal<AlignedBuf>) -> Result<CommonData, String> {
+    let wc = conn.cq().next_completion(BOUND).map_err(|e| match e {
+        rpma::Error::NoCompletion => format!("no message within {} s", BOUND.as_secs()),
+        e => e.to_string(),
     });
+    wc.and_then(|wc| match wc.status.is_success() && wc.op_context == DESC_CONTEXT {
+        true => {
+            let mut b = vec![0u8; (wc.byte_len as usize).min(COMMON_DATA_SIZE)];
+            desc.read_at(0, &mut b).map_err(|e| e.to_string())?;
+            CommonData::decode(&b).map_err(|e| e.to_string())
+        }
+        false => Err(format!("{wc:?}")),
+    })
+}
+
+/// The region of `conn`, whose peer configuration is applied; closes it
+/// when there is none.
+fn take(conn: Conn, cd: Result<CommonData, NoDescriptor>) -> Res<(Conn, MrRemote)> {
     let cd = match cd {
         Ok(cd) => cd,
         Err(e) => {
             let _ = close(conn);
-            return Err(format!("{}:{} sent no region descriptor ({e}): is it `rpma serve`?", t.addr, t.port).into());
+            return Err(e.into());
         }
     };
     if let Some(pc) = cd.peer_cfg {
@@ -65,8 +108,33 @@ pub fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, M
     Ok((conn, cd.mr))
 }
 
+/// A target that gave no region descriptor, neither in its private data
+/// (librpma's servers) nor as the first message (`rpma serve`).
+#[derive(Debug)]
+pub struct NoDescriptor {
+    /// `ADDR:PORT`.
+    pub target: String,
+    /// What came instead.
+    pub why: String,
+    /// Whether the private data was looked at (`ping`; `bench` takes the
+    /// first message only).
+    pub private_data: bool,
+}
+
+impl std::fmt::Display for NoDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} sent no region descriptor ({}): is it `rpma serve`", self.target, self.why)?;
+        match self.private_data {
+            true => write!(f, ", or a librpma server that puts its region's descriptor in the private data?"),
+            false => write!(f, "?"),
+        }
+    }
+}
+
+impl std::error::Error for NoDescriptor {}
+
 /// The op context of the descriptor's receive.
-const DESC_CONTEXT: u64 = u64::MAX - 0x44;
+pub const DESC_CONTEXT: u64 = u64::MAX - 0x44;
 
 /// `wc`, if it succeeded.
 pub fn check(wc: &Completion) -> Res<()> {

@@ -17,8 +17,8 @@ mod serve;
 use clap::{Parser, Subcommand};
 use std::time::Duration;
 
-/// How long any one completion or connection step may take before the
-/// command fails.
+/// How long any one completion or connection step may take before `ping`
+/// or `bench` fails (`serve` takes `--timeout`).
 pub const BOUND: Duration = Duration::from_secs(10);
 
 /// The most operations in flight on one connection (`bench --qd`), and so
@@ -46,7 +46,8 @@ enum Cmd {
     /// `bench`, or librpma's examples' clients), several at once, and
     /// answers their GPSPM flush requests.
     Serve(serve::ServeArgs),
-    /// Round trips to a `rpma serve` target: RDMA reads of `--size` bytes.
+    /// Round trips to a `rpma serve` target or a librpma server: RDMA reads
+    /// of `--size` bytes, checked with `-V`.
     Ping(ping::PingArgs),
     /// A workload against a `rpma serve` target, as fio's librpma engines
     /// ran it.

@@ -11,8 +11,12 @@
 //! window on its queue pair) and has no remote access of its own; the
 //! descriptor goes as the first message, and clients that do not ask for
 //! it (librpma's) are refused.
+//!
+//! At most `--max-conns` connections are served at once: a request beyond
+//! them is rejected (the client sees its connection refused) and said so.
 
-use crate::{Res, BOUND, MAX_QD};
+use crate::meta::{Json, Meta};
+use crate::{Res, MAX_QD};
 use rpma::device::{get_ibv_context, ContextType};
 use rpma::export::Export;
 use rpma::gpspm::{FlushRequest, FlushResponse};
@@ -20,10 +24,12 @@ use rpma::messages::{Messages, MsgAccess, Slot};
 use rpma::utils::poll_fds;
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MappedFile, MrLocal, Peer};
 use rpma::{MwAccess, PeerCfg, Usage, WcStatus};
+use serde::Serialize;
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 /// How a `rpma bench --workload gpspm` client asks for as many receives as
 /// it keeps requests in flight: its connection's private data is this
@@ -42,7 +48,7 @@ pub const EXPORT: &str = "rpma-export ";
 pub const MSG_SIZE: usize = 512;
 
 /// What `rpma serve` takes.
-#[derive(clap::Args)]
+#[derive(clap::Args, Serialize)]
 pub struct ServeArgs {
     /// The address to listen on: one an RDMA device has (`rpma devices`).
     addr: String,
@@ -58,10 +64,25 @@ pub struct ServeArgs {
     /// served.
     #[arg(long)]
     pmem: Option<PathBuf>,
-    /// Serve this many connections, then exit once all are closed (default:
-    /// until killed); the exit status says whether every one went well.
-    #[arg(long)]
+    /// Serve this many connections to their end, then exit (default: until
+    /// killed); the exit status says whether any connection failed.
+    /// Connections that failed or were refused do not count.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
+    /// Serve at most this many connections at once: a request beyond them
+    /// is refused (rejected), and the refusal printed.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_conns: u64,
+    /// Seconds a connection's establishment, or its close once the client's
+    /// receives are flushed, may take before the connection fails.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// JSON Lines on stdout: one object when serving starts, one per
+    /// connection request once its connection ends (served, failed or
+    /// refused), one summary after the --count connections (the text goes
+    /// to stderr).
+    #[arg(long)]
+    json: bool,
     /// Export the region to each connection alone (a type 2 memory window
     /// on its queue pair; the region itself has no remote access), its
     /// descriptor sent as the connection's first message: no connection
@@ -94,9 +115,14 @@ fn persist(region: &Region, req: &FlushRequest) -> rpma::Result<()> {
     region.persist_range(req.offset as usize, req.length as usize)
 }
 
-/// Serves until killed, or until `--count` connections were served and
-/// closed: then fails if any of them did.
+/// Serves until killed, or until `--count` connections were served to
+/// their end: then fails if any connection failed.
 pub fn run(a: &ServeArgs) -> Res<()> {
+    let started = SystemTime::now();
+    let timeout = match a.timeout {
+        t if t.is_finite() && t > 0.0 && t <= 1e9 => Duration::from_secs_f64(t),
+        t => return Err(format!("--timeout {t} must be more than 0 seconds").into()),
+    };
     let peer = Peer::new(&get_ibv_context(&a.addr, ContextType::Local)?)?;
     let exports = a.isolate;
     if exports && !peer.capabilities().mw_type2 {
@@ -137,7 +163,8 @@ pub fn run(a: &ServeArgs) -> Res<()> {
     };
     let ep = Ep::listen(&peer, &a.addr, a.port)?;
     let persistent = usage.contains(Usage::FLUSH_TYPE_PERSISTENT) || (exports && region.is_pmem());
-    println!(
+    let out = Out { json: a.json };
+    out.say(format!(
         "serving {} bytes of {what} at {}:{} ({}; flush: {}; direct_write_to_pmem: {}; GPSPM: {})",
         a.size,
         a.addr,
@@ -146,43 +173,237 @@ pub fn run(a: &ServeArgs) -> Res<()> {
         if persistent { "persistent, visibility" } else { "visibility" },
         pcfg.direct_write_to_pmem(),
         if a.pmem.is_some() { "persists the mapping" } else { "nothing to persist in DRAM" }
-    );
+    ));
+    let meta = || {
+        let mut m = Meta::new(started, a);
+        m.device = Some(peer.device_name());
+        m.address = Some(&a.addr);
+        m.port = Some(a.port);
+        m
+    };
+    if a.json {
+        let result = Start { event: "serving", memory: &what, persistent_flush: persistent };
+        out.json(&Json { meta: meta(), result });
+    }
     // Queues for the deepest GPSPM client: the request's private data comes
     // with it, after its queues are made.
     let mut cfg = ConnCfg::new();
     cfg.set_sq_size(MAX_QD + 1);
     cfg.set_rq_size(MAX_QD);
     cfg.set_cq_size(2 * MAX_QD + 1);
-    let failed = &AtomicU64::new(0);
+    let t = &Tally::default();
     let mut n = 0u64;
+    // Endpoint errors in a row: a broken endpoint ends the run.
+    let mut broken = 0;
     std::thread::scope(|s| {
-        while a.count.is_none_or(|c| n < c) {
-            n += 1;
-            let fail = move |e: &dyn std::fmt::Display| {
-                eprintln!("connection {n}: {e}");
-                failed.fetch_add(1, Ordering::Relaxed);
+        while a.count.is_none_or(|c| t.get().served < c) {
+            // Bounded, to see the count reached by the last connection.
+            let req = match ep.next_conn_req_timeout(Some(&cfg), Duration::from_millis(200)) {
+                Err(rpma::Error::NoEvent) => continue,
+                r => r,
             };
-            match ep.next_conn_req(Some(&cfg)) {
-                Ok(req) => {
-                    let (peer, region, pdata) = (&peer, &region, &pdata);
-                    let how = Serving { exports, pcfg: &pcfg };
-                    let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
-                        if let Err(e) = serve(n, req, peer, region, pdata, how) {
-                            fail(&e);
-                        }
-                    });
-                    if let Err(e) = spawned {
-                        fail(&e);
+            n += 1;
+            let req = match req {
+                Ok(req) => req,
+                Err(e) => {
+                    out.end(n, t, Err(e.into()), false);
+                    broken += 1;
+                    if broken == 100 {
+                        break;
                     }
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
                 }
-                Err(e) => fail(&e),
+            };
+            broken = 0;
+            let now = t.get();
+            let full = if now.active >= a.max_conns {
+                Some(format!("{} connections served at once already (--max-conns {})", now.active, a.max_conns))
+            } else {
+                a.count
+                    .filter(|&c| now.served + now.active >= c)
+                    .map(|c| format!("the last of the --count {c} are being served"))
+            };
+            if let Some(why) = full {
+                // Dropped, the request is rejected.
+                drop(req);
+                t.update(|c| c.refused += 1);
+                out.refused(n, &why);
+                continue;
+            }
+            t.update(|c| c.active += 1);
+            let (peer, region, pdata) = (&peer, &region, &pdata);
+            let how = Serving { exports, pcfg: &pcfg, timeout, out };
+            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                out.end(n, t, serve(n, req, peer, region, pdata, how), true);
+            });
+            if let Err(e) = spawned {
+                out.end(n, t, Err(e.into()), true);
             }
         }
     });
-    match failed.load(Ordering::Relaxed) {
-        0 => Ok(()),
-        f => Err(format!("{f} of the {n} connections failed").into()),
+    let Counts { served, failed, refused, .. } = t.get();
+    if a.json {
+        let result = Summary { event: "summary", requests: n, served, failed, refused };
+        out.json(&Json { meta: meta(), result });
     }
+    if broken == 100 {
+        return Err(format!("the endpoint failed {broken} times in a row ({served} connections served)").into());
+    }
+    match failed {
+        0 => Ok(()),
+        f => Err(format!("{f} of the {n} connection requests failed ({served} served, {refused} refused)").into()),
+    }
+}
+
+/// What became of the connection requests, updated under one lock so that
+/// a connection leaves `active` as it is counted.
+#[derive(Default)]
+struct Tally(Mutex<Counts>);
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    /// Served to their end.
+    served: u64,
+    failed: u64,
+    /// Refused by `--max-conns` or `--count`.
+    refused: u64,
+    /// Being served.
+    active: u64,
+}
+
+impl Tally {
+    fn get(&self) -> Counts {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Counts)) {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+/// Where `serve` says what happens: text on stdout, or with `--json` JSON
+/// Lines on stdout and the text on stderr. Errors and refusals go to
+/// stderr.
+#[derive(Clone, Copy)]
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn say(self, line: String) {
+        match self.json {
+            true => eprintln!("{line}"),
+            false => println!("{line}"),
+        }
+    }
+
+    fn json<T: Serialize>(self, v: &T) {
+        match serde_json::to_string(v) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("rpma: JSON: {e}"),
+        }
+    }
+
+    /// Connection request `n` is done with: served (how it closed, GPSPM
+    /// requests answered) or failed; `active` when it was being served.
+    fn end(self, n: u64, t: &Tally, r: Res<Served>, active: bool) {
+        t.update(|c| {
+            c.active -= u64::from(active);
+            match &r {
+                Ok(_) => c.served += 1,
+                Err(_) => c.failed += 1,
+            }
+        });
+        let rec = match r {
+            Ok(sv) => {
+                match sv.answered {
+                    0 => self.say(format!("connection {n}: {}", sv.closed)),
+                    k => self.say(format!("connection {n}: {} ({k} GPSPM flush requests answered)", sv.closed)),
+                }
+                Record {
+                    event: "connection",
+                    conn: n,
+                    outcome: "served",
+                    closed: Some(sv.closed),
+                    gpspm_answered: sv.answered,
+                    error: None,
+                }
+            }
+            Err(e) => {
+                let e = crate::chain(&*e);
+                eprintln!("connection {n}: {e}");
+                Record {
+                    event: "connection",
+                    conn: n,
+                    outcome: "failed",
+                    closed: None,
+                    gpspm_answered: 0,
+                    error: Some(e),
+                }
+            }
+        };
+        if self.json {
+            self.json(&rec);
+        }
+    }
+
+    /// Connection request `n` was refused.
+    fn refused(self, n: u64, why: &str) {
+        eprintln!("connection {n}: refused: {why}");
+        if self.json {
+            let error = Some(why.to_string());
+            self.json(&Record {
+                event: "connection",
+                conn: n,
+                outcome: "refused",
+                closed: None,
+                gpspm_answered: 0,
+                error,
+            });
+        }
+    }
+}
+
+/// `--json`'s first line (after [`Meta`]'s fields).
+#[derive(Serialize)]
+struct Start<'a> {
+    event: &'static str,
+    /// `DRAM`, or the `--pmem` path and whether it is persistent memory.
+    memory: &'a str,
+    /// Whether the persistent flush is offered.
+    persistent_flush: bool,
+}
+
+/// `--json`'s line for a connection request, once it is done with.
+#[derive(Serialize)]
+struct Record {
+    event: &'static str,
+    /// The request's number, from 1.
+    conn: u64,
+    /// `served` (to its end), `failed` or `refused`.
+    outcome: &'static str,
+    /// How it ended, when served (the client's close: `Connection closed`).
+    closed: Option<String>,
+    gpspm_answered: u64,
+    /// Why it failed or was refused.
+    error: Option<String>,
+}
+
+/// `--json`'s last line, after [`Meta`]'s fields (with `--count`).
+#[derive(Serialize)]
+struct Summary {
+    event: &'static str,
+    requests: u64,
+    served: u64,
+    failed: u64,
+    refused: u64,
+}
+
+/// A connection served to its end.
+struct Served {
+    closed: String,
+    answered: u64,
 }
 
 /// The requested GPSPM depth in a connection request's private data.
@@ -203,6 +424,9 @@ struct Serving<'a> {
     /// Each connection gets an export of its own.
     exports: bool,
     pcfg: &'a PeerCfg,
+    /// `--timeout`.
+    timeout: Duration,
+    out: Out,
 }
 
 /// Serves connection `n` until the client closes it: receives posted for
@@ -210,7 +434,7 @@ struct Serving<'a> {
 /// that asks for it ([`EXPORT`]) gets the region's descriptor as the first
 /// message: its export's, or the shared one; exporting, a client that does
 /// not (a librpma client) is refused.
-fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: Serving) -> Res<()> {
+fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: Serving) -> Res<Served> {
     let message = wants_message(req.private_data());
     if how.exports && !message {
         drop(req);
@@ -223,11 +447,11 @@ fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: 
     let mut msgs = Messages::new(peer, MSG_SIZE, qd + 1, qd, MsgAccess::Msgs)?;
     (0..qd).try_for_each(|r| msgs.post_recv_req(&req, r))?;
     let conn = req.connect(if how.exports { &[] } else { pdata })?;
-    let r = match conn.next_event_timeout(BOUND) {
+    let r = match conn.next_event_timeout(how.timeout) {
         Ok(ConnEvent::Established) => {
-            println!("connection {n}: established");
+            how.out.say(format!("connection {n}: established"));
             describe(&conn, &mut msgs, qd, region, pdata, how, message).and_then(|export| {
-                let r = answer(&conn, &mut msgs, qd, region);
+                let r = answer(&conn, &mut msgs, qd, region, how.timeout);
                 drop(export);
                 r
             })
@@ -238,11 +462,7 @@ fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: 
     // Whatever happened, the client is told.
     let _ = conn.disconnect();
     let (ev, answered) = r?;
-    match answered {
-        0 => println!("connection {n}: {ev}"),
-        k => println!("connection {n}: {ev} ({k} GPSPM flush requests answered)"),
-    }
-    Ok(())
+    Ok(Served { closed: ev.to_string(), answered })
 }
 
 /// Sends the region's descriptor as the first message (from send slot
@@ -276,7 +496,7 @@ fn describe(
 /// its next event (the client's close); returns it and the count of requests answered. Waits as
 /// long as the client keeps the connection (it may be idle); a client that
 /// dies is seen as the close or as a failed response.
-fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(ConnEvent, u64)> {
+fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region, timeout: Duration) -> Res<(ConnEvent, u64)> {
     let cq = conn.cq();
     let mut free: Vec<usize> = (0..qd).collect();
     let mut backlog = VecDeque::new();
@@ -298,7 +518,7 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region) -> Res<(
             for wc in &wcs[..got] {
                 // The client's disconnect flushes the posted receives.
                 if wc.status == WcStatus::WR_FLUSH_ERR {
-                    match conn.next_event_timeout(BOUND) {
+                    match conn.next_event_timeout(timeout) {
                         Ok(ev) if ev != ConnEvent::Established => return Ok((ev, answered)),
                         _ => {}
                     }

@@ -5,7 +5,9 @@
 //! bad input is refused with a message, never a hang.
 
 use rpma_harness::{addr, device_tests, next_port, wait_listening};
-use std::process::{Command, Output};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// The README's quick start (`examples/client.rs`), built into this test to
@@ -45,6 +47,40 @@ fn checked_report<'a>(r: &'a serde_json::Value, addr: &str, w: &str, iters: u64)
     assert!(order.windows(2).all(|p| f(p[0]) <= f(p[1])) && f("t_min") > 0.0, "percentiles: {row}");
     assert!(f("t_min") <= f("t_avg") && f("t_avg") <= f("t_max") && f("t_stdev") >= 0.0, "{row}");
     row
+}
+
+/// `tests/c/example_peer.c` (librpma's examples' contracts) built against
+/// Debian's C librpma, as `name` in the temporary directory.
+fn example_peer(name: &str) -> PathBuf {
+    let peer = std::env::temp_dir().join(format!("rpma-tools-{name}-{}", std::process::id()));
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/c/example_peer.c");
+    let st = Command::new("gcc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&peer)
+        .arg(src)
+        .args(["-lrpma", "-libverbs"])
+        .status()
+        .expect("gcc (harness/install-deps installs it with librpma-dev)");
+    assert!(st.success(), "building {src} against C librpma");
+    peer
+}
+
+/// `ping --json`'s statistics: perftest's keys, ordered as they must be,
+/// with the provenance `meta` gives every report.
+fn check_ping_json(o: &Output, count: u64, size: u64) -> serde_json::Value {
+    assert!(o.status.success(), "{}", text(o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!((r["n_iterations"].as_u64(), r["MsgSize"].as_u64()), (Some(count), Some(size)), "{r}");
+    let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+    let (min, max, typ, avg) = (f("t_min"), f("t_max"), f("t_typical"), f("t_avg"));
+    assert!(0.0 < min && min <= typ && typ <= max && min <= avg && avg <= max, "{r}");
+    assert!(f("t_stdev") >= 0.0 && typ <= f("percentile_99") && f("percentile_99") <= f("percentile_99.9"), "{r}");
+    assert!(f("percentile_99.9") <= max, "{r}");
+    assert_eq!(r["validated"], true, "{r}");
+    assert_eq!((r["tool"].as_str(), r["address"].as_str()), (Some("rpma"), Some(addr().as_str())), "{r}");
+    assert!(r["device"].is_string() && r["port"].is_u64() && r["time"].is_string(), "{r}");
+    assert_eq!(r["options"]["count"].as_u64(), Some(count), "{r}");
+    r
 }
 
 device_tests!({
@@ -122,12 +158,22 @@ device_tests!({
     fn serve_ping_and_bench_every_workload() {
         let port = next_port().to_string();
         let a = addr();
-        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "12"]).spawn().unwrap();
+        let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "14"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
         let o = rpma(&["ping", &a, &port, "-c", "5"]);
         let t = text(&o);
         assert!(o.status.success() && t.contains("seq=4") && t.contains("5 reads"), "{t}");
         println!("{}", t.lines().last().unwrap());
+        // -V: a pattern written, then read back, each round.
+        let o = rpma(&["ping", &a, &port, "-c", "4", "-S", "100", "-V"]);
+        let t = text(&o);
+        assert!(o.status.success() && t.contains("4 reads, every one validated"), "{t}");
+        assert!(t.contains("avg") && t.contains("stdev") && !t.contains("no remote writes"), "{t}");
+        let r = check_ping_json(&rpma(&["ping", &a, &port, "-c", "20", "-V", "--json"]), 20, 64);
+        println!(
+            "  ping -V --json: t_typical {} us, t_avg {} us, t_stdev {} us",
+            r["t_typical"], r["t_avg"], r["t_stdev"]
+        );
         // Every workload, busy-polled (the default) and on events (-e).
         for (w, events) in [
             ("read", false),
@@ -185,7 +231,7 @@ device_tests!({
         let o = rpma(&["bench", &a, &port, "--workload", "write-persist", "-n", "10"]);
         assert!(!o.status.success() && text(&o).contains("serve a --pmem path"), "{}", text(&o));
         let st = srv.wait().unwrap();
-        assert!(st.success(), "the target served its 12 connections and exited: {st}");
+        assert!(st.success(), "the target served its 14 connections and exited: {st}");
     }
 
     /// `serve --pmem` on a plain file offers the persistent flush (GPSPM
@@ -234,8 +280,8 @@ device_tests!({
         // once.
         let mut srv = Command::new(RPMA).args(["serve", &a, &port, "--count", "13", "--isolate"]).spawn().unwrap();
         wait_listening(&port, &mut srv, Duration::from_secs(20));
-        let o = rpma(&["ping", &a, &port, "-c", "2"]);
-        assert!(o.status.success() && text(&o).contains("2 reads"), "{}", text(&o));
+        let o = rpma(&["ping", &a, &port, "-c", "2", "-V"]);
+        assert!(o.status.success() && text(&o).contains("2 reads, every one validated"), "{}", text(&o));
         for w in ["read", "write", "gpspm"] {
             let mut args = vec!["bench", &a, &port, "--workload", w, "--json"];
             args.extend("-s 512 -t 4 -q 4 --threads 2 -n 400".split(' '));
@@ -260,16 +306,7 @@ device_tests!({
     /// request) from `tests/c/example_peer.c` (librpma's examples'
     /// contracts) on Debian's C librpma.
     fn serves_librpma_example_clients() {
-        let peer = std::env::temp_dir().join(format!("rpma-tools-example-peer-{}", std::process::id()));
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/c/example_peer.c");
-        let st = Command::new("gcc")
-            .args(["-O1", "-Wall", "-Werror", "-o"])
-            .arg(&peer)
-            .arg(src)
-            .args(["-lrpma", "-libverbs"])
-            .status()
-            .expect("gcc (harness/install-deps installs it with librpma-dev)");
-        assert!(st.success(), "building {src} against C librpma");
+        let peer = example_peer("example-peer");
         let port = next_port().to_string();
         let a = addr();
         // librpma's clients find the region in the private data: the
@@ -295,12 +332,130 @@ device_tests!({
         wait_listening(&port, &mut srv, Duration::from_secs(20));
         let o = Command::new(&peer).args(["04", "client", &a, &port]).output().unwrap();
         assert!(!o.status.success(), "a librpma client of an exporting target: {}", text(&o));
+        // The failed connection does not count: the target serves a ping,
+        // then exits.
+        let o = rpma(&["ping", &a, &port, "-c", "1"]);
+        assert!(o.status.success(), "{}", text(&o));
         let so = srv.wait_with_output().unwrap();
         assert!(!so.status.success(), "the refused connection counts as failed");
+        assert!(text(&so).contains("connection requests failed (1 served, 0 refused)"), "{}", text(&so));
         assert!(text(&so).contains("serve without --isolate"), "{}", text(&so));
         assert!(text(&so).contains("exported to each connection alone"), "{}", text(&so));
         println!("  C librpma's example 04 client against rpma serve --isolate: refused, the target says why");
         let _ = std::fs::remove_file(&peer);
+    }
+
+    /// `ping` against C librpma's example servers, whose descriptor travels
+    /// in the private data: 02's region (14 bytes) takes no remote writes,
+    /// so `-V` checks every read against a first one; 04's (1024 bytes)
+    /// does, and the server prints the last pattern written. 03's server
+    /// sends no descriptor at all: an error says what was expected.
+    fn ping_a_librpma_server() {
+        let peer = example_peer("ping-peer");
+        let a = addr();
+        let port = next_port().to_string();
+        let mut srv = Command::new(&peer).args(["02", "server", &a, &port]).spawn().unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let o = rpma(&["ping", &a, &port, "-c", "3", "-S", "14", "-V"]);
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("no remote writes") && t.contains("3 reads, every one validated"),
+            "{t}"
+        );
+        assert!(srv.wait().unwrap().success(), "C librpma's example 02 server");
+        let last = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or_default().to_string();
+        println!("  ping -V against C librpma's example 02 server: {last}");
+
+        let port = next_port().to_string();
+        let mut srv = Command::new(&peer).args(["04", "server", &a, &port]).stdout(Stdio::piped()).spawn().unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let r = check_ping_json(&rpma(&["ping", &a, &port, "-c", "3", "-V", "--json"]), 3, 64);
+        let so = srv.wait_with_output().unwrap();
+        // Round 2's pattern: printable ASCII from '!' + 2.
+        let last: String = (0..64u8).map(|i| char::from(b'!' + (2 + i) % 94)).collect();
+        assert!(so.status.success() && text(&so).contains(&format!("New value: {last}")), "{}", text(&so));
+        println!("  ping -V --json against C librpma's example 04 server: t_typical {} us", r["t_typical"]);
+
+        // 03's server sends no descriptor (it reads the client's): said so.
+        let port = next_port().to_string();
+        let mut srv = Command::new(&peer)
+            .args(["03", "server", &a, &port])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        let o = rpma(&["ping", &a, &port, "-c", "1"]);
+        let t = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.code() == Some(1) && t.contains("sent no region descriptor (private data: "), "{t}");
+        assert!(t.contains("or a librpma server that puts its region's descriptor in the private data?"), "{t}");
+        let _ = srv.wait();
+        println!("  ping against C librpma's example 03 server: {}", t.lines().last().unwrap_or_default());
+        let _ = std::fs::remove_file(&peer);
+    }
+
+    /// `--max-conns 1`: a second client while one is served is refused,
+    /// and does not count towards `--count`; `--json` says so, line by line.
+    fn serve_caps_its_connections() {
+        let a = addr();
+        let port = next_port().to_string();
+        let mut srv = Command::new(RPMA)
+            .args(["serve", &a, &port, "--count", "2", "--max-conns", "1", "--timeout", "5", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(srv.stdout.take().unwrap()).lines();
+        let mut next = || -> serde_json::Value {
+            let l = lines.next().expect("a JSON line").unwrap();
+            serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}"))
+        };
+        let start = next();
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        // A client that keeps its connection about 3 s.
+        let mut first = Command::new(RPMA)
+            .args(["ping", &a, &port, "-c", "60", "-i", "0.05"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(first.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.contains("seq=0"), "{line}");
+        let o = rpma(&["ping", &a, &port, "-c", "1"]);
+        assert!(!o.status.success() && text(&o).contains("refused the connection"), "{}", text(&o));
+        let refused = next();
+        let f = first.wait_with_output().unwrap();
+        assert!(f.status.success(), "{}", text(&f));
+        // Once the target is done with the first, a third is served.
+        let served = next();
+        let o = rpma(&["ping", &a, &port, "-c", "1"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let (third, end) = (next(), next());
+        let so = srv.wait_with_output().unwrap();
+        assert!(so.status.success(), "served 2, refused 1: {}", text(&so));
+        let err = String::from_utf8_lossy(&so.stderr);
+        assert!(err.contains("refused: 1 connections served at once already (--max-conns 1)"), "{err}");
+        assert_eq!((start["event"].as_str(), end["event"].as_str()), (Some("serving"), Some("summary")));
+        for r in [&start, &end] {
+            assert_eq!((r["tool"].as_str(), r["address"].as_str()), (Some("rpma"), Some(a.as_str())), "{r}");
+            assert!(r["device"].is_string() && r["options"]["max_conns"] == 1, "{r}");
+            assert_eq!(r["options"]["timeout"].as_f64(), Some(5.0), "{r}");
+        }
+        fn outcome(c: &serde_json::Value) -> (Option<&str>, Option<u64>, Option<&str>) {
+            (c["event"].as_str(), c["conn"].as_u64(), c["outcome"].as_str())
+        }
+        assert_eq!(outcome(&refused), (Some("connection"), Some(2), Some("refused")), "{refused}");
+        assert_eq!(outcome(&served), (Some("connection"), Some(1), Some("served")), "{served}");
+        assert_eq!(outcome(&third), (Some("connection"), Some(3), Some("served")), "{third}");
+        assert_eq!(served["closed"], "Connection closed", "{served}");
+        let n = |k: &str| end[k].as_u64();
+        assert_eq!(
+            (n("requests"), n("served"), n("failed"), n("refused")),
+            (Some(3), Some(2), Some(0), Some(1)),
+            "{end}"
+        );
+        println!("  serve --max-conns 1 --count 2 --json: a second client refused, then 2 served");
     }
 
     fn bad_input_is_refused_with_a_message() {
@@ -316,6 +471,10 @@ device_tests!({
             (vec!["bench", &a, "1", "--workload", "nope"], "nope"),
             (vec!["ping", "127.0.0.1", "1"], "loopback"),
             (vec!["serve", "192.0.2.77", "1"], "no RDMA device has the address 192.0.2.77"),
+            (vec!["serve", &a, "1", "--timeout", "0"], "--timeout 0"),
+            (vec!["serve", &a, "1", "--max-conns", "0"], "--max-conns"),
+            (vec!["ping", &a, "1", "-c", "0"], "--count"),
+            (vec!["ping", &a, "1", "--interval=-1"], "--interval -1"),
         ] {
             let o = rpma(&args);
             assert!(!o.status.success() && text(&o).contains(says), "{args:?}: {}", text(&o));
