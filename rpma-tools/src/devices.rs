@@ -1,12 +1,13 @@
 //! `rpma devices`: the host's RDMA devices and what rpma does on each, with
 //! the fields `ibv_devinfo` prints first.
 
+use crate::meta::{Json, Meta};
 use crate::Res;
 use clap::Args;
 use serde::Serialize;
 
 /// `rpma devices`' arguments (`ibv_devinfo`'s where they overlap).
-#[derive(Args)]
+#[derive(Args, Serialize)]
 pub struct DevicesArgs {
     /// JSON instead of a table.
     #[arg(long)]
@@ -198,15 +199,29 @@ fn no_device() -> Box<dyn std::error::Error> {
     }
 }
 
+/// `--json`'s report: the provenance every report carries, and the
+/// devices (their names alone with `-l`).
+fn json<T: Serialize>(a: &DevicesArgs, started: std::time::SystemTime, devices: T) -> Res<()> {
+    #[derive(Serialize)]
+    struct Devices<T> {
+        devices: T,
+    }
+    let mut meta = Meta::new(started, a);
+    meta.device = a.ib_dev.clone();
+    println!("{}", serde_json::to_string_pretty(&Json { meta, result: Devices { devices } })?);
+    Ok(())
+}
+
 /// Prints the RDMA devices (`-d`'s alone), as a table or as JSON. No device,
 /// an unknown `-d` or a `-i` port a device lacks: an error (exit status 1)
-/// in either form, JSON's `[]` printed first.
+/// in either form, JSON's `"devices": []` printed first.
 pub fn run(a: &DevicesArgs) -> Res<()> {
+    let started = std::time::SystemTime::now();
     let sel = select(a.ib_dev.as_deref())?;
     if a.list {
         let names: Vec<&str> = sel.iter().map(|d| d.name.as_str()).collect();
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&names)?);
+            json(a, started, &names)?;
         } else if !names.is_empty() {
             println!("{} HCA{} found:", names.len(), if names.len() == 1 { "" } else { "s" });
             for n in &names {
@@ -223,7 +238,7 @@ pub fn run(a: &DevicesArgs) -> Res<()> {
     }
     let devs: Vec<Device> = sel.into_iter().map(|d| device(d, a.ib_port)).collect();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&devs)?);
+        json(a, started, &devs)?;
     } else {
         print_table(&devs);
     }

@@ -91,7 +91,8 @@ device_tests!({
         let has_addr = |p: &serde_json::Value| {
             p["gids"].as_array().unwrap().iter().any(|g| g["ip"].as_str() == Some(addr().as_str()))
         };
-        let dev = v
+        assert_eq!((v["tool"].as_str(), v["options"]["json"].as_bool()), (Some("rpma"), Some(true)), "{v}");
+        let dev = v["devices"]
             .as_array()
             .unwrap()
             .iter()
@@ -134,7 +135,7 @@ device_tests!({
         let o = rpma(&["devices", "-d", &name, "-i", "1", "--json"]);
         assert!(o.status.success(), "{}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-        let devs = v.as_array().unwrap();
+        let devs = v["devices"].as_array().unwrap();
         assert!(devs.len() == 1 && devs[0]["name"] == name.as_str(), "{v}");
         let ports = devs[0]["ports"].as_array().unwrap();
         assert!(ports.len() == 1 && ports[0]["port"] == 1, "{v}");
