@@ -237,23 +237,39 @@ device_tests!({
 
     /// `serve --pmem` on a plain file offers the persistent flush (GPSPM
     /// persists it with `msync`) but no direct write to persistent memory,
-    /// so a `bench -w write-persist` client refuses the run, saying why.
-    /// (On rxe a region on FS-DAX cannot be registered: no ODP.)
-    fn bench_write_persist_needs_direct_write_to_pmem() {
+    /// so a `bench -w write-persist` client refuses the run, saying why. On
+    /// emulated persistent memory as device DAX (the VM booted with
+    /// `RPMA_HARNESS_NVDIMM=FILE RPMA_HARNESS_NVDIMM_MODE=devdax`, which sets
+    /// `RPMA_TEST_DAX_DEV`) the run goes through. (On rxe a region on FS-DAX
+    /// cannot be registered: no ODP.)
+    fn bench_write_persist_against_pmem_targets() {
         let a = addr();
-        let path = std::env::temp_dir().join(format!("rpma-tools-pmem-{}", std::process::id()));
-        let port = next_port().to_string();
-        let mut srv = Command::new(RPMA)
-            .args(["serve", &a, &port, "--pmem", path.to_str().unwrap(), "--size", "65536", "--count", "1"])
-            .spawn()
-            .unwrap();
-        wait_listening(&port, &mut srv, Duration::from_secs(20));
-        let o = rpma(&["bench", &a, &port, "-w", "write-persist", "-s", "512", "-n", "100"]);
-        let st = srv.wait();
-        let _ = std::fs::remove_file(&path);
-        assert!(!o.status.success() && text(&o).contains("direct write to persistent memory"), "{}", text(&o));
-        assert!(st.is_ok_and(|s| s.success()), "the target served its connection and exited");
-        println!("  write-persist against a plain file: refused, the client says why");
+        let plain = std::env::temp_dir().join(format!("rpma-tools-pmem-{}", std::process::id()));
+        let dax = std::env::var("RPMA_TEST_DAX_DEV").ok();
+        for (path, direct) in [(plain.to_str().unwrap().to_string(), false)].into_iter().chain(dax.map(|d| (d, true))) {
+            let port = next_port().to_string();
+            // A device DAX mapping is a multiple of its 2 MiB alignment.
+            let size = if direct { "2097152" } else { "65536" };
+            let mut srv = Command::new(RPMA)
+                .args(["serve", &a, &port, "--pmem", &path, "--size", size, "--count", "1"])
+                .spawn()
+                .unwrap();
+            wait_listening(&port, &mut srv, Duration::from_secs(20));
+            let o = rpma(&["bench", &a, &port, "-w", "write-persist", "-s", "512", "-t", "2", "-n", "100", "--json"]);
+            let st = srv.wait();
+            if !direct {
+                let _ = std::fs::remove_file(&path);
+                assert!(!o.status.success() && text(&o).contains("direct write to persistent memory"), "{}", text(&o));
+                assert!(st.is_ok_and(|s| s.success()), "the target served its connection and exited");
+                println!("  write-persist against a plain file: refused, the client says why");
+                continue;
+            }
+            assert!(o.status.success(), "{}", text(&o));
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+            let row = checked_report(&r, &a, "write-persist", 100);
+            assert!(st.is_ok_and(|s| s.success()), "the device DAX target served its connection and exited");
+            println!("  write-persist on device DAX {path}: t_typical {:.1} us", row["t_typical"].as_f64().unwrap());
+        }
     }
 
     /// The README's quick start, as written, against `rpma serve` in its
