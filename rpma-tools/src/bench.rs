@@ -647,7 +647,7 @@ pub fn run(a: &BenchArgs) -> Res<()> {
     let unit = if a.report_gbits { "Gb/sec" } else { "MiB/sec" };
     if a.json {
         let mut meta = Meta::new(started, a);
-        (meta.device, meta.address, meta.port) = (Some(device), Some(a.target.addr.as_str()), Some(a.target.port));
+        (meta.device, meta.address, meta.port) = (Some(device), Some(a.target.addr.as_str()), Some(a.target.port()));
         let j = Json { meta, result: Rows { bw_unit: unit, results: rows } };
         println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
@@ -663,7 +663,11 @@ fn text(a: &BenchArgs, device: &str, unit: &str, rows: &[Row]) -> String {
     let mut o = format!("{line}\n{:^87}\n", format!("{} test (rpma bench)", a.workload.title()));
     o += &format!(
         " Device: {device}   Target: {}:{}   Connections: {}   Threads: {}   TX depth: {}\n",
-        a.target.addr, a.target.port, a.qp, a.threads, a.tx_depth
+        a.target.addr,
+        a.target.port(),
+        a.qp,
+        a.threads,
+        a.tx_depth
     );
     o += &format!(
         " Completions: {}   Offsets: {}   Warm-up: {} operations{}\n{line}\n",
@@ -751,6 +755,15 @@ mod tests {
         assert!(validate(&parse(&["-D", "0"]).unwrap()).is_err());
         assert!(validate(&parse(&["-n", "0"]).unwrap()).is_err());
         assert!(validate(&parse(&["-q", "1", "--threads", "2"]).unwrap()).is_err());
+    }
+
+    #[test]
+    fn the_port_is_positional_or_perftests_p_with_its_default() {
+        let at = |args: &[&str]| Cli::try_parse_from(["bench"].iter().chain(args)).map(|c| c.b.target.port());
+        assert_eq!(at(&["192.0.2.1", "7204"]).unwrap(), 7204);
+        assert_eq!(at(&["192.0.2.1", "-p", "7205"]).unwrap(), 7205);
+        assert_eq!(at(&["192.0.2.1"]).unwrap(), crate::DEFAULT_PORT);
+        assert!(at(&["192.0.2.1", "7204", "-p", "7205"]).is_err(), "PORT and -p both");
     }
 
     #[test]

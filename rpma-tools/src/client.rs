@@ -10,10 +10,21 @@ use rpma::{AlignedBuf, CommonData, Completion, Conn, ConnCfg, ConnEvent, ConnReq
 /// The target of `ping` and `bench`.
 #[derive(clap::Args, serde::Serialize)]
 pub struct Target {
-    /// The address of a `rpma serve` target.
+    /// The address of the target (`rpma serve`, or a librpma server).
     pub addr: String,
-    /// Its port.
-    pub port: u16,
+    /// Its port (perftest's 18515 unless given here or as `-p`).
+    #[arg(value_name = "PORT", default_value_t = crate::DEFAULT_PORT)]
+    port_arg: u16,
+    /// The port, as perftest's `-p` (instead of PORT).
+    #[arg(short = 'p', long = "port", value_name = "PORT", conflicts_with = "port_arg")]
+    port_flag: Option<u16>,
+}
+
+impl Target {
+    /// The target's port: `-p`'s, else PORT's.
+    pub fn port(&self) -> u16 {
+        self.port_flag.unwrap_or(self.port_arg)
+    }
 }
 
 /// A peer on the device that reaches the target.
@@ -27,7 +38,7 @@ pub fn peer(t: &Target) -> Res<Peer> {
 /// (see [`EXPORT`]), into a receive posted before connecting.
 pub fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRemote)> {
     let (conn, desc) = dial(peer, t, depth, gpspm)?;
-    let target = format!("{}:{}", t.addr, t.port);
+    let target = format!("{}:{}", t.addr, t.port());
     let cd = first_message(&conn, &desc).map_err(|why| NoDescriptor { target, why, private_data: false });
     take(conn, cd)
 }
@@ -43,7 +54,7 @@ pub fn connect_any(peer: &Peer, t: &Target) -> Res<(Conn, MrRemote)> {
     let cd = match CommonData::decode(conn.private_data()) {
         Ok(cd) => Ok(cd),
         Err(pd) => first_message(&conn, &desc).map_err(|e| NoDescriptor {
-            target: format!("{}:{}", t.addr, t.port),
+            target: format!("{}:{}", t.addr, t.port()),
             why: format!("private data: {pd}; first message: {e}"),
             private_data: true,
         }),
@@ -62,17 +73,18 @@ fn dial(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrLocal<
     cfg.set_rq_size(depth + 1);
     let pdata = if gpspm { format!("{EXPORT}{GPSPM_QD}{depth}") } else { EXPORT.to_string() };
     let desc = MrLocal::reg(peer, AlignedBuf::new(COMMON_DATA_SIZE)?, Usage::RECV)?;
-    let req = ConnReq::new(peer, &t.addr, t.port, Some(&cfg))?;
+    let req = ConnReq::new(peer, &t.addr, t.port(), Some(&cfg))?;
     req.recv(&desc, 0, COMMON_DATA_SIZE, DESC_CONTEXT)?;
     let conn = req.connect(pdata.as_bytes())?;
     match conn.next_event_timeout(BOUND)? {
         ConnEvent::Established => Ok((conn, desc)),
         ConnEvent::Rejected => Err(format!(
             "{}:{} refused the connection: is a server listening there, with room for another connection?",
-            t.addr, t.port
+            t.addr,
+            t.port()
         )
         .into()),
-        ev => Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port).into()),
+        ev => Err(format!("{}:{} answered {ev} (is `rpma serve` running there?)", t.addr, t.port()).into()),
     }
 }
 

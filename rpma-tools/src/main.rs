@@ -21,6 +21,10 @@ use std::time::Duration;
 /// or `bench` fails (`serve` takes `--timeout`).
 pub const BOUND: Duration = Duration::from_secs(10);
 
+/// The port `serve` listens on and `ping` and `bench` connect to when none
+/// is given: perftest's.
+pub const DEFAULT_PORT: u16 = 18515;
+
 /// The most operations in flight on one connection (`bench --qd`), and so
 /// the GPSPM requests a served connection takes at once.
 pub const MAX_QD: u32 = 512;

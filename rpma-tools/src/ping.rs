@@ -59,7 +59,7 @@ pub fn ping(a: &PingArgs) -> Res<()> {
         let mut meta = Meta::new(started, a);
         meta.device = Some(peer.device_name());
         meta.address = Some(&a.target.addr);
-        meta.port = Some(a.target.port);
+        meta.port = Some(a.target.port());
         println!("{}", serde_json::to_string(&Json { meta, result })?);
         return Ok(());
     }

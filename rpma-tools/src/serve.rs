@@ -52,8 +52,12 @@ pub const MSG_SIZE: usize = 512;
 pub struct ServeArgs {
     /// The address to listen on: one an RDMA device has (`rpma devices`).
     addr: String,
-    /// The port.
-    port: u16,
+    /// The port (perftest's 18515 unless given here or as `-p`).
+    #[arg(value_name = "PORT", default_value_t = crate::DEFAULT_PORT)]
+    port_arg: u16,
+    /// The port, as perftest's `-p` (instead of PORT).
+    #[arg(short = 'p', long = "port", value_name = "PORT", conflicts_with = "port_arg")]
+    port_flag: Option<u16>,
     /// The region's size in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     size: usize,
@@ -115,6 +119,13 @@ fn persist(region: &Region, req: &FlushRequest) -> rpma::Result<()> {
     region.persist_range(req.offset as usize, req.length as usize)
 }
 
+impl ServeArgs {
+    /// The port: `-p`'s, else PORT's.
+    fn port(&self) -> u16 {
+        self.port_flag.unwrap_or(self.port_arg)
+    }
+}
+
 /// Serves until killed, or until `--count` connections were served to
 /// their end: then fails if any connection failed.
 pub fn run(a: &ServeArgs) -> Res<()> {
@@ -161,14 +172,14 @@ pub fn run(a: &ServeArgs) -> Res<()> {
             (mr, pdata, "DRAM".to_string())
         }
     };
-    let ep = Ep::listen(&peer, &a.addr, a.port)?;
+    let ep = Ep::listen(&peer, &a.addr, a.port())?;
     let persistent = usage.contains(Usage::FLUSH_TYPE_PERSISTENT) || (exports && region.is_pmem());
     let out = Out { json: a.json };
     out.say(format!(
         "serving {} bytes of {what} at {}:{} ({}; flush: {}; direct_write_to_pmem: {}; GPSPM: {})",
         a.size,
         a.addr,
-        a.port,
+        a.port(),
         if exports { "exported to each connection alone" } else { "shared by every connection" },
         if persistent { "persistent, visibility" } else { "visibility" },
         pcfg.direct_write_to_pmem(),
@@ -178,7 +189,7 @@ pub fn run(a: &ServeArgs) -> Res<()> {
         let mut m = Meta::new(started, a);
         m.device = Some(peer.device_name());
         m.address = Some(&a.addr);
-        m.port = Some(a.port);
+        m.port = Some(a.port());
         m
     };
     if a.json {
