@@ -13,6 +13,9 @@ fn public_types_are_send_and_sync_as_documented() {
     send_sync::<rpma::device::DeviceInfo>();
     send_sync::<rpma::device::PortInfo>();
     send_sync::<rpma::device::GidInfo>();
+    send_sync::<rpma::device::DeviceAttrs>();
+    send_sync::<rpma::device::PortAttrs>();
+    send_sync::<rpma::device::AtomicCap>();
     send_sync::<rpma::device::PortState>();
     send_sync::<rpma::device::PhysState>();
     send_sync::<rpma::device::LinkLayer>();
