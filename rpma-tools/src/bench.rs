@@ -3,6 +3,7 @@
 use crate::client::{check, close, connect, peer, Target};
 use crate::meta::{Json, Meta};
 use crate::serve::MSG_SIZE;
+use crate::stats::Latency;
 use crate::{Res, BOUND, MAX_QD};
 use hdrhistogram::Histogram;
 use rpma::gpspm::{FlushRequest, FlushResponse};
@@ -122,7 +123,7 @@ pub struct BenchArgs {
 
 /// One size's result, with perftest's names (bandwidth in MiB/s, or Gb/s
 /// with `--report_gbits`; times in microseconds).
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Debug, PartialEq)]
 #[allow(non_snake_case)]
 struct Row {
     MsgSize: usize,
@@ -131,15 +132,8 @@ struct Row {
     BW_average: f64,
     /// Millions of operations a second.
     MsgRate: f64,
-    t_min: f64,
-    t_max: f64,
-    /// The median.
-    t_typical: f64,
-    t_avg: f64,
-    t_stdev: f64,
-    percentile_99: f64,
-    #[serde(rename = "percentile_99.9")]
-    percentile_99_9: f64,
+    #[serde(flatten)]
+    lat: Latency,
     /// Seconds measured.
     seconds: f64,
     /// The process's CPU time over the wall time measured, in percent
@@ -161,20 +155,13 @@ impl Row {
         let ops = h.len();
         let rate = if seconds > 0.0 { ops as f64 / seconds } else { 0.0 };
         let bw = |r: f64| if gbits { r * size as f64 * 8.0 / 1e9 } else { r * size as f64 / (1u64 << 20) as f64 };
-        let us = |ns: f64| ns / 1e3;
         Row {
             MsgSize: size,
             n_iterations: ops,
             BW_peak: bw(peak_ops_per_s.max(rate)),
             BW_average: bw(rate),
             MsgRate: rate / 1e6,
-            t_min: us(h.min() as f64),
-            t_max: us(h.max() as f64),
-            t_typical: us(h.value_at_quantile(0.5) as f64),
-            t_avg: us(h.mean()),
-            t_stdev: us(h.stdev()),
-            percentile_99: us(h.value_at_quantile(0.99) as f64),
-            percentile_99_9: us(h.value_at_quantile(0.999) as f64),
+            lat: Latency::of_histogram(h),
             seconds,
             cpu_util: if seconds > 0.0 { 100.0 * cpu / seconds } else { 0.0 },
         }
@@ -708,13 +695,13 @@ fn text(a: &BenchArgs, device: &str, unit: &str, rows: &[Row]) -> String {
             " {:<10} {:<14} {:<14.2} {:<14.2} {:<18.2} {:<14.2} {:<16.2} {:<23.2} {:.2}\n",
             r.MsgSize,
             r.n_iterations,
-            r.t_min,
-            r.t_max,
-            r.t_typical,
-            r.t_avg,
-            r.t_stdev,
-            r.percentile_99,
-            r.percentile_99_9
+            r.lat.t_min,
+            r.lat.t_max,
+            r.lat.t_typical,
+            r.lat.t_avg,
+            r.lat.t_stdev,
+            r.lat.percentile_99,
+            r.lat.percentile_99_9
         );
     }
     o + &line + "\n"
@@ -789,8 +776,9 @@ mod tests {
         assert!((r.MsgRate - 10.0 / 1e6).abs() < 1e-12, "rate = operations / seconds");
         assert!((r.BW_average - 10.0 * 4096.0 / 1048576.0).abs() < 1e-9, "bandwidth = rate x size");
         assert!((r.BW_peak - 20.0 * 4096.0 / 1048576.0).abs() < 1e-9);
-        assert!(r.t_min <= r.t_typical && r.t_typical <= r.percentile_99 && r.percentile_99 <= r.percentile_99_9);
-        assert!(r.percentile_99_9 <= r.t_max && r.t_min <= r.t_avg && r.t_avg <= r.t_max);
+        let l = &r.lat;
+        assert!(l.t_min <= l.t_typical && l.t_typical <= l.percentile_99 && l.percentile_99 <= l.percentile_99_9);
+        assert!(l.percentile_99_9 <= l.t_max && l.t_min <= l.t_avg && l.t_avg <= l.t_max);
         assert!((r.cpu_util - 50.0).abs() < 1e-9);
         // A peak below the average (a run shorter than a window) is the average.
         assert_eq!(Row::new(8, &h, 0.5, 0.0, 0.0, false).BW_peak, Row::new(8, &h, 0.5, 0.0, 0.0, false).BW_average);
@@ -800,7 +788,7 @@ mod tests {
         for want in ["BW peak[MiB/sec]", "t_typical[usec]", "99.9% percentile[usec]", "rxe0", "busy-polled"] {
             assert!(t.contains(want), "{want}: {t}");
         }
-        assert!(t.contains(&format!("{:.2}", r.t_avg)) && t.contains(&format!("{:.2}", r.BW_average)), "{t}");
+        assert!(t.contains(&format!("{:.2}", r.lat.t_avg)) && t.contains(&format!("{:.2}", r.BW_average)), "{t}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod devices;
 mod meta;
 mod ping;
 mod serve;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use std::time::Duration;

@@ -3,6 +3,7 @@
 
 use crate::client::{check, close, connect_any, peer, Target, DESC_CONTEXT};
 use crate::meta::{Json, Meta};
+use crate::stats::Latency;
 use crate::{Res, BOUND};
 use rpma::{AlignedBuf, Conn, Flags, MrLocal, MrRemote, Peer, Usage};
 use serde::Serialize;
@@ -53,7 +54,7 @@ pub fn ping(a: &PingArgs) -> Res<()> {
     let closed = close(conn);
     let (us, validated) = r?;
     closed?;
-    let s = Stats::of(&us).ok_or("no round trips")?;
+    let s = Latency::of(&us).ok_or("no round trips")?;
     if a.json {
         let result = Report { msg_size: a.size, n_iterations: s.n, validated, stats: s };
         let mut meta = Meta::new(started, a);
@@ -169,75 +170,12 @@ struct Report {
     /// Whether every read's bytes were checked (`--validate`).
     validated: bool,
     #[serde(flatten)]
-    stats: Stats,
-}
-
-/// Round-trip statistics in microseconds, as perftest's latency tests
-/// report them: `t_typical` is the median, the percentiles nearest-rank.
-#[derive(Serialize, Debug, PartialEq)]
-struct Stats {
-    #[serde(skip)]
-    n: usize,
-    t_min: f64,
-    t_max: f64,
-    t_typical: f64,
-    t_avg: f64,
-    /// The population standard deviation.
-    t_stdev: f64,
-    percentile_99: f64,
-    #[serde(rename = "percentile_99.9")]
-    percentile_99_9: f64,
-}
-
-impl Stats {
-    /// The statistics of `samples`; `None` when there are none.
-    fn of(samples: &[f64]) -> Option<Stats> {
-        let mut v = samples.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let (&t_min, &t_max) = (v.first()?, v.last()?);
-        let t_typical = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        let t_avg = v.iter().sum::<f64>() / n as f64;
-        let t_stdev = (v.iter().map(|x| (x - t_avg).powi(2)).sum::<f64>() / n as f64).sqrt();
-        let rank = |p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-        Some(Stats {
-            n,
-            t_min,
-            t_max,
-            t_typical,
-            t_avg,
-            t_stdev,
-            percentile_99: rank(0.99),
-            percentile_99_9: rank(0.999),
-        })
-    }
+    stats: Latency,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn statistics_of_round_trips() {
-        assert_eq!(Stats::of(&[]), None);
-        let one = Stats::of(&[5.0]).unwrap();
-        assert_eq!((one.t_min, one.t_max, one.t_typical, one.t_avg, one.t_stdev), (5.0, 5.0, 5.0, 5.0, 0.0));
-        assert_eq!((one.percentile_99, one.percentile_99_9), (5.0, 5.0));
-        // Unsorted; an even count's median is the middle two's mean.
-        let s = Stats::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
-        assert_eq!((s.n, s.t_min, s.t_max, s.t_typical, s.t_avg), (4, 1.0, 4.0, 2.5, 2.5));
-        assert!((s.t_stdev - 1.25f64.sqrt()).abs() < 1e-12);
-        assert_eq!((s.percentile_99, s.percentile_99_9), (4.0, 4.0));
-        // 1..=1000: nearest rank.
-        let v: Vec<f64> = (1..=1000).rev().map(f64::from).collect();
-        let s = Stats::of(&v).unwrap();
-        assert_eq!((s.t_typical, s.percentile_99, s.percentile_99_9), (500.5, 990.0, 999.0));
-        let json = serde_json::to_value(&s).unwrap();
-        for k in ["t_min", "t_max", "t_typical", "t_avg", "t_stdev", "percentile_99", "percentile_99.9"] {
-            assert!(json[k].is_f64(), "{k}: {json}");
-        }
-        assert!(json.get("n").is_none());
-    }
 
     #[test]
     fn each_round_has_its_own_pattern() {
