@@ -3,12 +3,11 @@
 //! is posted without a record (its unheld form); the recorded post is
 //! [`SendTracker::post_chain`](super::SendTracker::post_chain).
 
-use super::send::needs_hold;
 use super::{Entry, Hold};
 use crate::error::{Error, Result};
 use crate::wrid::{self, CompletionOp};
 use rpma_sys::chain::{ChainList, OwnIds, MAX_CHAIN};
-use rpma_sys::wr::Wr;
+use rpma_sys::wr::{SendWr, Wr};
 
 /// The operations of a chain before it is posted, each work request with
 /// its ring entry (context, kind, signaled, hold), in place (at most
@@ -194,4 +193,12 @@ pub(super) fn chain_failed(n: usize, native: bool, k: usize, e: std::io::Error) 
         (_, true) => format!("ibv_wr_complete of a chain of {n}: nothing posted"),
     };
     Error::provider_raw(op, e)
+}
+
+/// Whether `wr` names local memory the device reaches after the post (not
+/// inline): a tracked post of it, alone or in a chain, needs a hold on
+/// that memory.
+#[inline(always)]
+pub(super) fn needs_hold(wr: &SendWr) -> bool {
+    wr.sge.is_some() && !wr.inline
 }

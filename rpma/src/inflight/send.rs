@@ -1,6 +1,6 @@
 //! The send queue's tracker: a ring in posting order.
 
-use super::chain::{chain_failed, SendChain};
+use super::chain::{chain_failed, needs_hold, SendChain};
 use super::lock::{SpinGuard, SpinLock};
 use super::{post_error, too_deep, Entry, Hold, SendOpRec, Side, Take};
 use crate::error::{Detail, Error, Msg, Result};
@@ -420,13 +420,6 @@ fn refused_or_queued(g: &mut Ring, seq: u64, e: PostError, entry: Entry) -> Erro
         g.put(seq, entry);
     }
     post_error("ibv_post_send", e)
-}
-
-/// Whether `wr` names local memory the device reaches after the post (not
-/// inline): a tracked post of it needs a hold on that memory.
-#[inline(always)]
-pub(super) fn needs_hold(wr: &SendWr) -> bool {
-    wr.sge.is_some() && !wr.inline
 }
 
 #[cold]
