@@ -1,6 +1,7 @@
 //! `rpma bench`: a workload against a `rpma serve` target.
 
 use crate::client::{check, close, connect, peer, Target};
+use crate::echo::{Ask, ECHO_MAX};
 use crate::meta::{Json, Meta};
 use crate::serve::MSG_SIZE;
 use crate::stats::Latency;
@@ -36,6 +37,9 @@ enum Workload {
     /// target's response arrives (a receive), sent once it persisted the
     /// range (fio's librpma_gpspm, librpma's example 09).
     Gpspm,
+    /// A send of `--size` bytes, which the target receives (and with
+    /// `--pingpong` answers with a send of the same bytes).
+    Send,
 }
 
 impl Workload {
@@ -49,6 +53,7 @@ impl Workload {
             Workload::WritePersist => "RDMA_Write + flush (persistence)",
             Workload::AtomicWrite => "Atomic_Write",
             Workload::Gpspm => "RDMA_Write + GPSPM flush request",
+            Workload::Send => "Send",
         }
     }
 }
@@ -113,6 +118,12 @@ pub struct BenchArgs {
     /// Percentage of reads of the `read-write` workload.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
     rwmixread: Option<u8>,
+    /// Latency as perftest's `ib_write_lat` and `ib_send_lat` time it: the
+    /// target answers each write with a write of the same bytes into this
+    /// side's memory (each send with a send), and the latency is half the
+    /// round trip. `write` and `send` only, at `--tx-depth 1`, busy-polled.
+    #[arg(long)]
+    pingpong: bool,
     /// Bandwidth in Gb/s instead of MiB/s.
     #[arg(long = "report_gbits")]
     report_gbits: bool,
@@ -145,6 +156,8 @@ struct Row {
 #[derive(Serialize)]
 struct Rows {
     bw_unit: &'static str,
+    /// What a latency is: `operation to completion`, or `half a ping-pong`.
+    latency: &'static str,
     results: Vec<Row>,
 }
 
@@ -206,8 +219,20 @@ struct Lane {
     remote: MrRemote,
     /// A block per slot, read into or written from.
     local: MrLocal<AlignedBuf>,
-    /// GPSPM: a request slot per slot, and as many response slots.
+    /// GPSPM: a request slot per slot, and as many response slots; sends:
+    /// a slot per slot to send from (and with `--pingpong` to receive the
+    /// answer into); a write ping-pong: a slot each way for the messages
+    /// that set it up.
     msgs: Option<Messages>,
+    /// A write ping-pong: where the target's answers land, and the value of
+    /// the last byte of the ping in flight.
+    pong: Option<MrLocal<AlignedBuf>>,
+    seq: u8,
+    /// What is sent (`send`), and the operations' size now.
+    payload: Vec<u8>,
+    bs: usize,
+    workload: Workload,
+    pingpong: bool,
     /// Per slot: when its operation started, what it waits for
     /// ([`ANSWER`], [`SENT`]) and its GPSPM request's `op_context`.
     start: Vec<Instant>,
@@ -228,25 +253,48 @@ impl Lane {
     /// Connection `i` of the run, with room for operations of up to
     /// `max_bs` bytes.
     fn new(peer: &Peer, a: &BenchArgs, max_bs: usize, i: u32) -> Res<Lane> {
-        let gpspm = a.workload == Workload::Gpspm;
-        let (conn, remote) = connect(peer, &a.target, a.tx_depth, gpspm)?;
+        let ask = match a.workload {
+            Workload::Gpspm => Some(Ask::Gpspm { qd: a.tx_depth }),
+            Workload::Send => Some(Ask::Send { size: max_bs, qd: a.tx_depth, echo: a.pingpong }),
+            Workload::Write if a.pingpong => Some(Ask::WriteEcho { size: max_bs }),
+            _ => None,
+        };
+        let (conn, remote) = connect(peer, &a.target, a.tx_depth, ask)?;
         let qd = a.tx_depth as usize;
-        let bs = max_bs.min(usize::try_from(remote.size()).unwrap_or(usize::MAX));
-        let setup = || -> Res<(MrLocal<AlignedBuf>, Option<Messages>)> {
-            if bs == 0 || (!a.all && max_bs as u64 > remote.size()) {
-                return Err(format!("--size {max_bs} must be 1 to the target's {} bytes", remote.size()).into());
+        // A send's size is the receives' the target was asked for.
+        let region = if a.workload == Workload::Send { max_bs as u64 } else { remote.size() };
+        let bs = max_bs.min(usize::try_from(region).unwrap_or(usize::MAX));
+        type Setup = (MrLocal<AlignedBuf>, Option<Messages>, Option<MrLocal<AlignedBuf>>);
+        let setup = || -> Res<Setup> {
+            if bs == 0 || (!a.all && max_bs as u64 > region) {
+                return Err(format!("--size {max_bs} must be 1 to the target's {region} bytes").into());
             }
             if a.workload == Workload::WritePersist && !remote.flush_type().contains(Usage::FLUSH_TYPE_PERSISTENT) {
                 return Err("the target offers no persistent flush: serve a --pmem path".into());
             }
             let len = bs.checked_mul(qd).ok_or("--size times --tx-depth is too large")?;
             let local = MrLocal::reg(peer, AlignedBuf::new(len)?, Usage::READ_DST | Usage::WRITE_SRC)?;
-            let msgs = gpspm.then(|| Messages::new(peer, MSG_SIZE, qd, qd, MsgAccess::Msgs)).transpose()?;
-            // The responses' receives, before any request.
+            let mut msgs = match ask {
+                None => None,
+                Some(Ask::Gpspm { .. }) => Some(Messages::new(peer, MSG_SIZE, qd, qd, MsgAccess::Msgs)?),
+                Some(Ask::Send { echo, .. }) => {
+                    Some(Messages::new(peer, bs, qd, if echo { qd } else { 0 }, MsgAccess::Msgs)?)
+                }
+                Some(Ask::WriteEcho { .. }) => Some(Messages::new(peer, CONTROL, 1, 1, MsgAccess::Msgs)?),
+            };
+            // The answers' receives, before any request.
             msgs.iter().try_for_each(|m| m.post_recv_all(&conn))?;
-            Ok((local, msgs))
+            let pong = match (ask, msgs.as_mut()) {
+                (Some(Ask::WriteEcho { .. }), Some(m)) => {
+                    let pong = MrLocal::reg(peer, AlignedBuf::new(bs)?, Usage::WRITE_DST)?;
+                    exchange(&conn, m, &rpma::CommonData::encode(0, &pong, None))?;
+                    Some(pong)
+                }
+                _ => None,
+            };
+            Ok((local, msgs, pong))
         };
-        let (local, msgs) = match setup() {
+        let (local, msgs, pong) = match setup() {
             Ok(x) => x,
             Err(e) => {
                 let _ = close(conn);
@@ -258,6 +306,12 @@ impl Lane {
             remote,
             local,
             msgs,
+            pong,
+            seq: 0,
+            payload: vec![0xa5; if a.workload == Workload::Send { bs } else { 0 }],
+            bs,
+            workload: a.workload,
+            pingpong: a.pingpong,
             start: vec![Instant::now(); qd],
             wait: vec![0; qd],
             ctx: vec![0; qd],
@@ -270,10 +324,20 @@ impl Lane {
     }
 
     /// Blocks of `bs` bytes from now on, connection `i` of `n` starting at
-    /// its share of the region.
-    fn size(&mut self, bs: usize, i: u32, n: u32) {
+    /// its share of the region. A write ping-pong tells the target the
+    /// size, and writes at offset 0.
+    fn size(&mut self, bs: usize, i: u32, n: u32) -> Res<()> {
+        self.bs = bs;
         self.blocks = (self.remote.size() / bs as u64).max(1);
         self.block = self.blocks / u64::from(n) * u64::from(i);
+        if let (Some(pong), Some(msgs)) = (&self.pong, self.msgs.as_mut()) {
+            (self.blocks, self.block) = (1, 0);
+            exchange(&self.conn, msgs, format!("size={bs}").as_bytes())?;
+            // The target's answer to the first ping sets it to 1.
+            pong.write_at(bs - 1, &[0])?;
+            self.seq = 0;
+        }
+        Ok(())
     }
 
     /// Starts slot `k`'s next operation, timed from `now`.
@@ -285,13 +349,29 @@ impl Lane {
             Workload::ReadWrite => Workload::Write,
             w => w,
         };
+        if self.pong.is_some() {
+            self.seq = self.seq % 255 + 1;
+        }
         let (c, r, l, ctx) = (&self.conn, &self.remote, &self.local, k as u64);
         let (all, quiet) = (Flags::COMPLETION_ALWAYS, Flags::COMPLETION_ON_ERROR);
         self.start[k] = now;
         self.wait[k] = ANSWER;
         match w {
             Workload::Read => c.read(l, k * bs, r, at, bs, all, ctx)?,
+            Workload::Write if self.pong.is_some() => {
+                // The byte the target polls, and the answer's last.
+                l.write_at(bs - 1, &[self.seq])?;
+                c.write(r, 0, l, 0, bs, all, ctx)?;
+                self.wait[k] = ANSWER | SENT;
+            }
             Workload::Write | Workload::ReadWrite => c.write(r, at, l, k * bs, bs, all, ctx)?,
+            Workload::Send => {
+                let msgs = self.msgs.as_mut().ok_or("no send slots")?;
+                msgs.send(c, k, &self.payload[..bs], all)?;
+                if self.pingpong {
+                    self.wait[k] = ANSWER | SENT;
+                }
+            }
             Workload::WriteFlush | Workload::WritePersist => {
                 let ty = if w == Workload::WritePersist { FlushType::Persistent } else { FlushType::Visibility };
                 c.write(r, at, l, k * bs, bs, quiet, ctx)?;
@@ -318,9 +398,20 @@ impl Lane {
     /// operation it answers, and returns the slot it frees, if it does.
     fn complete(&mut self, wc: &Completion, h: &mut Histogram<u64>, now: Instant) -> Res<Option<usize>> {
         check(wc)?;
+        // What answers an operation: its completion; a ping-pong's answer
+        // (a write's is seen in memory: [`Lane::pong`]); a GPSPM response.
         let (k, bit) = match self.msgs.as_ref().and_then(|m| m.slot(wc).map(|s| (m, s))) {
+            None if self.pong.is_some() => (wc.op_context as usize, SENT),
             None => (wc.op_context as usize, ANSWER),
+            Some((_, Slot::Send(k))) if self.workload == Workload::Send && !self.pingpong => (k, ANSWER),
             Some((_, Slot::Send(k))) => (k, SENT),
+            Some((m, Slot::Recv(r))) if self.workload == Workload::Send => {
+                if wc.byte_len as usize != self.bs {
+                    return Err(format!("the target answered {} bytes to a send of {}", wc.byte_len, self.bs).into());
+                }
+                m.post_recv(&self.conn, r)?;
+                (r, ANSWER)
+            }
             Some((m, Slot::Recv(r))) => {
                 let resp = FlushResponse::decode(&m.received(r, wc.byte_len as usize)?)
                     .map_err(|e| format!("the target's GPSPM flush response: {e}"))?;
@@ -339,9 +430,69 @@ impl Lane {
             .ok_or_else(|| format!("a completion of no operation in flight: {wc:?}"))?;
         *w &= !bit;
         if bit == ANSWER {
-            h.record((now.saturating_duration_since(self.start[k]).as_nanos() as u64).max(1))?;
+            self.record(k, h, now)?;
         }
-        Ok((*w == 0).then_some(k))
+        Ok((self.wait[k] == 0).then_some(k))
+    }
+
+    /// Records slot `k`'s latency, answered at `now`: half the round trip
+    /// for a ping-pong.
+    fn record(&self, k: usize, h: &mut Histogram<u64>, now: Instant) -> Res<()> {
+        let ns = now.saturating_duration_since(self.start[k]).as_nanos() as u64;
+        h.record((if self.pingpong { ns / 2 } else { ns }).max(1))?;
+        Ok(())
+    }
+
+    /// A write ping-pong's answer, seen when the last byte of the ping in
+    /// flight is back in [`Lane::pong`]: the slot it frees, if it does, and
+    /// when.
+    fn pong(&mut self, h: &mut Histogram<u64>) -> Res<Option<(usize, Instant)>> {
+        let Some(pong) = self.pong.as_ref().filter(|_| self.wait[0] & ANSWER != 0) else { return Ok(None) };
+        let mut b = [0u8];
+        pong.read_at(self.bs - 1, &mut b)?;
+        if b[0] != self.seq {
+            return Ok(None);
+        }
+        let now = Instant::now();
+        self.wait[0] &= !ANSWER;
+        self.record(0, h, now)?;
+        Ok((self.wait[0] == 0).then_some((0, now)))
+    }
+
+    /// Slot `k`'s operation is done: the next starts in it at `now`, if
+    /// the run takes one.
+    fn freed(&mut self, k: usize, a: &BenchArgs, bs: usize, run: &Run, now: Instant) -> Res<()> {
+        self.inflight -= 1;
+        run.done.fetch_add(1, Relaxed);
+        if run.take(now) {
+            self.post(k, a, bs, now)?;
+        }
+        Ok(())
+    }
+}
+
+/// The size of the messages that set a write ping-pong up: the client's
+/// buffer's descriptor, `size=N`.
+const CONTROL: usize = 64;
+
+/// Sends `msg` from slot 0 and waits for the target's answer, the same
+/// bytes, into receive slot 0, which is posted again.
+fn exchange(conn: &Conn, msgs: &mut Messages, msg: &[u8]) -> Res<()> {
+    msgs.send(conn, 0, msg, Flags::COMPLETION_ALWAYS)?;
+    let (mut sent, mut answer) = (false, None);
+    while !sent || answer.is_none() {
+        let wc = conn.cq().next_completion(BOUND)?;
+        check(&wc)?;
+        match msgs.slot(&wc) {
+            Some(Slot::Send(0)) => sent = true,
+            Some(Slot::Recv(0)) => answer = Some(msgs.received(0, wc.byte_len as usize)?),
+            _ => return Err(format!("a completion of no message while setting up the ping-pong: {wc:?}").into()),
+        }
+    }
+    msgs.post_recv(conn, 0)?;
+    match answer {
+        Some(got) if got == msg => Ok(()),
+        got => Err(format!("the target answered {got:?} to {msg:?}: is it a `rpma serve` of this version?").into()),
     }
 }
 
@@ -400,14 +551,14 @@ fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogr
             last = now;
             for wc in &wcs[..n] {
                 if let Some(k) = lane.complete(wc, &mut h, now)? {
-                    lane.inflight -= 1;
-                    run.done.fetch_add(1, Relaxed);
-                    if run.take(now) {
-                        lane.post(k, a, bs, now)?;
-                    }
+                    lane.freed(k, a, bs, run, now)?;
                 }
             }
             got |= n > 0;
+            if let Some((k, now)) = lane.pong(&mut h)? {
+                (last, got) = (now, true);
+                lane.freed(k, a, bs, run, now)?;
+            }
         }
         if got {
             spins = 0;
@@ -555,6 +706,14 @@ fn validate(a: &BenchArgs) -> Res<Option<Duration>> {
     if a.rwmixread.is_some() && a.workload != Workload::ReadWrite {
         return Err("--rwmixread is the read-write workload's".into());
     }
+    if a.pingpong && !matches!(a.workload, Workload::Write | Workload::Send) {
+        return Err("--pingpong is the write and send workloads' (perftest's ib_write_lat, ib_send_lat)".into());
+    }
+    if a.pingpong && (a.tx_depth != 1 || a.events) {
+        return Err("--pingpong runs one ping at a time (--tx-depth 1), busy-polled (no --events): \
+                    a write's answer is seen in memory, not as a completion"
+            .into());
+    }
     if a.iters == Some(0) {
         return Err("--iters 0: nothing to measure".into());
     }
@@ -596,9 +755,16 @@ pub fn run(a: &BenchArgs) -> Res<()> {
     let device = check_device(a, &peer)?;
     let max_bs = match (a.workload, a.all) {
         (Workload::AtomicWrite, _) => 8,
+        // The receives the target registers for sends are bounded.
+        (Workload::Send, true) => (1 << ALL_SIZES.end()).min(ECHO_MAX / a.tx_depth as usize),
         (_, true) => 1 << ALL_SIZES.end(),
         _ => a.size.unwrap_or(4096),
     };
+    if a.workload == Workload::Send && max_bs.saturating_mul(a.tx_depth as usize) > ECHO_MAX {
+        return Err(
+            format!("--size times --tx-depth is at most {ECHO_MAX} bytes for sends (the target's receives)").into()
+        );
+    }
     let mut groups: Vec<Vec<Lane>> = (0..a.threads).map(|_| Vec::new()).collect();
     for i in 0..a.qp {
         match Lane::new(&peer, a, max_bs, i) {
@@ -609,12 +775,15 @@ pub fn run(a: &BenchArgs) -> Res<()> {
             }
         }
     }
-    let region = groups.iter().flatten().map(|l| l.remote.size()).min().unwrap_or(0);
+    let region = match a.workload {
+        Workload::Send => max_bs as u64,
+        _ => groups.iter().flatten().map(|l| l.remote.size()).min().unwrap_or(0),
+    };
     let measure = |groups: &mut Vec<Vec<Lane>>| -> Res<Vec<Row>> {
         let mut rows = Vec::new();
         for bs in sizes(a, region)? {
             for (i, lane) in groups.iter_mut().flatten().enumerate() {
-                lane.size(bs, i as u32, a.qp);
+                lane.size(bs, i as u32, a.qp)?;
             }
             if a.warmup > 0 {
                 phase(groups, a, bs, Some(a.warmup), None)?;
@@ -635,7 +804,8 @@ pub fn run(a: &BenchArgs) -> Res<()> {
     if a.json {
         let mut meta = Meta::new(started, a);
         (meta.device, meta.address, meta.port) = (Some(device), Some(a.target.addr.as_str()), Some(a.target.port()));
-        let j = Json { meta, result: Rows { bw_unit: unit, results: rows } };
+        let latency = if a.pingpong { "half a ping-pong" } else { "operation to completion" };
+        let j = Json { meta, result: Rows { bw_unit: unit, latency, results: rows } };
         println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         print!("{}", text(a, &device, unit, &rows));
@@ -657,12 +827,17 @@ fn text(a: &BenchArgs, device: &str, unit: &str, rows: &[Row]) -> String {
         a.tx_depth
     );
     o += &format!(
-        " Completions: {}   Offsets: {}   Warm-up: {} operations{}\n{line}\n",
+        " Completions: {}   Offsets: {}   Warm-up: {} operations{}\n",
         if a.events { "events" } else { "busy-polled" },
         if a.random { "random" } else { "sequential" },
         a.warmup,
         a.rwmixread.map(|p| format!("   Reads: {p} %")).unwrap_or_default()
     );
+    if a.pingpong {
+        let test = if a.workload == Workload::Send { "send" } else { "write" };
+        o += &format!(" Latency: half a ping-pong (the target answers each with its own, as ib_{test}_lat)\n");
+    }
+    o += &format!("{line}\n");
     o += &format!(
         " {:<10} {:<14} {:<20} {:<22} {:<15} {}\n",
         "#bytes",

@@ -1,7 +1,8 @@
 //! What `ping` and `bench` share: the target, connecting to it, and
 //! checking a completion.
 
-use crate::serve::{EXPORT, GPSPM_QD};
+use crate::echo::Ask;
+use crate::serve::EXPORT;
 use crate::{Res, BOUND};
 use rpma::common_data::COMMON_DATA_SIZE;
 use rpma::device::{get_ibv_context, ContextType};
@@ -32,12 +33,13 @@ pub fn peer(t: &Target) -> Res<Peer> {
     Ok(Peer::new(&get_ibv_context(&t.addr, ContextType::Remote)?)?)
 }
 
-/// Connects with queues for `depth` operations in flight; with `gpspm` the
-/// target is asked for `depth` receives (see [`GPSPM_QD`]). The target's
-/// region and peer configuration come as the connection's first message
-/// (see [`EXPORT`]), into a receive posted before connecting.
-pub fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrRemote)> {
-    let (conn, desc) = dial(peer, t, depth, gpspm)?;
+/// Connects with queues for `depth` operations in flight, asking the
+/// target for what `ask` says (receives for GPSPM requests or sends, a
+/// ping-pong). The target's region (a write ping-pong's buffer) and peer
+/// configuration come as the connection's first message (see [`EXPORT`]),
+/// into a receive posted before connecting.
+pub fn connect(peer: &Peer, t: &Target, depth: u32, ask: Option<Ask>) -> Res<(Conn, MrRemote)> {
+    let (conn, desc) = dial(peer, t, depth, ask)?;
     let target = format!("{}:{}", t.addr, t.port());
     let cd = first_message(&conn, &desc).map_err(|why| NoDescriptor { target, why, private_data: false });
     take(conn, cd)
@@ -50,7 +52,7 @@ pub fn connect(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, M
 /// message's receive completes later, with [`DESC_CONTEXT`], for the caller
 /// to pass over.
 pub fn connect_any(peer: &Peer, t: &Target) -> Res<(Conn, MrRemote)> {
-    let (conn, desc) = dial(peer, t, 1, false)?;
+    let (conn, desc) = dial(peer, t, 1, None)?;
     let cd = match CommonData::decode(conn.private_data()) {
         Ok(cd) => Ok(cd),
         Err(pd) => first_message(&conn, &desc).map_err(|e| NoDescriptor {
@@ -63,15 +65,15 @@ pub fn connect_any(peer: &Peer, t: &Target) -> Res<(Conn, MrRemote)> {
 }
 
 /// A connection whose region descriptor's receive is posted.
-fn dial(peer: &Peer, t: &Target, depth: u32, gpspm: bool) -> Res<(Conn, MrLocal<AlignedBuf>)> {
+fn dial(peer: &Peer, t: &Target, depth: u32, ask: Option<Ask>) -> Res<(Conn, MrLocal<AlignedBuf>)> {
     let mut cfg = ConnCfg::new();
     // A write + flush, or a write + GPSPM request, is two work requests; a
-    // GPSPM request also brings a response; one more receive (and its
-    // completion) for the descriptor.
+    // GPSPM request or a ping also brings an answer; one more receive (and
+    // its completion) for the descriptor.
     cfg.set_sq_size(2 * depth + 1);
-    cfg.set_cq_size(if gpspm { 3 } else { 2 } * depth + 2);
+    cfg.set_cq_size(if ask.is_some() { 3 } else { 2 } * depth + 2);
     cfg.set_rq_size(depth + 1);
-    let pdata = if gpspm { format!("{EXPORT}{GPSPM_QD}{depth}") } else { EXPORT.to_string() };
+    let pdata = format!("{EXPORT}{}", ask.map(|a| a.encode()).unwrap_or_default());
     let desc = MrLocal::reg(peer, AlignedBuf::new(COMMON_DATA_SIZE)?, Usage::RECV)?;
     let req = ConnReq::new(peer, &t.addr, t.port(), Some(&cfg))?;
     req.recv(&desc, 0, COMMON_DATA_SIZE, DESC_CONTEXT)?;

@@ -10,6 +10,7 @@
 mod bench;
 mod client;
 mod devices;
+mod echo;
 mod meta;
 mod ping;
 mod serve;

@@ -125,12 +125,8 @@ fn rounds(a: &PingArgs, peer: &Peer, conn: &Conn, remote: &MrRemote) -> Res<(Vec
         us.push(ns / 1e3);
         if a.validate {
             dst.read_at(0, &mut got)?;
-            if let Some(offset) = got.iter().zip(&expect).position(|(g, e)| g != e) {
-                return Err(format!(
-                    "validation failed: round seq={seq} read {:#04x} at offset {offset}, {:#04x} expected",
-                    got[offset], expect[offset]
-                )
-                .into());
+            if let Some(why) = mismatch(seq, &got, &expect) {
+                return Err(why.into());
             }
         }
         if !a.json {
@@ -138,6 +134,16 @@ fn rounds(a: &PingArgs, peer: &Peer, conn: &Conn, remote: &MrRemote) -> Res<(Vec
         }
     }
     Ok((us, a.validate))
+}
+
+/// What `-V` says when round `seq` read `got` where `expect` was written:
+/// the first byte that differs, or `None`.
+fn mismatch(seq: u64, got: &[u8], expect: &[u8]) -> Option<String> {
+    let offset = got.iter().zip(expect).position(|(g, e)| g != e)?;
+    Some(format!(
+        "validation failed: round seq={seq} read {:#04x} at offset {offset}, {:#04x} expected",
+        got[offset], expect[offset]
+    ))
 }
 
 /// Round `seq`'s bytes: printable ASCII, shifted by one each round.
@@ -183,5 +189,18 @@ mod tests {
         assert!(a.iter().chain(&b).all(|c| c.is_ascii_graphic()));
         assert!(a.iter().zip(&b).all(|(x, y)| x != y));
         assert_eq!(&a[1..], &b[..199]);
+    }
+
+    #[test]
+    fn a_mismatch_names_the_round_the_offset_and_both_bytes() {
+        let expect = pattern(3, 16);
+        assert_eq!(mismatch(3, &expect, &expect), None);
+        let mut got = expect.clone();
+        got[9] = 0;
+        let why = mismatch(3, &got, &expect).unwrap();
+        assert_eq!(why, format!("validation failed: round seq=3 read 0x00 at offset 9, {:#04x} expected", expect[9]));
+        // A read that brought nothing leaves the complement (see `rounds`).
+        let none: Vec<u8> = expect.iter().map(|b| !b).collect();
+        assert!(mismatch(3, &none, &expect).unwrap().contains("at offset 0,"));
     }
 }

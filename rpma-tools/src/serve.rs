@@ -15,6 +15,7 @@
 //! At most `--max-conns` connections are served at once: a request beyond
 //! them is rejected (the client sees its connection refused) and said so.
 
+use crate::echo::{self, echo_writes, Ask, Slots};
 use crate::meta::{Json, Meta};
 use crate::{Res, MAX_QD};
 use rpma::device::{get_ibv_context, ContextType};
@@ -34,7 +35,8 @@ use std::time::{Duration, SystemTime};
 /// How a `rpma bench --workload gpspm` client asks for as many receives as
 /// it keeps requests in flight: its connection's private data is this
 /// prefix and the count in decimal. Without it a connection gets one
-/// receive (librpma's example 09 sends one request at a time).
+/// receive (librpma's example 09 sends one request at a time). The other
+/// asks are [`Ask`]'s.
 pub const GPSPM_QD: &str = "rpma-gpspm qd=";
 
 /// How a client (`rpma ping`, `rpma bench`) says it takes the region's
@@ -328,30 +330,18 @@ impl Out {
         });
         let rec = match r {
             Ok(sv) => {
-                match sv.answered {
-                    0 => self.say(format!("connection {n}: {}", sv.closed)),
-                    k => self.say(format!("connection {n}: {} ({k} GPSPM flush requests answered)", sv.closed)),
+                let counts = Counted::of(sv.ask, sv.answered);
+                match (sv.answered, counts.what()) {
+                    (0, _) => self.say(format!("connection {n}: {}", sv.closed)),
+                    (k, what) => self.say(format!("connection {n}: {} ({k} {what})", sv.closed)),
                 }
-                Record {
-                    event: "connection",
-                    conn: n,
-                    outcome: "served",
-                    closed: Some(sv.closed),
-                    gpspm_answered: sv.answered,
-                    error: None,
-                }
+                Record { event: "connection", conn: n, outcome: "served", closed: Some(sv.closed), counts, error: None }
             }
             Err(e) => {
                 let e = crate::chain(&*e);
                 eprintln!("connection {n}: {e}");
-                Record {
-                    event: "connection",
-                    conn: n,
-                    outcome: "failed",
-                    closed: None,
-                    gpspm_answered: 0,
-                    error: Some(e),
-                }
+                let counts = Counted::default();
+                Record { event: "connection", conn: n, outcome: "failed", closed: None, counts, error: Some(e) }
             }
         };
         if self.json {
@@ -364,14 +354,8 @@ impl Out {
         eprintln!("connection {n}: refused: {why}");
         if self.json {
             let error = Some(why.to_string());
-            self.json(&Record {
-                event: "connection",
-                conn: n,
-                outcome: "refused",
-                closed: None,
-                gpspm_answered: 0,
-                error,
-            });
+            let counts = Counted::default();
+            self.json(&Record { event: "connection", conn: n, outcome: "refused", closed: None, counts, error });
         }
     }
 }
@@ -396,9 +380,43 @@ struct Record {
     outcome: &'static str,
     /// How it ended, when served (the client's close: `Connection closed`).
     closed: Option<String>,
-    gpspm_answered: u64,
+    #[serde(flatten)]
+    counts: Counted,
     /// Why it failed or was refused.
     error: Option<String>,
+}
+
+/// What a served connection asked for and got, by kind.
+#[derive(Serialize, Default)]
+struct Counted {
+    /// GPSPM flush requests answered.
+    gpspm_answered: u64,
+    /// Sends received (a `bench -w send` client's).
+    sends_received: u64,
+    /// Ping-pong answers: sends or writes (`bench --pingpong`).
+    echoed: u64,
+}
+
+impl Counted {
+    fn of(ask: Ask, n: u64) -> Counted {
+        match ask {
+            Ask::Gpspm { .. } => Counted { gpspm_answered: n, ..Counted::default() },
+            Ask::Send { echo, .. } => {
+                Counted { sends_received: n, echoed: if echo { n } else { 0 }, ..Counted::default() }
+            }
+            Ask::WriteEcho { .. } => Counted { echoed: n, ..Counted::default() },
+        }
+    }
+
+    /// What the count counts, for the text.
+    fn what(&self) -> &'static str {
+        match (self.gpspm_answered, self.sends_received, self.echoed) {
+            (0, 0, _) => "writes echoed",
+            (0, _, 0) => "sends received",
+            (0, _, _) => "sends echoed",
+            _ => "GPSPM flush requests answered",
+        }
+    }
 }
 
 /// `--json`'s last line, after [`Meta`]'s fields (with `--count`).
@@ -415,13 +433,8 @@ struct Summary {
 struct Served {
     closed: String,
     answered: u64,
-}
-
-/// The requested GPSPM depth in a connection request's private data.
-fn requested_qd(pdata: &[u8]) -> u32 {
-    let s = std::str::from_utf8(pdata).unwrap_or_default().trim_end_matches('\0');
-    let s = s.strip_prefix(EXPORT).unwrap_or(s);
-    s.strip_prefix(GPSPM_QD).and_then(|q| q.parse().ok()).unwrap_or(1).clamp(1, MAX_QD)
+    /// What the client asked for.
+    ask: Ask,
 }
 
 /// Whether the client takes the descriptor as the first message.
@@ -453,16 +466,43 @@ fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: 
                     serve without --isolate for it"
             .into());
     }
-    let qd = requested_qd(req.private_data()) as usize;
+    let ask = match Ask::decode(req.private_data()) {
+        Ok(ask) => ask,
+        Err(why) => {
+            drop(req);
+            return Err(format!("refused: {why}").into());
+        }
+    };
+    if matches!(ask, Ask::WriteEcho { .. }) && !message {
+        drop(req);
+        return Err("refused: a write ping-pong's buffer is described in a message the client did not ask for".into());
+    }
+    let Slots { recvs, sends, size: slot } = ask.slots(MSG_SIZE);
     // One more send slot for the descriptor.
-    let mut msgs = Messages::new(peer, MSG_SIZE, qd + 1, qd, MsgAccess::Msgs)?;
-    (0..qd).try_for_each(|r| msgs.post_recv_req(&req, r))?;
+    let mut msgs = Messages::new(peer, slot, sends + 1, recvs, MsgAccess::Msgs)?;
+    (0..recvs).try_for_each(|r| msgs.post_recv_req(&req, r))?;
+    // A write ping-pong's buffer, the connection's own, described instead
+    // of the region.
+    let own = match ask {
+        Ask::WriteEcho { size } => {
+            let usage =
+                if how.exports { Usage::MW_BIND | Usage::WRITE_SRC } else { Usage::WRITE_DST | Usage::WRITE_SRC };
+            let mr = MrLocal::reg(peer, rpma::Memory::Dram(AlignedBuf::new(size)?), usage)?;
+            let pdata = CommonData::encode(0, &mr, Some(how.pcfg));
+            Some((mr, pdata))
+        }
+        _ => None,
+    };
     let conn = req.connect(if how.exports { &[] } else { pdata })?;
+    let (described, desc) = own.as_ref().map_or((region, pdata), |(mr, pd)| (mr, &pd[..]));
     let r = match conn.next_event_timeout(how.timeout) {
         Ok(ConnEvent::Established) => {
             how.out.say(format!("connection {n}: established"));
-            describe(&conn, &mut msgs, qd, region, pdata, how, message).and_then(|export| {
-                let r = answer(&conn, &mut msgs, qd, region, how.timeout);
+            describe(&conn, &mut msgs, sends, described, desc, how, message).and_then(|export| {
+                let r = match &own {
+                    Some((mr, _)) => echo_writes(&conn, &mut msgs, mr, how.timeout),
+                    None => answer(&conn, &mut msgs, sends, region, ask, how.timeout),
+                };
                 drop(export);
                 r
             })
@@ -473,7 +513,7 @@ fn serve(n: u64, req: ConnReq, peer: &Peer, region: &Region, pdata: &[u8], how: 
     // Whatever happened, the client is told.
     let _ = conn.disconnect();
     let (ev, answered) = r?;
-    Ok(Served { closed: ev.to_string(), answered })
+    Ok(Served { closed: ev.to_string(), answered, ask })
 }
 
 /// Sends the region's descriptor as the first message (from send slot
@@ -503,29 +543,52 @@ fn describe(
     Ok(export)
 }
 
-/// Answers GPSPM flush requests on `conn`, from its `qd` send slots, until
-/// its next event (the client's close); returns it and the count of requests answered. Waits as
-/// long as the client keeps the connection (it may be idle); a client that
-/// dies is seen as the close or as a failed response.
-fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region, timeout: Duration) -> Res<(ConnEvent, u64)> {
+/// Answers what `ask` asks for on `conn`, from its `qd` send slots (slot
+/// `qd` sent the descriptor), until
+/// its next event (the client's close): GPSPM flush requests, or sends
+/// (reposting their receives, and echoing them for a ping-pong). Returns
+/// the event and the count of requests answered or sends received. Waits
+/// as long as the client keeps the connection (it may be idle); a client
+/// that dies is seen as the close or as a failed response. Sends'
+/// completions are busy-polled, as perftest's server does (then polled each
+/// millisecond once idle: [`echo::SPINS`]); GPSPM's sleep on completion
+/// events.
+fn answer(
+    conn: &Conn,
+    msgs: &mut Messages,
+    qd: usize,
+    region: &Region,
+    ask: Ask,
+    timeout: Duration,
+) -> Res<(ConnEvent, u64)> {
     let cq = conn.cq();
     let mut free: Vec<usize> = (0..qd).collect();
     let mut backlog = VecDeque::new();
     let mut answered = 0u64;
     let mut wcs = [rpma::Cq::EMPTY; 16];
+    let spin = matches!(ask, Ask::Send { .. });
+    let mut idle = 0u32;
     loop {
-        let ready = poll_fds(&[cq.as_fd(), conn.as_fd()], None)?;
-        if ready[1] {
-            return Ok((conn.next_event()?, answered));
-        }
-        if ready[0] {
-            cq.wait()?;
+        if spin {
+            idle = idle.saturating_add(1);
+            if let Some(ev) = echo::closed(conn, idle)? {
+                return Ok((ev, answered));
+            }
+        } else {
+            let ready = poll_fds(&[cq.as_fd(), conn.as_fd()], None)?;
+            if ready[1] {
+                return Ok((conn.next_event()?, answered));
+            }
+            if ready[0] {
+                cq.wait()?;
+            }
         }
         loop {
             let got = cq.get_wc(&mut wcs)?;
             if got == 0 {
                 break;
             }
+            idle = 0;
             for wc in &wcs[..got] {
                 // The client's disconnect flushes the posted receives.
                 if wc.status == WcStatus::WR_FLUSH_ERR {
@@ -541,6 +604,11 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region, timeout:
                     // Slot `qd` sent the descriptor: not one for responses.
                     Some(Slot::Send(s)) if s == qd => {}
                     Some(Slot::Send(s)) => free.push(s),
+                    // A send to take and drop: its receive goes again.
+                    Some(Slot::Recv(r)) if matches!(ask, Ask::Send { echo: false, .. }) => {
+                        msgs.post_recv(conn, r)?;
+                        answered += 1;
+                    }
                     Some(Slot::Recv(r)) => backlog.push_back((r, wc.byte_len as usize)),
                     None => return Err(format!("a completion of nothing posted here: {wc:?}").into()),
                 }
@@ -548,31 +616,21 @@ fn answer(conn: &Conn, msgs: &mut Messages, qd: usize, region: &Region, timeout:
         }
         while !backlog.is_empty() && !free.is_empty() {
             let (Some((r, len)), Some(s)) = (backlog.pop_front(), free.pop()) else { break };
-            let req = FlushRequest::decode(&msgs.received(r, len)?)
-                .map_err(|e| format!("the client's GPSPM flush request: {e}"))?;
-            persist(region, &req)?;
+            let msg = msgs.received(r, len)?;
+            let reply = match ask {
+                Ask::Gpspm { .. } => {
+                    let req =
+                        FlushRequest::decode(&msg).map_err(|e| format!("the client's GPSPM flush request: {e}"))?;
+                    persist(region, &req)?;
+                    FlushResponse::new(req.op_context).encode().to_vec()
+                }
+                _ => msg,
+            };
             // The client sends its next request once answered: the receive
             // for it goes first.
             msgs.post_recv(conn, r)?;
-            msgs.send(conn, s, &FlushResponse::new(req.op_context).encode(), Flags::COMPLETION_ALWAYS)?;
+            msgs.send(conn, s, &reply, Flags::COMPLETION_ALWAYS)?;
             answered += 1;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_gpspm_depth_comes_from_the_private_data() {
-        let mut pdata = [0u8; 56];
-        pdata[..17].copy_from_slice(b"rpma-gpspm qd=128");
-        assert_eq!(requested_qd(&pdata), 128);
-        assert_eq!(requested_qd(b"rpma-gpspm qd=100000"), MAX_QD);
-        assert_eq!(requested_qd(b"rpma-gpspm qd=0"), 1);
-        for other in [&b""[..], b"rpma-gpspm qd=x", b"\xff\xfe", &[0u8; 56]] {
-            assert_eq!(requested_qd(other), 1);
         }
     }
 }

@@ -411,6 +411,70 @@ device_tests!({
         let _ = std::fs::remove_file(&peer);
     }
 
+    /// Sends streamed, and perftest's latency ping-pongs (`--pingpong`):
+    /// the target answers each send with a send and each write with a write
+    /// into the client's memory, every answer checked (a send's length, a
+    /// write's last byte); the sweep goes through a write ping-pong's size
+    /// changes; `serve --json` counts what each connection got.
+    fn bench_sends_and_pingpongs() {
+        let a = addr();
+        let port = next_port().to_string();
+        let srv = Command::new(RPMA)
+            .args(["serve", &a, &port, "--count", "4", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut srv = srv;
+        let mut lines = std::io::BufReader::new(srv.stdout.take().unwrap()).lines();
+        let mut next = || -> serde_json::Value {
+            let l = lines.next().expect("a JSON line").unwrap();
+            serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}"))
+        };
+        assert_eq!(next()["event"], "serving");
+        wait_listening(&port, &mut srv, Duration::from_secs(20));
+        for (args, latency) in [
+            (&["-w", "send", "-t", "4", "-s", "4096"][..], "operation to completion"),
+            (&["-w", "send", "--pingpong", "-s", "64"], "half a ping-pong"),
+            (&["-w", "write", "--pingpong", "-s", "64"], "half a ping-pong"),
+        ] {
+            let o = rpma(&[&["bench", &a, &port, "-n", "200", "--json"][..], args].concat());
+            assert!(o.status.success(), "{args:?}: {}", text(&o));
+            let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+            let row = checked_report(&r, &a, args[1], 200);
+            assert_eq!(r["latency"], latency, "{r}");
+            println!("  {args:?}: t_typical {:.1} us, t_avg {:.1} us", row["t_typical"], row["t_avg"]);
+            let c = next();
+            assert_eq!((c["outcome"].as_str(), c["closed"].as_str()), (Some("served"), Some("Connection closed")));
+            // 200 measured and 100 warm-up operations.
+            let (received, echoed) = (c["sends_received"].as_u64(), c["echoed"].as_u64());
+            match (args[1], args[2]) {
+                ("send", "--pingpong") => assert_eq!((received, echoed), (Some(300), Some(300)), "{c}"),
+                ("send", _) => assert_eq!((received, echoed), (Some(300), Some(0)), "{c}"),
+                _ => assert_eq!((received, echoed), (Some(0), Some(300)), "{c}"),
+            }
+        }
+        // The sweep: 2 B to 8 MiB, the target told each size.
+        let o = rpma(&["bench", &a, &port, "-w", "write", "--pingpong", "-a", "-n", "4", "--warmup", "1", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let sizes: Vec<u64> = r["results"].as_array().unwrap().iter().map(|x| x["MsgSize"].as_u64().unwrap()).collect();
+        assert_eq!(sizes, (1..=23).map(|k| 1u64 << k).collect::<Vec<_>>(), "{r}");
+        assert_eq!(next()["echoed"].as_u64(), Some(23 * 5));
+        let o = srv.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        // What a ping-pong cannot be: refused before connecting.
+        for (bad, why) in [
+            (&["-w", "read", "--pingpong"][..], "write and send workloads'"),
+            (&["-w", "write", "--pingpong", "-t", "2"], "--tx-depth 1"),
+            (&["-w", "send", "--pingpong", "-e"], "busy-polled"),
+            (&["-w", "send", "-s", "67108864", "-t", "2"], "at most 67108864 bytes"),
+        ] {
+            let o = rpma(&[&["bench", &a, &port][..], bad].concat());
+            assert!(o.status.code() == Some(1) && text(&o).contains(why), "{bad:?}: {}", text(&o));
+        }
+    }
+
     /// `--max-conns 1`: a second client while one is served is refused,
     /// and does not count towards `--count`; `--json` says so, line by line.
     fn serve_caps_its_connections() {
