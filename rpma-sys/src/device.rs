@@ -174,13 +174,6 @@ pub fn mtu_bytes(code: u32) -> Option<u32> {
 }
 
 impl DeviceCaps {
-    /// Whether the device carries out remote atomics (compare-and-swap,
-    /// fetch-and-add): `atomic_cap` is not `IBV_ATOMIC_NONE`.
-    // bindgen's enum representations differ between rdma-core versions.
-    #[allow(clippy::unnecessary_cast)]
-    pub fn atomics(&self) -> bool {
-        self.atomic_cap != ffi::IBV_ATOMIC_NONE as u32
-    }
     /// Whether type 1 memory windows are supported.
     pub fn mw_type1(&self) -> bool {
         self.device_cap_flags & IB_UVERBS_DEVICE_MEM_WINDOW != 0

@@ -39,7 +39,7 @@ struct Device {
     atomic_cap: Option<String>,
     ports: Vec<Port>,
     /// What rpma probed on the device (None: see `error`).
-    rpma: Option<Caps>,
+    rpma: Option<rpma::Capabilities>,
     /// Why the device could not be opened or probed, with the library's
     /// hint and the system's error.
     error: Option<String>,
@@ -72,46 +72,6 @@ struct Gid {
     ip: Option<String>,
 }
 
-/// Every field of `Peer::capabilities()`.
-#[derive(Serialize)]
-struct Caps {
-    native_flush: bool,
-    native_atomic_write: bool,
-    atomics: bool,
-    odp: bool,
-    mw_type1: bool,
-    mw_type2: bool,
-    iwarp: bool,
-    max_mr_size: u64,
-    max_mr: u32,
-    max_qp_wr: u32,
-    max_cqe: u32,
-    max_srq_wr: u32,
-    max_sge: u32,
-    max_sge_rd: u32,
-}
-
-impl From<rpma::Capabilities> for Caps {
-    fn from(c: rpma::Capabilities) -> Caps {
-        Caps {
-            native_flush: c.native_flush,
-            native_atomic_write: c.native_atomic_write,
-            atomics: c.atomics,
-            odp: c.odp,
-            mw_type1: c.mw_type1,
-            mw_type2: c.mw_type2,
-            iwarp: c.iwarp,
-            max_mr_size: c.max_mr_size,
-            max_mr: c.max_mr,
-            max_qp_wr: c.max_qp_wr,
-            max_cqe: c.max_cqe,
-            max_srq_wr: c.max_srq_wr,
-            max_sge: c.max_sge,
-            max_sge_rd: c.max_sge_rd,
-        }
-    }
-}
-
 /// Keeps the first error of a device's steps, as the command prints errors.
 fn note<T>(r: rpma::Result<T>, error: &mut Option<String>) -> Option<T> {
     r.map_err(|e| {
@@ -124,7 +84,7 @@ fn device(d: rpma::device::DeviceInfo, port: Option<u32>) -> Device {
     let mut error = None;
     let ctx = note(rpma::IbvContext::open(Some(&d.name)), &mut error);
     let attrs = ctx.as_ref().and_then(|c| note(c.attributes(), &mut error));
-    let caps = ctx.as_ref().and_then(|c| note(rpma::Peer::new(c), &mut error)).map(|p| p.capabilities().into());
+    let caps = ctx.as_ref().and_then(|c| note(rpma::Peer::new(c), &mut error)).map(|p| p.capabilities());
     let ports = d
         .ports
         .into_iter()

@@ -14,6 +14,7 @@ use std::sync::Arc;
 /// against), with the native operations confirmed by the installed
 /// libibverbs (see [`native_flush`](Self::native_flush)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Capabilities {
     /// On-Demand Paging for RC RDMA read and write.
@@ -92,7 +93,7 @@ impl Capabilities {
             max_srq_wr: c.max_srq_wr,
             max_sge: c.max_sge,
             max_sge_rd: c.max_sge_rd,
-            atomics: c.atomics(),
+            atomics: crate::device::AtomicCap::from_code(c.atomic_cap) != crate::device::AtomicCap::Unsupported,
         }
     }
 }
