@@ -21,7 +21,7 @@ use crate::serve::GPSPM_QD;
 use crate::{Res, MAX_QD};
 use rpma::messages::{Messages, Slot};
 use rpma::utils::poll_fds;
-use rpma::{CommonData, Conn, ConnEvent, Cq, Flags, MrLocal, MrRemote, WcStatus};
+use rpma::{CommonData, Completion, Conn, ConnEvent, Cq, Flags, MrLocal, MrRemote, WcStatus};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -139,6 +139,22 @@ pub fn closed(conn: &Conn, idle: u32) -> Res<Option<ConnEvent>> {
     }
 }
 
+/// What a served connection's completion `wc` says: `Some` event when the
+/// client closed the connection (its disconnect flushes the posted
+/// receives), an error when an operation failed, `None` for one to take.
+pub fn ended(conn: &Conn, wc: &Completion, timeout: Duration) -> Res<Option<ConnEvent>> {
+    if wc.status == WcStatus::WR_FLUSH_ERR {
+        match conn.next_event_timeout(timeout) {
+            Ok(ev) if ev != ConnEvent::Established => return Ok(Some(ev)),
+            _ => {}
+        }
+    }
+    if !wc.status.is_success() {
+        return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+    }
+    Ok(None)
+}
+
 /// Answers a write ping-pong on `conn` (see the module's docs) until the
 /// client's close; returns it and the count of writes answered. `pp` is
 /// the connection's buffer; `msgs` has receive slot 0 posted and send slot
@@ -171,15 +187,8 @@ pub fn echo_writes<M: rpma::RegMemory + Send + Sync + 'static>(
         let n = cq.get_wc(&mut wcs)?;
         for wc in &wcs[..n] {
             busy = true;
-            // The client's disconnect flushes the posted receive.
-            if wc.status == WcStatus::WR_FLUSH_ERR {
-                match conn.next_event_timeout(timeout) {
-                    Ok(ev) if ev != ConnEvent::Established => return Ok((ev, echoed)),
-                    _ => {}
-                }
-            }
-            if !wc.status.is_success() {
-                return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+            if let Some(ev) = ended(conn, wc, timeout)? {
+                return Ok((ev, echoed));
             }
             match (wc.op_context, msgs.slot(wc)) {
                 (ECHO_WRITE, _) => writing = false,

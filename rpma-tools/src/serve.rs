@@ -24,7 +24,7 @@ use rpma::gpspm::{FlushRequest, FlushResponse};
 use rpma::messages::{Messages, MsgAccess, Slot};
 use rpma::utils::poll_fds;
 use rpma::{AlignedBuf, CommonData, Conn, ConnCfg, ConnEvent, ConnReq, Ep, Flags, MappedFile, MrLocal, Peer};
-use rpma::{MwAccess, PeerCfg, Usage, WcStatus};
+use rpma::{MwAccess, PeerCfg, Usage};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
@@ -590,15 +590,8 @@ fn answer(
             }
             idle = 0;
             for wc in &wcs[..got] {
-                // The client's disconnect flushes the posted receives.
-                if wc.status == WcStatus::WR_FLUSH_ERR {
-                    match conn.next_event_timeout(timeout) {
-                        Ok(ev) if ev != ConnEvent::Established => return Ok((ev, answered)),
-                        _ => {}
-                    }
-                }
-                if !wc.status.is_success() {
-                    return Err(format!("{:?} failed: {}", wc.op, wc.status).into());
+                if let Some(ev) = echo::ended(conn, wc, timeout)? {
+                    return Ok((ev, answered));
                 }
                 match msgs.slot(wc) {
                     // Slot `qd` sent the descriptor: not one for responses.
