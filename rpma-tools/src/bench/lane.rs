@@ -169,7 +169,8 @@ impl Lane {
     }
 
     /// Starts slot `k`'s next operation, timed from `now`.
-    fn post(&mut self, k: usize, a: &BenchArgs, bs: usize, now: Instant) -> Res<()> {
+    fn post(&mut self, k: usize, a: &BenchArgs, now: Instant) -> Res<()> {
+        let bs = self.bs;
         let at = if a.random { self.rng.next() } else { self.block } % self.blocks * bs as u64;
         self.block += 1;
         let w = match a.workload {
@@ -289,11 +290,11 @@ impl Lane {
 
     /// Slot `k`'s operation is done: the next starts in it at `now`, if
     /// the run takes one.
-    fn freed(&mut self, k: usize, a: &BenchArgs, bs: usize, run: &Run, now: Instant) -> Res<()> {
+    fn freed(&mut self, k: usize, a: &BenchArgs, run: &Run, now: Instant) -> Res<()> {
         self.inflight -= 1;
         run.done.fetch_add(1, Relaxed);
         if run.take(now) {
-            self.post(k, a, bs, now)?;
+            self.post(k, a, now)?;
         }
         Ok(())
     }
@@ -351,11 +352,11 @@ impl Run {
     }
 }
 
-/// Keeps `--tx-depth` operations of `bs` bytes in flight on each of
-/// `lanes` until the phase ends, taking their completions round-robin;
+/// Keeps `--tx-depth` operations of the lanes' size ([`Lane::size`]) in
+/// flight on each of `lanes` until the phase ends, taking their completions round-robin;
 /// returns their latencies. No completion on any of them for [`BOUND`]
 /// fails the run.
-fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogram<u64>> {
+fn drive(lanes: &mut [Lane], a: &BenchArgs, run: &Run) -> Res<Histogram<u64>> {
     let mut h = Histogram::<u64>::new(3)?;
     for lane in lanes.iter_mut() {
         for k in 0..a.tx_depth as usize {
@@ -363,7 +364,7 @@ fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogr
             if !run.take(now) {
                 break;
             }
-            lane.post(k, a, bs, now)?;
+            lane.post(k, a, now)?;
         }
     }
     let busy = !a.events;
@@ -379,13 +380,13 @@ fn drive(lanes: &mut [Lane], a: &BenchArgs, bs: usize, run: &Run) -> Res<Histogr
             last = now;
             for wc in &wcs[..n] {
                 if let Some(k) = lane.complete(wc, &mut h, now)? {
-                    lane.freed(k, a, bs, run, now)?;
+                    lane.freed(k, a, run, now)?;
                 }
             }
             got |= n > 0;
             if let Some((k, now)) = lane.pong(&mut h)? {
                 (last, got) = (now, true);
-                lane.freed(k, a, bs, run, now)?;
+                lane.freed(k, a, run, now)?;
             }
         }
         if got {
@@ -426,13 +427,12 @@ pub(super) struct Measured {
     pub(super) cpu: f64,
 }
 
-/// Runs `count` operations (or until `limit`) of `bs` bytes on every
+/// Runs `count` operations (or until `limit`) of the lanes' size on every
 /// group of lanes, a thread each; a progress line a second on stderr when
 /// a timed phase is longer than 3 s.
 pub(super) fn phase(
     groups: &mut [Vec<Lane>],
     a: &BenchArgs,
-    bs: usize,
     count: Option<u64>,
     limit: Option<Duration>,
 ) -> Res<Measured> {
@@ -445,7 +445,7 @@ pub(super) fn phase(
             .iter_mut()
             .map(|lanes| {
                 std::thread::Builder::new().spawn_scoped(s, move || {
-                    let r = drive(lanes, a, bs, run).map(|h| (h, t0.elapsed())).map_err(|e| e.to_string());
+                    let r = drive(lanes, a, run).map(|h| (h, t0.elapsed())).map_err(|e| e.to_string());
                     if r.is_err() {
                         run.stop.store(true, Relaxed);
                     }

@@ -246,9 +246,9 @@ pub fn run(a: &BenchArgs) -> Res<()> {
                 lane.size(bs, i as u32, a.qp)?;
             }
             if a.warmup > 0 {
-                phase(groups, a, bs, Some(a.warmup), None)?;
+                phase(groups, a, Some(a.warmup), None)?;
             }
-            let m = phase(groups, a, bs, count, limit)?;
+            let m = phase(groups, a, count, limit)?;
             rows.push(Row::new(bs, &m.h, m.seconds, m.peak, m.cpu, a.report_gbits));
         }
         Ok(rows)
