@@ -90,6 +90,16 @@ impl Ask {
         Ok(Ask::Gpspm { qd: 1 })
     }
 
+    /// What the server counts for the ask, as its text says it.
+    pub fn answers(&self) -> &'static str {
+        match self {
+            Ask::Gpspm { .. } => "GPSPM flush requests answered",
+            Ask::Send { echo: false, .. } => "sends received",
+            Ask::Send { echo: true, .. } => "sends echoed",
+            Ask::WriteEcho { .. } => "writes echoed",
+        }
+    }
+
     /// The message slots the server registers for the ask: `min` bytes
     /// at least (the descriptor's and the GPSPM messages' size). Streamed
     /// sends get up to twice their depth in receives, so that a receive is

@@ -330,11 +330,11 @@ impl Out {
         });
         let rec = match r {
             Ok(sv) => {
-                let counts = Counted::of(sv.ask, sv.answered);
-                match (sv.answered, counts.what()) {
-                    (0, _) => self.say(format!("connection {n}: {}", sv.closed)),
-                    (k, what) => self.say(format!("connection {n}: {} ({k} {what})", sv.closed)),
+                match sv.answered {
+                    0 => self.say(format!("connection {n}: {}", sv.closed)),
+                    k => self.say(format!("connection {n}: {} ({k} {})", sv.closed, sv.ask.answers())),
                 }
+                let counts = Counted::of(sv.ask, sv.answered);
                 Record { event: "connection", conn: n, outcome: "served", closed: Some(sv.closed), counts, error: None }
             }
             Err(e) => {
@@ -405,16 +405,6 @@ impl Counted {
                 Counted { sends_received: n, echoed: if echo { n } else { 0 }, ..Counted::default() }
             }
             Ask::WriteEcho { .. } => Counted { echoed: n, ..Counted::default() },
-        }
-    }
-
-    /// What the count counts, for the text.
-    fn what(&self) -> &'static str {
-        match (self.gpspm_answered, self.sends_received, self.echoed) {
-            (0, 0, _) => "writes echoed",
-            (0, _, 0) => "sends received",
-            (0, _, _) => "sends echoed",
-            _ => "GPSPM flush requests answered",
         }
     }
 }
