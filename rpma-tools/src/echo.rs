@@ -41,6 +41,13 @@ pub enum Ask {
 /// The most bytes an ask may make the server register for one connection.
 pub const ECHO_MAX: usize = 64 << 20;
 
+/// Whether `qd` receives or buffers of `size` bytes each stay within
+/// [`ECHO_MAX`]: checked by a client before it asks, and by the server on
+/// the ask.
+pub fn within_max(size: u64, qd: u64) -> bool {
+    size.checked_mul(qd).is_some_and(|n| n <= ECHO_MAX as u64)
+}
+
 const SEND: &str = "rpma-send ";
 const WRITE_ECHO: &str = "rpma-write-echo ";
 
@@ -71,9 +78,9 @@ impl Ask {
         };
         let size_of = |rest: &str, qd: u64| -> Result<usize, String> {
             let size = field(rest, "size=")?;
-            match size.checked_mul(qd) {
-                Some(n) if size > 0 && n <= ECHO_MAX as u64 => Ok(size as usize),
-                _ => Err(format!("{s:?}: 1 to {ECHO_MAX} bytes of receives or buffer")),
+            match size > 0 && within_max(size, qd) {
+                true => Ok(size as usize),
+                false => Err(format!("{s:?}: 1 to {ECHO_MAX} bytes of receives or buffer")),
             }
         };
         if let Some(rest) = s.strip_prefix(SEND) {

@@ -6,7 +6,7 @@ mod lane;
 mod report;
 
 use crate::client::{peer, Target};
-use crate::echo::ECHO_MAX;
+use crate::echo::{self, ECHO_MAX};
 use crate::meta::{Json, Meta};
 use crate::{Res, MAX_QD};
 use lane::{close_all, phase, Lane};
@@ -220,7 +220,7 @@ pub fn run(a: &BenchArgs) -> Res<()> {
         (_, true) => 1 << ALL_SIZES.end(),
         _ => a.size.unwrap_or(4096),
     };
-    if a.workload == Workload::Send && max_bs.saturating_mul(a.tx_depth as usize) > ECHO_MAX {
+    if a.workload == Workload::Send && !echo::within_max(max_bs as u64, a.tx_depth.into()) {
         return Err(
             format!("--size times --tx-depth is at most {ECHO_MAX} bytes for sends (the target's receives)").into()
         );
