@@ -298,4 +298,16 @@ mod tests {
         assert_eq!(slots(Ask::WriteEcho { size: 4096 }), (1, 1, 512));
         assert_eq!(slots(Ask::Gpspm { qd: 3 }), (3, 3, 512));
     }
+
+    #[test]
+    fn within_max_is_the_one_rule_of_size_times_depth() {
+        let max = ECHO_MAX as u64;
+        assert!(within_max(max / 512, 512));
+        assert!(within_max(max, 1));
+        assert!(!within_max(max / 512 + 1, 512));
+        assert!(!within_max(u64::MAX, 2), "an overflowing product is refused, not wrapped");
+        // The client's check and the server's agree at the edge.
+        assert!(Ask::decode(format!("rpma-send size={} qd=512", max / 512).as_bytes()).is_ok());
+        assert!(Ask::decode(format!("rpma-send size={} qd=512", max / 512 + 1).as_bytes()).is_err());
+    }
 }
