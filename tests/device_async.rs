@@ -8,6 +8,7 @@ use rpma::aio::{accept, connect, AsyncConnEvents, AsyncCq, AsyncEp};
 use rpma::conn::ConnEvent;
 use rpma::{AlignedBuf, ConnCfg, Ep, Flags, MrLocal, MrRemote, Usage};
 use rpma_harness::{addr, device_tests, next_port};
+use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::time::Duration;
@@ -36,12 +37,14 @@ async fn pending_once<F: std::future::Future>(f: F) -> bool {
 }
 
 /// Serves `n` connections on `ep` (each gets `desc`), each until its client
-/// closes; returns when all are closed.
-async fn serve(ep: Rc<Ep>, n: usize, desc: Vec<u8>) {
+/// closes, counting those it accepted in `accepted`; returns when all are
+/// closed.
+async fn serve(ep: Rc<Ep>, n: usize, desc: Vec<u8>, accepted: Rc<Cell<usize>>) {
     let aep = AsyncEp::new(&ep).unwrap();
     let mut closing = Vec::with_capacity(n);
     for _ in 0..n {
         let conn = accept(&aep, None, &desc).await.expect("accept");
+        accepted.set(accepted.get() + 1);
         closing.push(tokio::task::spawn_local(async move {
             assert_eq!(AsyncConnEvents::new(&conn).unwrap().next_event().await.unwrap(), ConnEvent::Closed);
             conn.disconnect().unwrap();
@@ -79,11 +82,12 @@ device_tests!({
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
         let desc = region.descriptor().to_vec();
         let thread = std::thread::current().id();
+        let accepted = Rc::new(Cell::new(0));
         run(tokio::task::LocalSet::new().run_until(async move {
-            let server = tokio::task::spawn_local(serve(ep, N, desc));
+            let server = tokio::task::spawn_local(serve(ep, N, desc, accepted.clone()));
             let clients: Vec<_> = (0..N)
                 .map(|i| {
-                    let cp = cp.clone();
+                    let (cp, accepted) = (cp.clone(), accepted.clone());
                     tokio::task::spawn_local(async move {
                         assert_eq!(std::thread::current().id(), thread);
                         let conn = connect(&cp, &addr(), port, None, &[]).await.expect("connect");
@@ -104,6 +108,15 @@ device_tests!({
                             assert_eq!(got, bytes, "connection {i} round {r}");
                         }
                         drop(cq);
+                        // A client closes only once the server has seen
+                        // every connection established: with 64 connects at
+                        // once a handshake's last message (RTU) can be lost,
+                        // and the server sees the connection established
+                        // only when its retried reply brings the RTU again;
+                        // a client that closed first would make it `Closed`.
+                        while accepted.get() < N {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
                         close(conn).await;
                     })
                 })
@@ -129,7 +142,7 @@ device_tests!({
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
         let desc = region.descriptor().to_vec();
         run(tokio::task::LocalSet::new().run_until(async move {
-            let server = tokio::task::spawn_local(serve(ep, 1, desc));
+            let server = tokio::task::spawn_local(serve(ep, 1, desc, Rc::default()));
             let conn = connect(&cp, &addr(), port, None, &[]).await.unwrap();
             let src = MrRemote::from_descriptor(conn.private_data()).unwrap();
             let dst = MrLocal::reg(&cp, AlignedBuf::new(64).unwrap(), Usage::READ_DST).unwrap();
@@ -184,7 +197,7 @@ device_tests!({
         // one cycle first: libraries open their own fds on first use
         let fds = run(tokio::task::LocalSet::new().run_until(async {
             let mut baseline = (0, None);
-            let server = tokio::task::spawn_local(serve(ep.clone(), cycles + 1, vec![]));
+            let server = tokio::task::spawn_local(serve(ep.clone(), cycles + 1, vec![], Rc::default()));
             for k in 0..=cycles {
                 let conn = connect(&cp, &addr(), port, Some(&cfg), &[]).await.expect("connect");
                 close(conn).await;
@@ -211,7 +224,7 @@ device_tests!({
         let ep = Rc::new(Ep::listen(&sp, &addr(), port).unwrap());
         let desc = region.descriptor().to_vec();
         run(tokio::task::LocalSet::new().run_until(async move {
-            let server = tokio::task::spawn_local(serve(ep, 1, desc));
+            let server = tokio::task::spawn_local(serve(ep, 1, desc, Rc::default()));
             let mut cfg = ConnCfg::new();
             cfg.set_compl_channel(true);
             cfg.set_rcq_size(4);
