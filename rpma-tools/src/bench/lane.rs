@@ -353,9 +353,9 @@ impl Run {
 }
 
 /// Keeps `--tx-depth` operations of the lanes' size ([`Lane::size`]) in
-/// flight on each of `lanes` until the phase ends, taking their completions round-robin;
-/// returns their latencies. No completion on any of them for [`BOUND`]
-/// fails the run.
+/// flight on each of `lanes` until the phase ends, taking their
+/// completions round-robin; returns their latencies. No completion on
+/// any of them for [`BOUND`] fails the run.
 fn drive(lanes: &mut [Lane], a: &BenchArgs, run: &Run) -> Res<Histogram<u64>> {
     let mut h = Histogram::<u64>::new(3)?;
     for lane in lanes.iter_mut() {
